@@ -1,0 +1,359 @@
+#ifndef CUV_H
+#define CUV_H
+
+/* cuv: asynchronous GPU work on the CUDA Driver API, as lazy device operations.
+ *
+ * Ownership, in five sentences:
+ * 1. An op (cuv_op_t) is a recipe; building it touches no stream. Every combinator and executor
+ *    consumes the ops handed to it, also when that call fails; cuv_op_free drops one never used.
+ * 2. An op's output (cuv_output_t) is a value with its release function. The executor hands it to
+ *    you; you release it once with cuv_output_release (a completion callback's output is released
+ *    by cuv after the callback returns unless the callback moves it out with cuv_output_take).
+ * 3. Buffers, modules, kernels, streams and policies are reference counted. Whatever a submission
+ *    touches is retained until its GPU work is proven complete, so dropping your reference early
+ *    never frees memory the GPU may still use.
+ * 4. Host memory handed to a copy is borrowed (CUV_COPY_BORROW: it must live and stay unchanged
+ *    until the submission completes) or staged (CUV_COPY_STAGE, the default: cuv copies it into
+ *    pinned staging when the op executes, and you may reuse it as soon as the executor returns).
+ * 5. A device-to-host copy's destination is valid only after the submission completed: after
+ *    cuv_sync returns, or in the completion callback.
+ *
+ * Threads: every function may be called from any thread; cuv binds the device's primary context
+ * itself. Objects are safe to share between threads, except that one op may be consumed once. */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuv/errors.h>
+#include <cuv/export.h>
+#include <cuv/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Driver handles, declared as cuda.h declares them, so cuda.h is not needed to include this. */
+struct CUstream_st;
+struct CUctx_st;
+typedef unsigned long long cuv_deviceptr_t;
+
+/* ---- errors, version, driver ---------------------------------------------------------------- */
+
+/* A message for any status, including CUV_ECUDA(...) codes (the driver's own text). */
+CUV_EXTERN const char *cuv_strerror(int status);
+/* The code's name: "CUV_EINVAL", or for CUDA failures "CUDA_ERROR_ILLEGAL_ADDRESS". */
+CUV_EXTERN const char *cuv_err_name(int status);
+/* The CUresult behind a CUV_ECUDA(...) status, or 0 when status is not a driver failure. */
+CUV_EXTERN int cuv_cuda_result(int status);
+CUV_EXTERN const char *cuv_version_string(void);
+
+/* Loads the driver once (thread-safe; every other call does it implicitly). CUV_DRIVER selects it:
+ * unset loads libcuda.so.1, "sim" loads libcuv-sim, anything else is a path to a library. */
+CUV_EXTERN int cuv_init(void);
+/* "cuda", "sim" or the path given in CUV_DRIVER; NULL before a successful cuv_init. */
+CUV_EXTERN const char *cuv_driver_name(void);
+CUV_EXTERN int cuv_driver_is_sim(void);
+/* The driver's CUDA version (13000 for 13.0). */
+CUV_EXTERN int cuv_driver_version(int *version);
+
+/* ---- devices -------------------------------------------------------------------------------- */
+
+typedef struct cuv_device_s cuv_device_t;
+
+CUV_EXTERN int cuv_device_count(int *count);
+/* Opens (and retains the primary context of) device `ordinal`. Opening the same ordinal again
+ * returns the same object with one more reference; each open needs one cuv_device_close. */
+CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal);
+CUV_EXTERN void cuv_device_close(cuv_device_t *dev);
+CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev);
+CUV_EXTERN const char *cuv_device_name(const cuv_device_t *dev);
+/* Any CUdevice_attribute value. */
+CUV_EXTERN int cuv_device_attribute(const cuv_device_t *dev, int cu_attribute, int *value);
+CUV_EXTERN struct CUctx_st *cuv_device_context(const cuv_device_t *dev);
+/* Makes the device's context current on the calling thread (cuv does this itself; this is for
+ * code that calls the driver directly). */
+CUV_EXTERN int cuv_device_bind(cuv_device_t *dev);
+
+/* ---- streams -------------------------------------------------------------------------------- */
+
+typedef struct cuv_stream_s cuv_stream_t;
+
+/* A new non-blocking stream on `dev`. */
+CUV_EXTERN int cuv_stream_create(cuv_stream_t **stream, cuv_device_t *dev);
+/* Wraps a CUstream the application owns; cuv never destroys it. */
+CUV_EXTERN int cuv_stream_wrap(cuv_stream_t **stream, cuv_device_t *dev, struct CUstream_st *raw);
+/* Drops the caller's reference; the stream is destroyed once no submission uses it. */
+CUV_EXTERN void cuv_stream_destroy(cuv_stream_t *stream);
+CUV_EXTERN struct CUstream_st *cuv_stream_handle(const cuv_stream_t *stream);
+CUV_EXTERN cuv_device_t *cuv_stream_device(const cuv_stream_t *stream);
+/* Blocks until all work on the stream is done; returns the stream's error if it faulted. */
+CUV_EXTERN int cuv_stream_synchronize(cuv_stream_t *stream);
+/* Submissions executed on this stream and not yet proven complete. */
+CUV_EXTERN unsigned cuv_stream_in_flight(const cuv_stream_t *stream);
+
+/* ---- outputs -------------------------------------------------------------------------------- */
+
+typedef void (*cuv_release_fn)(void *data);
+
+typedef struct cuv_output {
+  void *data;             /* the value; NULL for ops without one ("unit") */
+  cuv_release_fn release; /* called once with data when the value is dropped; may be NULL */
+} cuv_output_t;
+
+/* Releases the value (once) and clears *out. Safe on a cleared output. */
+CUV_EXTERN void cuv_output_release(cuv_output_t *out);
+/* Moves the value out, leaving *out cleared (so cuv will not release it). */
+CUV_EXTERN cuv_output_t cuv_output_take(cuv_output_t *out);
+
+/* zip and fork output a tuple: data is a cuv_tuple_t whose release releases every item. */
+typedef struct cuv_tuple {
+  size_t n;
+  cuv_output_t items[];
+} cuv_tuple_t;
+
+/* Item i of a tuple output, or NULL when out is not a tuple of more than i items. */
+CUV_EXTERN cuv_output_t *cuv_tuple_get(const cuv_output_t *out, size_t i);
+
+/* ---- ops ------------------------------------------------------------------------------------ */
+
+typedef struct cuv_op_s cuv_op_t;
+
+/* Drops an op that was never consumed, releasing what it captured. NULL is ignored. */
+CUV_EXTERN void cuv_op_free(cuv_op_t *op);
+/* The error an op carries from a failed constructor, or 0. Executing it reports the same. */
+CUV_EXTERN int cuv_op_error(const cuv_op_t *op);
+
+/* Lifts a host value; its release runs when the value is dropped. */
+CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release);
+
+/* Builds the op to run once its stream is known. fn runs at execution time on the executing
+ * thread, under the execution lock; it may call the driver (or cuBLAS...) on the stream's
+ * CUstream and returns the op to run there (cuv_value(...) for a host value). */
+typedef cuv_op_t *(*cuv_context_fn)(cuv_stream_t *stream, void *arg);
+CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release);
+
+/* ---- buffers: device memory ----------------------------------------------------------------- */
+
+typedef struct cuv_buffer_s cuv_buffer_t;
+
+/* Allocates now (cuMemAlloc). */
+CUV_EXTERN int cuv_buffer_create(cuv_buffer_t **buf, cuv_device_t *dev, size_t bytes);
+CUV_EXTERN cuv_buffer_t *cuv_buffer_ref(cuv_buffer_t *buf);
+/* Drops a reference; the memory is freed once no reference and no submission holds it. */
+CUV_EXTERN void cuv_buffer_unref(cuv_buffer_t *buf);
+CUV_EXTERN cuv_deviceptr_t cuv_buffer_ptr(const cuv_buffer_t *buf);
+CUV_EXTERN size_t cuv_buffer_size(const cuv_buffer_t *buf);
+CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
+
+/* Stream-ordered allocation (cuMemAllocAsync). Output: a cuv_buffer_t * (released by unref). */
+CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
+/* Stream-ordered free: consumes the caller's reference. When it is the last one, the memory is
+ * freed with cuMemFreeAsync on the executing stream; otherwise at the last unref. Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf);
+
+enum {
+  CUV_COPY_STAGE = 0,  /* cuv copies the host data into pinned staging at execution (default) */
+  CUV_COPY_BORROW = 1, /* the host memory is used in place: keep it alive until completion */
+};
+
+/* Copies; each takes its own reference on the buffers. Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const void *src,
+                                     size_t bytes, unsigned flags);
+/* dst must stay valid until the submission completes; its contents are defined only then. */
+CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
+CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
+                                     size_t src_offset, size_t bytes);
+CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
+/* offset and count in bytes and 32-bit words; offset must be 4-byte aligned. */
+CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count);
+/* Copies a device range into new host memory. Output: a pointer to `bytes` bytes (valid after
+ * completion), released with the output. */
+CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t bytes);
+
+/* ---- modules and kernels -------------------------------------------------------------------- */
+
+typedef struct cuv_module_s cuv_module_t;
+typedef struct cuv_kernel_s cuv_kernel_t;
+
+/* Loads PTX (NUL-terminated), cubin or fatbin from memory. */
+CUV_EXTERN int cuv_module_load_data(cuv_module_t **mod, cuv_device_t *dev, const void *image,
+                                    size_t size);
+CUV_EXTERN int cuv_module_load_file(cuv_module_t **mod, cuv_device_t *dev, const char *path);
+/* Drops the caller's reference; unloaded once no kernel or submission holds it. */
+CUV_EXTERN void cuv_module_unload(cuv_module_t *mod);
+/* Looks a kernel up by name; the kernel holds a reference on its module. */
+CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **kernel, cuv_module_t *mod, const char *name);
+CUV_EXTERN void cuv_kernel_release(cuv_kernel_t *kernel);
+/* Number of parameters, where the driver can tell (CUDA 12.4+); CUV_ENOTSUP otherwise. */
+CUV_EXTERN int cuv_kernel_param_count(const cuv_kernel_t *kernel, size_t *count);
+
+typedef struct cuv_dim3 {
+  unsigned x, y, z;
+} cuv_dim3_t;
+#define CUV_DIM3(x_, y_, z_) ((cuv_dim3_t){(x_), (y_), (z_)})
+#define CUV_DIM1(x_) ((cuv_dim3_t){(x_), 1, 1})
+
+enum cuv_arg_kind { CUV_ARG_KIND_SCALAR, CUV_ARG_KIND_READ, CUV_ARG_KIND_WRITE, CUV_ARG_KIND_RW };
+
+/* One kernel argument: a buffer with its access (passed as a device pointer plus offset), or a
+ * scalar of any size (copied when the launch op is built). */
+typedef struct cuv_arg {
+  enum cuv_arg_kind kind;
+  cuv_buffer_t *buffer;
+  size_t offset;
+  const void *scalar;
+  size_t size;
+} cuv_arg_t;
+
+#define CUV_ARG_READ(buf) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), 0, NULL, 0})
+#define CUV_ARG_WRITE(buf) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), 0, NULL, 0})
+#define CUV_ARG_RW(buf) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), 0, NULL, 0})
+#define CUV_ARG_SCALAR(ptr, bytes) ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes)})
+#define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
+
+/* A kernel launch. Arguments are checked against the kernel's parameter count and sizes where the
+ * driver reports them. Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
+                                unsigned shared_bytes, const cuv_arg_t *args, size_t nargs);
+
+/* ---- combinators ---------------------------------------------------------------------------- */
+
+/* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
+ * on or release it) and returns the op to enqueue next on the same stream. fn runs on the host
+ * before the GPU finished `first`: use the output's handles, not device data. It runs under the
+ * execution lock: executing another op inside it returns CUV_EREENTRANT. */
+typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
+CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg);
+/* The same without the execution lock, for code that knows what it does. */
+CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *arg);
+/* first, then second on the same stream; first's output is released, second's is the output. */
+CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
+
+/* map: transforms the output on the host when the op has been enqueued (not after completion).
+ * fn may replace *value (releasing the old one); a negative return fails the op. */
+typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
+CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
+
+/* zip: runs the n ops in order on one stream; output is a tuple of their outputs. Consumes ops[]. */
+CUV_EXTERN cuv_op_t *cuv_zip(cuv_op_t *const *ops, size_t n);
+/* fork: runs the n ops on different streams of the policy (the executing stream for the first),
+ * joins them back with events; output is a tuple. Consumes ops[]. */
+CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
+#define cuv_all cuv_fork
+
+/* shared: an execute-once op whose clones may be consumed anywhere, also concurrently from
+ * several threads: the first clone executed runs the op, the others wait for it to be enqueued;
+ * a clone executed on another stream is ordered after the producer with a CUDA event. Every
+ * clone outputs a view of the same value (data identical; the value is released when the shared
+ * handle and every clone output are gone). */
+typedef struct cuv_shared_s cuv_shared_t;
+CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op);
+CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *shared);
+CUV_EXTERN void cuv_shared_release(cuv_shared_t *shared);
+/* How many times the shared op's own work ran (0 or 1; for tests and debugging). */
+CUV_EXTERN unsigned cuv_shared_runs(const cuv_shared_t *shared);
+
+/* ---- scheduling policies -------------------------------------------------------------------- */
+
+typedef struct cuv_policy_s cuv_policy_t;
+
+/* A policy's behaviour. next_stream picks a stream for an op and returns it borrowed (the policy
+ * keeps it alive). device tells which device the policy serves. destroy frees state. */
+typedef struct cuv_policy_ops {
+  int (*next_stream)(void *state, const cuv_op_t *op, cuv_stream_t **stream);
+  cuv_device_t *(*device)(void *state);
+  void (*destroy)(void *state);
+} cuv_policy_ops_t;
+
+CUV_EXTERN int cuv_policy_create(cuv_policy_t **policy, const cuv_policy_ops_t *ops, void *state);
+/* Round-robin over `nstreams` new streams (0: 4). */
+CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
+/* Always `stream` (also a wrapped application stream). */
+CUV_EXTERN int cuv_policy_single(cuv_policy_t **policy, cuv_stream_t *stream);
+/* The stream with the fewest submissions in flight among `nstreams` new streams (0: 4). */
+CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
+CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *policy);
+CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
+                                      cuv_stream_t **stream);
+CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *policy);
+/* The device's default policy (round-robin over 4 streams), created on first use. */
+CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
+/* The device an op will run on: the device of the buffers or kernels it touches, else 0. */
+CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
+
+/* ---- blocking executors --------------------------------------------------------------------- */
+
+/* Runs op on a stream of its device's default policy and waits. *out receives the output (may be
+ * NULL to release it). Consumes op. */
+CUV_EXTERN int cuv_sync(cuv_op_t *op, cuv_output_t *out);
+/* The same with a given policy. */
+CUV_EXTERN int cuv_sync_policy(cuv_op_t *op, cuv_policy_t *policy, cuv_output_t *out);
+/* Runs op on `stream` and waits for this op's work (not the whole stream). */
+CUV_EXTERN int cuv_sync_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out);
+/* Enqueues op on `stream` and returns at once. Unsafe by design: the output's device data is
+ * pending and the caller synchronizes (cuv_stream_synchronize). cuv still retains what the op
+ * touches until an event recorded behind it has completed. */
+CUV_EXTERN int cuv_enqueue_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out);
+
+/* ---- asynchronous submission into a completion queue ---------------------------------------- */
+
+typedef struct cuv_queue_s cuv_queue_t;
+
+/* Called (from the thread that completed the work: the reactor, the driver's callback thread or
+ * the submitting thread) when the queue goes from empty to non-empty. Must not block. */
+typedef void (*cuv_notify_fn)(cuv_queue_t *queue, void *arg);
+/* A submission's completion, run by cuv_queue_drain on the draining thread. status is 0 or a
+ * negative code; output is valid during the call (see cuv_output_take). */
+typedef void (*cuv_done_fn)(int status, cuv_output_t *output, void *arg);
+
+CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void *notify_arg);
+/* Runs the callbacks of every finished submission on the calling thread; returns how many ran. */
+CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
+/* Submissions delivered to this queue and not yet drained (in flight plus finished). */
+CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
+/* Blocks until at least one submission of this queue has finished, or timeout_ms passed
+ * (negative: forever). For owners that have no loop; returns 0 or CUV_EBUSY on timeout. */
+CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
+/* Marks the queue closed: later submissions fail with CUV_ECLOSED; submissions in flight still
+ * complete and are drained. Destroy once cuv_queue_pending is 0 (CUV_EBUSY otherwise). */
+CUV_EXTERN void cuv_queue_close(cuv_queue_t *queue);
+CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *queue);
+
+typedef struct cuv_submit_opts {
+  cuv_policy_t *policy; /* NULL: the op's device's default policy */
+  cuv_stream_t *stream; /* non-NULL: run on this stream (overrides policy) */
+} cuv_submit_opts_t;
+
+/* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
+ * cuv_queue_drain runs done(status, output, arg) exactly once. Returns 0 when the submission was
+ * accepted (done will run, also with an error status), or a negative code when it was refused
+ * (done will not run; op is consumed either way). */
+CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
+                          const cuv_submit_opts_t *opts);
+
+/* ---- statistics ----------------------------------------------------------------------------- */
+
+typedef struct cuv_stats {
+  uint64_t submitted;          /* cuv_submit / sync / enqueue executions accepted */
+  uint64_t completed;          /* submissions proven complete */
+  uint64_t completed_spin;     /* ... by the inline spin */
+  uint64_t completed_reactor;  /* ... by the flag-write reactor */
+  uint64_t completed_hostfn;   /* ... by the host-callback path */
+  uint64_t completed_sync;     /* ... by a blocking executor's wait */
+  uint64_t completed_event;    /* ... by an event behind cuv_enqueue_on work */
+  uint64_t fallbacks;          /* reactor could not take the work: pool full or write failed */
+  uint64_t faults;             /* submissions completed with a device fault */
+  uint64_t waits_inserted;     /* event waits cuv inserted between streams */
+  uint64_t leaked;             /* submissions whose resources were leaked (completion unprovable) */
+  uint64_t in_flight;          /* submissions not yet proven complete */
+  uint64_t slots_in_use;       /* reactor slots armed now */
+  uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
+} cuv_stats_t;
+
+CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

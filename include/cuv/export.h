@@ -1,0 +1,11 @@
+#ifndef CUV_EXPORT_H
+#define CUV_EXPORT_H
+
+/* Symbols are hidden by default; the public API is marked with CUV_EXTERN. */
+#if defined(CUV_BUILDING) && defined(__GNUC__)
+#define CUV_EXTERN __attribute__((visibility("default")))
+#else
+#define CUV_EXTERN
+#endif
+
+#endif

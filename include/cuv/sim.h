@@ -1,0 +1,63 @@
+#ifndef CUV_SIM_H
+#define CUV_SIM_H
+
+/* libcuv-sim: a CPU implementation of the CUDA driver entry points cuv uses, loaded in place of
+ * libcuda with CUV_DRIVER=sim. Programs that run kernels on it link libcuv-sim (pkg-config cuv-sim)
+ * and register a host twin for each kernel name; the PTX they load is accepted as is, and
+ * cuModuleGetFunction resolves names against the registry.
+ *
+ * Each stream is a FIFO worker thread; host functions run on one driver callback thread;
+ * device memory is host memory (a CUdeviceptr is the host address). */
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuv/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(CUV_SIM_BUILDING) && defined(__GNUC__)
+#define CUV_SIM_EXTERN __attribute__((visibility("default")))
+#else
+#define CUV_SIM_EXTERN
+#endif
+
+typedef struct cuv_sim_launch {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned shared_bytes;
+  void *shared; /* shared_bytes of scratch for the launch (one block at a time) */
+} cuv_sim_launch_t;
+
+/* A host twin: runs the whole grid (loop over blocks and threads itself). params[i] points to
+ * parameter i, as cuLaunchKernel's kernelParams. Returns 0, or a CUresult to fail like the GPU
+ * would (CUDA_ERROR_ILLEGAL_ADDRESS makes the context's sticky fault). */
+typedef int (*cuv_sim_kernel_fn)(const cuv_sim_launch_t *launch, void **params);
+
+/* Registers a kernel by name with its parameter sizes (nparams entries; reported through
+ * cuFuncGetParamInfo). Registering a name again replaces it. Returns 0 or -1. */
+CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
+                                           const size_t *param_sizes);
+/* Every launch of `name` takes at least `usec` microseconds on its stream (0: as fast as it runs). */
+CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec);
+
+/* Failure injection: the `nth` call (1-based; 0 = every call) of entry point `entry` (its base
+ * name, as cuGetProcAddress takes it: "cuStreamWriteValue32") returns `result` without acting.
+ * Rules accumulate until cuv_sim_fail_clear. */
+CUV_SIM_EXTERN void cuv_sim_fail(const char *entry, unsigned nth, int result);
+CUV_SIM_EXTERN void cuv_sim_fail_clear(void);
+/* Calls made so far to `entry` (counted also when they failed). */
+CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry);
+
+/* Makes the context's sticky fault now, as a faulting kernel would. */
+CUV_SIM_EXTERN void cuv_sim_fault(int result);
+/* Number of devices the simulator reports (default 1; set before cuInit). */
+CUV_SIM_EXTERN void cuv_sim_set_device_count(int count);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
