@@ -14,7 +14,7 @@
  *    never frees memory the GPU may still use.
  * 4. Host memory handed to a copy is borrowed (CUV_COPY_BORROW: it must live and stay unchanged
  *    until the submission completes) or staged (CUV_COPY_STAGE, the default: cuv copies it into
- *    pinned staging when the op executes, and you may reuse it as soon as the executor returns).
+ *    pinned staging when the op is built, so you may reuse it as soon as cuv_memcpy_htod returns).
  * 5. A device-to-host copy's destination is valid only after the submission completed: after
  *    cuv_sync returns, or in the completion callback.
  *
@@ -93,11 +93,12 @@ CUV_EXTERN unsigned cuv_stream_in_flight(const cuv_stream_t *stream);
 
 /* ---- outputs -------------------------------------------------------------------------------- */
 
-typedef void (*cuv_release_fn)(void *data);
+typedef void (*cuv_release_fn)(void *arg);
 
 typedef struct cuv_output {
   void *data;             /* the value; NULL for ops without one ("unit") */
-  cuv_release_fn release; /* called once with data when the value is dropped; may be NULL */
+  cuv_release_fn release; /* called once as release(release_arg) when dropped; may be NULL */
+  void *release_arg;      /* usually data itself; cuv_value sets it so */
 } cuv_output_t;
 
 /* Releases the value (once) and clears *out. Safe on a cleared output. */
@@ -123,7 +124,7 @@ CUV_EXTERN void cuv_op_free(cuv_op_t *op);
 /* The error an op carries from a failed constructor, or 0. Executing it reports the same. */
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op);
 
-/* Lifts a host value; its release runs when the value is dropped. */
+/* Lifts a host value; release(data) runs when the value is dropped (free, for malloc'd data). */
 CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release);
 
 /* Builds the op to run once its stream is known. fn runs at execution time on the executing
@@ -152,7 +153,7 @@ CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf);
 
 enum {
-  CUV_COPY_STAGE = 0,  /* cuv copies the host data into pinned staging at execution (default) */
+  CUV_COPY_STAGE = 0,  /* cuv copies the host data into pinned staging now (default) */
   CUV_COPY_BORROW = 1, /* the host memory is used in place: keep it alive until completion */
 };
 

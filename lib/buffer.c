@@ -1,0 +1,155 @@
+/* Device buffers: reference counted device memory. The memory is freed only at the last
+ * reference, and every submission that touches a buffer holds one until its completion is
+ * proven, so the free can never overtake GPU work. */
+#include "internal.h"
+
+static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, size_t bytes,
+                      cuv_stream_t *alloc_stream) {
+  cuv_buffer_t *buf = calloc(1, sizeof *buf);
+  if (!buf)
+    return CUV_ENOMEM;
+  atomic_init(&buf->refs, 1);
+  buf->dev = cuv__device_ref(dev);
+  buf->ptr = ptr;
+  buf->size = bytes;
+  buf->alloc_stream = alloc_stream ? cuv__stream_ref(alloc_stream) : NULL;
+  *out = buf;
+  return 0;
+}
+
+/* Frees the memory on `stream` (stream-ordered) or at once. */
+static void buffer_destroy(cuv_buffer_t *buf, cuv_stream_t *stream) {
+  if (cuv__bind(buf->dev) == 0) {
+    if (stream)
+      cuv__drv.cuMemFreeAsync(buf->ptr, stream->cu);
+    else
+      cuv__drv.cuMemFree(buf->ptr);
+  }
+  if (buf->alloc_stream)
+    cuv__stream_unref(buf->alloc_stream);
+  cuv__device_unref(buf->dev);
+  free(buf);
+}
+
+CUV_EXTERN int cuv_buffer_create(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes) {
+  if (!out || !dev || bytes == 0)
+    return CUV_EINVAL;
+  int rc = cuv__bind(dev);
+  CUdeviceptr ptr = 0;
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuMemAlloc(&ptr, bytes));
+  if (rc == 0 && (rc = buffer_new(out, dev, ptr, bytes, NULL)) < 0)
+    cuv__drv.cuMemFree(ptr);
+  return rc;
+}
+
+CUV_EXTERN cuv_buffer_t *cuv_buffer_ref(cuv_buffer_t *buf) {
+  if (buf)
+    atomic_fetch_add(&buf->refs, 1);
+  return buf;
+}
+
+CUV_EXTERN void cuv_buffer_unref(cuv_buffer_t *buf) {
+  if (buf && atomic_fetch_sub(&buf->refs, 1) == 1)
+    buffer_destroy(buf, buf->alloc_stream);
+}
+
+void cuv__buffer_release(void *buf) { cuv_buffer_unref(buf); }
+
+CUV_EXTERN cuv_deviceptr_t cuv_buffer_ptr(const cuv_buffer_t *buf) { return buf ? buf->ptr : 0; }
+CUV_EXTERN size_t cuv_buffer_size(const cuv_buffer_t *buf) { return buf ? buf->size : 0; }
+CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf) {
+  return buf ? buf->dev : NULL;
+}
+
+int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes) {
+  if (offset > buf->size || bytes > buf->size - offset)
+    return CUV_ERANGE;
+  return 0;
+}
+
+int cuv__sub_hold_buffer(cuv__submission_t *sub, cuv_buffer_t *buf, enum cuv_arg_kind access) {
+  CUV__UNUSED(access);
+  if (buf->dev != sub->dev)
+    return CUV_EDEVICE;
+  int rc = cuv__sub_hold(sub, cuv__buffer_release, buf);
+  if (rc == 0)
+    cuv_buffer_ref(buf);
+  return rc;
+}
+
+/* ---- cuv_alloc: stream-ordered allocation ---- */
+
+typedef struct alloc_op {
+  struct cuv_op_s op;
+  cuv_device_t *dev;
+  size_t bytes;
+} alloc_op_t;
+
+static void alloc_drop(cuv_op_t *op) { cuv__device_unref(((alloc_op_t *)op)->dev); }
+
+static int alloc_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  alloc_op_t *a = (alloc_op_t *)op;
+  int rc = a->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
+  CUdeviceptr ptr = 0;
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuMemAllocAsync(&ptr, a->bytes, ex->stream->cu));
+  cuv_buffer_t *buf = NULL;
+  if (rc == 0 && (rc = buffer_new(&buf, a->dev, ptr, a->bytes, ex->stream)) < 0)
+    cuv__drv.cuMemFreeAsync(ptr, ex->stream->cu);
+  if (rc == 0)
+    *out = cuv__output(buf, cuv__buffer_release, buf);
+  alloc_drop(op);
+  return rc;
+}
+
+static const cuv__op_vt_t alloc_vt = {"alloc", alloc_execute, alloc_drop};
+
+CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
+  if (!dev || bytes == 0)
+    return cuv__op_fail(CUV_EINVAL);
+  alloc_op_t *a = (alloc_op_t *)cuv__op_new(&alloc_vt, sizeof *a);
+  if (!a)
+    return cuv__op_fail(CUV_ENOMEM);
+  a->dev = cuv__device_ref(dev);
+  a->bytes = bytes;
+  a->op.device = dev->ordinal;
+  return &a->op;
+}
+
+/* ---- cuv_free: stream-ordered free of the last reference ---- */
+
+typedef struct free_op {
+  struct cuv_op_s op;
+  cuv_buffer_t *buf;
+} free_op_t;
+
+static void free_drop(cuv_op_t *op) { cuv_buffer_unref(((free_op_t *)op)->buf); }
+
+static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  cuv_buffer_t *buf = ((free_op_t *)op)->buf;
+  if (buf->dev != ex->sub->dev) {
+    cuv_buffer_unref(buf);
+    return CUV_EDEVICE;
+  }
+  /* Earlier work of this submission on this stream may still use the memory: the free is
+   * enqueued behind it. Other holders (submissions on other streams) make this not the last. */
+  if (atomic_fetch_sub(&buf->refs, 1) == 1)
+    buffer_destroy(buf, ex->stream);
+  return 0;
+}
+
+static const cuv__op_vt_t free_vt = {"free", free_execute, free_drop};
+
+CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf) {
+  if (!buf)
+    return cuv__op_fail(CUV_EINVAL);
+  free_op_t *f = (free_op_t *)cuv__op_new(&free_vt, sizeof *f);
+  if (!f) {
+    cuv_buffer_unref(buf);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  f->buf = buf;
+  f->op.device = buf->dev->ordinal;
+  return &f->op;
+}

@@ -1,0 +1,163 @@
+/* then, seq, map and zip: combinators that keep their work on the executing stream. */
+#include <string.h>
+
+#include "internal.h"
+
+/* ---- then / then_unchecked ---- */
+
+typedef struct then_op {
+  struct cuv_op_s op;
+  cuv_op_t *first;
+  cuv_then_fn fn;
+  void *arg;
+  bool checked;
+} then_op_t;
+
+static void then_drop(cuv_op_t *op) { cuv_op_free(((then_op_t *)op)->first); }
+
+static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  then_op_t *t = (then_op_t *)op;
+  cuv_output_t mid;
+  int rc = cuv__op_execute(t->first, ex, &mid);
+  if (rc < 0)
+    return rc;
+  if (t->checked)
+    cuv__exec_lock();
+  cuv_op_t *next = t->fn(&mid, t->arg);
+  if (t->checked)
+    cuv__exec_unlock();
+  cuv_output_release(&mid); /* whatever fn did not take */
+  return next ? cuv__op_execute(next, ex, out) : CUV_EINVAL;
+}
+
+static const cuv__op_vt_t then_vt = {"then", then_execute, then_drop};
+
+static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool checked) {
+  if (!first || !fn) {
+    cuv_op_free(first);
+    return cuv__op_fail(CUV_EINVAL);
+  }
+  if (first->error)
+    return first;
+  then_op_t *t = (then_op_t *)cuv__op_new(&then_vt, sizeof *t);
+  if (!t) {
+    cuv_op_free(first);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  t->first = first;
+  t->fn = fn;
+  t->arg = arg;
+  t->checked = checked;
+  t->op.device = first->device;
+  return &t->op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg) {
+  return then_new(first, fn, arg, true);
+}
+
+CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *arg) {
+  return then_new(first, fn, arg, false);
+}
+
+/* ---- map ---- */
+
+typedef struct map_op {
+  struct cuv_op_s op;
+  cuv_op_t *inner;
+  cuv_map_fn fn;
+  void *arg;
+} map_op_t;
+
+static void map_drop(cuv_op_t *op) { cuv_op_free(((map_op_t *)op)->inner); }
+
+static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  map_op_t *m = (map_op_t *)op;
+  int rc = cuv__op_execute(m->inner, ex, out);
+  if (rc == 0)
+    rc = m->fn(out, m->arg);
+  return rc < 0 ? rc : 0;
+}
+
+static const cuv__op_vt_t map_vt = {"map", map_execute, map_drop};
+
+CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
+  if (!inner || !fn) {
+    cuv_op_free(inner);
+    return cuv__op_fail(CUV_EINVAL);
+  }
+  if (inner->error)
+    return inner;
+  map_op_t *m = (map_op_t *)cuv__op_new(&map_vt, sizeof *m);
+  if (!m) {
+    cuv_op_free(inner);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  m->inner = inner;
+  m->fn = fn;
+  m->arg = arg;
+  m->op.device = inner->device;
+  return &m->op;
+}
+
+/* ---- zip and seq: n ops in order on one stream ---- */
+
+typedef cuv__multi_op_t zip_op_t;
+
+static void zip_drop(cuv_op_t *op) {
+  zip_op_t *z = (zip_op_t *)op;
+  cuv__op_drop_all(z->ops, z->n);
+}
+
+static int zip_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  zip_op_t *z = (zip_op_t *)op;
+  cuv_output_t tuple = z->keep_last_only ? (cuv_output_t){0} : cuv__tuple_new(z->n);
+  int rc = z->keep_last_only || tuple.data ? 0 : CUV_ENOMEM;
+  size_t i = 0;
+  for (; rc == 0 && i < z->n; i++) {
+    cuv_output_t item;
+    rc = cuv__op_execute(z->ops[i], ex, &item);
+    if (z->keep_last_only) {
+      cuv_output_release(out);
+      *out = item;
+    } else {
+      ((cuv_tuple_t *)tuple.data)->items[i] = item;
+    }
+  }
+  cuv__op_drop_all(z->ops + i, z->n - i);
+  if (!z->keep_last_only)
+    *out = tuple;
+  return rc;
+}
+
+static const cuv__op_vt_t zip_vt = {"zip", zip_execute, zip_drop};
+
+cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n) {
+  if (!ops || n == 0)
+    return cuv__op_fail(CUV_EINVAL);
+  int device = -1;
+  int rc = cuv__op_first_error(ops, n);
+  for (size_t i = 0; rc == 0 && i < n; i++)
+    rc = cuv__op_join_device(&device, ops[i]->device);
+  zip_op_t *z = rc < 0 ? NULL : (zip_op_t *)cuv__op_new(vt, sizeof *z + n * sizeof z->ops[0]);
+  if (!z) {
+    cuv__op_drop_all(ops, n);
+    return cuv__op_fail(rc < 0 ? rc : CUV_ENOMEM);
+  }
+  memcpy(z->ops, ops, n * sizeof ops[0]);
+  z->n = n;
+  z->op.device = device;
+  return &z->op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_zip(cuv_op_t *const *ops, size_t n) {
+  return cuv__gather_ops(&zip_vt, ops, n);
+}
+
+CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second) {
+  cuv_op_t *pair[2] = {first, second};
+  cuv_op_t *op = cuv__gather_ops(&zip_vt, pair, 2);
+  if (!op->error)
+    ((zip_op_t *)op)->keep_last_only = true;
+  return op;
+}

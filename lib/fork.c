@@ -1,0 +1,71 @@
+/* fork (cuv_all): branches on different streams of the policy, so independent work overlaps
+ * inside one submission. Each branch first waits for what the executing stream had enqueued
+ * (it sees the chain's earlier results), and the executing stream waits for every branch, so
+ * the submission's completion on its own stream proves the branches complete too. */
+#include "internal.h"
+
+/* A stream for branch i: the executing stream for the first, else one the policy gives that no
+ * other branch uses (falling back to sharing, which is still correct, only serial). */
+static cuv_stream_t *branch_stream(cuv__exec_t *ex, cuv_stream_t **used, size_t i) {
+  if (i == 0 || !ex->policy)
+    return ex->stream;
+  cuv_stream_t *pick = ex->stream;
+  for (unsigned tries = 0; tries < 2 * i + 4; tries++) {
+    cuv_stream_t *s = NULL;
+    if (cuv_policy_next_stream(ex->policy, NULL, &s) < 0 || !s || s->dev != ex->sub->dev)
+      break;
+    bool taken = false;
+    for (size_t j = 0; j < i; j++)
+      taken = taken || used[j] == s;
+    pick = s;
+    if (!taken)
+      break;
+  }
+  return pick;
+}
+
+static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *item) {
+  if (stream == ex->stream)
+    return cuv__op_execute(op, ex, item);
+  int rc = cuv__sub_use_stream(ex->sub, stream);
+  if (rc == 0)
+    rc = cuv__sub_order(ex->sub, ex->stream, stream);
+  if (rc < 0) {
+    cuv_op_free(op);
+    return rc;
+  }
+  cuv__exec_t branch = {ex->sub, stream, ex->policy};
+  rc = cuv__op_execute(op, &branch, item);
+  /* Joined back even when the branch failed midway: what it enqueued must finish before the
+   * submission can be proven complete. */
+  int join = cuv__sub_order(ex->sub, stream, ex->stream);
+  return rc < 0 ? rc : join;
+}
+
+static void fork_drop(cuv_op_t *op) {
+  cuv__multi_op_t *f = (cuv__multi_op_t *)op;
+  cuv__op_drop_all(f->ops, f->n);
+}
+
+static int fork_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  cuv__multi_op_t *f = (cuv__multi_op_t *)op;
+  cuv_stream_t *used_inline[8];
+  cuv_stream_t **used = f->n <= 8 ? used_inline : calloc(f->n, sizeof *used);
+  *out = cuv__tuple_new(f->n);
+  int rc = used && out->data ? 0 : CUV_ENOMEM;
+  size_t i = 0;
+  for (; rc == 0 && i < f->n; i++) {
+    used[i] = branch_stream(ex, used, i);
+    rc = run_branch(ex, used[i], f->ops[i], &((cuv_tuple_t *)out->data)->items[i]);
+  }
+  cuv__op_drop_all(f->ops + i, f->n - i);
+  if (used != used_inline)
+    free(used);
+  return rc;
+}
+
+static const cuv__op_vt_t fork_vt = {"fork", fork_execute, fork_drop};
+
+CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n) {
+  return cuv__gather_ops(&fork_vt, ops, n);
+}

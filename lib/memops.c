@@ -1,0 +1,155 @@
+/* Copies and sets. One op type covers them all: what differs is the driver call. Host data to
+ * upload is staged in pinned memory when the op is built (unless borrowed); downloads land in a
+ * pinned block that becomes the output. */
+#include <string.h>
+
+#include "internal.h"
+
+enum copy_kind { COPY_HTOD, COPY_DTOH, COPY_DTOD, SET8, SET32, DOWNLOAD };
+
+typedef struct copy_op {
+  struct cuv_op_s op;
+  enum copy_kind kind;
+  cuv_buffer_t *dst, *src;  /* device sides (NULL for host sides) */
+  size_t dst_offset, src_offset, bytes;
+  void *host;               /* htod source, dtoh destination */
+  bool staged;              /* host is a staging block owned by the op */
+  uint32_t value;
+} copy_op_t;
+
+static void copy_drop(cuv_op_t *op) {
+  copy_op_t *c = (copy_op_t *)op;
+  cuv_buffer_unref(c->dst);
+  cuv_buffer_unref(c->src);
+  if (c->staged)
+    cuv__staging_free(c->host);
+}
+
+static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
+  CUdeviceptr dst = c->dst ? c->dst->ptr + c->dst_offset : 0;
+  CUdeviceptr src = c->src ? c->src->ptr + c->src_offset : 0;
+  switch (c->kind) {
+  case COPY_HTOD: return cuv__drv.cuMemcpyHtoDAsync(dst, c->host, c->bytes, stream);
+  case COPY_DTOH: return cuv__drv.cuMemcpyDtoHAsync(c->host, src, c->bytes, stream);
+  case DOWNLOAD: return cuv__drv.cuMemcpyDtoHAsync(download, src, c->bytes, stream);
+  case COPY_DTOD: return cuv__drv.cuMemcpyDtoDAsync(dst, src, c->bytes, stream);
+  case SET8: return cuv__drv.cuMemsetD8Async(dst, (unsigned char)c->value, c->bytes, stream);
+  case SET32: return cuv__drv.cuMemsetD32Async(dst, c->value, c->bytes / 4, stream);
+  }
+  return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Moves the op's references into the submission before anything is enqueued. */
+static int hold_all(copy_op_t *c, cuv__submission_t *sub) {
+  int rc = 0;
+  if (c->dst && (rc = cuv__sub_hold_buffer(sub, c->dst, CUV_ARG_KIND_WRITE)) < 0)
+    return rc;
+  if (c->src && (rc = cuv__sub_hold_buffer(sub, c->src, CUV_ARG_KIND_READ)) < 0)
+    return rc;
+  if (c->staged && (rc = cuv__sub_hold(sub, cuv__staging_free, c->host)) == 0)
+    c->staged = false;  /* the submission gives it back now */
+  return rc;
+}
+
+static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  copy_op_t *c = (copy_op_t *)op;
+  void *download = NULL;
+  int rc = hold_all(c, ex->sub);
+  if (rc == 0 && c->kind == DOWNLOAD && !(download = cuv__staging_alloc(ex->sub->dev, c->bytes)))
+    rc = CUV_ENOMEM;
+  if (rc == 0 && c->bytes > 0)
+    rc = cuv__cu(enqueue(c, ex->stream->cu, download));
+  if (download) {
+    /* The output owns the block; on failure it is released by the caller. The GPU never saw
+     * the block when the enqueue failed, and otherwise its release waits for delivery. */
+    *out = cuv__output(download, cuv__staging_free, download);
+  }
+  copy_drop(op);
+  return rc;
+}
+
+static const cuv__op_vt_t copy_vt = {"copy", copy_execute, copy_drop};
+
+/* Builds the node; takes references on the buffers. */
+static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_offset,
+                          cuv_buffer_t *src, size_t src_offset, size_t bytes) {
+  int rc = 0;
+  if ((dst && (rc = cuv__buffer_check_range(dst, dst_offset, bytes)) < 0) ||
+      (src && (rc = cuv__buffer_check_range(src, src_offset, bytes)) < 0))
+    return cuv__op_fail(rc);
+  if (dst && src && dst->dev != src->dev)
+    return cuv__op_fail(CUV_EDEVICE);
+  copy_op_t *c = (copy_op_t *)cuv__op_new(&copy_vt, sizeof *c);
+  if (!c)
+    return cuv__op_fail(CUV_ENOMEM);
+  c->kind = kind;
+  c->dst = cuv_buffer_ref(dst);
+  c->src = cuv_buffer_ref(src);
+  c->dst_offset = dst_offset;
+  c->src_offset = src_offset;
+  c->bytes = bytes;
+  c->op.device = (dst ? dst : src)->dev->ordinal;
+  return &c->op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const void *src,
+                                     size_t bytes, unsigned flags) {
+  if (!dst || (!src && bytes) || flags > CUV_COPY_BORROW)
+    return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = copy_new(COPY_HTOD, dst, dst_offset, NULL, 0, bytes);
+  if (op->error)
+    return op;
+  copy_op_t *c = (copy_op_t *)op;
+  if (flags == CUV_COPY_BORROW || bytes == 0) {
+    c->host = (void *)src;
+    return op;
+  }
+  c->host = cuv__staging_alloc(dst->dev, bytes);
+  if (!c->host) {
+    cuv_op_free(op);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  c->staged = true;
+  memcpy(c->host, src, bytes);
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes) {
+  if (!src || (!dst && bytes))
+    return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = copy_new(COPY_DTOH, NULL, 0, src, src_offset, bytes);
+  if (!op->error)
+    ((copy_op_t *)op)->host = dst;
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
+                                     size_t src_offset, size_t bytes) {
+  if (!dst || !src)
+    return cuv__op_fail(CUV_EINVAL);
+  return copy_new(COPY_DTOD, dst, dst_offset, src, src_offset, bytes);
+}
+
+CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes) {
+  if (!dst)
+    return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = copy_new(SET8, dst, offset, NULL, 0, bytes);
+  if (!op->error)
+    ((copy_op_t *)op)->value = value;
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count) {
+  if (!dst || offset % 4 != 0 || count > SIZE_MAX / 4)
+    return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = copy_new(SET32, dst, offset, NULL, 0, count * 4);
+  if (!op->error)
+    ((copy_op_t *)op)->value = value;
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t bytes) {
+  if (!src || bytes == 0)
+    return cuv__op_fail(CUV_EINVAL);
+  return copy_new(DOWNLOAD, NULL, 0, src, src_offset, bytes);
+}

@@ -1,0 +1,134 @@
+/* Modules and kernels. A kernel holds its module, and a launch holds its kernel in the
+ * submission, so a module is unloaded only once no launch can still run its code. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+#include "module.h"
+
+CUV_EXTERN int cuv_module_load_data(cuv_module_t **out, cuv_device_t *dev, const void *image,
+                                    size_t size) {
+  if (!out || !dev || !image)
+    return CUV_EINVAL;
+  CUV__UNUSED(size); /* the driver reads PTX to its NUL and cubin/fatbin from their headers */
+  cuv_module_t *mod = calloc(1, sizeof *mod);
+  if (!mod)
+    return CUV_ENOMEM;
+  int rc = cuv__bind(dev);
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, image));
+  if (rc < 0) {
+    free(mod);
+    return rc;
+  }
+  atomic_init(&mod->refs, 1);
+  mod->dev = cuv__device_ref(dev);
+  *out = mod;
+  return 0;
+}
+
+/* Reads a whole file, NUL-terminated (PTX must be). */
+static int read_file(const char *path, char **data, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return CUV_EIO;
+  int rc = CUV_EIO;
+  long len;
+  if (fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0) {
+    *data = malloc((size_t)len + 1);
+    rc = *data ? 0 : CUV_ENOMEM;
+    if (rc == 0 && fread(*data, 1, (size_t)len, f) != (size_t)len) {
+      free(*data);
+      rc = CUV_EIO;
+    }
+    if (rc == 0) {
+      (*data)[len] = '\0';
+      *size = (size_t)len;
+    }
+  }
+  fclose(f);
+  return rc;
+}
+
+CUV_EXTERN int cuv_module_load_file(cuv_module_t **out, cuv_device_t *dev, const char *path) {
+  if (!out || !dev || !path)
+    return CUV_EINVAL;
+  char *data;
+  size_t size;
+  int rc = read_file(path, &data, &size);
+  if (rc < 0)
+    return rc;
+  rc = cuv_module_load_data(out, dev, data, size + 1);
+  free(data);
+  return rc;
+}
+
+cuv_module_t *cuv__module_ref(cuv_module_t *mod) {
+  atomic_fetch_add(&mod->refs, 1);
+  return mod;
+}
+
+CUV_EXTERN void cuv_module_unload(cuv_module_t *mod) {
+  if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1)
+    return;
+  if (cuv__bind(mod->dev) == 0)
+    cuv__drv.cuModuleUnload(mod->cu);
+  cuv__device_unref(mod->dev);
+  free(mod);
+}
+
+/* Parameter sizes as the driver reports them (CUDA 12.4+), for argument checking. */
+static void query_params(cuv_kernel_t *k) {
+  k->nparams = -1;
+  if (!cuv__drv.cuFuncGetParamInfo)
+    return;
+  size_t n = 0, offset, size;
+  while (n < CUV__MAX_PARAMS && cuv__drv.cuFuncGetParamInfo(k->fn, n, &offset, &size) == CUDA_SUCCESS)
+    k->param_size[n++] = size;
+  k->nparams = (int)n;
+}
+
+CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char *name) {
+  if (!out || !mod || !name)
+    return CUV_EINVAL;
+  cuv_kernel_t *k = calloc(1, sizeof *k);
+  if (!k)
+    return CUV_ENOMEM;
+  int rc = cuv__bind(mod->dev);
+  CUresult r = rc == 0 ? cuv__drv.cuModuleGetFunction(&k->fn, mod->cu, name) : CUDA_SUCCESS;
+  if (rc == 0 && r != CUDA_SUCCESS)
+    rc = r == CUDA_ERROR_NOT_FOUND ? CUV_ENOTFOUND : cuv__cu(r);
+  if (rc < 0) {
+    free(k);
+    return rc;
+  }
+  atomic_init(&k->refs, 1);
+  k->mod = cuv__module_ref(mod);
+  snprintf(k->name, sizeof k->name, "%s", name);
+  query_params(k);
+  *out = k;
+  return 0;
+}
+
+cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k) {
+  atomic_fetch_add(&k->refs, 1);
+  return k;
+}
+
+CUV_EXTERN void cuv_kernel_release(cuv_kernel_t *k) {
+  if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
+    return;
+  cuv_module_unload(k->mod);
+  free(k);
+}
+
+void cuv__kernel_release(void *k) { cuv_kernel_release(k); }
+
+CUV_EXTERN int cuv_kernel_param_count(const cuv_kernel_t *k, size_t *count) {
+  if (!k || !count)
+    return CUV_EINVAL;
+  if (k->nparams < 0)
+    return CUV_ENOTSUP;
+  *count = (size_t)k->nparams;
+  return 0;
+}

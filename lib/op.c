@@ -1,0 +1,207 @@
+/* Op nodes: creation, the error op, execution and dropping, outputs and tuples. Every path
+ * consumes the node exactly once: execute or drop, then free. */
+#include <string.h>
+
+#include "internal.h"
+
+/* Out of memory must still yield an op (a chain needs one check at the end); this one is static
+ * and freeing it does nothing. */
+static const cuv__op_vt_t error_vt = {"error", NULL, NULL};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1};
+
+cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
+  cuv_op_t *op = calloc(1, size);
+  if (op) {
+    op->vt = vt;
+    op->device = -1;
+  }
+  return op;
+}
+
+cuv_op_t *cuv__op_fail(int error) {
+  cuv_op_t *op = cuv__op_new(&error_vt, sizeof *op);
+  if (!op)
+    return &nomem_op;
+  op->error = error;
+  return op;
+}
+
+static void op_free_node(cuv_op_t *op) {
+  if (op != &nomem_op)
+    free(op);
+}
+
+CUV_EXTERN void cuv_op_free(cuv_op_t *op) {
+  if (!op)
+    return;
+  if (!op->error && op->vt->drop)
+    op->vt->drop(op);
+  op_free_node(op);
+}
+
+CUV_EXTERN int cuv_op_error(const cuv_op_t *op) { return op ? op->error : CUV_EINVAL; }
+
+int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  *out = (cuv_output_t){0};
+  if (!op)
+    return CUV_EINVAL;
+  int rc = op->error;
+  if (rc == 0)
+    rc = op->vt->execute(op, ex, out);
+  op_free_node(op);
+  if (rc < 0)
+    cuv_output_release(out);
+  return rc;
+}
+
+void cuv__op_drop_all(cuv_op_t *const *ops, size_t n) {
+  for (size_t i = 0; ops && i < n; i++)
+    cuv_op_free(ops[i]);
+}
+
+int cuv__op_join_device(int *device, int child_device) {
+  if (child_device < 0 || *device == child_device)
+    return 0;
+  if (*device >= 0)
+    return CUV_EDEVICE;
+  *device = child_device;
+  return 0;
+}
+
+int cuv__op_first_error(cuv_op_t *const *ops, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!ops[i])
+      return CUV_EINVAL;
+    if (ops[i]->error)
+      return ops[i]->error;
+  }
+  return 0;
+}
+
+CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal) {
+  if (!op || !ordinal)
+    return CUV_EINVAL;
+  *ordinal = op->device < 0 ? 0 : op->device;
+  return 0;
+}
+
+/* ---- the execution lock ---- */
+
+static _Thread_local unsigned exec_lock_depth;
+
+bool cuv__exec_locked(void) { return exec_lock_depth > 0; }
+void cuv__exec_lock(void) { exec_lock_depth++; }
+void cuv__exec_unlock(void) { exec_lock_depth--; }
+
+/* ---- outputs ---- */
+
+CUV_EXTERN void cuv_output_release(cuv_output_t *out) {
+  if (!out)
+    return;
+  cuv_output_t value = *out;
+  *out = (cuv_output_t){0};
+  if (value.release)
+    value.release(value.release_arg);
+}
+
+CUV_EXTERN cuv_output_t cuv_output_take(cuv_output_t *out) {
+  cuv_output_t value = {0};
+  if (out) {
+    value = *out;
+    *out = (cuv_output_t){0};
+  }
+  return value;
+}
+
+static void tuple_release(void *arg) {
+  cuv_tuple_t *tuple = arg;
+  for (size_t i = tuple->n; i-- > 0;)
+    cuv_output_release(&tuple->items[i]);
+  free(tuple);
+}
+
+cuv_output_t cuv__tuple_new(size_t n) {
+  cuv_tuple_t *tuple = calloc(1, sizeof *tuple + n * sizeof tuple->items[0]);
+  if (!tuple)
+    return (cuv_output_t){0};
+  tuple->n = n;
+  return cuv__output(tuple, tuple_release, tuple);
+}
+
+CUV_EXTERN cuv_output_t *cuv_tuple_get(const cuv_output_t *out, size_t i) {
+  if (!out || !out->data || out->release != tuple_release)
+    return NULL;
+  cuv_tuple_t *tuple = out->data;
+  return i < tuple->n ? &tuple->items[i] : NULL;
+}
+
+/* ---- value and with_context ---- */
+
+typedef struct value_op {
+  struct cuv_op_s op;
+  cuv_output_t value;
+} value_op_t;
+
+static int value_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  *out = ((value_op_t *)op)->value;
+  return 0;
+}
+
+static void value_drop(cuv_op_t *op) { cuv_output_release(&((value_op_t *)op)->value); }
+
+static const cuv__op_vt_t value_vt = {"value", value_execute, value_drop};
+
+CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release) {
+  value_op_t *v = (value_op_t *)cuv__op_new(&value_vt, sizeof *v);
+  if (!v) {
+    if (release)
+      release(data);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  v->value = cuv__output(data, release, data);
+  return &v->op;
+}
+
+typedef struct context_op {
+  struct cuv_op_s op;
+  cuv_context_fn fn;
+  void *arg;
+  cuv_release_fn arg_release;
+} context_op_t;
+
+static void context_drop(cuv_op_t *op) {
+  context_op_t *c = (context_op_t *)op;
+  if (c->arg_release)
+    c->arg_release(c->arg);
+}
+
+static int context_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  context_op_t *c = (context_op_t *)op;
+  cuv__exec_lock();
+  cuv_op_t *next = c->fn(ex->stream, c->arg);
+  cuv__exec_unlock();
+  context_drop(op);
+  if (!next)
+    return CUV_EINVAL;
+  return cuv__op_execute(next, ex, out);
+}
+
+static const cuv__op_vt_t context_vt = {"with_context", context_execute, context_drop};
+
+CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release) {
+  if (!fn) {
+    if (arg_release)
+      arg_release(arg);
+    return cuv__op_fail(CUV_EINVAL);
+  }
+  context_op_t *c = (context_op_t *)cuv__op_new(&context_vt, sizeof *c);
+  if (!c) {
+    if (arg_release)
+      arg_release(arg);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  c->fn = fn;
+  c->arg = arg;
+  c->arg_release = arg_release;
+  return &c->op;
+}

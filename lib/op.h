@@ -1,0 +1,65 @@
+#ifndef CUV_LIB_OP_H
+#define CUV_LIB_OP_H
+
+/* The lazy op tree. An op node is one allocation that starts with struct cuv_op_s; its vtable
+ * says how to enqueue it (execute) and how to drop it unexecuted (drop). Both consume the node's
+ * children and captured resources; the node's memory itself is freed by op.c. */
+
+/* What an op executes against: the stream, and the submission that retains what it touches. */
+typedef struct cuv__exec {
+  cuv__submission_t *sub;
+  cuv_stream_t *stream;
+  cuv_policy_t *policy;  /* where fork finds more streams */
+} cuv__exec_t;
+
+typedef struct cuv__op_vt {
+  const char *name;
+  int (*execute)(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
+  void (*drop)(cuv_op_t *op);
+} cuv__op_vt_t;
+
+struct cuv_op_s {
+  const cuv__op_vt_t *vt;
+  int error;   /* a failed constructor's error: executing reports it */
+  int device;  /* ordinal of the device the op touches, or -1 */
+};
+
+/* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */
+cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
+/* An op that carries `error` (never NULL: out of memory yields a static error op). */
+cuv_op_t *cuv__op_fail(int error);
+/* Executes and consumes op; on failure *out is left cleared. */
+int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
+/* Drops n ops (NULLs allowed). */
+void cuv__op_drop_all(cuv_op_t *const *ops, size_t n);
+/* Merges a child's device into a parent's; CUV_EDEVICE when they differ. */
+int cuv__op_join_device(int *device, int child_device);
+/* The first error among n ops (NULL counts as CUV_EINVAL), or 0. */
+int cuv__op_first_error(cuv_op_t *const *ops, size_t n);
+
+/* A node holding n child ops (zip, seq, fork). */
+typedef struct cuv__multi_op {
+  struct cuv_op_s op;
+  size_t n;
+  bool keep_last_only; /* seq: the output is the last op's output, not a tuple */
+  cuv_op_t *ops[];
+} cuv__multi_op_t;
+
+/* Takes the n ops (consumed on every path) into a multi node with `vt`, checking their errors
+ * and devices. */
+cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n);
+/* A tuple output of n cleared items; NULL data when out of memory. */
+cuv_output_t cuv__tuple_new(size_t n);
+
+/* The execution lock: held while a then/with_context callback runs on this thread. */
+bool cuv__exec_locked(void);
+void cuv__exec_lock(void);
+void cuv__exec_unlock(void);
+
+/* Output helpers. */
+static inline cuv_output_t cuv__output(void *data, cuv_release_fn release, void *release_arg) {
+  cuv_output_t out = {data, release, release_arg};
+  return out;
+}
+
+#endif

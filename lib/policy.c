@@ -1,0 +1,149 @@
+/* Scheduling policies: an interface (cuv_policy_ops_t) whose essential operation picks a stream
+ * for an op, and three built in: round-robin over a pool, a single stream, least-loaded. */
+#include "internal.h"
+
+struct cuv_policy_s {
+  cuv_policy_ops_t ops;
+  void *state;
+};
+
+CUV_EXTERN int cuv_policy_create(cuv_policy_t **out, const cuv_policy_ops_t *ops, void *state) {
+  if (!out || !ops || !ops->next_stream || !ops->device)
+    return CUV_EINVAL;
+  cuv_policy_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return CUV_ENOMEM;
+  p->ops = *ops;
+  p->state = state;
+  *out = p;
+  return 0;
+}
+
+CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *p) {
+  if (!p)
+    return;
+  if (p->ops.destroy)
+    p->ops.destroy(p->state);
+  free(p);
+}
+
+CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *p, const cuv_op_t *op, cuv_stream_t **out) {
+  if (!p || !out)
+    return CUV_EINVAL;
+  *out = NULL;
+  int rc = p->ops.next_stream(p->state, op, out);
+  return rc < 0 ? rc : (*out ? 0 : CUV_EINVAL);
+}
+
+CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *p) { return p ? p->ops.device(p->state) : NULL; }
+
+/* ---- a pool of streams: round-robin and least-loaded ---- */
+
+typedef struct pool {
+  cuv_device_t *dev;
+  bool holds_device;
+  atomic_uint next;
+  unsigned n;
+  cuv_stream_t *streams[];
+} pool_t;
+
+static void pool_destroy(void *state) {
+  pool_t *pool = state;
+  for (unsigned i = 0; i < pool->n; i++)
+    cuv__stream_unref(pool->streams[i]);
+  if (pool->holds_device)
+    cuv__device_unref(pool->dev);
+  free(pool);
+}
+
+static cuv_device_t *pool_device(void *state) { return ((pool_t *)state)->dev; }
+
+static int round_robin_next(void *state, const cuv_op_t *op, cuv_stream_t **out) {
+  pool_t *pool = state;
+  *out = pool->streams[atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed) % pool->n];
+  return 0;
+}
+
+static int least_loaded_next(void *state, const cuv_op_t *op, cuv_stream_t **out) {
+  pool_t *pool = state;
+  /* Start the scan where round-robin would, so ties spread over the pool. */
+  unsigned start = atomic_fetch_add_explicit(&pool->next, 1, memory_order_relaxed);
+  cuv_stream_t *best = NULL;
+  unsigned best_load = ~0u;
+  for (unsigned i = 0; i < pool->n; i++) {
+    cuv_stream_t *s = pool->streams[(start + i) % pool->n];
+    unsigned load = atomic_load_explicit(&s->in_flight, memory_order_relaxed);
+    if (load < best_load) {
+      best = s;
+      best_load = load;
+    }
+  }
+  *out = best;
+  return 0;
+}
+
+static int pool_create(cuv_policy_t **out, cuv_device_t *dev, unsigned n, bool holds_device,
+                       int (*next)(void *, const cuv_op_t *, cuv_stream_t **)) {
+  if (!out || !dev || n > 1024)
+    return CUV_EINVAL;
+  n = n ? n : 4;
+  pool_t *pool = calloc(1, sizeof *pool + n * sizeof pool->streams[0]);
+  if (!pool)
+    return CUV_ENOMEM;
+  pool->dev = holds_device ? cuv__device_ref(dev) : dev;
+  pool->holds_device = holds_device;
+  int rc = 0;
+  for (; rc == 0 && pool->n < n; pool->n++)
+    if ((rc = cuv__stream_create(&pool->streams[pool->n], dev, holds_device)) < 0)
+      break;
+  cuv_policy_ops_t ops = {next, pool_device, pool_destroy};
+  if (rc == 0)
+    rc = cuv_policy_create(out, &ops, pool);
+  if (rc < 0)
+    pool_destroy(pool);
+  return rc;
+}
+
+CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **out, cuv_device_t *dev, unsigned n) {
+  return pool_create(out, dev, n, true, round_robin_next);
+}
+
+CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **out, cuv_device_t *dev, unsigned n) {
+  return pool_create(out, dev, n, true, least_loaded_next);
+}
+
+/* ---- a single stream ---- */
+
+static int single_next(void *state, const cuv_op_t *op, cuv_stream_t **out) {
+  *out = state;
+  return 0;
+}
+
+static cuv_device_t *single_device(void *state) { return ((cuv_stream_t *)state)->dev; }
+
+static void single_destroy(void *state) { cuv__stream_unref(state); }
+
+CUV_EXTERN int cuv_policy_single(cuv_policy_t **out, cuv_stream_t *stream) {
+  if (!out || !stream)
+    return CUV_EINVAL;
+  cuv_policy_ops_t ops = {single_next, single_device, single_destroy};
+  int rc = cuv_policy_create(out, &ops, cuv__stream_ref(stream));
+  if (rc < 0)
+    cuv__stream_unref(stream);
+  return rc;
+}
+
+/* ---- the device's default ---- */
+
+CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
+  if (!dev || !out)
+    return CUV_EINVAL;
+  int rc = 0;
+  pthread_mutex_lock(&dev->lock);
+  /* The device owns its default policy, whose streams therefore do not reference it. */
+  if (!dev->policy)
+    rc = pool_create(&dev->policy, dev, 4, false, round_robin_next);
+  *out = dev->policy;
+  pthread_mutex_unlock(&dev->lock);
+  return rc;
+}

@@ -1,0 +1,148 @@
+/* Submissions retain what their ops touch until completion is proven. Holds are a plain array
+ * (inline for the common small case) released in reverse order, so a buffer outlives the kernel
+ * op's references to it. */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+static void stream_in_flight_release(void *arg) {
+  cuv_stream_t *stream = arg;
+  atomic_fetch_sub(&stream->in_flight, 1);
+  cuv__stream_unref(stream);
+}
+
+int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
+  cuv__submission_t *sub = calloc(1, sizeof *sub);
+  if (!sub)
+    return CUV_ENOMEM;
+  sub->holds = sub->inline_holds;
+  sub->cap_holds = CUV__INLINE_HOLDS;
+  sub->dev = cuv__device_ref(stream->dev);
+  sub->stream = cuv__stream_ref(stream);
+  atomic_fetch_add(&stream->in_flight, 1);
+  CUV__STAT_ADD(in_flight, 1);
+  *out = sub;
+  return 0;
+}
+
+int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg) {
+  if (sub->n_holds == sub->cap_holds) {
+    size_t cap = sub->cap_holds * 2;
+    cuv__hold_t *grown = sub->holds == sub->inline_holds ? malloc(cap * sizeof *grown)
+                                                         : realloc(sub->holds, cap * sizeof *grown);
+    if (!grown)
+      return CUV_ENOMEM;
+    if (sub->holds == sub->inline_holds)
+      memcpy(grown, sub->inline_holds, sizeof sub->inline_holds);
+    sub->holds = grown;
+    sub->cap_holds = cap;
+  }
+  sub->holds[sub->n_holds++] = (cuv__hold_t){release, arg};
+  return 0;
+}
+
+int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream) {
+  int rc = cuv__sub_hold(sub, stream_in_flight_release, stream);
+  if (rc == 0) {
+    cuv__stream_ref(stream);
+    atomic_fetch_add(&stream->in_flight, 1);
+  }
+  return rc;
+}
+
+int cuv__sub_event(cuv__submission_t *sub, CUevent *event) {
+  CUevent *grown = realloc(sub->events, (sub->n_events + 1) * sizeof *grown);
+  if (!grown)
+    return CUV_ENOMEM;
+  sub->events = grown;
+  int rc = cuv__event_get(sub->dev, event);
+  if (rc == 0)
+    sub->events[sub->n_events++] = *event;
+  return rc;
+}
+
+int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter) {
+  CUevent event;
+  int rc = cuv__sub_event(sub, &event);
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuEventRecord(event, producer->cu));
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuStreamWaitEvent(waiter->cu, event, 0));
+  return rc;
+}
+
+int cuv__sub_record(cuv__submission_t *sub) {
+  if (!sub->done_event) {
+    int rc = cuv__event_get(sub->dev, &sub->done_event);
+    if (rc < 0)
+      return rc;
+  }
+  return cuv__cu(cuv__drv.cuEventRecord(sub->done_event, sub->stream->cu));
+}
+
+static void sub_free(cuv__submission_t *sub) {
+  if (sub->holds != sub->inline_holds)
+    free(sub->holds);
+  free(sub->events);
+  atomic_fetch_sub(&sub->stream->in_flight, 1);
+  cuv__stream_unref(sub->stream);
+  cuv__device_unref(sub->dev);
+  CUV__STAT_SUB(in_flight, 1);
+  free(sub);
+}
+
+void cuv__sub_retire(cuv__submission_t *sub) {
+  for (size_t i = sub->n_holds; i-- > 0;)
+    if (sub->holds[i].release)
+      sub->holds[i].release(sub->holds[i].arg);
+  if (sub->done_event)
+    cuv__event_put(sub->dev, sub->done_event);
+  for (size_t i = 0; i < sub->n_events; i++)
+    cuv__event_put(sub->dev, sub->events[i]);
+  CUV__STAT_ADD(completed, 1);
+  sub_free(sub);
+}
+
+void cuv__sub_leak(cuv__submission_t *sub) {
+  static atomic_flag reported = ATOMIC_FLAG_INIT;
+  if (!atomic_flag_test_and_set(&reported))
+    fprintf(stderr, "cuv: a device fault left GPU work unproven; its resources are leaked on "
+                    "purpose (see cuv_stats().leaked)\n");
+  CUV__STAT_ADD(leaked, 1);
+  CUV__STAT_ADD(faults, 1);
+  /* The stream and device references stay too: they may be what the GPU still uses. Only the
+   * bookkeeping that no device work can touch is freed. */
+  atomic_fetch_sub(&sub->stream->in_flight, 1);
+  CUV__STAT_SUB(in_flight, 1);
+  if (sub->holds != sub->inline_holds)
+    free(sub->holds);
+  free(sub->events);
+  free(sub);
+}
+
+bool cuv__status_is_fault(int status) {
+  switch (cuv_cuda_result(status)) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_ECC_UNCORRECTABLE:
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+void cuv__sub_finish(cuv__submission_t *sub, int status) {
+  if (cuv__status_is_fault(status))
+    cuv__sub_leak(sub);
+  else
+    cuv__sub_retire(sub);
+}

@@ -1,0 +1,67 @@
+#ifndef CUV_LIB_SUBMISSION_H
+#define CUV_LIB_SUBMISSION_H
+
+/* One execution of an op tree: the streams it ran on and everything it touched, held until its
+ * completion is proven (cuv__sub_retire), or leaked on purpose when it cannot be (cuv__sub_leak). */
+
+typedef struct cuv__hold {
+  cuv_release_fn release;
+  void *arg;
+} cuv__hold_t;
+
+enum cuv__path {
+  CUV__PATH_NONE,
+  CUV__PATH_SPIN,     /* inline spin saw the work finish */
+  CUV__PATH_REACTOR,  /* the reactor saw the slot's flag */
+  CUV__PATH_HOSTFN,   /* a host function marked it */
+  CUV__PATH_SYNC,     /* a blocking executor waited */
+  CUV__PATH_EVENT,    /* an event behind enqueue_on work was found complete */
+};
+
+#define CUV__INLINE_HOLDS 6
+
+struct cuv__submission {
+  cuv_device_t *dev;
+  cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
+  cuv__hold_t *holds;
+  size_t n_holds, cap_holds;
+  cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
+  CUevent done_event;    /* recorded behind the work, when a path needs one */
+  CUevent *events;       /* join and ordering events, back to the pool at retirement */
+  size_t n_events;
+  int status;            /* execution status, then completion status */
+  cuv_output_t output;
+  enum cuv__path path;
+  /* asynchronous delivery (exec.c, completion.c, queue.c) */
+  cuv_queue_t *queue;
+  cuv_done_fn done;
+  void *done_arg;
+  cuv__submission_t *next;  /* link in a queue or a stream's detached list */
+  uint32_t slot;            /* reactor slot index, when armed there */
+  atomic_int hostfn_state;  /* host-callback path: 0 armed, 1 fired (see completion.c) */
+};
+
+/* A submission on `stream` (which it references and counts in flight). */
+int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream);
+/* Holds `arg` until retirement, then calls release(arg). On failure nothing is held and the
+ * caller still owns arg. */
+int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg);
+/* Counts another stream (a fork branch) in flight for this submission and holds it. */
+int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream);
+/* An event from the device's pool, kept by the submission until retirement. */
+int cuv__sub_event(cuv__submission_t *sub, CUevent *event);
+/* Makes `waiter` wait for everything enqueued on `producer` so far (an event the submission
+ * keeps). */
+int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter);
+/* Records sub->done_event behind the work on sub->stream. */
+int cuv__sub_record(cuv__submission_t *sub);
+/* Completion proven: releases every hold (in reverse order) and frees sub. Output untouched. */
+void cuv__sub_retire(cuv__submission_t *sub);
+/* Completion unprovable (a fault): the holds are leaked on purpose, counted and reported once. */
+void cuv__sub_leak(cuv__submission_t *sub);
+/* Retires, or leaks when status says the context faulted. */
+void cuv__sub_finish(cuv__submission_t *sub, int status);
+/* True for driver errors that kill the context (sticky faults). */
+bool cuv__status_is_fault(int status);
+
+#endif
