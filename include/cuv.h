@@ -320,9 +320,16 @@ CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
 CUV_EXTERN void cuv_queue_close(cuv_queue_t *queue);
 CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *queue);
 
+enum {
+  /* Do not spin on the submitting thread for young work: its owner polls instead (the libuv
+   * bridge keeps its loop awake while work is young rather than stall the loop's I/O). */
+  CUV_SUBMIT_NO_SPIN = 1u << 0,
+};
+
 typedef struct cuv_submit_opts {
   cuv_policy_t *policy; /* NULL: the op's device's default policy */
   cuv_stream_t *stream; /* non-NULL: run on this stream (overrides policy) */
+  unsigned flags;       /* CUV_SUBMIT_* */
 } cuv_submit_opts_t;
 
 /* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
@@ -331,6 +338,9 @@ typedef struct cuv_submit_opts {
  * (done will not run; op is consumed either way). */
 CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
+
+/* The inline spin budget in microseconds (CUDA_ASYNC_SPIN_BUDGET_US, read once; default 20). */
+CUV_EXTERN unsigned cuv_spin_budget_us(void);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 

@@ -37,3 +37,8 @@ uint64_t cuv__now_ns(void) {
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
+
+CUV_EXTERN unsigned cuv_spin_budget_us(void) {
+  cuv__driver_init(); /* the environment is read there, once */
+  return cuv__config.spin_budget_us;
+}

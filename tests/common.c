@@ -1,0 +1,101 @@
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common.h"
+#include "twins.h"
+
+static cuv_device_t *device;
+static cuv_module_t *module;
+static int is_sim;
+static uint64_t rng_state;
+
+const char *cuvt_suite_name(void) {
+  const char *suite = getenv("CUVT_SUITE");
+  return suite ? suite : "sim";
+}
+
+const char *cuvt_ptx_path(void) { return CUVT_PTX_PATH; }
+
+static void seed_rng(void) {
+  const char *fixed = getenv("CUVT_SEED");
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  rng_state = fixed ? strtoull(fixed, NULL, 10) : (uint64_t)t.tv_nsec ^ (uint64_t)t.tv_sec << 20;
+  if (!rng_state)
+    rng_state = 1;
+  fprintf(stderr, "# CUVT_SEED=%llu\n", (unsigned long long)rng_state);
+}
+
+void cuvt_init(void) {
+  seed_rng();
+  cuvt_register_twins();
+  int rc = cuv_init();
+  int is_gpu_suite = strcmp(cuvt_suite_name(), "gpu") == 0;
+  if (rc == CUV_ENODRIVER && is_gpu_suite) {
+    printf("1..0 # SKIP no GPU: %s\n", cuv_strerror(rc));
+    exit(0);
+  }
+  if (rc != 0) {
+    fprintf(stderr, "cuv_init: %s (%s)\n", cuv_err_name(rc), cuv_strerror(rc));
+    exit(1);
+  }
+  is_sim = cuv_driver_is_sim();
+  if (is_gpu_suite && is_sim) {
+    fprintf(stderr, "gpu suite running on the simulator: CUV_DRIVER is set wrongly\n");
+    exit(1);
+  }
+  rc = cuv_device_open(&device, 0);
+  if (rc == 0)
+    rc = cuv_module_load_file(&module, device, CUVT_PTX_PATH);
+  if (rc != 0) {
+    fprintf(stderr, "test setup: %s (%s)\n", cuv_err_name(rc), cuv_strerror(rc));
+    exit(1);
+  }
+}
+
+int cuvt_is_sim(void) { return is_sim; }
+cuv_device_t *cuvt_device(void) { return device; }
+
+cuv_kernel_t *cuvt_kernel(const char *name) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static struct {
+    char name[64];
+    cuv_kernel_t *kernel;
+  } cache[32];
+  cuv_kernel_t *found = NULL;
+  pthread_mutex_lock(&lock);
+  for (size_t i = 0; i < 32; i++) {
+    if (!cache[i].kernel) { /* first free slot: not cached yet */
+      if (cuv_kernel_get(&cache[i].kernel, module, name) == 0)
+        snprintf(cache[i].name, sizeof cache[i].name, "%s", name);
+      found = cache[i].kernel;
+      break;
+    }
+    if (strcmp(cache[i].name, name) == 0) {
+      found = cache[i].kernel;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&lock);
+  return found;
+}
+
+/* xorshift64*: fast, and reproducible from the printed seed. */
+uint32_t cuvt_random_u32(void) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&lock);
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  uint64_t r = rng_state * 2685821657736338717ull;
+  pthread_mutex_unlock(&lock);
+  return (uint32_t)(r >> 32);
+}
+
+void cuvt_random_floats(float *out, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    out[i] = (float)(cuvt_random_u32() % 2000001u) / 1000.0f - 1000.0f;
+}

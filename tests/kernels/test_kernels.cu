@@ -1,0 +1,66 @@
+// Kernels of the test suites, compiled to PTX by nvcc at build time. Each has a host twin in
+// twins.c with the same name and parameters, registered for libcuv-sim.
+#include <stdint.h>
+
+extern "C" {
+
+__global__ void empty_kernel(void) {}
+
+__global__ void saxpy(unsigned n, float a, const float *x, float *y) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+
+__global__ void fill_u32(unsigned n, unsigned value, unsigned *out) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = value;
+}
+
+__global__ void scale(unsigned n, float factor, float *x) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= factor;
+}
+
+__global__ void add_one(unsigned n, float *x) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] += 1.0f;
+}
+
+// Sum of n floats into out[0] (out must be zeroed first), one atomic per block.
+__global__ void sum_reduce(unsigned n, const float *in, float *out) {
+  __shared__ float partial[256];
+  unsigned t = threadIdx.x;
+  float acc = 0.0f;
+  for (unsigned i = blockIdx.x * blockDim.x + t; i < n; i += gridDim.x * blockDim.x) acc += in[i];
+  partial[t] = acc;
+  __syncthreads();
+  for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (t < s) partial[t] += partial[t + s];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(out, partial[0]);
+}
+
+// Copies n floats; lets the tests prove a reader saw a writer's data.
+__global__ void copy_f32(unsigned n, const float *in, float *out) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = in[i];
+}
+
+// Busy for at least ns nanoseconds (one thread is enough), then writes `value` to *flag.
+__global__ void sleep_then_write(unsigned long long ns, unsigned value, unsigned *flag) {
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= ns) break;
+    __nanosleep(1000);
+  }
+  if (flag) *flag = value;
+}
+
+// Writes through a bad pointer: an illegal address, the sticky fault.
+__global__ void fault_kernel(unsigned *bad) { *bad = 1u; }
+
+}  // extern "C"

@@ -1,0 +1,111 @@
+/* Host twins of test_kernels.cu for libcuv-sim: same names, same parameters, same results. */
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuv/sim.h>
+
+#include "twins.h"
+
+#define N_THREADS(l) ((size_t)(l)->grid[0] * (l)->grid[1] * (l)->grid[2] * (l)->block[0] * \
+                      (l)->block[1] * (l)->block[2])
+#define P(i, type) (*(type *)params[i])
+#define PTR(i, type) ((type *)(uintptr_t)P(i, CUdeviceptr))
+
+static int empty_kernel(const cuv_sim_launch_t *l, void **params) { return 0; }
+
+static int saxpy(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  float a = P(1, float);
+  const float *x = PTR(2, const float);
+  float *y = PTR(3, float);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    y[i] = a * x[i] + y[i];
+  return 0;
+}
+
+static int fill_u32(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned), value = P(1, unsigned);
+  unsigned *out = PTR(2, unsigned);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    out[i] = value;
+  return 0;
+}
+
+static int scale(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  float factor = P(1, float);
+  float *x = PTR(2, float);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    x[i] *= factor;
+  return 0;
+}
+
+static int add_one(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  float *x = PTR(1, float);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    x[i] += 1.0f;
+  return 0;
+}
+
+static int sum_reduce(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  const float *in = PTR(1, const float);
+  float *out = PTR(2, float);
+  float acc = 0.0f;
+  for (size_t i = 0; i < n; i++)
+    acc += in[i];
+  *out += acc;
+  return 0;
+}
+
+static int copy_f32(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  const float *in = PTR(1, const float);
+  float *out = PTR(2, float);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    out[i] = in[i];
+  return 0;
+}
+
+static int sleep_then_write(const cuv_sim_launch_t *l, void **params) {
+  unsigned long long ns = P(0, unsigned long long);
+  unsigned value = P(1, unsigned);
+  unsigned *flag = PTR(2, unsigned);
+  struct timespec t = {(time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull)};
+  nanosleep(&t, NULL);
+  if (flag)
+    *flag = value;
+  return 0;
+}
+
+static int fault_kernel(const cuv_sim_launch_t *l, void **params) {
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+void cuvt_register_twins(void) {
+  static const size_t p_none[1] = {0};
+  static const size_t p_saxpy[] = {4, 4, 8, 8};
+  static const size_t p_u4_u4_ptr[] = {4, 4, 8};
+  static const size_t p_u4_f4_ptr[] = {4, 4, 8};
+  static const size_t p_u4_ptr[] = {4, 8};
+  static const size_t p_u4_ptr_ptr[] = {4, 8, 8};
+  static const size_t p_sleep[] = {8, 4, 8};
+  static const size_t p_ptr[] = {8};
+  cuv_sim_register_kernel("empty_kernel", empty_kernel, 0, p_none);
+  cuv_sim_register_kernel("saxpy", saxpy, 4, p_saxpy);
+  cuv_sim_register_kernel("fill_u32", fill_u32, 3, p_u4_u4_ptr);
+  cuv_sim_register_kernel("scale", scale, 3, p_u4_f4_ptr);
+  cuv_sim_register_kernel("add_one", add_one, 2, p_u4_ptr);
+  cuv_sim_register_kernel("sum_reduce", sum_reduce, 3, p_u4_ptr_ptr);
+  cuv_sim_register_kernel("copy_f32", copy_f32, 3, p_u4_ptr_ptr);
+  cuv_sim_register_kernel("sleep_then_write", sleep_then_write, 3, p_sleep);
+  cuv_sim_register_kernel("fault_kernel", fault_kernel, 1, p_ptr);
+}
