@@ -1,7 +1,85 @@
-/* Learning that GPU work finished. The blocking executors record an event behind the work, spin
- * on it for the configured budget (a raw synchronize's latency without its sleep), then block. */
+/* Learning that GPU work finished, in the order of DESIGN.md section 5:
+ * 1. inline spin on the submitting thread for CUDA_ASYNC_SPIN_BUDGET_US (plain loads of the
+ *    submission's reactor flag, so no driver call while spinning);
+ * 2. the flag-write reactor (reactor.c);
+ * 3. a host function (cuLaunchHostFunc) when the reactor cannot take the work, or always with
+ *    CUDA_ASYNC_HOST_SYNC=spin|block. The host function only marks and notifies.
+ * Whichever path sees the end first claims the submission; it is delivered to its queue once.
+ * The blocking executors use an event instead (spin on it, then block). */
 #include "internal.h"
-#include "exec.h"
+#include "queue.h"
+#include "reactor.h"
+
+void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
+  bool unclaimed = false;
+  if (!atomic_compare_exchange_strong(&sub->claimed, &unclaimed, true))
+    return;
+  if (sub->status == 0)
+    sub->status = status;
+  sub->path = path;
+  switch (path) {
+  case CUV__PATH_SPIN: CUV__STAT_ADD(completed_spin, 1); break;
+  case CUV__PATH_REACTOR: CUV__STAT_ADD(completed_reactor, 1); break;
+  case CUV__PATH_HOSTFN: CUV__STAT_ADD(completed_hostfn, 1); break;
+  case CUV__PATH_SYNC: CUV__STAT_ADD(completed_sync, 1); break;
+  default: break;
+  }
+  cuv__queue_push(sub->queue, sub);
+}
+
+/* Spins on the armed flag for the budget. True when the submission was completed here: its flag
+ * landed, or (checked once when the budget ran out) its stream reports a fault. */
+static bool inline_spin(cuv__submission_t *sub) {
+  uint64_t deadline = cuv__now_ns() + (uint64_t)cuv__config.spin_budget_us * 1000u;
+  do {
+    if (cuv__reactor_landed(sub)) {
+      cuv__reactor_disarm(sub);
+      cuv__complete(sub, 0, CUV__PATH_SPIN);
+      return true;
+    }
+  } while (cuv__now_ns() < deadline);
+  CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
+    return false;
+  /* A fault: the flag will never land, and the slot stays out of the pool. */
+  cuv__complete(sub, cuv__cu(r), CUV__PATH_SPIN);
+  return true;
+}
+
+static void CUDA_CB hostfn_done(void *arg) {
+  cuv__submission_t *sub = arg;
+  cuv__reactor_unwatch(sub);
+  cuv__complete(sub, 0, CUV__PATH_HOSTFN);
+}
+
+static void arm_hostfn(cuv__submission_t *sub) {
+  cuv__reactor_watch(sub); /* before the launch: the function may run at once and unwatch */
+  CUresult r = cuv__drv.cuLaunchHostFunc(sub->stream->cu, hostfn_done, sub);
+  if (r == CUDA_SUCCESS)
+    return;
+  cuv__reactor_unwatch(sub);
+  /* Nothing can tell us when the work ends: the last resort is to wait for the whole stream. */
+  int status = cuv__status_is_fault(cuv__cu(r)) ? cuv__cu(r)
+                                                : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
+  cuv__complete(sub, status, CUV__PATH_SYNC);
+}
+
+void cuv__arm(cuv__submission_t *sub, bool may_spin) {
+  if (cuv__config.host_sync == CUV__HOST_SYNC_OFF) {
+    int rc = cuv__reactor_arm(sub);
+    if (rc == 0) {
+      if (!(may_spin && cuv__config.spin_budget_us && inline_spin(sub)))
+        cuv__reactor_register(sub);
+      return;
+    }
+    if (cuv__status_is_fault(rc)) {
+      cuv__complete(sub, rc, CUV__PATH_SYNC);
+      return;
+    }
+    CUV__STAT_ADD(fallbacks, 1); /* pool exhausted, or stream memory operations failed */
+  }
+  arm_hostfn(sub);
+}
 
 /* Spins on the event for up to budget_us; CUDA_ERROR_NOT_READY when the budget ran out. */
 static CUresult spin_event(CUevent event, unsigned budget_us) {

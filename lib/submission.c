@@ -110,15 +110,10 @@ void cuv__sub_leak(cuv__submission_t *sub) {
     fprintf(stderr, "cuv: a device fault left GPU work unproven; its resources are leaked on "
                     "purpose (see cuv_stats().leaked)\n");
   CUV__STAT_ADD(leaked, 1);
-  CUV__STAT_ADD(faults, 1);
-  /* The stream and device references stay too: they may be what the GPU still uses. Only the
-   * bookkeeping that no device work can touch is freed. */
+  /* Everything stays, the submission itself too: a host function or flag write that the dead
+   * context still names may point at it. The stream's count is corrected so policies go on. */
   atomic_fetch_sub(&sub->stream->in_flight, 1);
   CUV__STAT_SUB(in_flight, 1);
-  if (sub->holds != sub->inline_holds)
-    free(sub->holds);
-  free(sub->events);
-  free(sub);
 }
 
 bool cuv__status_is_fault(int status) {
@@ -141,8 +136,10 @@ bool cuv__status_is_fault(int status) {
 }
 
 void cuv__sub_finish(cuv__submission_t *sub, int status) {
-  if (cuv__status_is_fault(status))
+  if (cuv__status_is_fault(status)) {
+    CUV__STAT_ADD(faults, 1);
     cuv__sub_leak(sub);
+  }
   else
     cuv__sub_retire(sub);
 }

@@ -38,7 +38,9 @@ struct cuv__submission {
   void *done_arg;
   cuv__submission_t *next;  /* link in a queue or a stream's detached list */
   uint32_t slot;            /* reactor slot index, when armed there */
-  atomic_int hostfn_state;  /* host-callback path: 0 armed, 1 fired (see completion.c) */
+  atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
+  cuv__submission_t *watch_prev, *watch_next; /* reactor's fault watch of host-callback work */
+  bool watched;
 };
 
 /* A submission on `stream` (which it references and counts in flight). */

@@ -1,0 +1,20 @@
+#ifndef CUV_LIB_QUEUE_H
+#define CUV_LIB_QUEUE_H
+
+struct cuv_queue_s {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;        /* for cuv_queue_wait */
+  cuv__submission_t *head;    /* finished, not yet drained (FIFO) */
+  cuv__submission_t **tail;
+  atomic_uint pending;        /* accepted and not yet drained */
+  atomic_bool closed;
+  unsigned waiters;
+  cuv_notify_fn notify;
+  void *notify_arg;
+};
+
+/* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
+ * so a drainer that saw pending reach 0 knows no notify is still running. */
+void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);
+
+#endif

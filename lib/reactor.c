@@ -1,0 +1,330 @@
+/* The flag-write reactor. Arming a slot enqueues cuStreamWriteValue32(slot, generation) behind a
+ * submission's work; one thread, cuv-reactor, scans the armed slots with plain loads and completes
+ * the submission whose generation landed. Generations, not a bare 1, so a late write can never
+ * complete a reused slot.
+ *
+ * Order (the seed's lessons): reset the flag before the write is enqueued; publish the slot's
+ * submission and expected value, count it armed, and only then set its active bit (release);
+ * the scanner loads the bit (acquire) before reading what it guards. The thread spins while work
+ * makes progress, backs off with short sleeps while armed work is slow (probing the streams about
+ * every 2 ms for a sticky fault), and parks when nothing is armed; a registrant wakes it only on
+ * the idle-to-active transition, under the park lock, so no wake-up is lost. */
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+#include "queue.h"
+#include "reactor.h"
+
+#define SPIN_NS 200000ull       /* keep scanning this long after the last progress */
+#define PARK_SPIN_NS 50000ull   /* with nothing armed, linger this long before parking */
+#define PROBE_NS 2000000ull     /* probe streams of stuck work this often */
+#define BACKOFF_MAX_NS 100000ull
+
+typedef struct slot {
+  cuv__submission_t *sub;
+  uint32_t expect;
+  uint32_t generation;  /* the last generation handed out */
+  uint32_t next_free;
+  bool idle_seen;       /* the last probe found the stream idle but the flag not landed */
+} slot_t;
+
+static struct {
+  pthread_once_t once;
+  int init_status;
+  uint32_t *flags;            /* pinned, device-mapped; written by the GPU */
+  CUdeviceptr flags_dev;
+  slot_t *slots;
+  uint32_t nslots;
+  _Atomic uint64_t *active;   /* one bit per armed slot */
+  uint32_t nwords;
+  pthread_mutex_t free_lock;
+  uint32_t free_head;         /* UINT32_MAX when empty */
+  atomic_uint armed;          /* slots armed + host-callback submissions watched */
+  pthread_mutex_t park_lock;
+  pthread_cond_t park_cond;
+  bool parked, started;
+  atomic_bool stop;
+  pthread_t thread;
+  pthread_mutex_t watch_lock;
+  cuv__submission_t *watch_head;
+} R = {.once = PTHREAD_ONCE_INIT,
+       .free_lock = PTHREAD_MUTEX_INITIALIZER,
+       .park_lock = PTHREAD_MUTEX_INITIALIZER,
+       .park_cond = PTHREAD_COND_INITIALIZER,
+       .watch_lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *reactor_main(void *arg);
+
+/* ---- set-up (first arm; the caller's context is current) ---- */
+
+static int alloc_slots(void) {
+  R.nslots = cuv__config.reactor_slots ? cuv__config.reactor_slots : 1;
+  R.nwords = (R.nslots + 63) / 64;
+  void *host = NULL;
+  int rc = cuv__cu(cuv__drv.cuMemHostAlloc(&host, (size_t)R.nslots * sizeof(uint32_t),
+                                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  if (rc == 0 && (rc = cuv__cu(cuv__drv.cuMemHostGetDevicePointer(&R.flags_dev, host, 0))) < 0)
+    cuv__drv.cuMemFreeHost(host);
+  if (rc < 0)
+    return rc;
+  R.flags = host;
+  memset(R.flags, 0, (size_t)R.nslots * sizeof(uint32_t));
+  R.slots = calloc(R.nslots, sizeof *R.slots);
+  R.active = calloc(R.nwords, sizeof *R.active);
+  if (!R.slots || !R.active)
+    return CUV_ENOMEM;
+  for (uint32_t i = 0; i < R.nslots; i++)
+    R.slots[i].next_free = i + 1 < R.nslots ? i + 1 : UINT32_MAX;
+  R.free_head = 0;
+  return 0;
+}
+
+static void init_once(void) {
+  R.init_status = alloc_slots();
+  if (R.init_status == 0 && pthread_create(&R.thread, NULL, reactor_main, NULL) != 0)
+    R.init_status = CUV_ETHREAD;
+  if (R.init_status == 0) {
+    pthread_setname_np(R.thread, "cuv-reactor");
+    R.started = true;
+  }
+}
+
+/* Stops the thread when the library goes away (dlclose or exit), so it never runs unmapped code. */
+__attribute__((destructor)) static void reactor_shutdown(void) {
+  if (!R.started)
+    return;
+  pthread_mutex_lock(&R.park_lock);
+  atomic_store(&R.stop, true);
+  pthread_cond_signal(&R.park_cond);
+  pthread_mutex_unlock(&R.park_lock);
+  pthread_join(R.thread, NULL);
+  R.started = false;
+}
+
+/* ---- the slot pool ---- */
+
+static uint32_t slot_take(void) {
+  pthread_mutex_lock(&R.free_lock);
+  uint32_t i = R.free_head;
+  if (i != UINT32_MAX)
+    R.free_head = R.slots[i].next_free;
+  pthread_mutex_unlock(&R.free_lock);
+  return i;
+}
+
+static void slot_put(uint32_t i) {
+  R.slots[i].sub = NULL;
+  pthread_mutex_lock(&R.free_lock);
+  R.slots[i].next_free = R.free_head;
+  R.free_head = i;
+  pthread_mutex_unlock(&R.free_lock);
+}
+
+int cuv__reactor_arm(cuv__submission_t *sub) {
+  pthread_once(&R.once, init_once);
+  if (R.init_status < 0)
+    return R.init_status;
+  uint32_t i = slot_take();
+  if (i == UINT32_MAX)
+    return CUV_EBUSY;
+  slot_t *slot = &R.slots[i];
+  uint32_t gen = slot->generation + 1;
+  gen += gen == 0; /* 0 is the reset value, never a generation */
+  slot->generation = gen;
+  slot->expect = gen;
+  slot->idle_seen = false;
+  __atomic_store_n(&R.flags[i], 0, __ATOMIC_RELAXED);
+  CUresult r = cuv__drv.cuStreamWriteValue32(sub->stream->cu, R.flags_dev + i * sizeof(uint32_t),
+                                             gen, CU_STREAM_WRITE_VALUE_DEFAULT);
+  if (r != CUDA_SUCCESS) {
+    slot_put(i);
+    return cuv__cu(r);
+  }
+  sub->slot = i;
+  return 0;
+}
+
+bool cuv__reactor_landed(const cuv__submission_t *sub) {
+  return __atomic_load_n(&R.flags[sub->slot], __ATOMIC_ACQUIRE) == R.slots[sub->slot].expect;
+}
+
+void cuv__reactor_disarm(cuv__submission_t *sub) { slot_put(sub->slot); }
+
+/* Wakes the thread if it parked. Called by whoever moved `armed` from 0: the thread parks only
+ * while armed is 0, checked under the park lock, so taking that lock here cannot miss it. */
+static void wake(void) {
+  pthread_mutex_lock(&R.park_lock);
+  if (R.parked)
+    pthread_cond_signal(&R.park_cond);
+  pthread_mutex_unlock(&R.park_lock);
+}
+
+void cuv__reactor_register(cuv__submission_t *sub) {
+  uint32_t i = sub->slot;
+  R.slots[i].sub = sub;
+  CUV__STAT_ADD(slots_in_use, 1);
+  unsigned before = atomic_fetch_add(&R.armed, 1); /* counted before the bit is set */
+  atomic_fetch_or_explicit(&R.active[i / 64], 1ull << (i % 64), memory_order_release);
+  if (before == 0)
+    wake();
+}
+
+void cuv__reactor_watch(cuv__submission_t *sub) {
+  pthread_once(&R.once, init_once);
+  if (R.init_status < 0)
+    return; /* no thread to probe: host callbacks still complete work that does not fault */
+  pthread_mutex_lock(&R.watch_lock);
+  sub->watched = true;
+  sub->watch_prev = NULL;
+  sub->watch_next = R.watch_head;
+  if (R.watch_head)
+    R.watch_head->watch_prev = sub;
+  R.watch_head = sub;
+  pthread_mutex_unlock(&R.watch_lock);
+  if (atomic_fetch_add(&R.armed, 1) == 0)
+    wake();
+}
+
+/* Unlinks a watched submission; the caller holds watch_lock. */
+static void unlink_watched(cuv__submission_t *sub) {
+  if (sub->watch_prev)
+    sub->watch_prev->watch_next = sub->watch_next;
+  else
+    R.watch_head = sub->watch_next;
+  if (sub->watch_next)
+    sub->watch_next->watch_prev = sub->watch_prev;
+  sub->watch_prev = sub->watch_next = NULL;
+  sub->watched = false;
+  atomic_fetch_sub(&R.armed, 1);
+}
+
+void cuv__reactor_unwatch(cuv__submission_t *sub) {
+  pthread_mutex_lock(&R.watch_lock);
+  if (sub->watched)
+    unlink_watched(sub);
+  pthread_mutex_unlock(&R.watch_lock);
+}
+
+/* ---- the thread ---- */
+
+/* Retires armed slot i: clears its bit and completes its submission with `status`. A slot whose
+ * write may still land (a fault) is not reused. */
+static void slot_retire(uint32_t i, int status, bool reuse) {
+  atomic_fetch_and_explicit(&R.active[i / 64], ~(1ull << (i % 64)), memory_order_relaxed);
+  cuv__submission_t *sub = R.slots[i].sub;
+  if (reuse)
+    slot_put(i);
+  CUV__STAT_SUB(slots_in_use, 1);
+  atomic_fetch_sub(&R.armed, 1);
+  cuv__complete(sub, status, CUV__PATH_REACTOR);
+}
+
+static unsigned scan(void) {
+  unsigned done = 0;
+  for (uint32_t w = 0; w < R.nwords; w++) {
+    uint64_t bits = atomic_load_explicit(&R.active[w], memory_order_acquire);
+    while (bits) {
+      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1;
+      if (__atomic_load_n(&R.flags[i], __ATOMIC_ACQUIRE) == R.slots[i].expect) {
+        slot_retire(i, 0, true);
+        done++;
+      }
+    }
+  }
+  return done;
+}
+
+/* The stream's state for a probe: 0 idle, 1 busy, or the fault. */
+static int stream_state(cuv__submission_t *sub) {
+  if (cuv__bind(sub->dev) < 0)
+    return 1;
+  CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
+  return r == CUDA_SUCCESS ? 0 : r == CUDA_ERROR_NOT_READY ? 1 : cuv__cu(r);
+}
+
+/* Armed work made no progress for a while: a sticky fault never lets its flags land, so ask the
+ * driver about the streams. An idle stream whose flag has not landed twice in a row completes
+ * too (its write is behind the work, so it ran). */
+static void probe_slots(void) {
+  for (uint32_t w = 0; w < R.nwords; w++) {
+    uint64_t bits = atomic_load_explicit(&R.active[w], memory_order_acquire);
+    while (bits) {
+      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
+      bits &= bits - 1;
+      int state = stream_state(R.slots[i].sub);
+      if (state < 0)
+        slot_retire(i, state, false);
+      else if (state == 0 && R.slots[i].idle_seen)
+        slot_retire(i, 0, true);
+      else
+        R.slots[i].idle_seen = state == 0;
+    }
+  }
+}
+
+/* Host-callback work on a faulted stream never gets its callback: complete it here. (Completing
+ * under watch_lock nests the queue's lock inside it; nothing takes them the other way round.) */
+static void probe_watched(void) {
+  pthread_mutex_lock(&R.watch_lock);
+  for (cuv__submission_t *sub = R.watch_head, *next; sub; sub = next) {
+    next = sub->watch_next;
+    int state = stream_state(sub);
+    if (state < 0) {
+      unlink_watched(sub);
+      cuv__complete(sub, state, CUV__PATH_REACTOR);
+    }
+  }
+  pthread_mutex_unlock(&R.watch_lock);
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec t = {0, (long)ns};
+  nanosleep(&t, NULL);
+}
+
+/* Parks until something is armed; false when asked to stop. */
+static bool park(void) {
+  pthread_mutex_lock(&R.park_lock);
+  R.parked = true;
+  while (atomic_load(&R.armed) == 0 && !R.stop)
+    pthread_cond_wait(&R.park_cond, &R.park_lock);
+  R.parked = false;
+  bool go_on = !R.stop;
+  pthread_mutex_unlock(&R.park_lock);
+  if (go_on)
+    CUV__STAT_ADD(reactor_wakeups, 1);
+  return go_on;
+}
+
+static void *reactor_main(void *arg) {
+  uint64_t last_progress = cuv__now_ns(), last_probe = last_progress, backoff = 0;
+  while (!atomic_load_explicit(&R.stop, memory_order_relaxed)) {
+    uint64_t now = cuv__now_ns();
+    if (scan()) {
+      last_progress = last_probe = now;
+      backoff = 0;
+      continue;
+    }
+    if (atomic_load(&R.armed) == 0) {
+      if (now - last_progress < PARK_SPIN_NS)
+        continue;
+      if (!park())
+        return NULL;
+      last_progress = last_probe = cuv__now_ns();
+      continue;
+    }
+    if (now - last_progress < SPIN_NS)
+      continue;
+    if (now - last_probe >= PROBE_NS) {
+      probe_slots();
+      probe_watched();
+      last_probe = now;
+    }
+    backoff = backoff ? (backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2) : 1000;
+    sleep_ns(backoff);
+  }
+  return NULL;
+}

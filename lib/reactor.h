@@ -1,0 +1,20 @@
+#ifndef CUV_LIB_REACTOR_H
+#define CUV_LIB_REACTOR_H
+
+/* The flag-write reactor (reactor.c): pinned, device-mapped slots; one process-wide thread. */
+
+/* Takes a free slot and enqueues the write of its new generation behind the work on the
+ * submission's stream. CUV_EBUSY when the pool is exhausted; a driver error when the write could
+ * not be enqueued (the slot is back in the pool then). */
+int cuv__reactor_arm(cuv__submission_t *sub);
+/* Whether the armed slot's write has landed (a plain load). */
+bool cuv__reactor_landed(const cuv__submission_t *sub);
+/* Gives an armed slot back without registering it (the inline spin saw it land). */
+void cuv__reactor_disarm(cuv__submission_t *sub);
+/* Hands the armed slot to the reactor thread, which completes the submission. */
+void cuv__reactor_register(cuv__submission_t *sub);
+/* Host-callback work the reactor probes for faults (a dead context never runs host functions). */
+void cuv__reactor_watch(cuv__submission_t *sub);
+void cuv__reactor_unwatch(cuv__submission_t *sub);
+
+#endif

@@ -1,0 +1,33 @@
+/* cuv_submit: the asynchronous executor. The op tree is enqueued like the blocking executors do,
+ * then its completion is armed (completion.c) and delivered to the caller's queue, where
+ * cuv_queue_drain runs the callback exactly once. */
+#include "internal.h"
+#include "queue.h"
+
+CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
+                          const cuv_submit_opts_t *opts) {
+  if (!queue || !done) {
+    cuv_op_free(op);
+    return CUV_EINVAL;
+  }
+  if (atomic_load(&queue->closed)) {
+    cuv_op_free(op);
+    return CUV_ECLOSED;
+  }
+  cuv_submit_opts_t defaults = {0};
+  opts = opts ? opts : &defaults;
+  cuv__exec_t ex;
+  int rc = cuv__exec_begin(op, opts->policy, opts->stream, &ex);
+  if (rc < 0)
+    return rc;
+  cuv__submission_t *sub = ex.sub;
+  sub->queue = queue;
+  sub->done = done;
+  sub->done_arg = arg;
+  atomic_fetch_add(&queue->pending, 1);
+  /* A failure midway still arms: what was enqueued must finish before its resources go, and
+   * the callback then reports the execution's error. */
+  sub->status = cuv__op_execute(op, &ex, &sub->output);
+  cuv__arm(sub, !(opts->flags & CUV_SUBMIT_NO_SPIN));
+  return 0;
+}
