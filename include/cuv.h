@@ -146,6 +146,16 @@ CUV_EXTERN cuv_deviceptr_t cuv_buffer_ptr(const cuv_buffer_t *buf);
 CUV_EXTERN size_t cuv_buffer_size(const cuv_buffer_t *buf);
 CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
 
+/* Cross-stream hazards. Each buffer tracks the accesses in flight on it (stream, read or write)
+ * through the submissions that hold it. An op that writes a buffer another stream still reads or
+ * writes, or reads a buffer another stream still writes, is ordered after that work with an event
+ * wait cuv inserts (CUV_HAZARD_ORDER, the default); reads on several streams run concurrently.
+ * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (the seed's behaviour; also
+ * the default for every buffer with CUV_STRICT_HAZARDS=1); CUV_HAZARD_NONE tracks nothing (the
+ * caller orders). Accesses through cuv_enqueue_on stay tracked until their event is reaped. */
+enum { CUV_HAZARD_ORDER = 0, CUV_HAZARD_STRICT = 1, CUV_HAZARD_NONE = 2 };
+CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode);
+
 /* Stream-ordered allocation (cuMemAllocAsync). Output: a cuv_buffer_t * (released by unref). */
 CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
 /* Stream-ordered free: consumes the caller's reference. When it is the last one, the memory is

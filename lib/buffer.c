@@ -13,6 +13,8 @@ static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, si
   buf->ptr = ptr;
   buf->size = bytes;
   buf->alloc_stream = alloc_stream ? cuv__stream_ref(alloc_stream) : NULL;
+  buf->hazard_mode = cuv__config.strict_hazards ? CUV_HAZARD_STRICT : CUV_HAZARD_ORDER;
+  pthread_mutex_init(&buf->lock, NULL);
   *out = buf;
   return 0;
 }
@@ -28,6 +30,7 @@ static void buffer_destroy(cuv_buffer_t *buf, cuv_stream_t *stream) {
   if (buf->alloc_stream)
     cuv__stream_unref(buf->alloc_stream);
   cuv__device_unref(buf->dev);
+  pthread_mutex_destroy(&buf->lock);
   free(buf);
 }
 
@@ -66,16 +69,6 @@ int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes
   if (offset > buf->size || bytes > buf->size - offset)
     return CUV_ERANGE;
   return 0;
-}
-
-int cuv__sub_hold_buffer(cuv__submission_t *sub, cuv_buffer_t *buf, enum cuv_arg_kind access) {
-  CUV__UNUSED(access);
-  if (buf->dev != sub->dev)
-    return CUV_EDEVICE;
-  int rc = cuv__sub_hold(sub, cuv__buffer_release, buf);
-  if (rc == 0)
-    cuv_buffer_ref(buf);
-  return rc;
 }
 
 /* ---- cuv_alloc: stream-ordered allocation ---- */

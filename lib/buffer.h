@@ -1,18 +1,25 @@
 #ifndef CUV_LIB_BUFFER_H
 #define CUV_LIB_BUFFER_H
 
+typedef struct cuv__access cuv__access_t;
+
 struct cuv_buffer_s {
   atomic_int refs;
   cuv_device_t *dev;
   CUdeviceptr ptr;
   size_t size;
   cuv_stream_t *alloc_stream;  /* stream-ordered allocations are freed on a stream too */
+  pthread_mutex_t lock;        /* guards accesses (hazard.c) */
+  cuv__access_t *accesses;     /* in flight: by which stream, read or write */
+  int hazard_mode;             /* CUV_HAZARD_* */
 };
 
 /* Checks [offset, offset + bytes) lies in buf. */
 int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes);
-/* Holds a reference on buf in the submission (the hazard-tracking point for an access). */
-int cuv__sub_hold_buffer(cuv__submission_t *sub, cuv_buffer_t *buf, enum cuv_arg_kind access);
+/* hazard.c: holds a reference on buf in the submission and records the access; an access that
+ * conflicts with one in flight on another stream is ordered after it (an event wait), or refused
+ * with CUV_ECONFLICT in strict mode. Call before enqueuing the access. */
+int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
 void cuv__buffer_release(void *buf);
 
 #endif

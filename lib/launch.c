@@ -41,7 +41,7 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   for (size_t i = 0; rc == 0 && i < l->nargs; i++) {
     params[i] = l->storage + l->args[i].offset;
     if (l->args[i].buffer)
-      rc = cuv__sub_hold_buffer(ex->sub, l->args[i].buffer, l->args[i].kind);
+      rc = cuv__hold_buffer(ex, l->args[i].buffer, l->args[i].kind);
   }
   if (rc == 0 && (rc = cuv__sub_hold(ex->sub, cuv__kernel_release, l->kernel)) == 0)
     cuv__kernel_ref(l->kernel);

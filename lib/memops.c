@@ -40,13 +40,13 @@ static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
 }
 
 /* Moves the op's references into the submission before anything is enqueued. */
-static int hold_all(copy_op_t *c, cuv__submission_t *sub) {
+static int hold_all(copy_op_t *c, cuv__exec_t *ex) {
   int rc = 0;
-  if (c->dst && (rc = cuv__sub_hold_buffer(sub, c->dst, CUV_ARG_KIND_WRITE)) < 0)
+  if (c->dst && (rc = cuv__hold_buffer(ex, c->dst, CUV_ARG_KIND_WRITE)) < 0)
     return rc;
-  if (c->src && (rc = cuv__sub_hold_buffer(sub, c->src, CUV_ARG_KIND_READ)) < 0)
+  if (c->src && (rc = cuv__hold_buffer(ex, c->src, CUV_ARG_KIND_READ)) < 0)
     return rc;
-  if (c->staged && (rc = cuv__sub_hold(sub, cuv__staging_free, c->host)) == 0)
+  if (c->staged && (rc = cuv__sub_hold(ex->sub, cuv__staging_free, c->host)) == 0)
     c->staged = false;  /* the submission gives it back now */
   return rc;
 }
@@ -54,7 +54,7 @@ static int hold_all(copy_op_t *c, cuv__submission_t *sub) {
 static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   copy_op_t *c = (copy_op_t *)op;
   void *download = NULL;
-  int rc = hold_all(c, ex->sub);
+  int rc = hold_all(c, ex);
   if (rc == 0 && c->kind == DOWNLOAD && !(download = cuv__staging_alloc(ex->sub->dev, c->bytes)))
     rc = CUV_ENOMEM;
   if (rc == 0 && c->bytes > 0)

@@ -1,0 +1,115 @@
+/* Cross-stream hazards. A submission that touches a buffer records the access (stream, read or
+ * write) on the buffer until it retires. A new access from another stream that conflicts (a write
+ * against anything, or a read against a write) is ordered after what that stream has enqueued so
+ * far, with an event wait, which covers the conflicting access; the same stream needs nothing, its
+ * order is the stream's. */
+#include "internal.h"
+
+struct cuv__access {
+  cuv__access_t *next, **pprev;
+  cuv_buffer_t *buf;
+  cuv_stream_t *stream;
+  bool write;
+};
+
+CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode) {
+  if (!buf || mode < CUV_HAZARD_ORDER || mode > CUV_HAZARD_NONE)
+    return CUV_EINVAL;
+  pthread_mutex_lock(&buf->lock);
+  buf->hazard_mode = mode;
+  pthread_mutex_unlock(&buf->lock);
+  return 0;
+}
+
+/* The access ends with its submission: unlinked, and the buffer reference dropped. */
+static void access_release(void *arg) {
+  cuv__access_t *a = arg;
+  cuv_buffer_t *buf = a->buf;
+  pthread_mutex_lock(&buf->lock);
+  *a->pprev = a->next;
+  if (a->next)
+    a->next->pprev = a->pprev;
+  pthread_mutex_unlock(&buf->lock);
+  cuv__stream_unref(a->stream);
+  free(a);
+  cuv_buffer_unref(buf);
+}
+
+/* The distinct streams (other than `stream`) whose in-flight access conflicts with a new one,
+ * referenced, in a new array (*out; NULL when none); the caller holds buf->lock. */
+static int conflicts(cuv_buffer_t *buf, cuv_stream_t *stream, bool write, cuv_stream_t ***out,
+                     size_t *n) {
+  size_t max = 0;
+  *out = NULL;
+  *n = 0;
+  for (cuv__access_t *a = buf->accesses; a; a = a->next)
+    max += a->stream != stream && (write || a->write);
+  if (max == 0)
+    return 0;
+  if (!(*out = malloc(max * sizeof **out)))
+    return CUV_ENOMEM;
+  for (cuv__access_t *a = buf->accesses; a; a = a->next) {
+    if (a->stream == stream || !(write || a->write))
+      continue;
+    bool seen = false;
+    for (size_t i = 0; i < *n; i++)
+      seen = seen || (*out)[i] == a->stream;
+    if (!seen)
+      (*out)[(*n)++] = cuv__stream_ref(a->stream);
+  }
+  return 0;
+}
+
+/* Makes `stream` wait for the conflicting streams, or refuses in strict mode. */
+static int order_after(cuv__submission_t *sub, cuv_stream_t *stream, cuv_stream_t **others,
+                       size_t n, int mode) {
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (rc == 0 && mode == CUV_HAZARD_STRICT)
+      rc = CUV_ECONFLICT;
+    else if (rc == 0 && (rc = cuv__sub_order(sub, others[i], stream)) == 0)
+      CUV__STAT_ADD(waits_inserted, 1);
+    cuv__stream_unref(others[i]);
+  }
+  return rc;
+}
+
+/* Links the access into the buffer's list. */
+static void access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv_stream_t *stream, bool write) {
+  a->buf = cuv_buffer_ref(buf);
+  a->stream = cuv__stream_ref(stream);
+  a->write = write;
+  pthread_mutex_lock(&buf->lock);
+  a->next = buf->accesses;
+  a->pprev = &buf->accesses;
+  if (a->next)
+    a->next->pprev = &a->next;
+  buf->accesses = a;
+  pthread_mutex_unlock(&buf->lock);
+}
+
+int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
+  if (buf->dev != ex->sub->dev)
+    return CUV_EDEVICE;
+  bool write = kind != CUV_ARG_KIND_READ;
+  cuv__access_t *a = calloc(1, sizeof *a);
+  if (!a)
+    return CUV_ENOMEM;
+  cuv_stream_t **others = NULL;
+  size_t n = 0;
+  pthread_mutex_lock(&buf->lock);
+  int mode = buf->hazard_mode;
+  int rc = mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
+  pthread_mutex_unlock(&buf->lock);
+  if (rc == 0)
+    rc = order_after(ex->sub, ex->stream, others, n, mode);
+  free(others);
+  if (rc == 0)
+    rc = cuv__sub_hold(ex->sub, access_release, a);
+  if (rc < 0) {
+    free(a);
+    return rc;
+  }
+  access_link(a, buf, ex->stream, write);
+  return 0;
+}
