@@ -336,10 +336,14 @@ enum {
   CUV_SUBMIT_NO_SPIN = 1u << 0,
 };
 
+/* Names one accepted submission of a queue, for cuv_cancel. */
+typedef uint64_t cuv_ticket_t;
+
 typedef struct cuv_submit_opts {
   cuv_policy_t *policy; /* NULL: the op's device's default policy */
   cuv_stream_t *stream; /* non-NULL: run on this stream (overrides policy) */
   unsigned flags;       /* CUV_SUBMIT_* */
+  cuv_ticket_t *ticket; /* non-NULL: receives the submission's ticket */
 } cuv_submit_opts_t;
 
 /* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
@@ -351,6 +355,36 @@ CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, vo
 
 /* The inline spin budget in microseconds (CUDA_ASYNC_SPIN_BUDGET_US, read once; default 20). */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
+
+/* Cancels a submission of `queue`: its done callback still runs exactly once, with CUV_ECANCELED
+ * and no output (the output is released first). The GPU work is not interrupted: everything it
+ * touches stays held until its completion is proven, as for any submission. Returns 0, or
+ * CUV_ENOENT when the ticket is unknown or its callback already ran or is running. Any thread. */
+CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
+
+/* ---- CUDA graphs ---------------------------------------------------------------------------- */
+
+typedef struct cuv_graph_s cuv_graph_t;
+
+/* Captures op into a graph on `stream` (NULL: a stream of the op device's default policy) in
+ * relaxed mode, then instantiates and uploads it. Nothing runs: *out (may be NULL) receives the
+ * captured op's output, whose device data the first launch produces. Capture always ends, also
+ * when op fails midway (the partial graph is destroyed and the error returned). The captured op
+ * runs under the execution lock (executing another op inside it returns CUV_EREENTRANT). The
+ * graph holds what the capture touched (buffers, kernels, staged host data) for its lifetime.
+ * Do not allocate (cuv_alloc) inside a capture; use buffers made before. Consumes op. */
+CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
+                                 cuv_output_t *out);
+/* An op that replays the graph on the executing stream; it holds the graph until the replay is
+ * proven complete, so it may outlive cuv_graph_release. Usable with every executor and combinator. */
+CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *graph);
+/* Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's stream
+ * without waiting, e.g. to copy new inputs into the captured buffers. It is ordered before later
+ * launches on that same stream (cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), ...));
+ * a launch on another stream is NOT ordered after it. Consumes op. */
+CUV_EXTERN int cuv_graph_update(cuv_graph_t *graph, cuv_op_t *op);
+CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *graph);
+CUV_EXTERN void cuv_graph_release(cuv_graph_t *graph);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 

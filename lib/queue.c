@@ -24,6 +24,43 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **out, cuv_notify_fn notify, void *n
   return 0;
 }
 
+void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub) {
+  pthread_mutex_lock(&q->lock);
+  sub->ticket = ++q->last_ticket;
+  sub->live_prev = NULL;
+  sub->live_next = q->live;
+  if (q->live)
+    q->live->live_prev = sub;
+  q->live = sub;
+  atomic_fetch_add(&q->pending, 1);
+  pthread_mutex_unlock(&q->lock);
+}
+
+static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
+  if (sub->live_prev)
+    sub->live_prev->live_next = sub->live_next;
+  else
+    q->live = sub->live_next;
+  if (sub->live_next)
+    sub->live_next->live_prev = sub->live_prev;
+}
+
+CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
+  if (!q)
+    return CUV_EINVAL;
+  int rc = CUV_ENOENT;
+  pthread_mutex_lock(&q->lock);
+  for (cuv__submission_t *sub = q->live; sub; sub = sub->live_next) {
+    if (sub->ticket == ticket) {
+      sub->cancelled = true;
+      rc = 0;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&q->lock);
+  return rc;
+}
+
 void cuv__queue_push(cuv_queue_t *q, cuv__submission_t *sub) {
   sub->next = NULL;
   pthread_mutex_lock(&q->lock);
@@ -37,13 +74,28 @@ void cuv__queue_push(cuv_queue_t *q, cuv__submission_t *sub) {
   pthread_mutex_unlock(&q->lock);
 }
 
+/* Takes every finished submission; from here on they cannot be cancelled. */
 static cuv__submission_t *take_all(cuv_queue_t *q) {
   pthread_mutex_lock(&q->lock);
   cuv__submission_t *list = q->head;
   q->head = NULL;
   q->tail = &q->head;
+  for (cuv__submission_t *sub = list; sub; sub = sub->next)
+    live_unlink(q, sub);
   pthread_mutex_unlock(&q->lock);
   return list;
+}
+
+/* Runs the callback; a cancelled submission reports CUV_ECANCELED without its output. The
+ * status that decides retirement stays the real one (a fault still leaks). */
+static void deliver(cuv__submission_t *sub) {
+  if (sub->cancelled) {
+    cuv_output_release(&sub->output);
+    sub->done(CUV_ECANCELED, &sub->output, sub->done_arg);
+  } else {
+    sub->done(sub->status, &sub->output, sub->done_arg);
+  }
+  cuv_output_release(&sub->output); /* unless the callback took it */
 }
 
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
@@ -54,10 +106,8 @@ CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
   while (list) {
     cuv__submission_t *sub = list;
     list = sub->next;
-    int status = sub->status;
-    sub->done(status, &sub->output, sub->done_arg);
-    cuv_output_release(&sub->output); /* unless the callback took it */
-    cuv__sub_finish(sub, status);
+    deliver(sub);
+    cuv__sub_finish(sub, sub->status);
     atomic_fetch_sub(&q->pending, 1);
     ran++;
   }

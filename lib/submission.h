@@ -41,6 +41,9 @@ struct cuv__submission {
   atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
   cuv__submission_t *watch_prev, *watch_next; /* reactor's fault watch of host-callback work */
   bool watched;
+  cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
+  cuv_ticket_t ticket;
+  bool cancelled;           /* under the queue's lock */
 };
 
 /* A submission on `stream` (which it references and counts in flight). */

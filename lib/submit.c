@@ -24,7 +24,9 @@ CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, vo
   sub->queue = queue;
   sub->done = done;
   sub->done_arg = arg;
-  atomic_fetch_add(&queue->pending, 1);
+  cuv__queue_accept(queue, sub);
+  if (opts->ticket)
+    *opts->ticket = sub->ticket;
   /* A failure midway still arms: what was enqueued must finish before its resources go, and
    * the callback then reports the execution's error. */
   sub->status = cuv__op_execute(op, &ex, &sub->output);

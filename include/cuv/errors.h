@@ -28,7 +28,8 @@
   XX(ENOTSUP, -16, "not supported by this driver")                                               \
   XX(ELOST, -17, "object belongs to a device context that was reset")                            \
   XX(EIO, -18, "cannot read file")                                                               \
-  XX(ETHREAD, -19, "cannot start a thread")
+  XX(ETHREAD, -19, "cannot start a thread")                                                      \
+  XX(ENOENT, -20, "no such submission: unknown ticket, or its callback already ran")
 
 typedef enum {
 #define CUV__ERR_ENUM(name, value, text) CUV_##name = (value),

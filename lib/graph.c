@@ -1,0 +1,142 @@
+/* CUDA graphs: an op captured once (relaxed stream capture), instantiated and uploaded, then
+ * replayed through an op. The capture's submission never runs anything; it is kept by the graph
+ * as the holder of what the captured work touches, and retired with the graph. */
+#include "internal.h"
+
+struct cuv_graph_s {
+  atomic_int refs;
+  cuv_stream_t *stream;
+  CUgraphExec exec;
+  cuv__submission_t *capture;
+};
+
+static cuv_graph_t *graph_ref(cuv_graph_t *g) {
+  atomic_fetch_add(&g->refs, 1);
+  return g;
+}
+
+static void graph_unref(void *arg) {
+  cuv_graph_t *g = arg;
+  if (atomic_fetch_sub(&g->refs, 1) != 1)
+    return;
+  if (cuv__bind(g->stream->dev) == 0)
+    cuv__drv.cuGraphExecDestroy(g->exec);
+  cuv__sub_retire(g->capture);
+  cuv__stream_unref(g->stream);
+  free(g);
+}
+
+/* Begins capture, executes op into *output, ends capture: always, whatever failed. */
+static int capture_op(cuv_op_t *op, cuv__exec_t *ex, CUgraph *graph, cuv_output_t *output) {
+  int rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, CU_STREAM_CAPTURE_MODE_RELAXED));
+  if (rc < 0) {
+    cuv_op_free(op);
+    return rc;
+  }
+  cuv__exec_lock();
+  rc = cuv__op_execute(op, ex, output);
+  cuv__exec_unlock();
+  int end = cuv__cu(cuv__drv.cuStreamEndCapture(ex->stream->cu, graph));
+  if (rc == 0 && end < 0)
+    rc = end;
+  if (rc < 0 && *graph) {
+    cuv__drv.cuGraphDestroy(*graph); /* the partial graph */
+    *graph = NULL;
+  }
+  return rc;
+}
+
+static int instantiate(cuv_graph_t *g, CUgraph graph) {
+  int rc = cuv__cu(cuv__drv.cuGraphInstantiate(&g->exec, graph, 0));
+  cuv__drv.cuGraphDestroy(graph); /* the executable graph does not need it */
+  if (rc == 0 && (rc = cuv__cu(cuv__drv.cuGraphUpload(g->exec, g->stream->cu))) < 0)
+    cuv__drv.cuGraphExecDestroy(g->exec);
+  return rc;
+}
+
+CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stream_t *stream,
+                                 cuv_output_t *out) {
+  if (out)
+    *out = (cuv_output_t){0};
+  cuv_graph_t *g = out_graph ? calloc(1, sizeof *g) : NULL;
+  if (!g) {
+    cuv_op_free(op);
+    return out_graph ? CUV_ENOMEM : CUV_EINVAL;
+  }
+  cuv__exec_t ex;
+  int rc = cuv__exec_begin(op, NULL, stream, &ex);
+  if (rc < 0) {
+    free(g);
+    return rc;
+  }
+  CUgraph graph = NULL;
+  cuv_output_t output;
+  rc = capture_op(op, &ex, &graph, &output);
+  g->stream = cuv__stream_ref(ex.stream);
+  if (rc == 0)
+    rc = instantiate(g, graph);
+  if (rc < 0) {
+    cuv_output_release(&output);
+    cuv__stream_unref(g->stream);
+    cuv__sub_finish(ex.sub, rc); /* nothing ran, unless the context died meanwhile */
+    free(g);
+    return rc;
+  }
+  atomic_init(&g->refs, 1);
+  g->capture = ex.sub;
+  if (out)
+    *out = output;
+  else
+    cuv_output_release(&output);
+  *out_graph = g;
+  return 0;
+}
+
+typedef struct launch_graph_op {
+  struct cuv_op_s op;
+  cuv_graph_t *graph;
+} launch_graph_op_t;
+
+static void launch_graph_drop(cuv_op_t *op) { graph_unref(((launch_graph_op_t *)op)->graph); }
+
+static int launch_graph_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  cuv_graph_t *g = ((launch_graph_op_t *)op)->graph;
+  int rc = g->stream->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
+  /* The submission takes over the op's reference: the graph lives until the replay is proven. */
+  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, graph_unref, g)) == 0)
+    return cuv__cu(cuv__drv.cuGraphLaunch(g->exec, ex->stream->cu));
+  graph_unref(g);
+  return rc;
+}
+
+static const cuv__op_vt_t launch_graph_vt = {"graph_launch", launch_graph_execute,
+                                             launch_graph_drop};
+
+CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *g) {
+  if (!g)
+    return cuv__op_fail(CUV_EINVAL);
+  launch_graph_op_t *l = (launch_graph_op_t *)cuv__op_new(&launch_graph_vt, sizeof *l);
+  if (!l)
+    return cuv__op_fail(CUV_ENOMEM);
+  l->graph = graph_ref(g);
+  l->op.device = g->stream->dev->ordinal;
+  return &l->op;
+}
+
+CUV_EXTERN int cuv_graph_update(cuv_graph_t *g, cuv_op_t *op) {
+  if (!g) {
+    cuv_op_free(op);
+    return CUV_EINVAL;
+  }
+  cuv_output_t out;
+  int rc = cuv_enqueue_on(op, g->stream, &out);
+  cuv_output_release(&out); /* unit for graph-safe ops */
+  return rc;
+}
+
+CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *g) { return g ? g->stream : NULL; }
+
+CUV_EXTERN void cuv_graph_release(cuv_graph_t *g) {
+  if (g)
+    graph_unref(g);
+}
