@@ -1,0 +1,314 @@
+/* Driver initialization, devices and their attributes, primary contexts, the thread's current
+ * context, context-wide synchronization and the sticky fault. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+static atomic_bool initialized;
+static atomic_int device_count_setting = 1;
+static int ndevices; /* fixed by the first successful cuInit */
+static struct sim_ctx contexts[SIM_MAX_DEVICES];
+static __thread struct sim_ctx *current;
+
+bool sim_initialized(void) { return atomic_load_explicit(&initialized, memory_order_acquire); }
+
+static bool device_valid(CUdevice dev) { return dev >= 0 && dev < ndevices; }
+
+CUV_SIM_EXTERN void cuv_sim_set_device_count(int count) {
+  atomic_store(&device_count_setting, count < 0 ? 0 : count > SIM_MAX_DEVICES ? SIM_MAX_DEVICES
+                                                                               : count);
+}
+
+/* ---- Initialization and devices --------------------------------------------------------------- */
+
+CUresult CUDAAPI cuInit(unsigned int Flags) {
+  SIM_ENTER_NOINIT(cuInit);
+  if (Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  sim_lock();
+  if (!sim_initialized()) {
+    ndevices = atomic_load(&device_count_setting);
+    for (int i = 0; i < SIM_MAX_DEVICES; i++)
+      contexts[i].device = i;
+  }
+  /* The real driver fails cuInit on a machine without GPUs and stays uninitialized. */
+  CUresult r = ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+  if (r == CUDA_SUCCESS)
+    atomic_store_explicit(&initialized, true, memory_order_release);
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
+  SIM_ENTER_NOINIT(cuDriverGetVersion);
+  if (!driverVersion)
+    return CUDA_ERROR_INVALID_VALUE;
+  *driverVersion = CUDA_VERSION;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetCount(int *count) {
+  SIM_ENTER(cuDeviceGetCount);
+  if (!count)
+    return CUDA_ERROR_INVALID_VALUE;
+  *count = ndevices;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
+  SIM_ENTER(cuDeviceGet);
+  if (!device)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(ordinal))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
+  SIM_ENTER(cuDeviceGetName);
+  if (!name || len <= 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  static const char device_name[] = "cuv-sim CPU device";
+  size_t n = strlen(device_name);
+  if (n >= (size_t)len)
+    n = (size_t)len - 1;
+  memcpy(name, device_name, n);
+  name[n] = '\0';
+  return CUDA_SUCCESS;
+}
+
+/* Values of an H200-class device (compute capability 9.0); attributes not listed are 0. */
+static int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
+  switch (attrib) {
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y: return 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z: return 64;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X: return 2147483647;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: return 65535;
+  case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK: return 49152;
+  case CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY: return 65536;
+  case CU_DEVICE_ATTRIBUTE_WARP_SIZE: return 32;
+  case CU_DEVICE_ATTRIBUTE_MAX_PITCH: return 2147483647;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK: return 65536;
+  case CU_DEVICE_ATTRIBUTE_CLOCK_RATE: return 1980000;
+  case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT: return 512;
+  case CU_DEVICE_ATTRIBUTE_GPU_OVERLAP: return 1;
+  case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: return 132;
+  case CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY: return 1;
+  case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
+  case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev + 1;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 * 1024 * 1024;
+  case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
+  case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
+  case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: return 9;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: return 0;
+  case CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR: return 233472;
+  case CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR: return 65536;
+  case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY: return 1;
+  case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
+  case CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM: return 1;
+  case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN: return 232448;
+  case CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR: return 32;
+  case CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: return 1;
+  case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS: return 1;
+  case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR: return 1;
+  case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: return 4;
+  default: return 0;
+  }
+}
+
+CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
+  SIM_ENTER(cuDeviceGetAttribute);
+  if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  *pi = attribute_value(attrib, dev);
+  return CUDA_SUCCESS;
+}
+
+/* ---- Primary contexts ------------------------------------------------------------------------- */
+
+/* Destroys everything the context owns: stops its workers (queued work is dropped), frees its
+ * streams, events, graphs, modules and memory, and clears the sticky fault. Handles from before
+ * then fail with CUDA_ERROR_INVALID_HANDLE. Lock held. */
+static void ctx_teardown(struct sim_ctx *ctx) {
+  ctx->resetting = true;
+  sim_stream_stop_all(ctx);
+  sim_graph_reset_ctx(ctx);
+  sim_event_reset_ctx(ctx);
+  sim_module_reset_ctx(ctx);
+  sim_mem_reset_ctx(ctx);
+  atomic_store(&ctx->fault, CUDA_SUCCESS);
+  ctx->resetting = false;
+  sim_wake_all();
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
+  SIM_ENTER(cuDevicePrimaryCtxRetain);
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (!device_valid(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  sim_lock();
+  contexts[dev].retain++;
+  *pctx = (CUcontext)&contexts[dev];
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
+  SIM_ENTER(cuDevicePrimaryCtxRelease);
+  if (!device_valid(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  CUresult r = CUDA_SUCCESS;
+  sim_lock();
+  struct sim_ctx *ctx = &contexts[dev];
+  if (ctx->retain == 0)
+    r = CUDA_ERROR_INVALID_CONTEXT;
+  else if (--ctx->retain == 0)
+    ctx_teardown(ctx); /* "automatically reset once the last reference is released" */
+  sim_unlock();
+  return r;
+}
+
+/* The context handle stays the same across a reset (as the real primary context), and stays
+ * usable while retained: the next use starts from a clean state. */
+CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
+  SIM_ENTER(cuDevicePrimaryCtxReset);
+  if (!device_valid(dev))
+    return CUDA_ERROR_INVALID_DEVICE;
+  sim_lock();
+  ctx_teardown(&contexts[dev]);
+  sim_unlock();
+  return CUDA_SUCCESS;
+}
+
+/* ---- Current context -------------------------------------------------------------------------- */
+
+static struct sim_ctx *ctx_from_handle(CUcontext h) {
+  for (int i = 0; i < ndevices; i++)
+    if ((CUcontext)&contexts[i] == h)
+      return &contexts[i];
+  return NULL;
+}
+
+struct sim_ctx *sim_ctx_current(void) { return current; }
+
+CUresult sim_ctx_require(struct sim_ctx **out) {
+  struct sim_ctx *ctx = current;
+  if (!ctx)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  /* A primary context that is not retained (or is being torn down) is not initialized. */
+  if (ctx->retain == 0 || ctx->resetting)
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  *out = ctx;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
+  SIM_ENTER(cuCtxSetCurrent);
+  if (!ctx) {
+    current = NULL;
+    return CUDA_SUCCESS;
+  }
+  struct sim_ctx *c = ctx_from_handle(ctx);
+  if (!c)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  current = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx) {
+  SIM_ENTER(cuCtxGetCurrent);
+  if (!pctx)
+    return CUDA_ERROR_INVALID_VALUE;
+  *pctx = (CUcontext)current;
+  return CUDA_SUCCESS;
+}
+
+/* ---- Synchronization and the sticky fault ----------------------------------------------------- */
+
+CUresult sim_ctx_fault(const struct sim_ctx *ctx) {
+  return (CUresult)atomic_load_explicit(&ctx->fault, memory_order_acquire);
+}
+
+void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result) {
+  int expected = CUDA_SUCCESS;
+  if (result == CUDA_SUCCESS)
+    return;
+  atomic_compare_exchange_strong(&ctx->fault, &expected, (int)result);
+  sim_wake_all(); /* release synchronize calls and event waits inside streams */
+}
+
+struct drain_point {
+  struct sim_stream *s;
+  uint64_t target;
+};
+
+CUresult sim_ctx_drain(struct sim_ctx *ctx) {
+  size_t n = 0;
+  for (struct sim_stream *s = ctx->streams; s; s = s->next)
+    n++;
+  struct drain_point *pts = calloc(n ? n : 1, sizeof *pts);
+  if (!pts)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Snapshot first: work submitted after this call is not waited for. */
+  n = 0;
+  for (struct sim_stream *s = ctx->streams; s; s = s->next) {
+    sim_stream_ref(s);
+    pts[n].s = s;
+    pts[n++].target = s->submitted;
+  }
+  for (size_t i = 0; i < n; i++) {
+    struct sim_stream *s = pts[i].s;
+    while (s->completed < pts[i].target && !sim_ctx_fault(ctx) && !atomic_load(&s->stop))
+      sim_wait();
+  }
+  for (size_t i = 0; i < n; i++)
+    sim_stream_unref(pts[i].s);
+  free(pts);
+  return sim_ctx_fault(ctx);
+}
+
+CUresult CUDAAPI cuCtxSynchronize(void) {
+  SIM_ENTER(cuCtxSynchronize);
+  struct sim_ctx *ctx;
+  sim_lock();
+  CUresult r = sim_ctx_require(&ctx);
+  if (r == CUDA_SUCCESS && sim_capture_block_ctx_sync(ctx))
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* and the captures were invalidated */
+  if (r == CUDA_SUCCESS)
+    r = sim_ctx_drain(ctx);
+  sim_unlock();
+  return r;
+}
+
+/* The calling thread's current context; without one, device 0's (the only one by default). */
+CUV_SIM_EXTERN void cuv_sim_fault(int result) {
+  sim_lock();
+  struct sim_ctx *ctx = current ? current : &contexts[0];
+  sim_ctx_set_fault(ctx, (CUresult)result);
+  sim_unlock();
+}

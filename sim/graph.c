@@ -1,0 +1,157 @@
+/* Graphs and executable graphs. A graph is the linear list of commands recorded by stream capture
+ * (see capture.c); instantiation copies it, so an executable graph stays valid after its graph is
+ * destroyed. A launch clones every command and enqueues the clones contiguously on the stream
+ * (one unit: nothing else can interleave), binding each as if its call were made now. */
+
+#include <stdlib.h>
+
+#include "sim.h"
+
+struct sim_graph *sim_graph_new(struct sim_ctx *ctx, enum sim_obj_type type) {
+  struct sim_graph *g = calloc(1, sizeof *g);
+  if (g) {
+    g->obj.type = type;
+    g->obj.ctx = ctx;
+  }
+  return g;
+}
+
+static void cmd_list_free(struct sim_cmd *cmd) {
+  while (cmd) {
+    struct sim_cmd *next = cmd->next;
+    sim_cmd_free(cmd);
+    cmd = next;
+  }
+}
+
+void sim_graph_free(struct sim_graph *g) {
+  cmd_list_free(g->head);
+  free(g);
+}
+
+/* Clones the commands of src into a new list; NULL (and *ok false) when out of memory. */
+static struct sim_cmd *cmd_list_clone(const struct sim_graph *src, bool *ok) {
+  struct sim_cmd *head = NULL, **link = &head;
+  *ok = true;
+  for (const struct sim_cmd *c = src->head; c; c = c->next) {
+    struct sim_cmd *copy = sim_cmd_clone(c);
+    if (!copy) {
+      cmd_list_free(head);
+      *ok = false;
+      return NULL;
+    }
+    *link = copy;
+    link = &copy->next;
+  }
+  return head;
+}
+
+void sim_graph_reset_ctx(struct sim_ctx *ctx) {
+  static const enum sim_obj_type types[] = {SIM_OBJ_GRAPH, SIM_OBJ_GRAPH_EXEC};
+  for (size_t t = 0; t < 2; t++) {
+    size_t n;
+    struct sim_obj **objs = sim_handle_take_all(ctx, types[t], &n);
+    for (size_t i = 0; i < n; i++)
+      sim_graph_free((struct sim_graph *)objs[i]);
+    free(objs);
+  }
+}
+
+/* ---- Entry points ----------------------------------------------------------------------------- */
+
+#define SIM_INSTANTIATE_FLAGS                                                                    \
+  (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |         \
+   CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+
+/* cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags. */
+CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    unsigned long long flags) {
+  SIM_ENTER(cuGraphInstantiate);
+  if (!phGraphExec || (flags & ~(unsigned long long)SIM_INSTANTIATE_FLAGS) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *ctx;
+  sim_lock();
+  struct sim_graph *g = (struct sim_graph *)sim_handle_get(hGraph, SIM_OBJ_GRAPH);
+  CUresult r = g ? sim_ctx_require(&ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS)
+    r = sim_ctx_fault(ctx);
+  struct sim_graph *exec = NULL;
+  if (r == CUDA_SUCCESS) {
+    bool ok = false;
+    exec = sim_graph_new(ctx, SIM_OBJ_GRAPH_EXEC);
+    if (exec) {
+      exec->head = cmd_list_clone(g, &ok);
+      exec->count = g->count;
+      for (exec->tail = exec->head; exec->tail && exec->tail->next;)
+        exec->tail = exec->tail->next;
+    }
+    if (!exec || !ok || !sim_handle_add(&exec->obj)) {
+      if (exec)
+        sim_graph_free(exec);
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+  }
+  if (r == CUDA_SUCCESS)
+    *phGraphExec = (CUgraphExec)exec;
+  sim_unlock();
+  return r;
+}
+
+/* Nothing to upload: validates its arguments only. */
+CUresult CUDAAPI cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream) {
+  SIM_ENTER(cuGraphUpload);
+  struct sim_stream *s;
+  sim_lock();
+  CUresult r = sim_handle_get(hGraphExec, SIM_OBJ_GRAPH_EXEC) ? sim_stream_get_live(hStream, &s)
+                                                               : CUDA_ERROR_INVALID_HANDLE;
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
+  SIM_ENTER(cuGraphLaunch);
+  struct sim_stream *s;
+  sim_lock();
+  struct sim_graph *exec = (struct sim_graph *)sim_handle_get(hGraphExec, SIM_OBJ_GRAPH_EXEC);
+  CUresult r = exec ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS && s->cap && s->cap->invalidated)
+    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  bool ok = true;
+  struct sim_cmd *cmds = r == CUDA_SUCCESS ? cmd_list_clone(exec, &ok) : NULL;
+  if (!ok)
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  /* Captured launch (child graph): the commands join the capture like any other work. */
+  while (r == CUDA_SUCCESS && cmds) {
+    struct sim_cmd *next = cmds->next;
+    r = sim_stream_submit(s, cmds);
+    cmds = next;
+  }
+  cmd_list_free(cmds);
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
+  SIM_ENTER(cuGraphDestroy);
+  sim_lock();
+  struct sim_graph *g = (struct sim_graph *)sim_handle_get(hGraph, SIM_OBJ_GRAPH);
+  if (g) {
+    sim_handle_remove(&g->obj);
+    sim_graph_free(g);
+  }
+  sim_unlock();
+  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Launches in flight own their clones, so destroying the executable graph does not affect them. */
+CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
+  SIM_ENTER(cuGraphExecDestroy);
+  sim_lock();
+  struct sim_graph *exec = (struct sim_graph *)sim_handle_get(hGraphExec, SIM_OBJ_GRAPH_EXEC);
+  if (exec) {
+    sim_handle_remove(&exec->obj);
+    sim_graph_free(exec);
+  }
+  sim_unlock();
+  return exec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}

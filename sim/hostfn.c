@@ -1,0 +1,112 @@
+/* Host functions (cuLaunchHostFunc). As in the real driver, every host function of the process
+ * runs on one driver callback thread, serialized, in the order the streams reach them, and the
+ * stream does not continue until its function returned. The worker of the stream hands a job on
+ * its own stack to the callback thread and waits for it. Host functions never run once their
+ * context has a sticky fault. */
+
+#include <stdlib.h>
+
+#include "sim.h"
+
+struct sim_hostjob {
+  CUhostFn fn;
+  void *data;
+  struct sim_ctx *ctx;
+  bool done;
+  struct sim_hostjob *next;
+};
+
+static struct sim_hostjob *jobs_head;
+static struct sim_hostjob *jobs_tail;
+static pthread_cond_t jobs_wake = PTHREAD_COND_INITIALIZER;
+static bool callback_started;
+
+/* The callback thread; started on first use, lives until the process exits. */
+static void *callback_main(void *arg) {
+  pthread_setname_np(pthread_self(), "cuv-sim-cb");
+  sim_lock();
+  for (;;) {
+    while (!jobs_head)
+      sim_wait_on(&jobs_wake);
+    struct sim_hostjob *job = jobs_head;
+    jobs_head = job->next;
+    if (!jobs_head)
+      jobs_tail = NULL;
+    bool run = !sim_ctx_fault(job->ctx) && !job->ctx->resetting;
+    sim_unlock();
+    if (run)
+      job->fn(job->data);
+    sim_lock();
+    job->done = true;
+    sim_wake_all();
+  }
+  return NULL;
+}
+
+void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data) {
+  struct sim_hostjob job = {.fn = fn, .data = data, .ctx = ctx};
+  sim_lock();
+  if (sim_ctx_fault(ctx) || ctx->resetting) {
+    sim_unlock();
+    return;
+  }
+  if (!callback_started)
+    callback_started = sim_thread_start(callback_main, NULL);
+  if (!callback_started) { /* no thread could be started: run it here rather than never */
+    sim_unlock();
+    fn(data);
+    return;
+  }
+  if (jobs_tail)
+    jobs_tail->next = &job;
+  else
+    jobs_head = &job;
+  jobs_tail = &job;
+  pthread_cond_signal(&jobs_wake);
+  while (!job.done)
+    sim_wait();
+  sim_unlock();
+}
+
+void sim_hostfn_reset_ctx(struct sim_ctx *ctx) {
+  struct sim_hostjob **link = &jobs_head;
+  jobs_tail = NULL;
+  while (*link) {
+    struct sim_hostjob *job = *link;
+    if (job->ctx == ctx) {
+      *link = job->next;
+      job->done = true; /* its worker stops waiting; the function never runs */
+    } else {
+      jobs_tail = job;
+      link = &job->next;
+    }
+  }
+  sim_wake_all();
+}
+
+/* ---- Entry point ------------------------------------------------------------------------------ */
+
+struct hostfn_cmd {
+  struct sim_cmd base;
+  CUhostFn fn;
+  void *data;
+};
+
+static void hostfn_run(struct sim_cmd *cmd, struct sim_stream *s) {
+  struct hostfn_cmd *c = (struct hostfn_cmd *)cmd;
+  sim_hostfn_call(s->obj.ctx, c->fn, c->data);
+}
+
+static const struct sim_cmd_ops hostfn_ops = {.run = hostfn_run};
+
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
+  SIM_ENTER(cuLaunchHostFunc);
+  if (!fn)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct hostfn_cmd *c = sim_cmd_new(&hostfn_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->fn = fn;
+  c->data = userData;
+  return sim_submit(hStream, &c->base);
+}

@@ -1,0 +1,393 @@
+/* Memory: device allocations (immediate and stream-ordered), pinned host allocations, and the
+ * stream-ordered copies and memsets.
+ *
+ * Device memory is host memory: a CUdeviceptr is the host address. Every allocation is tracked in
+ * an array sorted by address, so frees of unknown pointers fail with CUDA_ERROR_INVALID_VALUE and
+ * copies, memsets and memory operations can check that their device range lies inside a live
+ * allocation (as the real driver does through unified addressing). Pinned host memory is device
+ * accessible too (unified addressing), at the same address. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+/* Capacity reported by an H200-class device; allocations past it fail with OUT_OF_MEMORY before
+ * asking the host allocator. */
+#define SIM_DEVICE_MEMORY (140ull << 30)
+#define SIM_DEVICE_ALIGN 256
+#define SIM_HOST_ALIGN 64
+
+enum alloc_kind { ALLOC_DEVICE, ALLOC_ASYNC, ALLOC_HOST };
+
+struct sim_alloc {
+  uintptr_t base;
+  size_t size;
+  struct sim_ctx *ctx;
+  enum alloc_kind kind;
+  bool freeing; /* a free is in progress or queued: a second free is invalid */
+};
+
+static struct sim_alloc **allocs; /* sorted by base */
+static size_t nallocs;
+static size_t allocs_capacity;
+static uint64_t device_bytes[SIM_MAX_DEVICES];
+
+/* ---- The allocation table (lock held) --------------------------------------------------------- */
+
+/* Index of the first allocation whose base is > addr. */
+static size_t upper_bound(uintptr_t addr) {
+  size_t lo = 0, hi = nallocs;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (allocs[mid]->base <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static struct sim_alloc *alloc_containing(uintptr_t addr) {
+  size_t i = upper_bound(addr);
+  if (i == 0)
+    return NULL;
+  struct sim_alloc *a = allocs[i - 1];
+  return addr - a->base < a->size ? a : NULL;
+}
+
+static struct sim_alloc *alloc_at(uintptr_t addr) {
+  struct sim_alloc *a = alloc_containing(addr);
+  return a && a->base == addr ? a : NULL;
+}
+
+bool sim_mem_valid(uintptr_t addr, size_t n) {
+  struct sim_alloc *a = alloc_containing(addr);
+  return a && n <= a->size - (addr - a->base);
+}
+
+static CUresult alloc_new(struct sim_ctx *ctx, size_t size, enum alloc_kind kind, void **out) {
+  uint64_t *accounted = &device_bytes[ctx->device];
+  if (kind != ALLOC_HOST && size > SIM_DEVICE_MEMORY - *accounted)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  if (nallocs == allocs_capacity) {
+    size_t cap = allocs_capacity ? allocs_capacity * 2 : 64;
+    struct sim_alloc **grown = realloc(allocs, cap * sizeof *grown);
+    if (!grown)
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    allocs = grown;
+    allocs_capacity = cap;
+  }
+  struct sim_alloc *a = calloc(1, sizeof *a);
+  void *p = NULL;
+  if (!a || posix_memalign(&p, kind == ALLOC_HOST ? SIM_HOST_ALIGN : SIM_DEVICE_ALIGN, size)) {
+    free(a);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  a->base = (uintptr_t)p;
+  a->size = size;
+  a->ctx = ctx;
+  a->kind = kind;
+  size_t i = upper_bound(a->base);
+  memmove(&allocs[i + 1], &allocs[i], (nallocs - i) * sizeof *allocs);
+  allocs[i] = a;
+  nallocs++;
+  if (kind != ALLOC_HOST)
+    *accounted += size;
+  *out = p;
+  return CUDA_SUCCESS;
+}
+
+static void alloc_free(struct sim_alloc *a) {
+  size_t i = upper_bound(a->base) - 1;
+  memmove(&allocs[i], &allocs[i + 1], (nallocs - i - 1) * sizeof *allocs);
+  nallocs--;
+  if (a->kind != ALLOC_HOST)
+    device_bytes[a->ctx->device] -= a->size;
+  free((void *)a->base);
+  free(a);
+}
+
+void sim_mem_reset_ctx(struct sim_ctx *ctx) {
+  for (size_t i = nallocs; i-- > 0;)
+    if (allocs[i]->ctx == ctx)
+      alloc_free(allocs[i]);
+}
+
+/* ---- Allocation entry points ------------------------------------------------------------------ */
+
+/* Current context, healthy: the preamble of the allocating calls (lock held). */
+static CUresult ctx_live(struct sim_ctx **ctx) {
+  CUresult r = sim_ctx_require(ctx);
+  return r != CUDA_SUCCESS ? r : sim_ctx_fault(*ctx);
+}
+
+CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
+  SIM_ENTER(cuMemAlloc);
+  if (!dptr || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *ctx;
+  void *p;
+  sim_lock();
+  CUresult r = ctx_live(&ctx);
+  if (r == CUDA_SUCCESS)
+    r = alloc_new(ctx, bytesize, ALLOC_DEVICE, &p);
+  if (r == CUDA_SUCCESS)
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+  sim_unlock();
+  return r;
+}
+
+/* Frees a cuMemAlloc or cuMemHostAlloc allocation after the implicit synchronization the real
+ * driver may do: work already submitted to the context completes first, so it never touches
+ * freed memory. Succeeds after a sticky fault too (cleanup paths). Lock held. */
+static CUresult free_synchronized(struct sim_alloc *a) {
+  a->freeing = true;
+  if (a->kind == ALLOC_ASYNC) { /* "no implicit synchronization" for stream-ordered memory */
+    alloc_free(a);
+    return CUDA_SUCCESS;
+  }
+  uintptr_t base = a->base;
+  sim_ctx_drain(a->ctx); /* releases the lock while waiting: look the allocation up again */
+  a = alloc_at(base);
+  if (a && a->freeing)
+    alloc_free(a);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
+  SIM_ENTER(cuMemFree);
+  sim_lock();
+  struct sim_alloc *a = alloc_at((uintptr_t)dptr);
+  CUresult r = !a || a->freeing || a->kind == ALLOC_HOST ? CUDA_ERROR_INVALID_VALUE
+                                                          : free_synchronized(a);
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) {
+  SIM_ENTER(cuMemHostAlloc);
+  unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
+                   CU_MEMHOSTALLOC_WRITECOMBINED;
+  if (!pp || bytesize == 0 || (Flags & ~known) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *ctx;
+  sim_lock();
+  CUresult r = ctx_live(&ctx);
+  if (r == CUDA_SUCCESS)
+    r = alloc_new(ctx, bytesize, ALLOC_HOST, pp);
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void *p) {
+  SIM_ENTER(cuMemFreeHost);
+  sim_lock();
+  struct sim_alloc *a = alloc_at((uintptr_t)p);
+  CUresult r = !a || a->freeing || a->kind != ALLOC_HOST ? CUDA_ERROR_INVALID_VALUE
+                                                          : free_synchronized(a);
+  sim_unlock();
+  return r;
+}
+
+/* Same address (unified addressing), also for an address inside the allocation. */
+CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned int Flags) {
+  SIM_ENTER(cuMemHostGetDevicePointer);
+  if (!pdptr || Flags != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_ctx *ctx;
+  sim_lock();
+  CUresult r = sim_ctx_require(&ctx);
+  struct sim_alloc *a = r == CUDA_SUCCESS ? alloc_containing((uintptr_t)p) : NULL;
+  if (r == CUDA_SUCCESS && (!a || a->kind != ALLOC_HOST))
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    *pdptr = (CUdeviceptr)(uintptr_t)p;
+  sim_unlock();
+  return r;
+}
+
+/* ---- Stream-ordered allocation ---------------------------------------------------------------- */
+
+/* Memory nodes are not simulated: allocating or freeing on a capturing stream fails and
+ * invalidates the capture (lock held). */
+static CUresult check_no_capture(struct sim_stream *s) {
+  if (!s->cap)
+    return CUDA_SUCCESS;
+  sim_capture_invalidate(s);
+  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+}
+
+/* The memory is allocated at call time, so it is usable by everything ordered after the call. */
+CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
+  SIM_ENTER(cuMemAllocAsync);
+  if (!dptr || bytesize == 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_stream *s;
+  void *p;
+  sim_lock();
+  CUresult r = sim_stream_get_live(hStream, &s);
+  if (r == CUDA_SUCCESS)
+    r = check_no_capture(s);
+  if (r == CUDA_SUCCESS)
+    r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p);
+  if (r == CUDA_SUCCESS)
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+  sim_unlock();
+  return r;
+}
+
+struct free_cmd {
+  struct sim_cmd base;
+  uintptr_t addr;
+};
+
+static void free_run(struct sim_cmd *cmd, struct sim_stream *s) {
+  sim_lock();
+  struct sim_alloc *a = alloc_at(((struct free_cmd *)cmd)->addr);
+  if (a && a->freeing)
+    alloc_free(a);
+  sim_unlock();
+}
+
+static const struct sim_cmd_ops free_ops = {.run = free_run};
+
+/* The memory is released when the stream reaches the free. */
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  SIM_ENTER(cuMemFreeAsync);
+  struct free_cmd *c = sim_cmd_new(&free_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->addr = (uintptr_t)dptr;
+  struct sim_stream *s;
+  sim_lock();
+  CUresult r = sim_stream_get_live(hStream, &s);
+  struct sim_alloc *a = r == CUDA_SUCCESS ? alloc_at(c->addr) : NULL;
+  if (r == CUDA_SUCCESS && (!a || a->freeing || a->kind == ALLOC_HOST))
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS)
+    r = check_no_capture(s);
+  if (r == CUDA_SUCCESS) {
+    a->freeing = true;
+    r = sim_stream_submit(s, &c->base);
+  } else {
+    sim_cmd_free(&c->base);
+  }
+  sim_unlock();
+  return r;
+}
+
+/* ---- Copies and memsets ----------------------------------------------------------------------- */
+
+struct copy_cmd {
+  struct sim_cmd base;
+  void *dst;
+  const void *src;
+  size_t n;
+};
+
+static void copy_run(struct sim_cmd *cmd, struct sim_stream *s) {
+  struct copy_cmd *c = (struct copy_cmd *)cmd;
+  memmove(c->dst, c->src, c->n);
+}
+
+static const struct sim_cmd_ops copy_ops = {.run = copy_run};
+
+struct memset_cmd {
+  struct sim_cmd base;
+  void *dst;
+  uint32_t value;
+  size_t count;
+  unsigned width; /* bytes per element: 1 or 4 */
+};
+
+static void memset_run(struct sim_cmd *cmd, struct sim_stream *s) {
+  struct memset_cmd *c = (struct memset_cmd *)cmd;
+  if (c->width == 1) {
+    memset(c->dst, (int)(c->value & 0xff), c->count);
+    return;
+  }
+  uint32_t *p = c->dst;
+  for (size_t i = 0; i < c->count; i++)
+    p[i] = c->value;
+}
+
+static const struct sim_cmd_ops memset_ops = {.run = memset_run};
+
+/* Validates the device ranges and submits cmd (or, for zero bytes, only validates the stream:
+ * nothing is enqueued). Frees cmd unless it was submitted. */
+static CUresult submit_mem(CUstream h, struct sim_cmd *cmd, size_t n, uintptr_t dev1,
+                           uintptr_t dev2) {
+  struct sim_stream *s;
+  sim_lock();
+  CUresult r = sim_stream_get_live(h, &s);
+  if (r == CUDA_SUCCESS && n > 0 &&
+      ((dev1 && !sim_mem_valid(dev1, n)) || (dev2 && !sim_mem_valid(dev2, n))))
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS && n > 0) {
+    r = sim_stream_submit(s, cmd); /* frees cmd itself on failure */
+    cmd = NULL;
+  }
+  if (cmd)
+    sim_cmd_free(cmd);
+  sim_unlock();
+  return r;
+}
+
+static CUresult copy_async(CUstream h, void *dst, const void *src, size_t n, bool dst_dev,
+                           bool src_dev) {
+  if (n > 0 && (!dst || !src))
+    return CUDA_ERROR_INVALID_VALUE;
+  struct copy_cmd *c = sim_cmd_new(&copy_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->dst = dst;
+  c->src = src;
+  c->n = n;
+  return submit_mem(h, &c->base, n, dst_dev ? (uintptr_t)dst : 0, src_dev ? (uintptr_t)src : 0);
+}
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount,
+                                   CUstream hStream) {
+  SIM_ENTER(cuMemcpyHtoDAsync);
+  return copy_async(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount, true, false);
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream) {
+  SIM_ENTER(cuMemcpyDtoHAsync);
+  return copy_async(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, false, true);
+}
+
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,
+                                   CUstream hStream) {
+  SIM_ENTER(cuMemcpyDtoDAsync);
+  return copy_async(hStream, (void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice,
+                    ByteCount, true, true);
+}
+
+static CUresult memset_async(CUstream h, CUdeviceptr dst, uint32_t value, size_t count,
+                             unsigned width) {
+  if (width == 4 && (dst % 4 != 0 || count > SIZE_MAX / 4))
+    return CUDA_ERROR_INVALID_VALUE;
+  struct memset_cmd *c = sim_cmd_new(&memset_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->dst = (void *)(uintptr_t)dst;
+  c->value = value;
+  c->count = count;
+  c->width = width;
+  return submit_mem(h, &c->base, count * width, (uintptr_t)dst, 0);
+}
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t N,
+                                 CUstream hStream) {
+  SIM_ENTER(cuMemsetD8Async);
+  return memset_async(hStream, dstDevice, uc, N, 1);
+}
+
+CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,
+                                  CUstream hStream) {
+  SIM_ENTER(cuMemsetD32Async);
+  return memset_async(hStream, dstDevice, ui, N, 4);
+}

@@ -1,0 +1,451 @@
+/* Kernels: the registry of host twins (cuv_sim_register_kernel), modules (PTX entry names are
+ * remembered, any other image is accepted as is), function handles, parameter layout and
+ * cuLaunchKernel. A launch copies its parameter values at call time, as the real driver does,
+ * and the twin runs when the stream reaches the launch. */
+
+#include <ctype.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim.h"
+
+/* ---- Kernel registry -------------------------------------------------------------------------- */
+
+/* Entries live as long as the process: function handles point to them. */
+struct sim_kernel {
+  char *name;
+  cuv_sim_kernel_fn fn; /* NULL while only a duration was set */
+  size_t nparams;
+  size_t *sizes;
+  unsigned usec;
+  struct sim_kernel *next;
+};
+
+static struct sim_kernel *kernels;
+
+static struct sim_kernel *kernel_find(const char *name) {
+  for (struct sim_kernel *k = kernels; k; k = k->next)
+    if (strcmp(k->name, name) == 0)
+      return k;
+  return NULL;
+}
+
+static struct sim_kernel *kernel_get_or_add(const char *name) {
+  struct sim_kernel *k = kernel_find(name);
+  if (k)
+    return k;
+  k = calloc(1, sizeof *k);
+  if (!k || !(k->name = strdup(name))) {
+    free(k);
+    return NULL;
+  }
+  k->next = kernels;
+  kernels = k;
+  return k;
+}
+
+CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
+                                           const size_t *param_sizes) {
+  if (!name || !fn || (nparams > 0 && !param_sizes))
+    return -1;
+  for (size_t i = 0; i < nparams; i++)
+    if (param_sizes[i] == 0)
+      return -1;
+  size_t *sizes = NULL;
+  if (nparams > 0) {
+    sizes = malloc(nparams * sizeof *sizes);
+    if (!sizes)
+      return -1;
+    memcpy(sizes, param_sizes, nparams * sizeof *sizes);
+  }
+  sim_lock();
+  struct sim_kernel *k = kernel_get_or_add(name);
+  if (k) {
+    free(k->sizes);
+    k->fn = fn;
+    k->nparams = nparams;
+    k->sizes = sizes;
+  }
+  sim_unlock();
+  if (!k)
+    free(sizes);
+  return k ? 0 : -1;
+}
+
+CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec) {
+  if (!name)
+    return;
+  sim_lock();
+  struct sim_kernel *k = kernel_get_or_add(name);
+  if (k)
+    k->usec = usec;
+  sim_unlock();
+}
+
+/* Parameter i's offset in the device-side layout: each parameter aligned like the ABI would,
+ * to its natural alignment capped at 8. Only sizes are known, so the alignment is the largest
+ * power of two dividing the size (a type's alignment always divides its size), capped at 8. */
+static size_t param_align(size_t size) {
+  size_t a = 1;
+  while (a < 8 && size % (a * 2) == 0)
+    a *= 2;
+  return a;
+}
+
+static size_t params_layout(const struct sim_kernel *k, size_t *offsets) {
+  size_t off = 0;
+  for (size_t i = 0; i < k->nparams; i++) {
+    size_t a = param_align(k->sizes[i]);
+    off = (off + a - 1) / a * a;
+    if (offsets)
+      offsets[i] = off;
+    off += k->sizes[i];
+  }
+  return off;
+}
+
+/* ---- Modules ---------------------------------------------------------------------------------- */
+
+struct sim_function;
+
+struct sim_module {
+  struct sim_obj obj;
+  bool ptx;       /* PTX text: only the entries it declares resolve */
+  char **entries; /* .entry names of a PTX image */
+  size_t nentries;
+  struct sim_function *funcs;
+};
+
+struct sim_function {
+  struct sim_obj obj;
+  struct sim_module *mod;
+  struct sim_kernel *kernel;
+  struct sim_function *next;
+};
+
+static bool image_is_binary(const unsigned char *p) {
+  static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
+  static const unsigned char fatbin[4] = {0x50, 0xed, 0x55, 0xba};  /* 0xBA55ED50 */
+  static const unsigned char wrapper[4] = {0xb1, 0x43, 0x62, 0x46}; /* 0x466243B1 */
+  return memcmp(p, elf, 4) == 0 || memcmp(p, fatbin, 4) == 0 || memcmp(p, wrapper, 4) == 0;
+}
+
+static bool ptx_ident_char(char c) {
+  return isalnum((unsigned char)c) || c == '_' || c == '$' || c == '%';
+}
+
+/* Skips a comment starting at p, if any. */
+static const char *skip_comment(const char *p) {
+  if (p[0] == '/' && p[1] == '/') {
+    const char *end = strchr(p, '\n');
+    return end ? end : p + strlen(p);
+  }
+  if (p[0] == '/' && p[1] == '*') {
+    const char *end = strstr(p + 2, "*/");
+    return end ? end + 2 : p + strlen(p);
+  }
+  return p;
+}
+
+static bool entries_add(struct sim_module *m, const char *name, size_t len) {
+  char **grown = realloc(m->entries, (m->nentries + 1) * sizeof *grown);
+  if (!grown)
+    return false;
+  m->entries = grown;
+  if (!(m->entries[m->nentries] = strndup(name, len)))
+    return false;
+  m->nentries++;
+  return true;
+}
+
+/* Collects the names declared by `.entry NAME` (with or without .visible/.weak before it),
+ * skipping comments. */
+static bool ptx_parse(struct sim_module *m, const char *text) {
+  const char *p = text;
+  while (*p) {
+    const char *q = skip_comment(p);
+    if (q != p) {
+      p = q;
+      continue;
+    }
+    bool at_token = p == text || !ptx_ident_char(p[-1]);
+    if (at_token && strncmp(p, ".entry", 6) == 0 && isspace((unsigned char)p[6])) {
+      p += 6;
+      while (isspace((unsigned char)*p))
+        p++;
+      const char *name = p;
+      while (ptx_ident_char(*p))
+        p++;
+      if (p > name && !entries_add(m, name, (size_t)(p - name)))
+        return false;
+      continue;
+    }
+    p++;
+  }
+  return true;
+}
+
+static void function_free(struct sim_function *f) {
+  sim_handle_remove(&f->obj);
+  free(f);
+}
+
+static void module_free(struct sim_module *m) {
+  while (m->funcs) {
+    struct sim_function *next = m->funcs->next;
+    function_free(m->funcs);
+    m->funcs = next;
+  }
+  for (size_t i = 0; i < m->nentries; i++)
+    free(m->entries[i]);
+  free(m->entries);
+  free(m);
+}
+
+void sim_module_reset_ctx(struct sim_ctx *ctx) {
+  size_t n;
+  struct sim_obj **mods = sim_handle_take_all(ctx, SIM_OBJ_MODULE, &n);
+  for (size_t i = 0; i < n; i++)
+    module_free((struct sim_module *)mods[i]);
+  free(mods);
+}
+
+static bool module_declares(const struct sim_module *m, const char *name) {
+  if (!m->ptx)
+    return true;
+  for (size_t i = 0; i < m->nentries; i++)
+    if (strcmp(m->entries[i], name) == 0)
+      return true;
+  return false;
+}
+
+/* ---- Module entry points ---------------------------------------------------------------------- */
+
+CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
+  SIM_ENTER(cuModuleLoadData);
+  if (!module || !image)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct sim_module *m = calloc(1, sizeof *m);
+  if (!m)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Text images (PTX must be NUL-terminated) are parsed; binaries are accepted unread. */
+  m->ptx = !image_is_binary(image);
+  if (m->ptx && !ptx_parse(m, image)) {
+    module_free(m);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  struct sim_ctx *ctx;
+  sim_lock();
+  CUresult r = sim_ctx_require(&ctx);
+  if (r == CUDA_SUCCESS)
+    r = sim_ctx_fault(ctx);
+  if (r == CUDA_SUCCESS) {
+    m->obj.type = SIM_OBJ_MODULE;
+    m->obj.ctx = ctx;
+    if (!sim_handle_add(&m->obj))
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  if (r == CUDA_SUCCESS)
+    *module = (CUmodule)m;
+  else
+    module_free(m);
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
+  SIM_ENTER(cuModuleUnload);
+  sim_lock();
+  struct sim_module *m = (struct sim_module *)sim_handle_get(hmod, SIM_OBJ_MODULE);
+  if (m) {
+    sim_handle_remove(&m->obj);
+    module_free(m);
+  }
+  sim_unlock();
+  return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+/* Resolves against the kernel registry; a PTX module must also declare the entry. The same
+ * handle is returned for repeated lookups of one name in one module. */
+CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
+  SIM_ENTER(cuModuleGetFunction);
+  if (!hfunc || !name)
+    return CUDA_ERROR_INVALID_VALUE;
+  sim_lock();
+  struct sim_module *m = (struct sim_module *)sim_handle_get(hmod, SIM_OBJ_MODULE);
+  CUresult r = m ? sim_ctx_fault(m->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  struct sim_kernel *k = r == CUDA_SUCCESS ? kernel_find(name) : NULL;
+  if (r == CUDA_SUCCESS && (!k || !k->fn || !module_declares(m, name)))
+    r = CUDA_ERROR_NOT_FOUND;
+  struct sim_function *f = NULL;
+  if (r == CUDA_SUCCESS) {
+    for (f = m->funcs; f && f->kernel != k;)
+      f = f->next;
+  }
+  if (r == CUDA_SUCCESS && !f) {
+    f = calloc(1, sizeof *f);
+    if (f) {
+      f->obj.type = SIM_OBJ_FUNCTION;
+      f->obj.ctx = m->obj.ctx;
+      f->mod = m;
+      f->kernel = k;
+    }
+    if (!f || !sim_handle_add(&f->obj)) {
+      free(f);
+      f = NULL;
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      f->next = m->funcs;
+      m->funcs = f;
+    }
+  }
+  if (r == CUDA_SUCCESS)
+    *hfunc = (CUfunction)f;
+  sim_unlock();
+  return r;
+}
+
+CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *paramOffset,
+                                    size_t *paramSize) {
+  SIM_ENTER(cuFuncGetParamInfo);
+  if (!paramOffset)
+    return CUDA_ERROR_INVALID_VALUE;
+  sim_lock();
+  struct sim_function *f = (struct sim_function *)sim_handle_get(func, SIM_OBJ_FUNCTION);
+  CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS && paramIndex >= f->kernel->nparams)
+    r = CUDA_ERROR_INVALID_VALUE;
+  if (r == CUDA_SUCCESS) {
+    size_t *offsets = malloc(f->kernel->nparams * sizeof *offsets);
+    if (!offsets) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+      params_layout(f->kernel, offsets);
+      *paramOffset = offsets[paramIndex];
+      if (paramSize)
+        *paramSize = f->kernel->sizes[paramIndex];
+      free(offsets);
+    }
+  }
+  sim_unlock();
+  return r;
+}
+
+/* ---- Launch ----------------------------------------------------------------------------------- */
+
+/* A launch with its parameter values copied: payload holds nparams offsets, then the values at
+ * those offsets. Self-contained, so cloning for graph launches is a plain memberwise copy. */
+struct kernel_cmd {
+  struct sim_cmd base;
+  cuv_sim_kernel_fn fn;
+  cuv_sim_launch_t launch;
+  unsigned usec;
+  size_t nparams;
+  size_t data_offset; /* of the values in payload */
+  _Alignas(16) unsigned char payload[];
+};
+
+/* Sleeps until `until` (ns), in slices, giving up early when the stream is stopped. */
+static void sleep_until(uint64_t until, struct sim_stream *s) {
+  for (uint64_t now = sim_now_ns(); now < until && !atomic_load(&s->stop); now = sim_now_ns()) {
+    uint64_t left = until - now;
+    sim_sleep_ns(left < 1000000 ? left : 1000000);
+  }
+}
+
+static void kernel_run(struct sim_cmd *cmd, struct sim_stream *s) {
+  struct kernel_cmd *c = (struct kernel_cmd *)cmd;
+  void *stack_params[16];
+  void **params = c->nparams <= 16 ? stack_params : malloc(c->nparams * sizeof *params);
+  cuv_sim_launch_t launch = c->launch;
+  launch.shared = launch.shared_bytes ? malloc(launch.shared_bytes) : NULL;
+  int rc;
+  uint64_t start = sim_now_ns();
+  if (!params || (launch.shared_bytes && !launch.shared)) {
+    rc = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
+  } else {
+    const size_t *offsets = (const size_t *)(void *)c->payload;
+    for (size_t i = 0; i < c->nparams; i++)
+      params[i] = c->payload + c->data_offset + offsets[i];
+    rc = c->fn(&launch, params);
+  }
+  if (rc != 0) {
+    sim_lock();
+    sim_ctx_set_fault(s->obj.ctx, (CUresult)rc);
+    sim_unlock();
+  } else if (c->usec) {
+    sleep_until(start + (uint64_t)c->usec * 1000u, s);
+  }
+  free(launch.shared);
+  if (params != stack_params)
+    free(params);
+}
+
+static const struct sim_cmd_ops kernel_ops = {.run = kernel_run};
+
+static CUresult launch_validate(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                unsigned bz, unsigned shared) {
+  if (!gx || !gy || !gz || !bx || !by || !bz)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (gx > INT_MAX || gy > 65535 || gz > 65535)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (bx > 1024 || by > 1024 || bz > 64 || (uint64_t)bx * by * bz > 1024)
+    return CUDA_ERROR_INVALID_VALUE;
+  if (shared > 49152) /* above the default limit without the opt-in attribute */
+    return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_SUCCESS;
+}
+
+/* Builds the command, copying each parameter value (lock held: the kernel's sizes are read). */
+static CUresult kernel_cmd_new(const struct sim_kernel *k, void **kernelParams,
+                               struct kernel_cmd **out) {
+  if (k->nparams > 0 && !kernelParams)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; i < k->nparams; i++)
+    if (!kernelParams[i])
+      return CUDA_ERROR_INVALID_VALUE;
+  size_t data_offset = (k->nparams * sizeof(size_t) + 15) / 16 * 16;
+  size_t data_size = params_layout(k, NULL);
+  struct kernel_cmd *c = sim_cmd_new(&kernel_ops, sizeof *c + data_offset + data_size);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  size_t *offsets = (size_t *)(void *)c->payload;
+  params_layout(k, offsets);
+  for (size_t i = 0; i < k->nparams; i++)
+    memcpy(c->payload + data_offset + offsets[i], kernelParams[i], k->sizes[i]);
+  c->fn = k->fn;
+  c->usec = k->usec;
+  c->nparams = k->nparams;
+  c->data_offset = data_offset;
+  *out = c;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                unsigned int gridDimZ, unsigned int blockDimX,
+                                unsigned int blockDimY, unsigned int blockDimZ,
+                                unsigned int sharedMemBytes, CUstream hStream, void **kernelParams,
+                                void **extra) {
+  SIM_ENTER(cuLaunchKernel);
+  struct sim_stream *s;
+  struct kernel_cmd *c = NULL;
+  sim_lock();
+  struct sim_function *fn = (struct sim_function *)sim_handle_get(f, SIM_OBJ_FUNCTION);
+  CUresult r = fn ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS && extra)
+    r = CUDA_ERROR_NOT_SUPPORTED; /* only kernelParams are simulated */
+  if (r == CUDA_SUCCESS)
+    r = launch_validate(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
+                        sharedMemBytes);
+  if (r == CUDA_SUCCESS)
+    r = kernel_cmd_new(fn->kernel, kernelParams, &c);
+  if (r == CUDA_SUCCESS) {
+    c->launch = (cuv_sim_launch_t){.grid = {gridDimX, gridDimY, gridDimZ},
+                                   .block = {blockDimX, blockDimY, blockDimZ},
+                                   .shared_bytes = sharedMemBytes};
+    r = sim_stream_submit(s, &c->base);
+  }
+  sim_unlock();
+  return r;
+}

@@ -1,0 +1,292 @@
+#ifndef CUV_SIM_INTERNAL_H
+#define CUV_SIM_INTERNAL_H
+
+/* Internal header of libcuv-sim, the CPU implementation of the CUDA driver entry points cuv uses.
+ *
+ * Locking model: one process-wide mutex (sim_lock) guards every piece of simulator state (handle
+ * registry, contexts, stream queues, events, allocations, modules, graphs). Work itself (copies,
+ * kernel twins, host functions, wait-value polling) runs with the lock released, so streams still
+ * execute in parallel. One global condition variable (sim_cond) is broadcast whenever something
+ * completes or changes state; every blocking wait (synchronize calls, event waits inside streams,
+ * a worker waiting for its host function) waits on it and re-checks its own predicate. A single
+ * lock makes lock ordering a non-issue, and with the handful of threads a test runs it costs
+ * nothing measurable. Fields documented "atomic" are also read without the lock (polling loops).
+ *
+ * Object lifetime: every handle handed to the application is registered in the handle registry
+ * (handle.c) so stale or foreign handles are rejected with CUDA_ERROR_INVALID_HANDLE instead of
+ * being dereferenced. Objects that queued work may still reference after the application destroyed
+ * them (streams, events, capture sequences, completion tokens) are reference counted under the
+ * lock. */
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuv/sim.h>
+
+#include "driver_funcs.h"
+
+#define SIM_HIDDEN __attribute__((visibility("hidden")))
+
+/* ---- Entry points (proc.c) -------------------------------------------------------------------- */
+
+/* One id per driver entry point, in CUV__DRIVER_FUNCS order. The ## keeps cuda.h's renaming
+ * macros (cuMemAlloc -> cuMemAlloc_v2) from expanding, so the ids carry the base names. */
+enum sim_entry_id {
+#define SIM__ID(name) SIM_ID_##name,
+  CUV__DRIVER_FUNCS(SIM__ID)
+#undef SIM__ID
+  SIM_ID_cuGetProcAddress,
+  SIM_ID_COUNT
+};
+
+/* Counts the call, applies failure injection, and (when need_init) checks cuInit was called.
+ * Returns CUDA_SUCCESS to proceed, or the result the entry point must return. */
+SIM_HIDDEN CUresult sim_enter(enum sim_entry_id id, bool need_init);
+
+/* Every entry point starts with one of these: the call is counted and may be failed by
+ * cuv_sim_fail before it acts. */
+#define SIM__ENTER(id, need_init)                                                                \
+  do {                                                                                           \
+    CUresult sim__r = sim_enter((id), (need_init));                                              \
+    if (sim__r != CUDA_SUCCESS)                                                                  \
+      return sim__r;                                                                             \
+  } while (0)
+#define SIM_ENTER(name) SIM__ENTER(SIM_ID_##name, true)
+#define SIM_ENTER_NOINIT(name) SIM__ENTER(SIM_ID_##name, false)
+
+/* ---- Global lock ------------------------------------------------------------------------------ */
+
+SIM_HIDDEN void sim_lock(void);
+SIM_HIDDEN void sim_unlock(void);
+/* Waits on the global condition (lock held); returns with the lock held. */
+SIM_HIDDEN void sim_wait(void);
+/* Wakes every sim_wait()er (lock held). */
+SIM_HIDDEN void sim_wake_all(void);
+/* Waits on another condition variable with the global lock (lock held). */
+SIM_HIDDEN void sim_wait_on(pthread_cond_t *cond);
+/* Starts a detached internal thread with every signal blocked (signals are the application's). */
+SIM_HIDDEN bool sim_thread_start(void *(*fn)(void *), void *arg);
+
+/* ---- Handle registry (handle.c) --------------------------------------------------------------- */
+
+enum sim_obj_type {
+  SIM_OBJ_STREAM = 1,
+  SIM_OBJ_EVENT,
+  SIM_OBJ_MODULE,
+  SIM_OBJ_FUNCTION,
+  SIM_OBJ_GRAPH,
+  SIM_OBJ_GRAPH_EXEC,
+};
+
+struct sim_ctx;
+
+/* First member of every object handed out as a handle. */
+struct sim_obj {
+  enum sim_obj_type type;
+  struct sim_ctx *ctx;
+};
+
+/* All with the lock held. */
+SIM_HIDDEN bool sim_handle_add(struct sim_obj *obj);
+SIM_HIDDEN void sim_handle_remove(struct sim_obj *obj);
+/* The object behind handle h if it is live and of type t, else NULL. */
+SIM_HIDDEN struct sim_obj *sim_handle_get(const void *h, enum sim_obj_type t);
+/* Unregisters every live object of ctx of type t and returns them in a malloc'd array (*count
+ * entries; NULL when none). */
+SIM_HIDDEN struct sim_obj **sim_handle_take_all(struct sim_ctx *ctx, enum sim_obj_type t,
+                                                size_t *count);
+
+/* ---- Contexts (context.c) --------------------------------------------------------------------- */
+
+#define SIM_MAX_DEVICES 16
+
+struct sim_stream;
+
+struct sim_ctx {
+  int device;
+  int retain;                 /* primary-context retain count; 0 = inactive */
+  _Atomic int fault;          /* sticky CUresult, 0 while healthy (atomic) */
+  struct sim_stream *streams; /* every stream whose worker is alive, incl. draining and null */
+  struct sim_stream *null_stream;
+  int workers;     /* live worker threads of this context */
+  bool resetting;  /* a reset is tearing the context down: no new workers */
+};
+
+SIM_HIDDEN bool sim_initialized(void);
+/* The calling thread's current context (NULL when none). */
+SIM_HIDDEN struct sim_ctx *sim_ctx_current(void);
+/* Current context usable for new work, or the error to return (lock held). */
+SIM_HIDDEN CUresult sim_ctx_require(struct sim_ctx **out);
+/* The sticky fault of ctx, CUDA_SUCCESS when none (no lock needed). */
+SIM_HIDDEN CUresult sim_ctx_fault(const struct sim_ctx *ctx);
+/* Makes ctx's sticky fault (lock held); the first fault wins. */
+SIM_HIDDEN void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result);
+/* Waits until all work submitted so far to every stream of ctx completed, or a fault (lock
+ * held). Returns the fault or CUDA_SUCCESS. */
+SIM_HIDDEN CUresult sim_ctx_drain(struct sim_ctx *ctx);
+
+/* ---- Commands and streams (stream.c) ---------------------------------------------------------- */
+
+struct sim_cmd;
+
+/* A kind of stream command. Commands are small malloc'd structs embedding struct sim_cmd first;
+ * `size` lets a captured command be cloned for each graph launch. */
+struct sim_cmd_ops {
+  /* Executes the command on the stream's worker, lock NOT held. Not called after a sticky fault. */
+  void (*run)(struct sim_cmd *cmd, struct sim_stream *s);
+  /* Called (lock held) when the command is really enqueued, at the API call or at graph launch:
+   * resolves things that are fixed at submission time (event record generations). May be NULL. */
+  void (*bind)(struct sim_cmd *cmd);
+  /* Deep-copies owned resources after a memberwise copy (lock held). May be NULL. */
+  bool (*dup)(struct sim_cmd *copy);
+  /* Releases owned resources, not the struct itself (lock held). May be NULL. */
+  void (*release)(struct sim_cmd *cmd);
+};
+
+struct sim_cmd {
+  struct sim_cmd *next;
+  const struct sim_cmd_ops *ops;
+  size_t size;
+};
+
+SIM_HIDDEN void *sim_cmd_new(const struct sim_cmd_ops *ops, size_t size);
+/* Memberwise copy + dup (lock held); NULL when out of memory. */
+SIM_HIDDEN struct sim_cmd *sim_cmd_clone(const struct sim_cmd *cmd);
+/* release + free (lock held). */
+SIM_HIDDEN void sim_cmd_free(struct sim_cmd *cmd);
+
+struct sim_capture;
+
+struct sim_stream {
+  struct sim_obj obj;
+  unsigned flags;
+  int refs;             /* handle + worker + waiters + capture/event references */
+  bool is_null;         /* the context's NULL stream */
+  bool destroyed;       /* cuStreamDestroy was called: drain, then exit */
+  _Atomic bool stop;    /* context reset: drop everything and exit now (atomic) */
+  struct sim_cmd *head; /* FIFO of queued commands */
+  struct sim_cmd *tail;
+  uint64_t submitted; /* commands enqueued */
+  uint64_t completed; /* commands executed or dropped */
+  pthread_cond_t wake;
+  struct sim_stream *next; /* in ctx->streams */
+  /* Stream capture (capture.c). */
+  struct sim_capture *cap;
+  uint64_t cap_ops;    /* captured operations of this stream in cap (join counts as one) */
+  uint64_t cap_joined; /* cap_ops value up to which another capturing stream waited on us */
+};
+
+/* Resolves a stream handle (NULL, CU_STREAM_LEGACY and CU_STREAM_PER_THREAD mean the current
+ * context's NULL stream) with the lock held. */
+SIM_HIDDEN CUresult sim_stream_get(CUstream h, struct sim_stream **out);
+/* sim_stream_get + the sticky fault check: the stream may take new work. */
+SIM_HIDDEN CUresult sim_stream_get_live(CUstream h, struct sim_stream **out);
+/* Enqueues cmd on s, or appends it to s's capture graph (lock held). On failure cmd is freed. */
+SIM_HIDDEN CUresult sim_stream_submit(struct sim_stream *s, struct sim_cmd *cmd);
+/* Resolves h and submits cmd to it: the common tail of every enqueueing entry point. Takes and
+ * releases the lock; frees cmd on failure. */
+SIM_HIDDEN CUresult sim_submit(CUstream h, struct sim_cmd *cmd);
+/* Pushes an already bound command to the FIFO (lock held). */
+SIM_HIDDEN void sim_stream_push(struct sim_stream *s, struct sim_cmd *cmd);
+SIM_HIDDEN void sim_stream_ref(struct sim_stream *s);
+SIM_HIDDEN void sim_stream_unref(struct sim_stream *s);
+/* Creates a stream of ctx with its worker (lock held). */
+SIM_HIDDEN CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool is_null,
+                                      struct sim_stream **out);
+/* Tells every worker of ctx to stop and waits until all exited (lock held). */
+SIM_HIDDEN void sim_stream_stop_all(struct sim_ctx *ctx);
+
+/* ---- Events (event.c) ------------------------------------------------------------------------- */
+
+/* The work captured by one cuEventRecord: done once the stream passed the record. */
+struct sim_token {
+  int refs;
+  bool done;
+  struct sim_ctx *ctx;
+};
+
+struct sim_event {
+  struct sim_obj obj;
+  unsigned flags;
+  int refs;               /* handle + captured external waits */
+  struct sim_token *last; /* most recent record; NULL = never recorded */
+  /* Last recorded into a capture sequence (internal capture event, no node), else NULL. */
+  struct sim_capture *cap;
+  struct sim_stream *cap_stream;
+  uint64_t cap_ops;
+};
+
+SIM_HIDDEN void sim_token_unref(struct sim_token *t);
+SIM_HIDDEN void sim_event_unref(struct sim_event *e);
+/* Destroys every event of ctx (reset; lock held). */
+SIM_HIDDEN void sim_event_reset_ctx(struct sim_ctx *ctx);
+
+/* ---- Memory (memory.c) ------------------------------------------------------------------------ */
+
+/* Is [addr, addr+n) inside one live allocation (device or host) of the simulator? (lock held) */
+SIM_HIDDEN bool sim_mem_valid(uintptr_t addr, size_t n);
+/* Frees every allocation of ctx (reset; lock held, no worker of ctx running). */
+SIM_HIDDEN void sim_mem_reset_ctx(struct sim_ctx *ctx);
+
+/* ---- Modules and kernels (module.c) ----------------------------------------------------------- */
+
+SIM_HIDDEN void sim_module_reset_ctx(struct sim_ctx *ctx);
+
+/* ---- Host functions (hostfn.c) ---------------------------------------------------------------- */
+
+/* Runs fn(data) on the driver callback thread and returns when it returned, or at once when the
+ * context has faulted (lock NOT held). */
+SIM_HIDDEN void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data);
+/* Drops queued, not yet started host functions of ctx (reset; lock held). */
+SIM_HIDDEN void sim_hostfn_reset_ctx(struct sim_ctx *ctx);
+
+/* ---- Stream capture (capture.c) and graphs (graph.c) ------------------------------------------ */
+
+struct sim_graph {
+  struct sim_obj obj; /* SIM_OBJ_GRAPH or SIM_OBJ_GRAPH_EXEC */
+  struct sim_cmd *head;
+  struct sim_cmd *tail;
+  size_t count;
+};
+
+struct sim_capture {
+  int refs;                   /* member streams + events recorded into it */
+  bool invalidated;           /* an illegal call happened: EndCapture fails */
+  bool ended;                 /* cuStreamEndCapture was called */
+  CUstreamCaptureMode mode;
+  pthread_t thread;           /* thread that began it (non-relaxed modes end on it) */
+  struct sim_stream *origin;  /* stream that began it */
+  struct sim_graph *graph;    /* commands recorded so far, in call order */
+  struct sim_stream **members; /* streams capturing into it, origin first */
+  size_t nmembers;
+  size_t capacity;
+};
+
+/* Appends cmd (unbound) to s's capture graph (lock held; s->cap set). Frees cmd on failure. */
+SIM_HIDDEN CUresult sim_capture_append(struct sim_stream *s, struct sim_cmd *cmd);
+/* Marks s's capture invalidated (lock held; no-op when s is not capturing). */
+SIM_HIDDEN void sim_capture_invalidate(struct sim_stream *s);
+/* Makes s join capture c (fork through an event; lock held). */
+SIM_HIDDEN CUresult sim_capture_join(struct sim_stream *s, struct sim_capture *c);
+/* Detaches s from its capture (stream destroyed or context reset; lock held). */
+SIM_HIDDEN void sim_capture_leave(struct sim_stream *s);
+SIM_HIDDEN void sim_capture_unref(struct sim_capture *c);
+/* Does ctx have a live capture that forbids context-wide synchronization? (lock held) */
+SIM_HIDDEN bool sim_capture_block_ctx_sync(struct sim_ctx *ctx);
+
+SIM_HIDDEN struct sim_graph *sim_graph_new(struct sim_ctx *ctx, enum sim_obj_type type);
+SIM_HIDDEN void sim_graph_free(struct sim_graph *g);
+SIM_HIDDEN void sim_graph_reset_ctx(struct sim_ctx *ctx);
+
+/* ---- Small helpers ---------------------------------------------------------------------------- */
+
+/* Monotonic time in nanoseconds. */
+SIM_HIDDEN uint64_t sim_now_ns(void);
+/* Sleeps about ns nanoseconds. */
+SIM_HIDDEN void sim_sleep_ns(uint64_t ns);
+
+#endif
