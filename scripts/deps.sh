@@ -1,0 +1,49 @@
+# Sourced by scripts/test and scripts/demo: installs the Debian packages cuv needs to build and
+# test, calling apt-get (and `apt-get update`, once) only when something is missing.
+
+# The one list to extend (Debian 12 names). python3 comes with meson; it runs tap-summary.py.
+CUV_APT_PACKAGES="meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcmocka-dev"
+
+cuv_missing_packages() {
+  local pkg missing=""
+  for pkg in $CUV_APT_PACKAGES "$@"; do
+    dpkg-query -W -f='${Status}\n' "$pkg" 2>/dev/null | grep -q '^install ok installed$' ||
+      missing="$missing $pkg"
+  done
+  echo "${missing# }"
+}
+
+# cuv_install_missing [extra packages...]: returns non-zero when an install was needed and failed.
+cuv_install_missing() {
+  command -v dpkg-query >/dev/null 2>&1 || return 0 # not Debian-like: trust the machine
+  local missing sudo=""
+  missing=$(cuv_missing_packages "$@")
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+      sudo="sudo"
+    else
+      echo "missing packages: $missing (run as root or install them)" >&2
+      return 1
+    fi
+  fi
+  echo "installing: $missing"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq || echo "apt-get update failed; trying the install anyway" >&2
+  # shellcheck disable=SC2086 # word splitting of the package list is intended
+  $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null ||
+    { echo "apt-get install failed for: $missing" >&2; return 1; }
+}
+
+# cuv_setup_build DIR [meson options...]: configures DIR, or reconfigures it with the options when
+# it exists already (a build dir of another Meson version is wiped and set up again).
+cuv_setup_build() {
+  local dir=$1
+  shift
+  if [ -f "$dir/meson-private/coredata.dat" ]; then
+    meson setup --reconfigure "$dir" "$@" >/dev/null ||
+      meson setup --wipe "$dir" "$@"
+  else
+    meson setup "$dir" "$@"
+  fi
+}

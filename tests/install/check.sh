@@ -1,0 +1,59 @@
+#!/bin/sh
+# The `install` test: stages `meson install` of the build into a temporary DESTDIR, then builds
+# small programs against the installed pkg-config files only (cuv, and cuv-sim / cuv-uv where
+# they are installed) and runs them on the simulator.
+# usage: check.sh MESON BUILD_DIR SOURCE_DIR SANITIZE CC...
+set -eu
+meson=$1 build=$2 src=$3 sanitize=$4
+shift 4
+if [ "$sanitize" != none ]; then
+  echo "1..0 # SKIP sanitizer build ($sanitize): consumers are built without the runtime"
+  exit 0
+fi
+command -v pkg-config >/dev/null || { echo "1..0 # SKIP pkg-config not found"; exit 0; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# Not --no-rebuild: `meson test --suite unit` builds only what tests need, not every install target.
+"$meson" install -C "$build" --quiet --destdir "$tmp/root" >"$tmp/install.log" 2>&1 ||
+  { cat "$tmp/install.log"; echo "1..1"; echo "not ok 1 - meson install"; exit 1; }
+
+pc=$(find "$tmp/root" -name cuv.pc | head -n 1)
+[ -n "$pc" ] || { echo "1..1"; echo "not ok 1 - cuv.pc not installed"; exit 1; }
+# A staged install: the .pc files name the real prefix; the sysroot maps it into DESTDIR.
+PKG_CONFIG_PATH=$(dirname "$pc")
+PKG_CONFIG_SYSROOT_DIR="$tmp/root"
+LD_LIBRARY_PATH="$(dirname "$(dirname "$pc")")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+CUV_DRIVER=sim
+export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH CUV_DRIVER
+
+n=0 failed=0
+# check NAME SOURCE PKGS CC...: compile SOURCE against PKGS with the compiler command CC (which
+# may be several words, and extra flags), run it, print one TAP line.
+check() {
+  name=$1 source=$2 pkgs=$3
+  shift 3
+  n=$((n + 1))
+  # shellcheck disable=SC2046,SC2086 # pkg-config's flags and the package list are meant to split
+  if "$@" -std=gnu11 -Wall -Werror -o "$tmp/$name" "$src/tests/install/$source" \
+    $(pkg-config --cflags --libs $pkgs) >"$tmp/$name.log" 2>&1 &&
+    "$tmp/$name" >>"$tmp/$name.log" 2>&1; then
+    echo "ok $n - $name"
+  else
+    failed=$((failed + 1))
+    echo "not ok $n - $name"
+    sed 's/^/# /' "$tmp/$name.log"
+  fi
+}
+
+plan=1
+pkg-config --exists cuv-sim && plan=$((plan + 1))
+pkg-config --exists cuv-uv && plan=$((plan + 1))
+echo "1..$plan"
+check cuv consumer.c cuv "$@"
+if pkg-config --exists cuv-sim; then
+  check cuv-sim consumer.c "cuv cuv-sim" "$@" -DWITH_SIM
+fi
+if pkg-config --exists cuv-uv; then
+  check cuv-uv consumer-uv.c cuv-uv "$@"
+fi
+[ "$failed" -eq 0 ]
