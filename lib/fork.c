@@ -39,6 +39,13 @@ static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_o
   /* Joined back even when the branch failed midway: what it enqueued must finish before the
    * submission can be proven complete. */
   int join = cuv__sub_order(ex->sub, stream, ex->stream);
+  if (join < 0) {
+    /* Without the join, completion on the executing stream proves nothing about this branch:
+     * wait for it here, or the submission would release what the branch still uses. */
+    int wait = cuv__cu(cuv__drv.cuStreamSynchronize(stream->cu));
+    if (cuv__status_is_fault(wait))
+      join = wait;
+  }
   return rc < 0 ? rc : join;
 }
 
