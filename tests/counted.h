@@ -1,0 +1,135 @@
+#ifndef CUVT_COUNTED_H
+#define CUVT_COUNTED_H
+
+/* Helpers of the programming-model scenarios (ops, combinators, errors, reentrancy, policies):
+ * host values whose releases are counted, so a test proves every output is released exactly once
+ * on every path, and small device-buffer helpers. Header-only (static inline), so each scenario
+ * stays one file. Nothing here asserts except the buffer helpers, which run on the test thread:
+ * the value helpers are also called from callbacks inside cuv, where an assert would longjmp
+ * through the runtime. */
+
+#include <math.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+/* A host value that counts its own release. */
+typedef struct cuvt_counted {
+  int payload;
+  atomic_int *releases;
+} cuvt_counted_t;
+
+static inline void cuvt_counted_release(void *arg) {
+  cuvt_counted_t *v = arg;
+  atomic_fetch_add(v->releases, 1);
+  free(v);
+}
+
+/* cuv_value of `payload`; releasing it increments *releases. */
+static inline cuv_op_t *cuvt_counted_value(int payload, atomic_int *releases) {
+  cuvt_counted_t *v = malloc(sizeof *v);
+  if (!v)
+    abort();
+  v->payload = payload;
+  v->releases = releases;
+  return cuv_value(v, cuvt_counted_release);
+}
+
+/* The payload of a counted output; INT32_MIN for an output that is not one (no data). */
+static inline int cuvt_payload(const cuv_output_t *out) {
+  return out && out->data ? ((const cuvt_counted_t *)out->data)->payload : INT32_MIN;
+}
+
+/* Random floats with integer values in [-1000, 1000]: sums and products of small integers are
+ * exact in float, so device results compare exactly whatever order or FMA the GPU uses. */
+static inline void cuvt_random_ints(float *out, size_t n) {
+  cuvt_random_floats(out, n);
+  for (size_t i = 0; i < n; i++)
+    out[i] = roundf(out[i]);
+}
+
+/* A new buffer of `bytes` on the test device. */
+static inline cuv_buffer_t *cuvt_buffer(size_t bytes) {
+  cuv_buffer_t *buf = NULL;
+  assert_cuv_ok(cuv_buffer_create(&buf, cuvt_device(), bytes));
+  return buf;
+}
+
+/* Synchronous copies for setting up and checking (each waits for its own submission). */
+static inline void cuvt_upload(cuv_buffer_t *buf, size_t offset, const void *src, size_t bytes) {
+  assert_cuv_ok(cuv_sync(cuv_memcpy_htod(buf, offset, src, bytes, CUV_COPY_STAGE), NULL));
+}
+
+static inline void cuvt_read(void *dst, cuv_buffer_t *buf, size_t offset, size_t bytes) {
+  assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(dst, buf, offset, bytes), NULL));
+}
+
+/* A buffer holding a copy of `n` host floats. */
+static inline cuv_buffer_t *cuvt_buffer_of(const float *host, size_t n) {
+  cuv_buffer_t *buf = cuvt_buffer(n * sizeof *host);
+  cuvt_upload(buf, 0, host, n * sizeof *host);
+  return buf;
+}
+
+static inline void cuvt_assert_floats_equal(const float *got, const float *want, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (got[i] != want[i])
+      print_error("element %zu: got %g, want %g\n", i, (double)got[i], (double)want[i]);
+    assert_true(got[i] == want[i]);
+  }
+}
+
+/* Kernels of tests/kernels/test_kernels.cu (lookups are cached by cuvt_kernel). */
+static inline cuv_kernel_t *cuvt_kernel_ok(const char *name) {
+  cuv_kernel_t *k = cuvt_kernel(name);
+  if (!k)
+    print_error("test kernel %s not found\n", name);
+  assert_non_null(k);
+  return k;
+}
+
+/* Launch builders, also used inside then callbacks: they never assert (a missing kernel gives an
+ * op carrying CUV_EINVAL, which fails the test where the op is executed). */
+
+/* sleep_then_write(ns, value, flag): a kernel busy for `ms` milliseconds, then *flag = value.
+ * The slow writer every ordering test uses: a reader not ordered after it sees the old value. */
+static inline cuv_op_t *cuvt_slow_write(unsigned ms, unsigned value, cuv_buffer_t *flag) {
+  unsigned long long ns = (unsigned long long)ms * 1000000ull;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_WRITE(flag)};
+  return cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
+}
+
+/* Element-wise kernels of the test module over the first n elements. */
+static inline cuv_op_t *cuvt_scale(cuv_buffer_t *buf, unsigned n, float factor) {
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(factor), CUV_ARG_RW(buf)};
+  return cuv_launch(cuvt_kernel("scale"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 3);
+}
+
+static inline cuv_op_t *cuvt_add_one(cuv_buffer_t *buf, unsigned n) {
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  return cuv_launch(cuvt_kernel("add_one"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 2);
+}
+
+static inline cuv_op_t *cuvt_copy_f32(cuv_buffer_t *dst, cuv_buffer_t *src, unsigned n) {
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_READ(src), CUV_ARG_WRITE(dst)};
+  return cuv_launch(cuvt_kernel("copy_f32"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 3);
+}
+
+static inline cuv_op_t *cuvt_fill_u32(cuv_buffer_t *buf, unsigned n, unsigned value) {
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value), CUV_ARG_WRITE(buf)};
+  return cuv_launch(cuvt_kernel("fill_u32"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 3);
+}
+
+/* A random u32 that is never 0 (0 is what buffers are cleared to before an ordering check). */
+static inline unsigned cuvt_nonzero_u32(void) {
+  unsigned v;
+  while ((v = cuvt_random_u32()) == 0)
+    ;
+  return v;
+}
+
+#endif
