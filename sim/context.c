@@ -281,15 +281,20 @@ CUresult sim_ctx_drain(struct sim_ctx *ctx) {
     pts[n].s = s;
     pts[n++].target = s->submitted;
   }
-  for (size_t i = 0; i < n; i++) {
-    struct sim_stream *s = pts[i].s;
-    while (s->completed < pts[i].target && !sim_ctx_fault(ctx) && !atomic_load(&s->stop))
+  for (size_t i = 0; i < n; i++)
+    while (!sim_stream_settled(pts[i].s, pts[i].target))
       sim_wait();
-  }
   for (size_t i = 0; i < n; i++)
     sim_stream_unref(pts[i].s);
   free(pts);
   return sim_ctx_fault(ctx);
+}
+
+bool sim_ctx_idle(const struct sim_ctx *ctx) {
+  for (const struct sim_stream *s = ctx->streams; s; s = s->next)
+    if (s->busy)
+      return false;
+  return true;
 }
 
 CUresult CUDAAPI cuCtxSynchronize(void) {
@@ -297,7 +302,7 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
   struct sim_ctx *ctx;
   sim_lock();
   CUresult r = sim_ctx_require(&ctx);
-  if (r == CUDA_SUCCESS && sim_capture_block_ctx_sync(ctx))
+  if (r == CUDA_SUCCESS && !sim_ctx_fault(ctx) && sim_capture_block_ctx_sync(ctx))
     r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* and the captures were invalidated */
   if (r == CUDA_SUCCESS)
     r = sim_ctx_drain(ctx);

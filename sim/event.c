@@ -244,16 +244,20 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
   SIM_ENTER(cuEventSynchronize);
   sim_lock();
   struct sim_event *e = (struct sim_event *)sim_handle_get(hEvent, SIM_OBJ_EVENT);
-  CUresult r = e ? event_check(e) : CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS && !sim_ctx_fault(e->obj.ctx) && event_live_capture(e))
+    r = CUDA_ERROR_CAPTURED_EVENT;
   if (r == CUDA_SUCCESS && e->last) {
     struct sim_token *t = e->last;
     struct sim_ctx *ctx = e->obj.ctx;
     t->refs++;
-    while (!t->done && !sim_ctx_fault(ctx))
+    /* After a fault, queued records are dropped: wait only for commands in progress. */
+    while (!t->done && !(sim_ctx_fault(ctx) && sim_ctx_idle(ctx)))
       sim_wait();
-    r = sim_ctx_fault(ctx);
     sim_token_unref(t);
   }
+  if (r == CUDA_SUCCESS)
+    r = sim_ctx_fault(e->obj.ctx);
   sim_unlock();
   return r;
 }

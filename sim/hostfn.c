@@ -97,7 +97,7 @@ static void hostfn_run(struct sim_cmd *cmd, struct sim_stream *s) {
   sim_hostfn_call(s->obj.ctx, c->fn, c->data);
 }
 
-static const struct sim_cmd_ops hostfn_ops = {.run = hostfn_run};
+static const struct sim_cmd_ops hostfn_ops = {.run = hostfn_run, .app_code = true};
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
   SIM_ENTER(cuLaunchHostFunc);

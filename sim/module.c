@@ -346,9 +346,11 @@ struct kernel_cmd {
   _Alignas(16) unsigned char payload[];
 };
 
-/* Sleeps until `until` (ns), in slices, giving up early when the stream is stopped. */
+/* Sleeps until `until` (ns), in slices, giving up early when the stream is stopped or the
+ * context faults (a faulted GPU abandons its kernels). */
 static void sleep_until(uint64_t until, struct sim_stream *s) {
-  for (uint64_t now = sim_now_ns(); now < until && !atomic_load(&s->stop); now = sim_now_ns()) {
+  for (uint64_t now = sim_now_ns();
+       now < until && !atomic_load(&s->stop) && !sim_ctx_fault(s->obj.ctx); now = sim_now_ns()) {
     uint64_t left = until - now;
     sim_sleep_ns(left < 1000000 ? left : 1000000);
   }

@@ -125,8 +125,10 @@ SIM_HIDDEN CUresult sim_ctx_require(struct sim_ctx **out);
 SIM_HIDDEN CUresult sim_ctx_fault(const struct sim_ctx *ctx);
 /* Makes ctx's sticky fault (lock held); the first fault wins. */
 SIM_HIDDEN void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result);
-/* Waits until all work submitted so far to every stream of ctx completed, or a fault (lock
- * held). Returns the fault or CUDA_SUCCESS. */
+/* Is no worker of ctx in the middle of a command (host functions aside)? (lock held) */
+SIM_HIDDEN bool sim_ctx_idle(const struct sim_ctx *ctx);
+/* Waits until all work submitted so far to every stream of ctx completed, or (after a fault)
+ * until no command is in progress (lock held). Returns the fault or CUDA_SUCCESS. */
 SIM_HIDDEN CUresult sim_ctx_drain(struct sim_ctx *ctx);
 
 /* ---- Commands and streams (stream.c) ---------------------------------------------------------- */
@@ -145,6 +147,9 @@ struct sim_cmd_ops {
   bool (*dup)(struct sim_cmd *copy);
   /* Releases owned resources, not the struct itself (lock held). May be NULL. */
   void (*release)(struct sim_cmd *cmd);
+  /* Runs application code (host functions): synchronize calls after a sticky fault do not wait
+   * for it, as the real driver does not. */
+  bool app_code;
 };
 
 struct sim_cmd {
@@ -168,6 +173,7 @@ struct sim_stream {
   bool is_null;         /* the context's NULL stream */
   bool destroyed;       /* cuStreamDestroy was called: drain, then exit */
   _Atomic bool stop;    /* context reset: drop everything and exit now (atomic) */
+  bool busy;            /* the worker is running a command other than a host function */
   struct sim_cmd *head; /* FIFO of queued commands */
   struct sim_cmd *tail;
   uint64_t submitted; /* commands enqueued */
@@ -194,6 +200,10 @@ SIM_HIDDEN CUresult sim_submit(CUstream h, struct sim_cmd *cmd);
 SIM_HIDDEN void sim_stream_push(struct sim_stream *s, struct sim_cmd *cmd);
 SIM_HIDDEN void sim_stream_ref(struct sim_stream *s);
 SIM_HIDDEN void sim_stream_unref(struct sim_stream *s);
+/* Has s finished the work up to `target` as far as a synchronize call must wait (lock held)?
+ * After a sticky fault, queued commands are dropped, so it is enough that the worker is not in
+ * the middle of one: nothing touches memory after the call returns. */
+SIM_HIDDEN bool sim_stream_settled(struct sim_stream *s, uint64_t target);
 /* Creates a stream of ctx with its worker (lock held). */
 SIM_HIDDEN CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool is_null,
                                       struct sim_stream **out);

@@ -78,11 +78,14 @@ static void *worker_main(void *arg) {
     if (atomic_load(&s->stop) || !s->head)
       break;
     struct sim_cmd *cmd = queue_pop(s);
+    /* Decided under the lock with `busy`: once a fault is visible, no command starts. */
     bool run = sim_ctx_fault(ctx) == CUDA_SUCCESS;
+    s->busy = run && !cmd->ops->app_code;
     sim_unlock();
     if (run)
       cmd->ops->run(cmd, s);
     sim_lock();
+    s->busy = false;
     sim_cmd_free(cmd);
     s->completed++;
     sim_wake_all();
@@ -98,6 +101,11 @@ static void *worker_main(void *arg) {
   sim_stream_unref(s); /* the worker's reference */
   sim_unlock();
   return NULL;
+}
+
+bool sim_stream_settled(struct sim_stream *s, uint64_t target) {
+  return s->completed >= target || atomic_load(&s->stop) ||
+         (sim_ctx_fault(s->obj.ctx) && !s->busy);
 }
 
 /* ---- Lifetime --------------------------------------------------------------------------------- */
@@ -291,14 +299,15 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   SIM_ENTER(cuStreamSynchronize);
   struct sim_stream *s;
   sim_lock();
-  CUresult r = sim_stream_get_live(hStream, &s);
-  if (r == CUDA_SUCCESS)
+  /* Not sim_stream_get_live: after a fault this still waits for a command in progress. */
+  CUresult r = sim_stream_get(hStream, &s);
+  if (r == CUDA_SUCCESS && !sim_ctx_fault(s->obj.ctx))
     r = check_not_capturing(s);
   if (r == CUDA_SUCCESS) {
     struct sim_ctx *ctx = s->obj.ctx;
     uint64_t target = s->submitted;
     sim_stream_ref(s);
-    while (s->completed < target && !sim_ctx_fault(ctx) && !atomic_load(&s->stop))
+    while (!sim_stream_settled(s, target))
       sim_wait();
     r = sim_ctx_fault(ctx);
     if (r == CUDA_SUCCESS && s->completed < target)

@@ -122,6 +122,14 @@ static int incr_twin(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
+/* slow(int *flag): sleeps 30 ms, then sets *flag (a kernel still running when a fault hits). */
+static int slow_twin(const cuv_sim_launch_t *launch, void **params) {
+  int *flag = *(int **)params[0];
+  sleep_us(30000);
+  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+  return 0;
+}
+
 static const char ptx[] = "//\n"
                           ".version 8.0\n"
                           ".target sm_90\n"
@@ -132,10 +140,11 @@ static const char ptx[] = "//\n"
                           "{ ret; }\n"
                           ".entry fault(\n"
                           ") { ret; }\n"
-                          ".visible .entry incr(.param .u64 c) { ret; }\n";
+                          ".visible .entry incr(.param .u64 c) { ret; }\n"
+                          ".visible .entry slow(.param .u64 f) { ret; }\n";
 
 static CUmodule module;
-static CUfunction f_saxpy, f_fault, f_incr;
+static CUfunction f_saxpy, f_fault, f_incr, f_slow;
 
 static void register_kernels(void) {
   static const size_t saxpy_sizes[] = {sizeof(float), sizeof(void *), sizeof(void *), sizeof(int)};
@@ -144,6 +153,7 @@ static void register_kernels(void) {
   CHECK(cuv_sim_register_kernel("fault", fault_twin, 0, NULL) == 0);
   CHECK(cuv_sim_register_kernel("incr", incr_twin, 1, ptr_size) == 0);
   CHECK(cuv_sim_register_kernel("not_declared", incr_twin, 1, ptr_size) == 0);
+  CHECK(cuv_sim_register_kernel("slow", slow_twin, 1, ptr_size) == 0);
   CHECK(cuv_sim_register_kernel(NULL, incr_twin, 0, NULL) == -1);
 }
 
@@ -152,6 +162,7 @@ static void load_module(void) {
   OK(d.cuModuleGetFunction(&f_saxpy, module, "saxpy"));
   OK(d.cuModuleGetFunction(&f_fault, module, "fault"));
   OK(d.cuModuleGetFunction(&f_incr, module, "incr"));
+  OK(d.cuModuleGetFunction(&f_slow, module, "slow"));
   CUfunction again;
   OK(d.cuModuleGetFunction(&again, module, "saxpy"));
   CHECK(again == f_saxpy);
@@ -523,6 +534,22 @@ static void test_sticky_fault(void) {
   CHECK_CU(d.cuStreamSynchronize(NULL), CUDA_ERROR_LAUNCH_FAILED);
   OK(d.cuDevicePrimaryCtxReset(dev));
   OK(d.cuStreamSynchronize(NULL));
+  load_module();
+  /* Synchronize calls after a fault still wait for a command in progress (here a kernel on
+   * another stream), so the caller may free what it used. */
+  CUdeviceptr dflag;
+  int *flag;
+  OK(d.cuMemHostAlloc((void **)&flag, sizeof *flag, 0));
+  __atomic_store_n(flag, 0, __ATOMIC_RELAXED);
+  dflag = (CUdeviceptr)(uintptr_t)flag;
+  void *fparams[] = {&dflag};
+  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(d.cuLaunchKernel(f_slow, 1, 1, 1, 1, 1, 1, 0, s, fparams, NULL));
+  sleep_us(5000);
+  cuv_sim_fault(CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK(__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1);
+  OK(d.cuDevicePrimaryCtxReset(dev));
   load_module();
 }
 
