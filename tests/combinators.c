@@ -361,7 +361,9 @@ static void test_zip_failure_midway_releases_every_item(void **state) {
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 3);
   cuv_op_free(op);
-  assert_int_equal(cuv_op_error(cuv_zip(NULL, 0)), CUV_EINVAL);
+  op = cuv_zip(NULL, 0);
+  assert_int_equal(cuv_op_error(op), CUV_EINVAL);
+  cuv_op_free(op);
 }
 
 /* ---- fork ---- */
@@ -613,7 +615,9 @@ static void test_shared_of_failed_op(void **state) {
   assert_int_equal(cuv_shared_runs(sh), 0);
   cuv_shared_release(sh);
   assert_null(cuv_shared(NULL));
-  assert_int_equal(cuv_op_error(cuv_shared_clone(NULL)), CUV_EINVAL);
+  cuv_op_t *op = cuv_shared_clone(NULL);
+  assert_int_equal(cuv_op_error(op), CUV_EINVAL);
+  cuv_op_free(op);
 }
 
 int main(void) {
