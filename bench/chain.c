@@ -1,0 +1,251 @@
+/* cuv-bench-chain: the host cost of a 100-op chain of empty kernels executed with cuv_sync.
+ *
+ *   cuv-bench-chain --chains K   runs exactly K chains after one warm-up chain and prints
+ *                                nothing else of note: run it under callgrind with two values of
+ *                                K, and (I(K2) - I(K1)) / ((K2 - K1) * 100) is instructions per
+ *                                op with every set-up cost cancelled (scripts/bench-chain-callgrind)
+ *   cuv-bench-chain [--reps R]   wall time per op of the chain (built and run with cuv_sync)
+ *                                against the raw driver in the same run: 100 cuLaunchKernel on one
+ *                                stream + one cuStreamSynchronize, through the driver cuv loaded
+ *                                (CUV_DRIVER), resolved here with dlopen + cuGetProcAddress_v2
+ *   --seq                        chains with cuv_seq (ops built up front) instead of cuv_then
+ *                                (each op built by the previous stage's callback)
+ *
+ * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cuda.h>
+#include <cuv.h>
+
+#include "twins.h"
+
+#define CHAIN_OPS 100
+
+static const char *const usage =
+    "usage: cuv-bench-chain [--chains K | --reps R] [--seq]\n";
+
+/* ---- the cuv side ---- */
+
+static cuv_device_t *dev;
+static cuv_kernel_t *empty;
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "cuv-bench-chain: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  exit(1);
+}
+
+static void setup_cuv(void) {
+  cuvt_register_twins(); /* for the simulator; harmless on a GPU */
+  int rc = cuv_init();
+  cuv_module_t *mod = NULL;
+  if (rc == 0)
+    rc = cuv_device_open(&dev, 0);
+  if (rc == 0)
+    rc = cuv_module_load_file(&mod, dev, CUV_BENCH_PTX_PATH);
+  if (rc == 0)
+    rc = cuv_kernel_get(&empty, mod, "empty_kernel");
+  if (rc < 0)
+    die("setup", rc);
+  cuv_module_unload(mod); /* the kernel holds the module */
+}
+
+static cuv_op_t *empty_launch(void) {
+  return cuv_launch(empty, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0);
+}
+
+static cuv_op_t *next_launch(cuv_output_t *input, void *arg) { return empty_launch(); }
+
+/* CHAIN_OPS launches, each chained after the previous one. */
+static cuv_op_t *build_chain(int use_seq) {
+  cuv_op_t *op = empty_launch();
+  for (int i = 1; i < CHAIN_OPS; i++)
+    op = use_seq ? cuv_seq(op, empty_launch()) : cuv_then(op, next_launch, NULL);
+  return op;
+}
+
+static void run_chain(int use_seq) {
+  int rc = cuv_sync(build_chain(use_seq), NULL);
+  if (rc < 0)
+    die("cuv_sync", rc);
+}
+
+/* ---- the raw driver side, through the library cuv loaded ---- */
+
+typedef struct raw {
+  __typeof__(cuLaunchKernel) *launch;
+  __typeof__(cuStreamSynchronize) *synchronize;
+  __typeof__(cuModuleLoadData) *load;
+  __typeof__(cuModuleGetFunction) *get_function;
+  CUfunction fn;
+  CUstream stream;
+} raw_t;
+
+/* The library behind cuv_driver_name(): "cuda", "sim" (already loaded: we link it for the twins)
+ * or a path. */
+static void *open_driver(void) {
+  const char *name = cuv_driver_name();
+  if (strcmp(name, "cuda") == 0)
+    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (strcmp(name, "sim") == 0)
+    return dlopen("libcuv-sim.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  return dlopen(name, RTLD_NOW | RTLD_LOCAL);
+}
+
+typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
+                               CUdriverProcAddressQueryResult *);
+
+static void resolve(get_proc_t get_proc, const char *name, void *fn_ptr) {
+  void *ptr = NULL;
+  CUdriverProcAddressQueryResult found;
+  if (get_proc(name, &ptr, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+      !ptr) {
+    fprintf(stderr, "cuv-bench-chain: driver lacks %s\n", name);
+    exit(1);
+  }
+  memcpy(fn_ptr, &ptr, sizeof ptr); /* ISO C has no object-to-function pointer cast */
+}
+
+static char *read_ptx(void) {
+  FILE *f = fopen(CUV_BENCH_PTX_PATH, "rb");
+  char *text = NULL;
+  long len;
+  if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+      (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
+    free(text);
+    text = NULL;
+  }
+  if (f)
+    fclose(f);
+  if (!text) {
+    fprintf(stderr, "cuv-bench-chain: cannot read %s\n", CUV_BENCH_PTX_PATH);
+    exit(1);
+  }
+  return text;
+}
+
+/* Loads the module and the kernel again with raw calls, in the context cuv uses, and takes a
+ * stream made the way cuv makes its own (non-blocking). */
+static void setup_raw(raw_t *raw, cuv_stream_t *stream) {
+  void *lib = open_driver();
+  get_proc_t get_proc = NULL;
+  if (lib)
+    *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
+  if (!get_proc) {
+    fprintf(stderr, "cuv-bench-chain: cannot open the driver %s\n", cuv_driver_name());
+    exit(1);
+  }
+  resolve(get_proc, "cuLaunchKernel", &raw->launch);
+  resolve(get_proc, "cuStreamSynchronize", &raw->synchronize);
+  resolve(get_proc, "cuModuleLoadData", &raw->load);
+  resolve(get_proc, "cuModuleGetFunction", &raw->get_function);
+  int rc = cuv_device_bind(dev);
+  if (rc < 0)
+    die("cuv_device_bind", rc);
+  char *ptx = read_ptx();
+  CUmodule mod;
+  if (raw->load(&mod, ptx) != CUDA_SUCCESS ||
+      raw->get_function(&raw->fn, mod, "empty_kernel") != CUDA_SUCCESS) {
+    fprintf(stderr, "cuv-bench-chain: raw module load failed\n");
+    exit(1);
+  }
+  free(ptx);
+  raw->stream = cuv_stream_handle(stream);
+}
+
+static void run_raw(const raw_t *raw) {
+  CUresult r = CUDA_SUCCESS;
+  for (int i = 0; i < CHAIN_OPS && r == CUDA_SUCCESS; i++)
+    r = raw->launch(raw->fn, 1, 1, 1, 1, 1, 1, 0, raw->stream, NULL, NULL);
+  if (r == CUDA_SUCCESS)
+    r = raw->synchronize(raw->stream);
+  if (r != CUDA_SUCCESS) {
+    fprintf(stderr, "cuv-bench-chain: raw launch failed: %d\n", (int)r);
+    exit(1);
+  }
+}
+
+/* ---- measuring ---- */
+
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double percentile(double *v, int n, double p) {
+  qsort(v, (size_t)n, sizeof *v, compare_doubles);
+  return v[(int)(p * (n - 1) + 0.5)];
+}
+
+/* cuv and raw alternate rep by rep, so drift (clocks, other load) hits both alike. */
+static void wall(int reps, int use_seq) {
+  cuv_stream_t *stream;
+  int rc = cuv_stream_create(&stream, dev);
+  if (rc < 0)
+    die("cuv_stream_create", rc);
+  raw_t raw;
+  setup_raw(&raw, stream);
+  double *cuv_us = calloc((size_t)reps, sizeof *cuv_us), *raw_us = calloc((size_t)reps, sizeof *raw_us);
+  for (int i = 0; i < 5; i++) { /* warm-up: streams, event pool, staging, caches */
+    run_chain(use_seq);
+    run_raw(&raw);
+  }
+  for (int i = 0; i < reps; i++) {
+    double t0 = now_us();
+    run_chain(use_seq);
+    double t1 = now_us();
+    run_raw(&raw);
+    double t2 = now_us();
+    cuv_us[i] = (t1 - t0) / CHAIN_OPS;
+    raw_us[i] = (t2 - t1) / CHAIN_OPS;
+  }
+  double cuv_p50 = percentile(cuv_us, reps, 0.5), raw_p50 = percentile(raw_us, reps, 0.5);
+  double cuv_p90 = percentile(cuv_us, reps, 0.9), raw_p90 = percentile(raw_us, reps, 0.9);
+  printf("device %s, driver %s, %d-op %s-chain of empty_kernel, %d reps\n",
+         cuv_device_name(dev), cuv_driver_name(), CHAIN_OPS, use_seq ? "seq" : "then", reps);
+  printf("cuv chain (build + cuv_sync)     p50 %8.3f us/op  p90 %8.3f us/op\n", cuv_p50, cuv_p90);
+  printf("raw cuLaunchKernel x%d + sync   p50 %8.3f us/op  p90 %8.3f us/op\n", CHAIN_OPS,
+         raw_p50, raw_p90);
+  printf("ratio cuv/raw (p50)              %8.3f\n", cuv_p50 / raw_p50);
+  free(cuv_us);
+  free(raw_us);
+  cuv_stream_destroy(stream);
+}
+
+int main(int argc, char **argv) {
+  int chains = -1, reps = 0, use_seq = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--chains") == 0 && i + 1 < argc)
+      chains = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+      reps = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--seq") == 0)
+      use_seq = 1;
+    else {
+      fputs(usage, stderr);
+      return 2;
+    }
+  }
+  setup_cuv();
+  if (chains >= 0) {
+    run_chain(use_seq); /* warm-up, in both runs of a callgrind pair */
+    for (int i = 0; i < chains; i++)
+      run_chain(use_seq);
+    printf("ran %d %d-op %s-chains (+1 warm-up) on %s\n", chains, CHAIN_OPS,
+           use_seq ? "seq" : "then", cuv_driver_name());
+  } else {
+    wall(reps > 0 ? reps : (cuv_driver_is_sim() ? 50 : 500), use_seq);
+  }
+  cuv_kernel_release(empty);
+  cuv_device_close(dev);
+  return 0;
+}
