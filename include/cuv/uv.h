@@ -6,15 +6,33 @@
  * One bridge per loop. It owns one uv_async_t; the thread that finishes GPU work (cuv's reactor
  * or the driver's callback thread) pushes the submission on the bridge's queue and wakes the loop,
  * which drains the whole queue per wake and runs each `done` callback on the loop thread.
- * While young work is in flight, the loop also polls for it itself (a uv_idle_t keeps the poll
- * timeout at zero, so other I/O is still served) for up to CUDA_ASYNC_SPIN_BUDGET_US: a
- * completion then reaches the callback without a cross-thread wake.
+ * While work submitted on the loop thread is younger than CUDA_ASYNC_SPIN_BUDGET_US, the loop
+ * also polls for it itself (a uv_idle_t keeps the poll timeout at zero, so other I/O is still
+ * served and no callback spins): a completion then reaches the callback without a cross-thread
+ * wake. The submitting thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN).
  *
- * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit from any thread.
- * Lifetime: the bridge's handles are unreferenced while nothing is in flight, so uv_run returns
- * when the last callback ran. cuv_uv_close refuses new submissions (CUV_ECLOSED); work already in
- * flight still completes on the GPU and its callbacks still run once, with their own result;
- * then the handles are closed and close_cb runs, after which the bridge is freed. */
+ * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_pending and
+ * cuv_uv_loop from any thread. Callbacks always run on the loop thread.
+ *
+ * Lifetime: the bridge keeps the loop alive exactly while something is in flight (accepted and its
+ * callback not yet run), so uv_run(UV_RUN_DEFAULT) returns once the last callback ran. libuv lets
+ * only the loop thread reference a handle, so the loop thread decides, and it looks:
+ *  - at once, for work submitted on the loop thread;
+ *  - at the end of every loop iteration, for work submitted on other threads: work submitted
+ *    before (or while) an iteration ran keeps the loop alive from that iteration on;
+ *  - at the first iteration after cuv_uv_open: until then the bridge counts as busy, so work that
+ *    other threads submitted before the first uv_run keeps that uv_run alive.
+ * Work another thread submits while the loop is not running, after uv_run returned because it had
+ * nothing left, is not lost: its callback runs in the next iteration any uv_run makes (one that
+ * has something else to do, or after cuv_uv_close, which keeps the loop alive until every
+ * callback ran). To hand work from other threads to a loop that may have run dry, keep the loop
+ * busy until they are done submitting (the libuv way: a handle of your own), or close the bridge
+ * and run the loop: "uv_run; cuv_uv_close; uv_run" never leaves a callback behind.
+ *
+ * Closing: cuv_uv_close refuses new submissions (CUV_ECLOSED); work already in flight still
+ * completes on the GPU and each callback still runs once, with its own result; then the handles
+ * are closed and close_cb runs, after which the bridge is freed. The loop keeps running (and
+ * serving other I/O) meanwhile. A done callback may submit more work or close its own bridge. */
 
 #include <uv.h>
 
@@ -32,10 +50,11 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
  * a negative code when refused (done will not run). op is consumed either way. */
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
-/* Submissions accepted and whose callback has not run yet. */
+/* Submissions accepted and whose callback has not run yet (inside a callback, not counting it). */
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *bridge);
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *bridge);
-/* Starts closing (see above); close_cb may be NULL. Calling it twice is CUV_ECLOSED. */
+/* Starts closing (see above); close_cb may be NULL. Calling it twice is CUV_ECLOSED. The
+ * bridge must be closed (and the loop run until close_cb) before uv_loop_close. */
 CUV_EXTERN int cuv_uv_close(cuv_uv_t *bridge, cuv_uv_close_cb close_cb, void *arg);
 
 #ifdef __cplusplus
