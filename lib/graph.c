@@ -70,7 +70,7 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
     return rc;
   }
   CUgraph graph = NULL;
-  cuv_output_t output;
+  cuv_output_t output = {0}; /* stays cleared when the capture cannot even begin */
   rc = capture_op(op, &ex, &graph, &output);
   g->stream = cuv__stream_ref(ex.stream);
   if (rc == 0)
