@@ -87,6 +87,8 @@ cuv_kernel_t *cuvt_kernel(const char *name) {
 uint32_t cuvt_random_u32(void) {
   static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_lock(&lock);
+  if (!rng_state) /* unit tests never call cuvt_init; a zero state would stay zero */
+    seed_rng();
   rng_state ^= rng_state >> 12;
   rng_state ^= rng_state << 25;
   rng_state ^= rng_state >> 27;

@@ -1,0 +1,581 @@
+/* Conformance of the driver semantics cuv relies on, run on libcuv-sim (suite sim) and on the real
+ * driver (suite gpu): what the simulator does is checked against what the GPU does. Every scenario
+ * talks to the driver through cuv's table, proves orders with data (never with timing), checks
+ * results against a host computation on fresh random data, and asserts on the test thread only. */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "driver-util.h"
+
+/* Long enough that a later operation overtaking the kernel would certainly be seen doing so. */
+#define SLOW_KERNEL_NS 100000000ull /* 100 ms */
+
+static CUdeviceptr dev_alloc(size_t bytes) {
+  CUdeviceptr d = 0;
+  CU_OK(cuv__drv.cuMemAlloc(&d, bytes));
+  return d;
+}
+
+static unsigned random_count(unsigned lo, unsigned span) {
+  return lo + cuvt_random_u32() % span;
+}
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* Exact equality: each test kernel applies one IEEE fp32 operation per element, which the host
+ * rounds identically, so any difference is an ordering or copying error. */
+static void assert_floats_equal(const float *got, const float *want, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (got[i] != want[i]) {
+      print_error("element %zu: got %.9g, want %.9g\n", i, (double)got[i], (double)want[i]);
+      fail();
+    }
+  }
+}
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+/* The non-commuting steps of the ordering chains: x *= 2, x *= -0.5 (exact), x += 1. */
+enum step { STEP_DOUBLE, STEP_NEG_HALF, STEP_ADD_ONE };
+
+static void launch_step(CUstream s, enum step step, unsigned n, CUdeviceptr x) {
+  float factor = step == STEP_DOUBLE ? 2.0f : -0.5f;
+  if (step == STEP_ADD_ONE) {
+    void *params[] = {&n, &x};
+    cuvt_launch(s, "add_one", n, params);
+  } else {
+    void *params[] = {&n, &factor, &x};
+    cuvt_launch(s, "scale", n, params);
+  }
+}
+
+static void host_step(enum step step, float *x, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    x[i] = step == STEP_ADD_ONE ? x[i] + 1.0f : x[i] * (step == STEP_DOUBLE ? 2.0f : -0.5f);
+}
+
+/* Additions alternate with random scalings, so no two neighbours commute. */
+static enum step random_step(size_t k) {
+  return k % 2 ? STEP_ADD_ONE : (enum step)(cuvt_random_u32() % 2);
+}
+
+/* Busy for ns on the GPU, then writes value to *flag (flag 0: writes nothing). */
+static void launch_sleep_then_write(CUstream s, unsigned long long ns, unsigned value,
+                                    CUdeviceptr flag) {
+  void *params[] = {&ns, &value, &flag};
+  cuvt_launch(s, "sleep_then_write", 1, params);
+}
+
+/* ---- stream FIFO order --------------------------------------------------------------------- */
+
+/* A chain of kernels with a device-to-device copy in the middle, on one stream: the final values
+ * match only if the kernels ran in order, the snapshot only if the copy ran exactly between. */
+static void test_fifo_kernel_chain(void **state) {
+  enum { STEPS = 12 };
+  unsigned n = random_count(1000, 4000);
+  size_t bytes = n * sizeof(float);
+  float *x = cuvt_pinned(bytes), *out = cuvt_pinned(bytes), *snap = cuvt_pinned(bytes);
+  float *want = malloc(bytes), *snap_want = malloc(bytes);
+  assert_non_null(want);
+  assert_non_null(snap_want);
+  cuvt_random_floats(x, n);
+  memcpy(want, x, bytes);
+  CUdeviceptr dx = dev_alloc(bytes), dsnap = dev_alloc(bytes);
+  CUstream s = cuvt_stream_new();
+
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(dx, x, bytes, s));
+  for (size_t k = 0; k < STEPS; k++) {
+    if (k == STEPS / 2) {
+      CU_OK(cuv__drv.cuMemcpyDtoDAsync(dsnap, dx, bytes, s));
+      memcpy(snap_want, want, bytes);
+    }
+    enum step step = random_step(k);
+    launch_step(s, step, n, dx);
+    host_step(step, want, n);
+  }
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(out, dx, bytes, s));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(snap, dsnap, bytes, s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  assert_floats_equal(out, want, n);
+  assert_floats_equal(snap, snap_want, n);
+  free(want);
+  free(snap_want);
+  cuv__drv.cuMemFreeHost(x);
+  cuv__drv.cuMemFreeHost(out);
+  cuv__drv.cuMemFreeHost(snap);
+  cuv__drv.cuMemFree(dx);
+  cuv__drv.cuMemFree(dsnap);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* A slow kernel writes a value; the copy behind it must read that value (not the zero before),
+ * and a memset behind the copy must not leak into what the copy read. */
+static void test_fifo_slow_kernel_then_copy(void **state) {
+  uint32_t v = cuvt_random_nonzero(), later = ~v;
+  CUdeviceptr flag = dev_alloc(sizeof(uint32_t));
+  uint32_t *seen = cuvt_pinned(2 * sizeof(uint32_t));
+  CUstream s = cuvt_stream_new();
+
+  CU_OK(cuv__drv.cuMemsetD32Async(flag, 0, 1, s));
+  launch_sleep_then_write(s, SLOW_KERNEL_NS, v, flag);
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(&seen[0], flag, sizeof(uint32_t), s));
+  CU_OK(cuv__drv.cuMemsetD32Async(flag, later, 1, s));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(&seen[1], flag, sizeof(uint32_t), s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  assert_int_equal(seen[0], v);
+  assert_int_equal(seen[1], later);
+  cuv__drv.cuMemFreeHost(seen);
+  cuv__drv.cuMemFree(flag);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* ---- events across streams ----------------------------------------------------------------- */
+
+/* Stream b waits on an event recorded on a behind a slow kernel: b's copy sees a's write even
+ * though only b is synchronized. */
+static void test_event_orders_streams(void **state) {
+  uint32_t v = cuvt_random_nonzero();
+  CUdeviceptr flag = dev_alloc(sizeof(uint32_t));
+  uint32_t *seen = cuvt_pinned(sizeof(uint32_t));
+  CUstream a = cuvt_stream_new(), b = cuvt_stream_new();
+  CUevent ev;
+  CU_OK(cuv__drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  CU_OK(cuv__drv.cuMemsetD32Async(flag, 0, 1, a));
+  CU_OK(cuv__drv.cuStreamSynchronize(a));
+
+  launch_sleep_then_write(a, SLOW_KERNEL_NS, v, flag);
+  CU_OK(cuv__drv.cuEventRecord(ev, a));
+  CU_OK(cuv__drv.cuStreamWaitEvent(b, ev, 0));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(seen, flag, sizeof(uint32_t), b));
+  CU_OK(cuv__drv.cuStreamSynchronize(b));
+
+  assert_int_equal(*seen, v);
+  /* b got past the wait, so the event has completed. */
+  CU_OK(cuv__drv.cuEventQuery(ev));
+  CU_OK(cuv__drv.cuStreamSynchronize(a));
+  cuv__drv.cuEventDestroy(ev);
+  cuv__drv.cuMemFreeHost(seen);
+  cuv__drv.cuMemFree(flag);
+  cuv__drv.cuStreamDestroy(a);
+  cuv__drv.cuStreamDestroy(b);
+}
+
+/* ---- host functions ------------------------------------------------------------------------ */
+
+enum { HOSTFN_PER_STREAM = 64 };
+
+/* Written by the driver's callback thread, read by the test after every call was counted. */
+struct hostfn_log {
+  atomic_int inside;   /* callbacks running now */
+  atomic_int overlaps; /* times a callback started while another was running */
+  atomic_uint entered;
+  atomic_uint calls; /* released last in each callback: reading it publishes the rest */
+  atomic_uint next[2];
+  unsigned order[2][HOSTFN_PER_STREAM];
+  pthread_t thread[2 * HOSTFN_PER_STREAM];
+};
+
+struct hostfn_call {
+  struct hostfn_log *log;
+  unsigned stream, index;
+};
+
+static void spin_us(unsigned us) {
+  struct timespec start, now;
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  do
+    clock_gettime(CLOCK_MONOTONIC, &now);
+  while ((now.tv_sec - start.tv_sec) * 1000000L + (now.tv_nsec - start.tv_nsec) / 1000 < us);
+}
+
+/* Records, never asserts (this is the driver's thread). The spin widens the window in which a
+ * second, concurrent callback would be caught. */
+static void CUDA_CB record_host_call(void *arg) {
+  struct hostfn_call *call = arg;
+  struct hostfn_log *log = call->log;
+  if (atomic_fetch_add(&log->inside, 1) != 0)
+    atomic_fetch_add(&log->overlaps, 1);
+  unsigned pos = atomic_fetch_add(&log->next[call->stream], 1);
+  if (pos < HOSTFN_PER_STREAM)
+    log->order[call->stream][pos] = call->index;
+  unsigned slot = atomic_fetch_add(&log->entered, 1);
+  if (slot < 2 * HOSTFN_PER_STREAM)
+    log->thread[slot] = pthread_self();
+  spin_us(50);
+  atomic_fetch_sub(&log->inside, 1);
+  atomic_fetch_add_explicit(&log->calls, 1, memory_order_release);
+}
+
+/* Host functions of two streams, all made ready at once by one event: each stream's run in
+ * order, every one exactly once, all on one driver thread that is not ours, never two at once. */
+static void test_host_functions(void **state) {
+  static struct hostfn_log log;
+  static struct hostfn_call calls[2][HOSTFN_PER_STREAM];
+  memset(&log, 0, sizeof log);
+  CUstream gate = cuvt_stream_new(), s[2] = {cuvt_stream_new(), cuvt_stream_new()};
+  CUevent ev;
+  CU_OK(cuv__drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+  launch_sleep_then_write(gate, SLOW_KERNEL_NS / 2, 0, 0);
+  CU_OK(cuv__drv.cuEventRecord(ev, gate));
+  for (unsigned k = 0; k < 2; k++)
+    CU_OK(cuv__drv.cuStreamWaitEvent(s[k], ev, 0));
+  for (unsigned i = 0; i < HOSTFN_PER_STREAM; i++) {
+    for (unsigned k = 0; k < 2; k++) {
+      calls[k][i] = (struct hostfn_call){&log, k, i};
+      CU_OK(cuv__drv.cuLaunchHostFunc(s[k], record_host_call, &calls[k][i]));
+    }
+  }
+  for (unsigned k = 0; k < 2; k++)
+    CU_OK(cuv__drv.cuStreamSynchronize(s[k]));
+
+  assert_int_equal(atomic_load_explicit(&log.calls, memory_order_acquire), 2 * HOSTFN_PER_STREAM);
+  assert_int_equal(atomic_load(&log.overlaps), 0);
+  for (unsigned k = 0; k < 2; k++)
+    for (unsigned i = 0; i < HOSTFN_PER_STREAM; i++)
+      assert_int_equal(log.order[k][i], i);
+  for (unsigned i = 0; i < 2 * HOSTFN_PER_STREAM; i++)
+    assert_true(pthread_equal(log.thread[i], log.thread[0]));
+  assert_false(pthread_equal(log.thread[0], pthread_self()));
+  cuv__drv.cuEventDestroy(ev);
+  cuv__drv.cuStreamDestroy(gate);
+  cuv__drv.cuStreamDestroy(s[0]);
+  cuv__drv.cuStreamDestroy(s[1]);
+}
+
+/* ---- stream memory operations on pinned, device-mapped memory ------------------------------ */
+
+/* A write-value behind a slow kernel: by the time the host sees the written value with a plain
+ * load, the kernel's own write is visible too (the write did not overtake the kernel, and its
+ * default memory barrier published what came before). */
+static void test_write_value_after_kernel(void **state) {
+  CUdeviceptr d;
+  uint32_t *w = cuvt_mapped_words(2, &d);
+  uint32_t kernel_value = cuvt_random_nonzero(), flag_value = cuvt_random_nonzero();
+  CUstream s = cuvt_stream_new();
+
+  launch_sleep_then_write(s, SLOW_KERNEL_NS, kernel_value, d);
+  CU_OK(cuv__drv.cuStreamWriteValue32(s, d + 4, flag_value, 0));
+  assert_int_equal(cuvt_poll(&w[1], flag_value, 30000), flag_value);
+  assert_int_equal(cuvt_load(&w[0]), kernel_value);
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  cuv__drv.cuMemFreeHost(w);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* cuStreamWaitValue32 (EQ) holds the stream until the host writes the awaited value: a write-value
+ * behind it does not land while the gate holds a different value, and does once it opens. */
+static void test_wait_value_blocks_stream(void **state) {
+  CUdeviceptr d;
+  uint32_t *w = cuvt_mapped_words(2, &d);
+  uint32_t open = cuvt_random_nonzero(), flag_value = cuvt_random_nonzero();
+  CUstream s = cuvt_stream_new();
+
+  CU_OK(cuv__drv.cuStreamWaitValue32(s, d, open, CU_STREAM_WAIT_VALUE_EQ));
+  CU_OK(cuv__drv.cuStreamWriteValue32(s, d + 4, flag_value, 0));
+  /* Bounded waits that prove something did NOT happen: an open stream lands the write within
+   * microseconds, so 250 ms (over 1000 times that) of nothing means the stream is held. What is
+   * seen is recorded and asserted only after the gate opened: a failure must not leave a held
+   * stream behind (it would block the later tests' cuMemFree). */
+  cuvt_sleep_ms(250);
+  uint32_t while_closed = cuvt_load(&w[1]);
+  CUresult query_while_closed = cuv__drv.cuStreamQuery(s);
+  cuvt_store(&w[0], open + 1); /* not the awaited value: still held */
+  cuvt_sleep_ms(250);
+  uint32_t while_wrong = cuvt_load(&w[1]);
+  cuvt_store(&w[0], open);
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  assert_int_equal(while_closed, 0);
+  assert_int_equal(query_while_closed, CUDA_ERROR_NOT_READY);
+  assert_int_equal(while_wrong, 0);
+  assert_int_equal(cuvt_load(&w[1]), flag_value);
+  cuv__drv.cuMemFreeHost(w);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* ---- copies, memsets and a kernel on random data ------------------------------------------- */
+
+struct copy_case {
+  unsigned n;
+  size_t y_split;            /* y is uploaded in two ranges split here (elements) */
+  size_t z_set_at, z_set_len; /* bytes of z set with memset8 */
+  size_t z_dst, x_src, m;    /* z[z_dst..+m) = x[x_src..+m) (elements) */
+  size_t x_part, x_part_len; /* x[x_part..+len) downloaded on its own */
+  float a;
+  uint8_t byte;
+};
+
+static struct copy_case random_copy_case(void) {
+  struct copy_case c;
+  c.n = random_count(4096, 4096);
+  c.y_split = 1 + cuvt_random_u32() % (c.n - 1);
+  c.z_set_at = cuvt_random_u32() % (c.n * 4 / 2);
+  c.z_set_len = 1 + cuvt_random_u32() % (c.n * 4 / 2);
+  c.m = 1 + cuvt_random_u32() % (c.n / 2);
+  c.z_dst = cuvt_random_u32() % (c.n - c.m);
+  c.x_src = cuvt_random_u32() % (c.n - c.m);
+  c.x_part_len = 1 + cuvt_random_u32() % (c.n / 2);
+  c.x_part = cuvt_random_u32() % (c.n - c.x_part_len);
+  cuvt_random_floats(&c.a, 1);
+  c.byte = (uint8_t)(1 + cuvt_random_u32() % 255);
+  return c;
+}
+
+/* What the device computes, on the host. */
+static void copy_case_reference(const struct copy_case *c, const float *x, const float *y,
+                                float *want_y, float *want_z) {
+  for (size_t i = 0; i < c->n; i++) {
+    want_y[i] = c->a * x[i] + y[i];
+    want_z[i] = 0.25f;
+  }
+  memset((uint8_t *)want_z + c->z_set_at, c->byte, c->z_set_len);
+  memcpy(want_z + c->z_dst, x + c->x_src, c->m * sizeof(float));
+}
+
+static void test_copies_memsets_saxpy(void **state) {
+  struct copy_case c = random_copy_case();
+  size_t bytes = c.n * sizeof(float);
+  float *x = cuvt_pinned(bytes), *y = cuvt_pinned(bytes), *got_y = cuvt_pinned(bytes),
+        *got_z = cuvt_pinned(bytes), *got_x_part = cuvt_pinned(bytes);
+  float *want_y = malloc(bytes), *want_z = malloc(bytes);
+  assert_non_null(want_y);
+  assert_non_null(want_z);
+  cuvt_random_floats(x, c.n);
+  cuvt_random_floats(y, c.n);
+  CUdeviceptr dx = dev_alloc(bytes), dy = dev_alloc(bytes), dz = dev_alloc(bytes);
+  CUstream s = cuvt_stream_new();
+
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(dx, x, bytes, s));
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(dy, y, c.y_split * 4, s));
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(dy + c.y_split * 4, y + c.y_split, bytes - c.y_split * 4, s));
+  CU_OK(cuv__drv.cuMemsetD32Async(dz, float_bits(0.25f), c.n, s));
+  CU_OK(cuv__drv.cuMemsetD8Async(dz + c.z_set_at, c.byte, c.z_set_len, s));
+  CU_OK(cuv__drv.cuMemcpyDtoDAsync(dz + c.z_dst * 4, dx + c.x_src * 4, c.m * 4, s));
+  void *params[] = {&c.n, &c.a, &dx, &dy};
+  cuvt_launch(s, "saxpy", c.n, params);
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got_y, dy, bytes, s));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got_z, dz, bytes, s));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got_x_part, dx + c.x_part * 4, c.x_part_len * 4, s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  copy_case_reference(&c, x, y, want_y, want_z);
+  for (size_t i = 0; i < c.n; i++)
+    assert_float_close(got_y[i], want_y[i]); /* the GPU may fuse a*x+y: not bit-exact */
+  assert_memory_equal(got_z, want_z, bytes);
+  assert_memory_equal(got_x_part, x + c.x_part, c.x_part_len * 4);
+  free(want_y);
+  free(want_z);
+  void *host[] = {x, y, got_y, got_z, got_x_part};
+  for (size_t i = 0; i < 5; i++)
+    cuv__drv.cuMemFreeHost(host[i]);
+  cuv__drv.cuMemFree(dx);
+  cuv__drv.cuMemFree(dy);
+  cuv__drv.cuMemFree(dz);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* ---- stream-ordered allocation ------------------------------------------------------------- */
+
+/* Allocated on a, used on b behind an event, freed on b; a second allocation on b reuses what
+ * the pool got back. Each result is checked, so a free ordered too early would show as data. */
+static void test_stream_ordered_alloc(void **state) {
+  int pools = 0;
+  assert_cuv_ok(cuv_device_attribute(cuvt_device(), CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED,
+                                     &pools));
+  if (!pools)
+    skip();
+  unsigned n = random_count(1000, 4000);
+  size_t bytes = n * sizeof(float);
+  float *x = cuvt_pinned(bytes), *got = cuvt_pinned(bytes), *want = malloc(bytes);
+  uint32_t *got2 = cuvt_pinned(bytes);
+  assert_non_null(want);
+  cuvt_random_floats(x, n);
+  uint32_t fill = cuvt_random_u32();
+  CUstream a = cuvt_stream_new(), b = cuvt_stream_new();
+  CUevent ev;
+  CU_OK(cuv__drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
+
+  CUdeviceptr d = 0, d2 = 0;
+  CU_OK(cuv__drv.cuMemAllocAsync(&d, bytes, a));
+  assert_true(d != 0);
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(d, x, bytes, a));
+  launch_step(a, STEP_ADD_ONE, n, d);
+  CU_OK(cuv__drv.cuEventRecord(ev, a));
+  CU_OK(cuv__drv.cuStreamWaitEvent(b, ev, 0));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got, d, bytes, b));
+  CU_OK(cuv__drv.cuMemFreeAsync(d, b));
+  CU_OK(cuv__drv.cuMemAllocAsync(&d2, bytes, b));
+  CU_OK(cuv__drv.cuMemsetD32Async(d2, fill, n, b));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got2, d2, bytes, b));
+  CU_OK(cuv__drv.cuMemFreeAsync(d2, b));
+  CU_OK(cuv__drv.cuStreamSynchronize(b));
+  CU_OK(cuv__drv.cuStreamSynchronize(a));
+
+  memcpy(want, x, bytes);
+  host_step(STEP_ADD_ONE, want, n);
+  assert_floats_equal(got, want, n);
+  for (size_t i = 0; i < n; i++)
+    assert_int_equal(got2[i], fill);
+  free(want);
+  cuv__drv.cuMemFreeHost(x);
+  cuv__drv.cuMemFreeHost(got);
+  cuv__drv.cuMemFreeHost(got2);
+  cuv__drv.cuEventDestroy(ev);
+  cuv__drv.cuStreamDestroy(a);
+  cuv__drv.cuStreamDestroy(b);
+}
+
+/* ---- graphs -------------------------------------------------------------------------------- */
+
+/* A captured chain runs nothing while captured, and each launch of its instance runs the whole
+ * chain once, in order, with the parameters captured at launch time. */
+static void test_graph_capture_replay(void **state) {
+  enum { STEPS = 5, LAUNCHES = 3 };
+  unsigned n = random_count(1000, 4000);
+  size_t bytes = n * sizeof(float);
+  float *x = cuvt_pinned(bytes), *got = cuvt_pinned(bytes), *want = malloc(bytes);
+  assert_non_null(want);
+  cuvt_random_floats(x, n);
+  CUdeviceptr dx = dev_alloc(bytes);
+  CUstream s = cuvt_stream_new();
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(dx, x, bytes, s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  enum step steps[STEPS];
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  cuvt_fn("scale"); /* look the kernels up now: no module calls while capturing */
+  cuvt_fn("add_one");
+  CU_OK(cuv__drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
+  CU_OK(cuv__drv.cuStreamIsCapturing(s, &status));
+  assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+  for (size_t k = 0; k < STEPS; k++)
+    launch_step(s, steps[k] = random_step(k), n, dx);
+  CUgraph graph = NULL;
+  CU_OK(cuv__drv.cuStreamEndCapture(s, &graph));
+  assert_non_null(graph);
+  CU_OK(cuv__drv.cuStreamIsCapturing(s, &status));
+  assert_int_equal(status, CU_STREAM_CAPTURE_STATUS_NONE);
+
+  /* Capturing ran nothing. */
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got, dx, bytes, s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+  assert_memory_equal(got, x, bytes);
+
+  CUgraphExec exec = NULL;
+  CU_OK(cuv__drv.cuGraphInstantiate(&exec, graph, 0));
+  CU_OK(cuv__drv.cuGraphUpload(exec, s));
+  for (size_t r = 0; r < LAUNCHES; r++)
+    CU_OK(cuv__drv.cuGraphLaunch(exec, s));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got, dx, bytes, s));
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  memcpy(want, x, bytes);
+  for (size_t r = 0; r < LAUNCHES; r++)
+    for (size_t k = 0; k < STEPS; k++)
+      host_step(steps[k], want, n);
+  assert_floats_equal(got, want, n);
+  CU_OK(cuv__drv.cuGraphExecDestroy(exec));
+  CU_OK(cuv__drv.cuGraphDestroy(graph));
+  free(want);
+  cuv__drv.cuMemFreeHost(x);
+  cuv__drv.cuMemFreeHost(got);
+  cuv__drv.cuMemFree(dx);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* ---- failure injection (simulator only) ---------------------------------------------------- */
+
+/* The nth call fails without acting; the calls around it act. Nothing else in this process calls
+ * cuStreamWriteValue32, so the call numbers are ours. */
+static void test_failure_injection(void **state) {
+  if (!cuvt_is_sim())
+    skip(); /* a real driver cannot be told to fail */
+  enum { WRITES = 4, FAILING = 2 };
+  CUdeviceptr d;
+  uint32_t *w = cuvt_mapped_words(WRITES, &d);
+  uint32_t values[WRITES];
+  CUresult results[WRITES];
+  CUstream s = cuvt_stream_new();
+  unsigned long before = cuv_sim_calls("cuStreamWriteValue32");
+
+  cuv_sim_fail("cuStreamWriteValue32", FAILING, CUDA_ERROR_NOT_SUPPORTED);
+  for (size_t i = 0; i < WRITES; i++) {
+    values[i] = cuvt_random_nonzero();
+    results[i] = cuv__drv.cuStreamWriteValue32(s, d + 4 * i, values[i], 0);
+  }
+  cuv_sim_fail_clear();
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  assert_int_equal(cuv_sim_calls("cuStreamWriteValue32") - before, WRITES);
+  for (size_t i = 0; i < WRITES; i++) {
+    int failing = i + 1 == FAILING;
+    assert_int_equal(results[i], failing ? CUDA_ERROR_NOT_SUPPORTED : CUDA_SUCCESS);
+    assert_int_equal(cuvt_load(&w[i]), failing ? 0 : values[i]);
+  }
+  cuv__drv.cuMemFreeHost(w);
+  cuv__drv.cuStreamDestroy(s);
+}
+
+/* ---- kernel parameter layout --------------------------------------------------------------- */
+
+/* Offsets and sizes as the CUDA ABI lays out the test kernels' parameters (test_kernels.cu). */
+static const struct {
+  const char *name;
+  size_t n;
+  size_t offset[4], size[4];
+} param_layouts[] = {
+    {"empty_kernel", 0, {0}, {0}},
+    {"saxpy", 4, {0, 4, 8, 16}, {4, 4, 8, 8}},
+    {"fill_u32", 3, {0, 4, 8}, {4, 4, 8}},
+    {"add_one", 2, {0, 8}, {4, 8}},
+    {"sleep_then_write", 3, {0, 8, 16}, {8, 4, 8}},
+    {"fault_kernel", 1, {0}, {8}},
+};
+
+static void test_param_info(void **state) {
+  if (!cuv__drv.cuFuncGetParamInfo)
+    skip(); /* drivers before CUDA 12.4 */
+  for (size_t k = 0; k < sizeof param_layouts / sizeof param_layouts[0]; k++) {
+    CUfunction fn = cuvt_fn(param_layouts[k].name);
+    for (size_t i = 0; i < param_layouts[k].n; i++) {
+      size_t offset = ~(size_t)0, size = 0;
+      CU_OK(cuv__drv.cuFuncGetParamInfo(fn, i, &offset, &size));
+      if (offset != param_layouts[k].offset[i] || size != param_layouts[k].size[i])
+        print_error("%s param %zu: offset %zu size %zu\n", param_layouts[k].name, i, offset, size);
+      assert_int_equal(offset, param_layouts[k].offset[i]);
+      assert_int_equal(size, param_layouts[k].size[i]);
+    }
+    size_t offset, size;
+    assert_int_equal(cuv__drv.cuFuncGetParamInfo(fn, param_layouts[k].n, &offset, &size),
+                     CUDA_ERROR_INVALID_VALUE);
+  }
+}
+
+int main(void) {
+  cuvt_drv_setup();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fifo_kernel_chain),
+      cmocka_unit_test(test_fifo_slow_kernel_then_copy),
+      cmocka_unit_test(test_event_orders_streams),
+      cmocka_unit_test(test_host_functions),
+      cmocka_unit_test(test_write_value_after_kernel),
+      cmocka_unit_test(test_wait_value_blocks_stream),
+      cmocka_unit_test(test_copies_memsets_saxpy),
+      cmocka_unit_test(test_stream_ordered_alloc),
+      cmocka_unit_test(test_graph_capture_replay),
+      cmocka_unit_test(test_failure_injection),
+      cmocka_unit_test(test_param_info),
+  };
+  return cuvt_run(tests);
+}
