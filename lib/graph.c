@@ -1,6 +1,7 @@
 /* CUDA graphs: an op captured once (relaxed stream capture), instantiated and uploaded, then
  * replayed through an op. The capture's submission never runs anything; it is kept by the graph
- * as the holder of what the captured work touches, and retired with the graph. */
+ * as the holder of what the captured work touches, and retired with the graph. The buffers the
+ * capture touched are not tracked by it (hazard.c): each replay holds them instead. */
 #include "internal.h"
 
 struct cuv_graph_s {
@@ -8,6 +9,7 @@ struct cuv_graph_s {
   cuv_stream_t *stream;
   CUgraphExec exec;
   cuv__submission_t *capture;
+  cuv__uses_t *uses;  /* the captured buffer accesses, held again by each replay */
 };
 
 static cuv_graph_t *graph_ref(cuv_graph_t *g) {
@@ -22,20 +24,26 @@ static void graph_unref(void *arg) {
   if (cuv__bind(g->stream->dev) == 0)
     cuv__drv.cuGraphExecDestroy(g->exec);
   cuv__sub_retire(g->capture);
+  cuv__hazard_uses_free(g->uses);
   cuv__stream_unref(g->stream);
   free(g);
 }
 
 /* Begins capture, executes op into *output, ends capture: always, whatever failed. */
-static int capture_op(cuv_op_t *op, cuv__exec_t *ex, CUgraph *graph, cuv_output_t *output) {
-  int rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, CU_STREAM_CAPTURE_MODE_RELAXED));
+static int capture_op(cuv_op_t *op, cuv__exec_t *ex, CUgraph *graph, cuv_output_t *output,
+                      cuv__uses_t **uses) {
+  int rc = cuv__hazard_capture_begin(ex->sub, uses);
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, CU_STREAM_CAPTURE_MODE_RELAXED));
   if (rc < 0) {
+    cuv__hazard_capture_end();
     cuv_op_free(op);
     return rc;
   }
   cuv__exec_lock();
   rc = cuv__op_execute(op, ex, output);
   cuv__exec_unlock();
+  cuv__hazard_capture_end();
   int end = cuv__cu(cuv__drv.cuStreamEndCapture(ex->stream->cu, graph));
   if (rc == 0 && end < 0)
     rc = end;
@@ -71,12 +79,14 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   }
   CUgraph graph = NULL;
   cuv_output_t output = {0}; /* stays cleared when the capture cannot even begin */
-  rc = capture_op(op, &ex, &graph, &output);
+  cuv__uses_t *uses = NULL;
+  rc = capture_op(op, &ex, &graph, &output, &uses);
   g->stream = cuv__stream_ref(ex.stream);
   if (rc == 0)
     rc = instantiate(g, graph);
   if (rc < 0) {
     cuv_output_release(&output);
+    cuv__hazard_uses_free(uses);
     cuv__stream_unref(g->stream);
     cuv__sub_finish(ex.sub, rc); /* nothing ran, unless the context died meanwhile */
     free(g);
@@ -84,6 +94,7 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   }
   atomic_init(&g->refs, 1);
   g->capture = ex.sub;
+  g->uses = uses;
   if (out)
     *out = output;
   else
@@ -103,8 +114,10 @@ static int launch_graph_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out
   cuv_graph_t *g = ((launch_graph_op_t *)op)->graph;
   int rc = g->stream->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
   /* The submission takes over the op's reference: the graph lives until the replay is proven. */
-  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, graph_unref, g)) == 0)
-    return cuv__cu(cuv__drv.cuGraphLaunch(g->exec, ex->stream->cu));
+  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, graph_unref, g)) == 0) {
+    rc = cuv__hazard_replay(ex, g->uses); /* ordered after conflicting work, and tracked */
+    return rc < 0 ? rc : cuv__cu(cuv__drv.cuGraphLaunch(g->exec, ex->stream->cu));
+  }
   graph_unref(g);
   return rc;
 }

@@ -2,7 +2,11 @@
  * write) on the buffer until it retires. A new access from another stream that conflicts (a write
  * against anything, or a read against a write) is ordered after what that stream has enqueued so
  * far, with an event wait, which covers the conflicting access; the same stream needs nothing, its
- * order is the stream's. */
+ * order is the stream's.
+ *
+ * A stream capture runs nothing, and inside it a wait on work outside the capture is an isolation
+ * error: the capture only notes what it touches, and each replay of the graph holds those buffers
+ * like a launch does, so replays are ordered and tracked on whatever stream they run. */
 #include "internal.h"
 
 struct cuv__access {
@@ -88,10 +92,80 @@ static void access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv_stream_t *strea
   pthread_mutex_unlock(&buf->lock);
 }
 
+/* ---- stream capture ---- */
+
+struct cuv__uses {
+  size_t n, cap;
+  struct cuv__use {
+    cuv_buffer_t *buf;
+    bool write;
+  } *items;
+};
+
+/* The capture this thread is executing (its submission: another submission executed meanwhile,
+ * from a then_unchecked callback, is tracked as usual), and where its accesses go. */
+static _Thread_local struct {
+  cuv__submission_t *sub;
+  cuv__uses_t *uses;
+} capturing;
+
+int cuv__hazard_capture_begin(cuv__submission_t *capture, cuv__uses_t **uses) {
+  if (!(*uses = calloc(1, sizeof **uses)))
+    return CUV_ENOMEM;
+  capturing.sub = capture;
+  capturing.uses = *uses;
+  return 0;
+}
+
+void cuv__hazard_capture_end(void) {
+  capturing.sub = NULL;
+  capturing.uses = NULL;
+}
+
+static int note_use(cuv__uses_t *uses, cuv_buffer_t *buf, bool write) {
+  for (size_t i = 0; i < uses->n; i++) {
+    if (uses->items[i].buf == buf) {
+      uses->items[i].write = uses->items[i].write || write;
+      return 0;
+    }
+  }
+  if (uses->n == uses->cap) {
+    size_t cap = uses->cap ? uses->cap * 2 : 4;
+    struct cuv__use *grown = realloc(uses->items, cap * sizeof *grown);
+    if (!grown)
+      return CUV_ENOMEM;
+    uses->items = grown;
+    uses->cap = cap;
+  }
+  uses->items[uses->n++] = (struct cuv__use){cuv_buffer_ref(buf), write};
+  return 0;
+}
+
+int cuv__hazard_replay(cuv__exec_t *ex, const cuv__uses_t *uses) {
+  int rc = 0;
+  for (size_t i = 0; rc == 0 && i < uses->n; i++)
+    rc = cuv__hold_buffer(ex, uses->items[i].buf,
+                          uses->items[i].write ? CUV_ARG_KIND_RW : CUV_ARG_KIND_READ);
+  return rc;
+}
+
+void cuv__hazard_uses_free(cuv__uses_t *uses) {
+  if (!uses)
+    return;
+  for (size_t i = 0; i < uses->n; i++)
+    cuv_buffer_unref(uses->items[i].buf);
+  free(uses->items);
+  free(uses);
+}
+
+/* ---- holding a buffer ---- */
+
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->sub->dev)
     return CUV_EDEVICE;
   bool write = kind != CUV_ARG_KIND_READ;
+  if (capturing.sub && capturing.sub == ex->sub)
+    return note_use(capturing.uses, buf, write);
   cuv__access_t *a = calloc(1, sizeof *a);
   if (!a)
     return CUV_ENOMEM;
