@@ -25,6 +25,9 @@ static void graph_unref(void *arg) {
     cuv__drv.cuGraphExecDestroy(g->exec);
   cuv__sub_retire(g->capture);
   cuv__hazard_uses_free(g->uses);
+  /* cuv_graph_update's copies hold the stream until reaped, which only a later enqueue or a
+   * synchronize on it does: retire the finished ones now, or they and the stream never go. */
+  cuv__stream_reap(g->stream);
   cuv__stream_unref(g->stream);
   free(g);
 }
