@@ -2,7 +2,7 @@
 # test, calling apt-get (and `apt-get update`, once) only when something is missing.
 
 # The one list to extend (Debian 12 names). python3 comes with meson; it runs tap-summary.py.
-CUV_APT_PACKAGES="meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcmocka-dev"
+CUV_APT_PACKAGES="meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcmocka-dev libhttp-parser-dev"
 
 cuv_missing_packages() {
   local pkg missing=""

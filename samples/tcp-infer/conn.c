@@ -1,0 +1,635 @@
+/* tcp-infer: connections. HTTP/1.1 requests are parsed with http-parser; every request gets a
+ * place in its connection's queue when its message begins, and responses are written from the
+ * head of that queue only, so keep-alive and pipelined requests are answered in order however
+ * their GPU work completes.
+ *
+ * Lifetime. A connection is reference counted: one reference for each of its two handles (the
+ * socket, the linger timer; dropped by their close callbacks) and one for each request that is
+ * not freed yet. Closing it (peer reset, write error, shutdown) frees the requests that are not
+ * running; a request whose GPU work is in flight is marked orphan instead and freed by its
+ * completion, which never touches the socket. So the connection outlives every callback that
+ * refers to it, and a client that goes away mid-request costs nothing but the dropped response.
+ *
+ * Parser callbacks only change state; the read callback flushes after http_parser_execute returns,
+ * so nothing is written or closed while the parser runs. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define MAX_QUEUED 64            /* requests per connection before reading pauses */
+#define MAX_WRITE_QUEUE (4u << 20) /* bytes not yet sent before reading pauses */
+#define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
+
+struct conn {
+  uv_tcp_t tcp;
+  uv_timer_t linger;
+  uv_shutdown_t shutdown;
+  server_t *srv;
+  conn_t *prev, *next; /* the server's list */
+  http_parser parser;
+  unsigned refs;
+  bool closing;   /* uv_close was called */
+  bool read_done; /* no more requests are parsed: EOF, closing response, or parse error */
+  bool peer_eof;
+  bool reading;
+  bool lingering;
+  bool parsing; /* inside http_parser_execute: no writes, no closing */
+  request_t *head, *tail; /* requests in arrival order, not yet handed to a write */
+  unsigned queued;
+  unsigned writing; /* writes in flight */
+  request_t *cur;   /* the request being parsed */
+  /* the header being parsed */
+  char field[32], value[32];
+  size_t field_len, value_len;
+  bool in_value;
+  char url[128];
+  size_t url_len;
+  bool url_long;
+  long x_in_dim, x_batch;
+  bool expect_continue;
+};
+
+/* ---- references --------------------------------------------------------------------------- */
+
+static void conn_ref(conn_t *c) { c->refs++; }
+
+static void conn_unref(conn_t *c) {
+  if (--c->refs > 0)
+    return;
+  server_t *s = c->srv;
+  if (c->prev)
+    c->prev->next = c->next;
+  else
+    s->conns = c->next;
+  if (c->next)
+    c->next->prev = c->prev;
+  s->open_conns--;
+  free(c);
+}
+
+static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+static request_t *request_new(conn_t *c) {
+  request_t *req = calloc(1, sizeof *req);
+  if (!req)
+    return NULL;
+  req->srv = c->srv;
+  req->conn = c;
+  conn_ref(c);
+  req->state = REQ_PARSING;
+  req->keep_alive = true;
+  req->started_ns = uv_hrtime();
+  if (c->tail)
+    c->tail->next = req;
+  else
+    c->head = req;
+  c->tail = req;
+  c->queued++;
+  return req;
+}
+
+static void request_free(request_t *req) {
+  conn_t *c = req->conn;
+  free(req->body);
+  free(req->text);
+  cuv_output_release(&req->out);
+  free(req);
+  conn_unref(c);
+}
+
+static void queue_remove(conn_t *c, request_t *req) {
+  request_t **p = &c->head, *prev = NULL;
+  while (*p && *p != req) {
+    prev = *p;
+    p = &(*p)->next;
+  }
+  if (!*p)
+    return;
+  *p = req->next;
+  if (c->tail == req)
+    c->tail = prev;
+  req->next = NULL;
+  c->queued--;
+}
+
+static const char *reason(unsigned status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Unknown";
+  }
+}
+
+/* A text response (errors, /stats): the request is ready for its turn. */
+static void respond_text(request_t *req, unsigned status, const char *content_type,
+                         char *text) {
+  req->status = status;
+  req->content_type = content_type;
+  req->text = text;
+  req->text_len = text ? strlen(text) : 0;
+  req->state = REQ_READY;
+}
+
+static void respond_error(request_t *req, unsigned status, const char *message) {
+  size_t len = strlen(message) + 2;
+  char *text = malloc(len);
+  if (text)
+    snprintf(text, len, "%s\n", message);
+  respond_text(req, status, "text/plain; charset=utf-8", text);
+}
+
+/* ---- writing responses -------------------------------------------------------------------- */
+
+static void conn_close(conn_t *c);
+static void conn_maybe_finish(conn_t *c);
+static void conn_resume_reading(conn_t *c);
+
+static void on_write(uv_write_t *w, int status) {
+  request_t *req = w->data;
+  conn_t *c = req->conn;
+  server_t *s = c->srv;
+  c->writing--;
+  conn_ref(c);
+  if (status < 0) {
+    s->n.responses_dropped++;
+  } else {
+    s->n.responses_by_status[req->status / 100 % 6]++;
+  }
+  request_free(req);
+  if (status < 0)
+    conn_close(c);
+  else {
+    conn_resume_reading(c);
+    conn_maybe_finish(c);
+  }
+  conn_unref(c);
+}
+
+static void format_head(request_t *req, size_t body_len) {
+  const char *connection = !req->keep_alive ? "Connection: close\r\n"
+                           : req->http10    ? "Connection: keep-alive\r\n"
+                                            : "";
+  char extra[96] = "";
+  if (req->route == ROUTE_INFER && req->status == 200)
+    snprintf(extra, sizeof extra, "X-Batch: %u\r\nX-Out-Dim: %u\r\n", req->batch, MLP_OUT);
+  snprintf(req->head, sizeof req->head,
+           "HTTP/1.1 %u %s\r\nServer: tcp-infer\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+           "%s%s%s\r\n",
+           req->status, reason(req->status), req->content_type, body_len, extra,
+           req->extra_header ? req->extra_header : "", connection);
+}
+
+/* Writes every ready response at the head of the queue (in order, stopping at the first that is
+ * not ready). */
+static void conn_flush(conn_t *c) {
+  if (c->parsing)
+    return; /* on_read flushes once the parser returned */
+  conn_ref(c);
+  while (!c->closing && c->head && c->head->state == REQ_READY) {
+    request_t *req = c->head;
+    c->head = req->next;
+    if (!c->head)
+      c->tail = NULL;
+    req->next = NULL;
+    c->queued--;
+    req->state = REQ_WRITING;
+    uv_buf_t bufs[2];
+    size_t nbufs = 1;
+    if (req->route == ROUTE_INFER && req->status == 200) {
+      bufs[1] = uv_buf_init(req->out.data, req->batch * MLP_OUT * (unsigned)sizeof(float));
+      nbufs = 2;
+    } else if (req->text_len) {
+      bufs[1] = uv_buf_init(req->text, (unsigned)req->text_len);
+      nbufs = 2;
+    }
+    format_head(req, nbufs == 2 ? bufs[1].len : 0);
+    bufs[0] = uv_buf_init(req->head, (unsigned)strlen(req->head));
+    req->write.data = req;
+    c->writing++;
+    if (uv_write(&req->write, (uv_stream_t *)&c->tcp, bufs, (unsigned)nbufs, on_write) != 0) {
+      c->writing--;
+      c->srv->n.responses_dropped++;
+      request_free(req);
+      conn_close(c);
+    }
+  }
+  conn_maybe_finish(c);
+  conn_unref(c);
+}
+
+/* ---- closing ------------------------------------------------------------------------------ */
+
+/* Closes now: requests not running are freed; running ones become orphans. */
+static void conn_close(conn_t *c) {
+  if (c->closing)
+    return;
+  server_t *s = c->srv;
+  c->closing = true;
+  c->read_done = true;
+  uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+  uv_close((uv_handle_t *)&c->linger, on_handle_closed);
+  request_t *req = c->head;
+  c->head = c->tail = c->cur = NULL;
+  c->queued = 0;
+  while (req) {
+    request_t *next = req->next;
+    req->next = NULL;
+    if (req->state != REQ_PARSING)
+      s->n.responses_dropped++;
+    if (req->state == REQ_RUNNING) {
+      req->orphan = true; /* its completion frees it */
+    } else {
+      if (req->state == REQ_WAITING)
+        infer_forget(s, req);
+      request_free(req);
+    }
+    req = next;
+  }
+}
+
+static void on_linger_timeout(uv_timer_t *timer) { conn_close(timer->data); }
+
+static void on_shutdown(uv_shutdown_t *sh, int status) {
+  conn_t *c = sh->data;
+  if (status < 0)
+    conn_close(c);
+}
+
+/* Once nothing more will be parsed and every response is written: close. If the peer has not
+ * finished sending, shut our side down first and read (discarding) until its EOF or a timeout, so
+ * that unread input does not make the kernel reset the connection before it read our response. */
+static void conn_maybe_finish(conn_t *c) {
+  if (c->closing || !c->read_done || c->head || c->writing)
+    return;
+  if (c->peer_eof || c->srv->stopping) {
+    conn_close(c);
+    return;
+  }
+  if (c->lingering)
+    return;
+  c->lingering = true;
+  c->shutdown.data = c;
+  if (uv_shutdown(&c->shutdown, (uv_stream_t *)&c->tcp, on_shutdown) != 0) {
+    conn_close(c);
+    return;
+  }
+  uv_timer_start(&c->linger, on_linger_timeout, LINGER_MS, 0);
+  conn_resume_reading(c);
+}
+
+/* ---- HTTP parsing ------------------------------------------------------------------------- */
+
+static void append(char *dst, size_t cap, size_t *len, const char *at, size_t n) {
+  size_t room = cap - 1 - *len;
+  if (n > room)
+    n = room;
+  memcpy(dst + *len, at, n);
+  *len += n;
+  dst[*len] = '\0';
+}
+
+static int on_message_begin(http_parser *p) {
+  conn_t *c = p->data;
+  request_t *req = request_new(c);
+  if (!req)
+    return -1; /* out of memory: a parse error, answered 400 if possible, then closed */
+  c->srv->n.requests_total++;
+  c->cur = req;
+  c->url_len = c->field_len = c->value_len = 0;
+  c->url_long = c->in_value = c->expect_continue = false;
+  c->x_in_dim = c->x_batch = -1;
+  return 0;
+}
+
+static int on_url(http_parser *p, const char *at, size_t n) {
+  conn_t *c = p->data;
+  if (c->url_len + n >= sizeof c->url)
+    c->url_long = true;
+  append(c->url, sizeof c->url, &c->url_len, at, n);
+  return 0;
+}
+
+static long parse_long(const char *s) {
+  char *end;
+  long v = strtol(s, &end, 10);
+  return end != s && *end == '\0' && v >= 0 ? v : -2;
+}
+
+static void header_done(conn_t *c) {
+  if (!strcasecmp(c->field, "X-In-Dim"))
+    c->x_in_dim = parse_long(c->value);
+  else if (!strcasecmp(c->field, "X-Batch"))
+    c->x_batch = parse_long(c->value);
+  else if (!strcasecmp(c->field, "Expect"))
+    c->expect_continue = !strcasecmp(c->value, "100-continue");
+  c->field_len = c->value_len = 0;
+  c->field[0] = c->value[0] = '\0';
+}
+
+static int on_header_field(http_parser *p, const char *at, size_t n) {
+  conn_t *c = p->data;
+  if (c->in_value) {
+    header_done(c);
+    c->in_value = false;
+  }
+  append(c->field, sizeof c->field, &c->field_len, at, n);
+  return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n) {
+  conn_t *c = p->data;
+  c->in_value = true;
+  append(c->value, sizeof c->value, &c->value_len, at, n);
+  return 0;
+}
+
+static route_t route_of(const char *url) {
+  size_t len = strcspn(url, "?#");
+  if (len == 6 && !strncmp(url, "/infer", 6))
+    return ROUTE_INFER;
+  if (len == 6 && !strncmp(url, "/stats", 6))
+    return ROUTE_STATS;
+  return ROUTE_NONE;
+}
+
+static void on_continue_written(uv_write_t *w, int status) {
+  conn_t *c = w->data;
+  c->writing--;
+  free(w);
+  conn_unref(c);
+}
+
+/* "Expect: 100-continue" (curl sends it for larger bodies): answered only when no earlier
+ * response is pending, so it can never overtake one. */
+static void send_continue(conn_t *c) {
+  static char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  if (c->head != c->cur || c->writing)
+    return;
+  uv_write_t *w = malloc(sizeof *w);
+  if (!w)
+    return;
+  w->data = c;
+  uv_buf_t buf = uv_buf_init(line, sizeof line - 1);
+  conn_ref(c);
+  c->writing++;
+  if (uv_write(w, (uv_stream_t *)&c->tcp, &buf, 1, on_continue_written) != 0) {
+    c->writing--;
+    free(w);
+    conn_unref(c);
+  }
+}
+
+/* Decides the request's fate from its headers: a valid POST /infer gets a body buffer; anything
+ * else gets its error status (its body, if any, is parsed and dropped). */
+static int on_headers_complete(http_parser *p) {
+  conn_t *c = p->data;
+  server_t *s = c->srv;
+  request_t *req = c->cur;
+  if (c->in_value)
+    header_done(c);
+  req->route = c->url_long ? ROUTE_NONE : route_of(c->url);
+  const size_t row_bytes = MLP_IN * sizeof(float);
+  if (req->route == ROUTE_NONE) {
+    req->status = 404;
+  } else if (req->route == ROUTE_STATS) {
+    if (p->method != HTTP_GET) {
+      req->status = 405;
+      req->extra_header = "Allow: GET\r\n";
+    }
+  } else if (p->method != HTTP_POST) {
+    req->status = 405;
+    req->extra_header = "Allow: POST\r\n";
+  } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
+    req->status = 411;
+  } else if (p->content_length > (uint64_t)s->max_batch * row_bytes) {
+    /* Too large to read: answer now and stop reading this connection. */
+    char message[128];
+    snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
+             (unsigned long long)p->content_length, s->max_batch * row_bytes, s->max_batch);
+    req->keep_alive = false;
+    respond_error(req, 413, message);
+    c->cur = NULL;
+    c->read_done = true;
+    http_parser_pause(p, 1);
+    return 0;
+  } else if (p->content_length == 0 || p->content_length % row_bytes) {
+    req->status = 400;
+  } else if ((c->x_in_dim != -1 && c->x_in_dim != MLP_IN) ||
+             (c->x_batch != -1 && (uint64_t)c->x_batch != p->content_length / row_bytes)) {
+    req->status = 400;
+  } else {
+    req->batch = (unsigned)(p->content_length / row_bytes);
+    req->body_cap = (size_t)p->content_length;
+    req->body = malloc(req->body_cap);
+    if (!req->body)
+      req->status = 503;
+    else if (c->expect_continue)
+      send_continue(c);
+  }
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n) {
+  conn_t *c = p->data;
+  request_t *req = c->cur;
+  if (req->body && req->status == 0) {
+    if (n > req->body_cap - req->body_len)
+      n = req->body_cap - req->body_len;
+    memcpy(req->body + req->body_len, at, n);
+    req->body_len += n;
+  }
+  return 0;
+}
+
+static const char *error_message(unsigned status) {
+  switch (status) {
+  case 400: return "body must be a positive multiple of 256 bytes (batch x 64 float32, "
+                   "little-endian); X-In-Dim, if sent, must be 64 and X-Batch the batch";
+  case 404: return "unknown route: POST /infer, GET /stats";
+  case 405: return "method not allowed";
+  case 411: return "POST /infer needs a Content-Length";
+  default: return "server busy";
+  }
+}
+
+static int on_message_complete(http_parser *p) {
+  conn_t *c = p->data;
+  server_t *s = c->srv;
+  request_t *req = c->cur;
+  c->cur = NULL;
+  req->keep_alive = http_should_keep_alive(p);
+  req->http10 = p->http_major == 1 && p->http_minor == 0;
+  if (req->status) {
+    respond_error(req, req->status, error_message(req->status));
+  } else if (req->route == ROUTE_STATS) {
+    size_t len;
+    char *text = metrics_render(s, &len);
+    if (text)
+      respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
+    else
+      respond_error(req, 503, "out of memory");
+  } else {
+    s->n.infer_rows_total += req->batch;
+    infer_start(s, req);
+  }
+  if (!req->keep_alive) {
+    c->read_done = true;
+    http_parser_pause(p, 1);
+  }
+  return 0;
+}
+
+void conn_settings_init(http_parser_settings *st) {
+  http_parser_settings_init(st);
+  st->on_message_begin = on_message_begin;
+  st->on_url = on_url;
+  st->on_header_field = on_header_field;
+  st->on_header_value = on_header_value;
+  st->on_headers_complete = on_headers_complete;
+  st->on_body = on_body;
+  st->on_message_complete = on_message_complete;
+}
+
+/* ---- reading ------------------------------------------------------------------------------ */
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  conn_t *c = handle->data;
+  *buf = uv_buf_init(c->srv->read_buf, sizeof c->srv->read_buf);
+}
+
+/* The peer sent something the parser refused: answer 400 in turn, then close. */
+static void parse_error(conn_t *c) {
+  enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
+  request_t *req = c->cur ? c->cur : request_new(c);
+  c->cur = NULL;
+  c->read_done = true;
+  c->srv->n.parse_errors++;
+  if (!req) {
+    conn_close(c);
+    return;
+  }
+  char message[160];
+  snprintf(message, sizeof message, "malformed request: %s", http_errno_description(err));
+  req->keep_alive = false;
+  respond_error(req, 400, message);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  conn_t *c = stream->data;
+  if (c->closing)
+    return;
+  conn_ref(c);
+  if (nread > 0 && !c->read_done) {
+    c->parsing = true;
+    http_parser_execute(&c->parser, &c->srv->settings, buf->base, (size_t)nread);
+    c->parsing = false;
+    enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
+    if (err != HPE_OK && err != HPE_PAUSED)
+      parse_error(c);
+    /* Back-pressure: a client that pipelines faster than it reads waits. */
+    if (c->queued >= MAX_QUEUED || uv_stream_get_write_queue_size(stream) > MAX_WRITE_QUEUE) {
+      uv_read_stop(stream);
+      c->reading = false;
+    }
+    conn_flush(c);
+  } else if (nread == UV_EOF) {
+    c->peer_eof = true;
+    if (!c->read_done && c->cur) { /* the peer went away in the middle of a request */
+      request_t *req = c->cur;
+      c->cur = NULL;
+      c->srv->n.truncated++;
+      queue_remove(c, req);
+      request_free(req);
+    }
+    c->read_done = true;
+    uv_read_stop(stream);
+    c->reading = false;
+    conn_flush(c);
+  } else if (nread < 0) {
+    conn_close(c);
+  }
+  /* nread > 0 after read_done: input after a closing response or a parse error, discarded. */
+  conn_unref(c);
+}
+
+static void conn_resume_reading(conn_t *c) {
+  if (c->reading || c->closing || c->peer_eof)
+    return;
+  if (!c->read_done && (c->queued > MAX_QUEUED / 2 ||
+                        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_WRITE_QUEUE))
+    return;
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
+    c->reading = true;
+}
+
+void conn_on_connection(uv_stream_t *listener, int status) {
+  server_t *s = listener->data;
+  if (status < 0)
+    return;
+  conn_t *c = calloc(1, sizeof *c);
+  if (!c)
+    return;
+  c->srv = s;
+  uv_tcp_init(s->loop, &c->tcp);
+  uv_timer_init(s->loop, &c->linger);
+  c->tcp.data = c->linger.data = c;
+  c->refs = 2; /* the two handles */
+  c->next = s->conns;
+  if (s->conns)
+    s->conns->prev = c;
+  s->conns = c;
+  s->open_conns++;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || s->stopping) {
+    conn_close(c);
+    return;
+  }
+  s->n.connections_total++;
+  uv_tcp_nodelay(&c->tcp, 1);
+  http_parser_init(&c->parser, HTTP_REQUEST);
+  c->parser.data = c;
+  conn_resume_reading(c);
+}
+
+void conn_close_all(server_t *s) {
+  for (conn_t *c = s->conns; c; c = c->next)
+    conn_close(c);
+}
+
+/* ---- GPU completion ----------------------------------------------------------------------- */
+
+void request_gpu_done(request_t *req) {
+  conn_t *c = req->conn;
+  server_t *s = c->srv;
+  infer_release(s, req);
+  if (req->gpu_status == 0)
+    s->n.gpu_completed++;
+  else
+    s->n.gpu_failed++;
+  if (req->orphan) { /* counted as dropped when its connection closed */
+    request_free(req);
+    return;
+  }
+  if (req->gpu_status == 0) {
+    req->status = 200;
+    req->content_type = "application/octet-stream";
+    req->state = REQ_READY;
+  } else {
+    char message[160];
+    snprintf(message, sizeof message, "GPU work failed: %s (%s)", cuv_err_name(req->gpu_status),
+             cuv_strerror(req->gpu_status));
+    cuv_output_release(&req->out);
+    respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
+  }
+  conn_flush(c);
+}

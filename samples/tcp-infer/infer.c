@@ -1,0 +1,254 @@
+/* tcp-infer: the model on the GPU.
+ *
+ * The weights are uploaded once at start-up and shared by every request (cuv buffers, read by
+ * kernels on any stream). Each request in flight uses one workspace (input, hidden and output
+ * buffers sized for the largest batch); a request that finds none free waits in FIFO order, which
+ * bounds the device memory and the work in flight. A workspace is reused only after the request's
+ * completion callback ran, that is, after cuv proved the GPU work complete.
+ *
+ * One request is one submission:
+ *   htod(in, body, staged) ; dense(in -> hidden, ReLU) ; dense(hidden -> out) ; download(out)
+ * submitted with cuv_uv_submit: its callback runs on the loop thread with the downloaded outputs.
+ * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
+ * libuv program does without the bridge, one worker blocked per request in flight. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#ifdef TCP_INFER_WITH_SIM
+#include <cuv/sim.h>
+
+/* The kernel's host twin for libcuv-sim: mlp_dense of mlp.c, the host reference itself. */
+#define DEV(p) ((float *)(uintptr_t)(*(cuv_deviceptr_t *)(p)))
+static int twin_dense(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  mlp_dense(*(unsigned *)params[0], *(unsigned *)params[1], *(unsigned *)params[2],
+            DEV(params[3]), DEV(params[4]), DEV(params[5]), DEV(params[6]),
+            *(unsigned *)params[7]);
+  return 0;
+}
+
+void infer_register_twin(unsigned delay_us) {
+  const size_t u = sizeof(unsigned), p = sizeof(cuv_deviceptr_t);
+  static size_t sizes[8];
+  const size_t s[8] = {u, u, u, p, p, p, p, u};
+  memcpy(sizes, s, sizeof s);
+  cuv_sim_register_kernel("mlp_dense", twin_dense, 8, sizes);
+  if (delay_us)
+    cuv_sim_set_kernel_duration("mlp_dense", delay_us);
+}
+#else
+void infer_register_twin(unsigned delay_us) {
+  if (delay_us)
+    fprintf(stderr, "tcp-infer: --sim-delay-us ignored (built without libcuv-sim)\n");
+}
+#endif
+
+static cuv_dim3_t grid_for(unsigned threads) { return CUV_DIM1((threads + 127) / 128); }
+
+/* One dense layer: y = act(x W^T + b). */
+static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
+                       cuv_buffer_t *w, cuv_buffer_t *b, cuv_buffer_t *y, unsigned relu) {
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(rows), CUV_ARG_VALUE(in),  CUV_ARG_VALUE(out),
+                            CUV_ARG_READ(x),     CUV_ARG_READ(w),    CUV_ARG_READ(b),
+                            CUV_ARG_WRITE(y),    CUV_ARG_VALUE(relu)};
+  return cuv_launch(s->dense, grid_for(rows * out), CUV_DIM1(128), 0, args, 8);
+}
+
+/* The request's whole GPU work, as one op. The body is staged (copied into pinned memory) when
+ * the op is built, so the caller may free it right after. */
+static cuv_op_t *infer_op(server_t *s, request_t *req) {
+  workspace_t *ws = req->ws;
+  unsigned rows = req->batch;
+  cuv_op_t *op = cuv_memcpy_htod(ws->in, 0, req->body, req->body_len, CUV_COPY_STAGE);
+  if (s->cublas_ctx) {
+    op = cuv_seq(op, infer_cublas_layers(s, ws, rows));
+  } else {
+    op = cuv_seq(op, dense(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, s->b1, ws->hidden, 1));
+    op = cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
+  }
+  return cuv_seq(op, cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+}
+
+/* cuv: the completion, on the loop thread. */
+static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
+  request_t *req = arg;
+  req->gpu_status = status;
+  if (status == 0)
+    req->out = cuv_output_take(out);
+  request_gpu_done(req);
+}
+
+/* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
+static void baseline_work(uv_work_t *work) {
+  request_t *req = work->data;
+  req->gpu_status = cuv_sync(infer_op(req->srv, req), &req->out);
+}
+
+static void baseline_after(uv_work_t *work, int status) {
+  request_t *req = work->data;
+  if (status < 0 && req->gpu_status == 0)
+    req->gpu_status = CUV_ECANCELED;
+  request_gpu_done(req);
+}
+
+static void run(server_t *s, request_t *req) {
+  req->state = REQ_RUNNING;
+  s->n.gpu_submitted++;
+  if (s->baseline) {
+    req->work.data = req;
+    int rc = uv_queue_work(s->loop, &req->work, baseline_work, baseline_after);
+    if (rc == 0)
+      return;
+    req->gpu_status = CUV_EINVAL;
+  } else {
+    cuv_op_t *op = infer_op(s, req);
+    free(req->body); /* staged: cuv holds its own copy */
+    req->body = NULL;
+    int rc = cuv_uv_submit(s->bridge, op, on_gpu_done, req, NULL);
+    if (rc == 0)
+      return;
+    req->gpu_status = rc;
+    s->n.refused_busy++;
+  }
+  request_gpu_done(req); /* refused: answered with the error */
+}
+
+void infer_start(server_t *s, request_t *req) {
+  workspace_t *ws = s->free_ws;
+  if (!ws) {
+    req->state = REQ_WAITING;
+    req->next_wait = NULL;
+    if (s->wait_tail)
+      s->wait_tail->next_wait = req;
+    else
+      s->wait_head = req;
+    s->wait_tail = req;
+    return;
+  }
+  s->free_ws = ws->next;
+  s->free_count--;
+  req->ws = ws;
+  run(s, req);
+}
+
+void infer_forget(server_t *s, request_t *req) {
+  request_t **p = &s->wait_head, *prev = NULL;
+  while (*p && *p != req) {
+    prev = *p;
+    p = &(*p)->next_wait;
+  }
+  if (!*p)
+    return;
+  *p = req->next_wait;
+  if (s->wait_tail == req)
+    s->wait_tail = prev;
+}
+
+void infer_release(server_t *s, request_t *req) {
+  workspace_t *ws = req->ws;
+  if (!ws)
+    return;
+  req->ws = NULL;
+  request_t *next = s->wait_head;
+  if (next && !s->stopping) {
+    s->wait_head = next->next_wait;
+    if (!s->wait_head)
+      s->wait_tail = NULL;
+    next->ws = ws;
+    run(s, next);
+    return;
+  }
+  ws->next = s->free_ws;
+  s->free_ws = ws;
+  s->free_count++;
+}
+
+static int load_kernel(server_t *s, const char *ptx) {
+  cuv_module_t *mod;
+  int rc = cuv_module_load_file(&mod, s->dev, ptx);
+  if (rc != 0) {
+    fprintf(stderr, "tcp-infer: cannot load %s\n", ptx);
+    return rc;
+  }
+  rc = cuv_kernel_get(&s->dense, mod, "mlp_dense");
+  cuv_module_unload(mod); /* the kernel keeps it */
+  return rc;
+}
+
+/* The weights, made from the seed and uploaded once (one blocking cuv_sync at start-up). */
+static int upload_weights(server_t *s, uint64_t seed) {
+  mlp_weights_t *w = malloc(sizeof *w);
+  if (!w)
+    return CUV_ENOMEM;
+  mlp_weights_init(w, seed);
+  struct {
+    cuv_buffer_t **buf;
+    const float *host;
+    size_t bytes;
+  } parts[] = {{&s->w1, w->w1, sizeof w->w1},
+               {&s->b1, w->b1, sizeof w->b1},
+               {&s->w2, w->w2, sizeof w->w2},
+               {&s->b2, w->b2, sizeof w->b2}};
+  cuv_op_t *copies[4];
+  int rc = 0;
+  for (size_t i = 0; i < 4; i++) {
+    if (rc == 0)
+      rc = cuv_buffer_create(parts[i].buf, s->dev, parts[i].bytes);
+    copies[i] = rc == 0 ? cuv_memcpy_htod(*parts[i].buf, 0, parts[i].host, parts[i].bytes,
+                                          CUV_COPY_STAGE)
+                        : NULL;
+  }
+  if (rc == 0)
+    rc = cuv_sync(cuv_zip(copies, 4), NULL);
+  else
+    for (size_t i = 0; i < 4; i++)
+      cuv_op_free(copies[i]);
+  free(w);
+  return rc;
+}
+
+int infer_init(server_t *s, const char *ptx, uint64_t seed, unsigned nworkspaces) {
+  int rc = load_kernel(s, ptx);
+  if (rc == 0)
+    rc = upload_weights(s, seed);
+  if (rc != 0)
+    return rc;
+  s->workspaces = calloc(nworkspaces, sizeof *s->workspaces);
+  if (!s->workspaces)
+    return CUV_ENOMEM;
+  s->nworkspaces = nworkspaces;
+  size_t rows = s->max_batch;
+  for (unsigned i = 0; i < nworkspaces; i++) {
+    workspace_t *ws = &s->workspaces[i];
+    if ((rc = cuv_buffer_create(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
+        (rc = cuv_buffer_create(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
+        (rc = cuv_buffer_create(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+      return rc;
+    ws->next = s->free_ws;
+    s->free_ws = ws;
+    s->free_count++;
+  }
+  return 0;
+}
+
+void infer_free(server_t *s) {
+  infer_cublas_close(s);
+  for (unsigned i = 0; s->workspaces && i < s->nworkspaces; i++) {
+    workspace_t *ws = &s->workspaces[i];
+    cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};
+    for (size_t j = 0; j < 3; j++)
+      if (bufs[j])
+        cuv_buffer_unref(bufs[j]);
+  }
+  free(s->workspaces);
+  s->workspaces = NULL;
+  cuv_buffer_t *weights[] = {s->w1, s->b1, s->w2, s->b2};
+  for (size_t i = 0; i < 4; i++)
+    if (weights[i])
+      cuv_buffer_unref(weights[i]);
+  if (s->dense)
+    cuv_kernel_release(s->dense);
+}

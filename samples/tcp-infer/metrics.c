@@ -1,0 +1,99 @@
+/* tcp-infer: GET /stats, in the Prometheus text exposition format (version 0.0.4): cuv_stats()
+ * as cuv_* metrics, and the server's own counters as cuv_infer_*. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server.h"
+
+static void metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
+          (unsigned long long)v);
+}
+
+/* A family with one label: the HELP and TYPE lines once, then one sample per label value. */
+static void family(FILE *f, const char *name, const char *type, const char *help) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void sample(FILE *f, const char *name, const char *label, const char *value, uint64_t v) {
+  fprintf(f, "%s{%s=\"%s\"} %llu\n", name, label, value, (unsigned long long)v);
+}
+
+static uint64_t count_waiting(const server_t *s) {
+  uint64_t k = 0;
+  for (const request_t *r = s->wait_head; r; r = r->next_wait)
+    k++;
+  return k;
+}
+
+char *metrics_render(const server_t *s, size_t *len) {
+  char *text = NULL;
+  FILE *f = open_memstream(&text, len);
+  if (!f)
+    return NULL;
+  cuv_stats_t st;
+  cuv_stats(&st);
+  const counters_t *n = &s->n;
+
+  metric(f, "cuv_submitted_total", "counter", "Executions cuv accepted (submit, sync, enqueue).",
+         st.submitted);
+  metric(f, "cuv_completed_total", "counter", "Submissions proven complete.", st.completed);
+  family(f, "cuv_completed_by_path_total", "counter",
+         "Submissions proven complete, by the path that proved it.");
+  sample(f, "cuv_completed_by_path_total", "path", "spin", st.completed_spin);
+  sample(f, "cuv_completed_by_path_total", "path", "reactor", st.completed_reactor);
+  sample(f, "cuv_completed_by_path_total", "path", "hostfn", st.completed_hostfn);
+  sample(f, "cuv_completed_by_path_total", "path", "sync", st.completed_sync);
+  sample(f, "cuv_completed_by_path_total", "path", "event", st.completed_event);
+  metric(f, "cuv_fallbacks_total", "counter",
+         "Submissions the reactor could not take (pool full or flag write failed).", st.fallbacks);
+  metric(f, "cuv_faults_total", "counter", "Submissions completed with a device fault.",
+         st.faults);
+  metric(f, "cuv_waits_inserted_total", "counter", "Event waits cuv inserted between streams.",
+         st.waits_inserted);
+  metric(f, "cuv_leaked_total", "counter",
+         "Submissions whose resources were leaked (completion unprovable).", st.leaked);
+  metric(f, "cuv_reactor_wakeups_total", "counter", "Times the reactor thread left its park.",
+         st.reactor_wakeups);
+  metric(f, "cuv_in_flight", "gauge", "Submissions not yet proven complete.", st.in_flight);
+  metric(f, "cuv_reactor_slots_in_use", "gauge", "Reactor flag slots armed now.",
+         st.slots_in_use);
+
+  family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
+  sample(f, "cuv_infer_mode", "mode", s->baseline ? "baseline" : "cuv", 1);
+  metric(f, "cuv_infer_connections_total", "counter", "Connections accepted.",
+         n->connections_total);
+  metric(f, "cuv_infer_connections_open", "gauge", "Connections open (or closing).",
+         s->open_conns);
+  metric(f, "cuv_infer_requests_total", "counter", "HTTP requests begun.", n->requests_total);
+  family(f, "cuv_infer_responses_total", "counter", "HTTP responses written, by status class.");
+  static const char *const classes[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
+  for (int i = 1; i <= 5; i++)
+    sample(f, "cuv_infer_responses_total", "code", classes[i], n->responses_by_status[i]);
+  metric(f, "cuv_infer_rows_total", "counter", "Input rows received in valid POST /infer.",
+         n->infer_rows_total);
+  metric(f, "cuv_infer_gpu_submitted_total", "counter", "Inference requests started on the GPU.",
+         n->gpu_submitted);
+  metric(f, "cuv_infer_gpu_completed_total", "counter", "Inference requests the GPU completed.",
+         n->gpu_completed);
+  metric(f, "cuv_infer_gpu_failed_total", "counter", "Inference requests that failed or were refused.",
+         n->gpu_failed);
+  metric(f, "cuv_infer_gpu_in_flight", "gauge", "Inference requests started and not yet completed.",
+         n->gpu_submitted - n->gpu_completed - n->gpu_failed);
+  metric(f, "cuv_infer_waiting", "gauge", "Complete requests waiting for a free workspace.",
+         count_waiting(s));
+  metric(f, "cuv_infer_workspaces", "gauge", "Device workspaces (one per request in flight).",
+         s->nworkspaces);
+  metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.", s->free_count);
+  metric(f, "cuv_infer_responses_dropped_total", "counter",
+         "Responses not delivered: the connection closed or failed first.", n->responses_dropped);
+  metric(f, "cuv_infer_truncated_total", "counter",
+         "Requests cut short by the peer closing the connection.", n->truncated);
+  metric(f, "cuv_infer_parse_errors_total", "counter", "Malformed requests (answered 400).",
+         n->parse_errors);
+  if (fclose(f) != 0) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}

@@ -1,0 +1,14 @@
+// tcp-infer's kernel, compiled to PTX by nvcc at build time: one dense layer, bias and optional
+// ReLU fused, one thread per output element. Its host twin for the simulator is mlp_dense in
+// mlp.c (same name, same parameters, same order of additions).
+extern "C" __global__ void mlp_dense(unsigned rows, unsigned in_dim, unsigned out_dim,
+                                     const float *x, const float *w, const float *b, float *y,
+                                     unsigned relu) {
+  unsigned idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= rows * out_dim) return;
+  unsigned r = idx / out_dim, o = idx % out_dim;
+  const float *xr = x + (size_t)r * in_dim, *wo = w + (size_t)o * in_dim;
+  float acc = b[o];
+  for (unsigned i = 0; i < in_dim; i++) acc += xr[i] * wo[i];
+  y[idx] = relu && acc < 0.0f ? 0.0f : acc;
+}

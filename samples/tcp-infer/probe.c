@@ -1,0 +1,525 @@
+/* tcp-infer-probe: the server's behaviour on good and bad input, as cmocka cases (TAP). Run by
+ * tcp-infer-run, which starts the server and adds "--port PORT":
+ *
+ *   tcp-infer-run tcp-infer --sim-delay-us 20000 -- tcp-infer-probe
+ *
+ * Blocking sockets, one connection per scenario (plus one per GET /stats). Every 200 answer to
+ * POST /infer is checked against the host computation (mlp.c, default seed). Waiting for the
+ * server to settle (work in flight retired) polls GET /stats without any time limit of its own:
+ * the test runner's timeout is the only bound, so no assertion depends on timing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <http_parser.h>
+
+#include "mlp.h"
+
+static int port;
+static mlp_weights_t weights;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+/* ---- a blocking HTTP client ---------------------------------------------------------------- */
+
+typedef struct response {
+  unsigned status;
+  char *body;
+  size_t len;
+  bool keep_alive;
+  bool done;
+  long x_batch;
+  char field[32];
+} response_t;
+
+typedef struct client {
+  int fd;
+  char buf[1 << 16];
+  size_t off, len;
+  http_parser parser;
+  response_t *cur;
+} client_t;
+
+static int on_header_field(http_parser *p, const char *at, size_t n) {
+  client_t *c = p->data;
+  snprintf(c->cur->field, sizeof c->cur->field, "%.*s", (int)n, at);
+  return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t n) {
+  client_t *c = p->data;
+  if (!strcasecmp(c->cur->field, "X-Batch"))
+    c->cur->x_batch = strtol(at, NULL, 10);
+  return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n) {
+  response_t *r = ((client_t *)p->data)->cur;
+  r->body = realloc(r->body, r->len + n + 1);
+  memcpy(r->body + r->len, at, n);
+  r->len += n;
+  r->body[r->len] = '\0';
+  return 0;
+}
+
+static int on_message_complete(http_parser *p) {
+  response_t *r = ((client_t *)p->data)->cur;
+  r->status = p->status_code;
+  r->keep_alive = http_should_keep_alive(p);
+  r->done = true;
+  http_parser_pause(p, 1); /* one response per read_response */
+  return 0;
+}
+
+static http_parser_settings settings = {
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+static client_t *dial(void) {
+  client_t *c = calloc(1, sizeof *c);
+  assert_non_null(c);
+  c->fd = socket(AF_INET, SOCK_STREAM, 0);
+  assert_true(c->fd >= 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  assert_int_equal(connect(c->fd, (struct sockaddr *)&addr, sizeof addr), 0);
+  int one = 1;
+  setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  http_parser_init(&c->parser, HTTP_RESPONSE);
+  c->parser.data = c;
+  return c;
+}
+
+static void hang_up(client_t *c) {
+  close(c->fd);
+  free(c);
+}
+
+/* Closes with a reset (SO_LINGER 0): the abrupt disconnect of a crashed client. */
+static void reset(client_t *c) {
+  struct linger lg = {1, 0};
+  setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+  hang_up(c);
+}
+
+static void send_all(client_t *c, const void *data, size_t len) {
+  const char *p = data;
+  while (len) {
+    ssize_t n = send(c->fd, p, len, MSG_NOSIGNAL);
+    assert_true(n > 0);
+    p += n;
+    len -= (size_t)n;
+  }
+}
+
+static void send_str(client_t *c, const char *s) { send_all(c, s, strlen(s)); }
+
+/* Reads one response; false when the connection ended first. */
+static bool read_response(client_t *c, response_t *r) {
+  memset(r, 0, sizeof *r);
+  r->x_batch = -1;
+  c->cur = r;
+  for (;;) {
+    if (c->off < c->len) {
+      size_t n = http_parser_execute(&c->parser, &settings, c->buf + c->off, c->len - c->off);
+      c->off += n;
+      if (r->done) {
+        http_parser_pause(&c->parser, 0);
+        return true;
+      }
+      if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK)
+        return false;
+    }
+    c->off = c->len = 0;
+    ssize_t n = recv(c->fd, c->buf, sizeof c->buf, 0);
+    if (n <= 0)
+      return false;
+    c->len = (size_t)n;
+  }
+}
+
+static void free_response(response_t *r) {
+  free(r->body);
+  r->body = NULL;
+}
+
+/* After a closing response, the server closes: EOF (or a reset), nothing else. */
+static void assert_closed(client_t *c) {
+  assert_int_equal(c->off, c->len); /* nothing after the last response */
+  char byte;
+  ssize_t n = recv(c->fd, &byte, 1, 0);
+  assert_true(n == 0 || (n < 0 && errno == ECONNRESET));
+}
+
+/* ---- requests ------------------------------------------------------------------------------ */
+
+typedef struct batch {
+  unsigned rows;
+  float *in, *want;
+} batch_t;
+
+static batch_t make_batch(unsigned rows) {
+  batch_t b = {rows, malloc((size_t)rows * MLP_IN * sizeof(float)),
+               malloc((size_t)rows * MLP_OUT * sizeof(float))};
+  assert_non_null(b.in);
+  assert_non_null(b.want);
+  mlp_random_inputs(b.in, (size_t)rows * MLP_IN, &rng);
+  mlp_forward(&weights, rows, b.in, b.want);
+  return b;
+}
+
+static void free_batch(batch_t *b) {
+  free(b->in);
+  free(b->want);
+}
+
+static void send_infer(client_t *c, const batch_t *b, const char *extra_headers) {
+  char head[256];
+  size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);
+  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n%s\r\n",
+           bytes, extra_headers ? extra_headers : "");
+  send_str(c, head);
+  send_all(c, b->in, bytes);
+}
+
+static void assert_infer_ok(client_t *c, const batch_t *b) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.x_batch, b->rows);
+  assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
+  assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
+                               (size_t)b->rows * MLP_OUT));
+  free_response(&r);
+}
+
+static unsigned expect_status(client_t *c, unsigned status) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, status);
+  bool keep_alive = r.keep_alive;
+  free_response(&r);
+  return keep_alive;
+}
+
+/* One valid request on a new connection: the server is alive and right. */
+static void assert_serving(void) {
+  client_t *c = dial();
+  batch_t b = make_batch(3);
+  send_infer(c, &b, NULL);
+  assert_infer_ok(c, &b);
+  free_batch(&b);
+  hang_up(c);
+}
+
+/* ---- GET /stats ---------------------------------------------------------------------------- */
+
+static char *get_stats(void) {
+  client_t *c = dial();
+  send_str(c, "GET /stats HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  hang_up(c);
+  return r.body;
+}
+
+/* The value of an unlabelled metric. */
+static double metric(const char *stats, const char *name) {
+  size_t len = strlen(name);
+  for (const char *line = stats; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+    if (!strncmp(line, name, len) && line[len] == ' ')
+      return strtod(line + len + 1, NULL);
+  fail_msg("metric %s missing", name);
+  return 0;
+}
+
+static void pause_ms(unsigned ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls until no GPU work is in flight, every workspace is back, and at most `conns` connections
+ * remain (those of the caller); no time limit of its own (the test's timeout is the bound). */
+static char *wait_settled(unsigned conns) {
+  for (;;) {
+    char *s = get_stats();
+    /* the stats connection itself is counted while it is open */
+    if (metric(s, "cuv_infer_gpu_in_flight") == 0 && metric(s, "cuv_in_flight") == 0 &&
+        metric(s, "cuv_infer_workspaces_free") == metric(s, "cuv_infer_workspaces") &&
+        metric(s, "cuv_infer_connections_open") <= conns + 1)
+      return s;
+    free(s);
+    pause_ms(10);
+  }
+}
+
+/* ---- scenarios ----------------------------------------------------------------------------- */
+
+static void test_keep_alive(void **state) {
+  client_t *c = dial();
+  const unsigned sizes[] = {1, 7, MLP_DEFAULT_MAX_BATCH};
+  for (size_t i = 0; i < 3; i++) {
+    batch_t b = make_batch(sizes[i]);
+    send_infer(c, &b, i == 1 ? "X-In-Dim: 64\r\nX-Batch: 7\r\n" : NULL);
+    assert_infer_ok(c, &b);
+    free_batch(&b);
+  }
+  hang_up(c);
+}
+
+static void test_pipelined_in_order(void **state) {
+  client_t *c = dial();
+  batch_t b2 = make_batch(2), b5 = make_batch(5), b1 = make_batch(1);
+  /* Five requests in one write: answers come back in this order whatever the GPU does. */
+  send_infer(c, &b2, NULL);
+  send_str(c, "GET /stats HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_infer(c, &b5, NULL);
+  send_str(c, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_infer(c, &b1, "Connection: close\r\n");
+  assert_infer_ok(c, &b2);
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_non_null(strstr(r.body, "cuv_submitted_total"));
+  free_response(&r);
+  assert_infer_ok(c, &b5);
+  assert_true(expect_status(c, 404));
+  assert_infer_ok(c, &b1);
+  assert_closed(c);
+  free_batch(&b2);
+  free_batch(&b5);
+  free_batch(&b1);
+  hang_up(c);
+}
+
+static void test_many_connections(void **state) {
+  enum { N = 48 };
+  client_t *c[N];
+  batch_t b[N];
+  for (unsigned i = 0; i < N; i++) {
+    c[i] = dial();
+    b[i] = make_batch(1 + i % 9);
+  }
+  for (unsigned round = 0; round < 3; round++) {
+    for (unsigned i = 0; i < N; i++)
+      send_infer(c[i], &b[i], NULL);
+    for (unsigned i = N; i-- > 0;)
+      assert_infer_ok(c[i], &b[i]);
+  }
+  for (unsigned i = 0; i < N; i++) {
+    free_batch(&b[i]);
+    hang_up(c[i]);
+  }
+}
+
+static void test_truncated_body(void **state) {
+  char *before = get_stats();
+  double truncated = metric(before, "cuv_infer_truncated_total");
+  free(before);
+  client_t *c = dial();
+  batch_t b = make_batch(2);
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: 512\r\n\r\n");
+  send_all(c, b.in, 100); /* 100 of 512 bytes, then the client goes away */
+  hang_up(c);
+  free_batch(&b);
+  for (;;) { /* the server notices the EOF and drops the partial request */
+    char *s = get_stats();
+    double now = metric(s, "cuv_infer_truncated_total");
+    free(s);
+    if (now > truncated)
+      break;
+    pause_ms(10);
+  }
+  assert_serving();
+}
+
+static void test_oversized(void **state) {
+  client_t *c = dial();
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999999\r\n\r\n");
+  assert_false(expect_status(c, 413));
+  assert_closed(c);
+  hang_up(c);
+
+  /* One row over the limit, body being sent: still 413, and the connection closes cleanly. */
+  c = dial();
+  batch_t b = make_batch(MLP_DEFAULT_MAX_BATCH + 1);
+  send_infer(c, &b, NULL);
+  assert_false(expect_status(c, 413));
+  assert_closed(c);
+  free_batch(&b);
+  hang_up(c);
+  assert_serving();
+}
+
+static void test_wrong_dimension(void **state) {
+  client_t *c = dial();
+  char body[300] = {0};
+  /* Not a multiple of 64 floats; empty; a declared dimension or batch that does not match. */
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n");
+  send_all(c, body, 100);
+  assert_true(expect_status(c, 400));
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  assert_true(expect_status(c, 400));
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nX-In-Dim: 32\r\nContent-Length: 256\r\n\r\n");
+  send_all(c, body, 256);
+  assert_true(expect_status(c, 400));
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nX-Batch: 3\r\nContent-Length: 256\r\n\r\n");
+  send_all(c, body, 256);
+  assert_true(expect_status(c, 400));
+  /* ... and the same connection still serves. */
+  batch_t b = make_batch(4);
+  send_infer(c, &b, NULL);
+  assert_infer_ok(c, &b);
+  free_batch(&b);
+  hang_up(c);
+}
+
+static void test_malformed(void **state) {
+  client_t *c = dial();
+  send_str(c, "HELLO WORLD\r\n\r\n");
+  assert_false(expect_status(c, 400));
+  assert_closed(c);
+  hang_up(c);
+
+  /* A valid request, then garbage: the first is answered, then 400, then the close. */
+  c = dial();
+  batch_t b = make_batch(3);
+  send_infer(c, &b, NULL);
+  send_str(c, "GET /stats HTTP/1.1\r\nBad Header Line\r\n\r\n");
+  assert_infer_ok(c, &b);
+  assert_false(expect_status(c, 400));
+  assert_closed(c);
+  free_batch(&b);
+  hang_up(c);
+  assert_serving();
+}
+
+static void test_routes_and_methods(void **state) {
+  client_t *c = dial();
+  send_str(c, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 404));
+  send_str(c, "GET /infer HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 405));
+  send_str(c, "POST /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
+  assert_true(expect_status(c, 405));
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  assert_true(expect_status(c, 411));
+  batch_t b = make_batch(2);
+  send_infer(c, &b, NULL);
+  assert_infer_ok(c, &b);
+  free_batch(&b);
+  hang_up(c);
+}
+
+/* Clients that go away while their GPU work is in flight (reset, and orderly close): the work
+ * completes, its workspaces come back, nothing is written to the dead connection, the server
+ * serves on. Under ASan this is the use-after-free check of the orphaned requests. */
+static void disconnect_in_flight(bool abrupt) {
+  char *before = get_stats();
+  double submitted = metric(before, "cuv_infer_gpu_submitted_total");
+  free(before);
+  client_t *c = dial();
+  batch_t b = make_batch(16);
+  for (int i = 0; i < 8; i++)
+    send_infer(c, &b, NULL);
+  /* Wait until the server started the work (it may already have finished on a fast GPU). */
+  bool seen_in_flight = false;
+  for (;;) {
+    char *s = get_stats();
+    double started = metric(s, "cuv_infer_gpu_submitted_total") - submitted;
+    seen_in_flight = metric(s, "cuv_infer_gpu_in_flight") > 0;
+    free(s);
+    if (started >= 1)
+      break;
+    pause_ms(1);
+  }
+  if (abrupt)
+    reset(c);
+  else
+    hang_up(c);
+  free_batch(&b);
+  char *s = wait_settled(0);
+  print_message("# %s disconnect with work in flight (seen: %s); responses dropped so far: %.0f\n",
+                abrupt ? "abrupt" : "orderly", seen_in_flight ? "yes" : "no",
+                metric(s, "cuv_infer_responses_dropped_total"));
+  assert_true(metric(s, "cuv_infer_gpu_completed_total") >= submitted + 1);
+  assert_int_equal(metric(s, "cuv_infer_gpu_failed_total"), 0);
+  free(s);
+  assert_serving();
+}
+
+static void test_disconnect_abrupt(void **state) { disconnect_in_flight(true); }
+static void test_disconnect_orderly(void **state) { disconnect_in_flight(false); }
+
+/* Every sample has its # HELP and # TYPE, every name the cuv_ prefix. */
+static void test_stats_format(void **state) {
+  char *s = get_stats();
+  char *save = NULL, *copy = strdup(s);
+  unsigned samples = 0;
+  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+    if (line[0] == '#') {
+      assert_true(!strncmp(line, "# HELP cuv_", 11) || !strncmp(line, "# TYPE cuv_", 11));
+      continue;
+    }
+    assert_true(!strncmp(line, "cuv_", 4));
+    char name[96];
+    assert_int_equal(sscanf(line, "%95[a-z_]", name), 1);
+    char help[128], type[128];
+    snprintf(help, sizeof help, "# HELP %s ", name);
+    snprintf(type, sizeof type, "# TYPE %s ", name);
+    assert_non_null(strstr(s, help));
+    assert_non_null(strstr(s, type));
+    samples++;
+  }
+  assert_true(samples >= 20);
+  assert_int_equal(metric(s, "cuv_leaked_total"), 0);
+  free(copy);
+  free(s);
+}
+
+/* Last: everything retired, nothing failed, still right. */
+static void test_settled(void **state) {
+  char *s = wait_settled(0);
+  assert_int_equal(metric(s, "cuv_infer_gpu_failed_total"), 0);
+  assert_int_equal(metric(s, "cuv_faults_total"), 0);
+  assert_true(metric(s, "cuv_infer_parse_errors_total") >= 2);
+  free(s);
+  assert_serving();
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i + 1 < argc; i++)
+    if (!strcmp(argv[i], "--port"))
+      port = atoi(argv[i + 1]);
+  if (port <= 0) {
+    fprintf(stderr, "usage: tcp-infer-probe --port N (run it through tcp-infer-run)\n");
+    return 2;
+  }
+  mlp_weights_init(&weights, MLP_DEFAULT_SEED);
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_keep_alive),        cmocka_unit_test(test_pipelined_in_order),
+      cmocka_unit_test(test_many_connections),  cmocka_unit_test(test_truncated_body),
+      cmocka_unit_test(test_oversized),         cmocka_unit_test(test_wrong_dimension),
+      cmocka_unit_test(test_malformed),         cmocka_unit_test(test_routes_and_methods),
+      cmocka_unit_test(test_disconnect_abrupt), cmocka_unit_test(test_disconnect_orderly),
+      cmocka_unit_test(test_stats_format),      cmocka_unit_test(test_settled),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

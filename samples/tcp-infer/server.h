@@ -1,0 +1,139 @@
+/* tcp-infer: the server's parts (README.md describes the protocol).
+ *
+ *   server.c   options, start-up, shutdown
+ *   conn.c     connections: HTTP/1.1 parsing (http-parser), requests answered in order
+ *   infer.c    the model on the GPU: weights, workspaces, the cuv pipeline (or the baseline:
+ *              the same work in libuv's thread pool with a blocking cuv_sync)
+ *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
+ *
+ * Everything here runs on the loop thread, except infer.c's baseline work function (a thread-pool
+ * worker: it touches only its request's GPU work). */
+#ifndef TCP_INFER_SERVER_H
+#define TCP_INFER_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <http_parser.h>
+#include <uv.h>
+
+#include <cuv.h>
+#include <cuv/uv.h>
+
+#include "mlp.h"
+
+typedef struct server server_t;
+typedef struct conn conn_t;
+typedef struct request request_t;
+typedef struct workspace workspace_t;
+
+/* Device memory for one request in flight, sized for the largest batch; reused once the
+ * request's GPU work completed. */
+struct workspace {
+  cuv_buffer_t *in, *hidden, *out;
+  workspace_t *next;
+};
+
+typedef enum {
+  REQ_PARSING, /* its message is being parsed */
+  REQ_WAITING, /* complete, waiting for a workspace */
+  REQ_RUNNING, /* its GPU work is in flight */
+  REQ_READY,   /* its response is ready, waiting for the requests before it */
+  REQ_WRITING, /* its response is being written (owned by the write) */
+} req_state_t;
+
+typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS } route_t;
+
+struct request {
+  server_t *srv;
+  conn_t *conn; /* holds a reference */
+  request_t *next;      /* the connection's queue, in arrival order */
+  request_t *next_wait; /* the server's queue of requests waiting for a workspace */
+  req_state_t state;
+  bool orphan;     /* its connection closed while the GPU worked: free it on completion */
+  bool keep_alive;
+  bool http10;
+  route_t route;
+  unsigned status; /* HTTP status of the response */
+  char *body;      /* POST /infer: the input batch */
+  size_t body_len, body_cap;
+  unsigned batch;
+  uint64_t started_ns;
+  workspace_t *ws;
+  int gpu_status;     /* the GPU work's result */
+  cuv_output_t out;   /* POST /infer: the downloaded outputs */
+  char *text;         /* other responses: a malloc'd text body */
+  size_t text_len;
+  const char *content_type;
+  const char *extra_header; /* e.g. "Allow: POST\r\n" */
+  char head[320];     /* the response's status line and headers */
+  uv_write_t write;
+  uv_work_t work;     /* --baseline */
+};
+
+typedef struct counters {
+  uint64_t connections_total;
+  uint64_t requests_total;
+  uint64_t responses_by_status[6]; /* 1xx .. 5xx at [1..5] */
+  uint64_t infer_rows_total;
+  uint64_t gpu_submitted, gpu_completed, gpu_failed;
+  uint64_t responses_dropped; /* the connection went away before its response was written */
+  uint64_t truncated;         /* connections closed in the middle of a request */
+  uint64_t parse_errors;
+  uint64_t refused_busy;      /* 503: the bridge refused the submission */
+} counters_t;
+
+struct server {
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  uv_signal_t sigint, sigterm;
+  uv_timer_t duration;
+  cuv_uv_t *bridge; /* NULL in --baseline */
+  cuv_device_t *dev;
+  cuv_kernel_t *dense;
+  cuv_buffer_t *w1, *b1, *w2, *b2;
+  workspace_t *workspaces, *free_ws;
+  unsigned nworkspaces, free_count;
+  request_t *wait_head, *wait_tail;
+  conn_t *conns; /* open connections, for shutdown */
+  unsigned open_conns;
+  unsigned max_batch;
+  bool baseline, cublas, stopping;
+  void *cublas_ctx; /* infer.c's cuBLAS state when --cublas found the library */
+  counters_t n;
+  http_parser_settings settings;
+  char read_buf[65536]; /* the loop reads one connection at a time */
+};
+
+/* conn.c */
+void conn_settings_init(http_parser_settings *settings);
+void conn_on_connection(uv_stream_t *listener, int status);
+void conn_close_all(server_t *s);
+/* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
+void request_gpu_done(request_t *req);
+
+/* infer.c */
+int infer_init(server_t *s, const char *ptx, uint64_t seed, unsigned nworkspaces);
+void infer_free(server_t *s);
+/* Starts a complete POST /infer (body and batch valid): now, or once a workspace is free. */
+void infer_start(server_t *s, request_t *req);
+/* A request that never started (waiting) leaves the wait queue. */
+void infer_forget(server_t *s, request_t *req);
+/* Gives the request's workspace back (next waiting request starts on it). */
+void infer_release(server_t *s, request_t *req);
+/* Registers the kernel's host twin with libcuv-sim (when linked); delay_us > 0 makes each launch
+ * last at least that long on the simulator (a stand-in for a GPU's latency). */
+void infer_register_twin(unsigned delay_us);
+
+/* cublas.c: --cublas. Loads libcublas at run time (never linked) and, when it loads, runs the
+ * layers as cublasSgemm inside cuv_with_context; returns 0, or non-zero when it is unavailable
+ * (the server then silently keeps its own kernel). */
+int infer_cublas_open(server_t *s);
+void infer_cublas_close(server_t *s);
+/* The two layers for `rows` rows of ws->in into ws->out, as one op. */
+cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
+
+/* metrics.c: the /stats body (malloc'd). */
+char *metrics_render(const server_t *s, size_t *len);
+
+#endif
