@@ -265,19 +265,51 @@ static void probe_slots(void) {
   }
 }
 
-/* Host-callback work on a faulted stream never gets its callback: complete it here. (Completing
- * under watch_lock nests the queue's lock inside it; nothing takes them the other way round.) */
-static void probe_watched(void) {
+/* The distinct streams of watched work, referenced (they may retire while we ask the driver). */
+static size_t watched_streams(cuv_stream_t ***out) {
+  size_t max = 0, n = 0;
+  pthread_mutex_lock(&R.watch_lock);
+  for (cuv__submission_t *sub = R.watch_head; sub; sub = sub->watch_next)
+    max++;
+  cuv_stream_t **streams = max ? malloc(max * sizeof *streams) : NULL;
+  for (cuv__submission_t *sub = R.watch_head; streams && sub; sub = sub->watch_next) {
+    bool seen = false;
+    for (size_t i = 0; i < n && !seen; i++)
+      seen = streams[i] == sub->stream;
+    if (!seen)
+      streams[n++] = cuv__stream_ref(sub->stream);
+  }
+  pthread_mutex_unlock(&R.watch_lock);
+  *out = streams;
+  return n;
+}
+
+/* Completes the watched work of a faulted stream. No driver call under watch_lock: a host function
+ * takes that lock, and the driver may hold a query of its stream until the function returns.
+ * (Completing under it nests the queue's lock inside; nothing takes them the other way round.) */
+static void complete_watched_on(cuv_stream_t *stream, int status) {
   pthread_mutex_lock(&R.watch_lock);
   for (cuv__submission_t *sub = R.watch_head, *next; sub; sub = next) {
     next = sub->watch_next;
-    int state = stream_state(sub);
-    if (state < 0) {
+    if (sub->stream == stream) {
       unlink_watched(sub);
-      cuv__complete(sub, state, CUV__PATH_REACTOR);
+      cuv__complete(sub, status, CUV__PATH_REACTOR);
     }
   }
   pthread_mutex_unlock(&R.watch_lock);
+}
+
+/* Host-callback work on a faulted stream never gets its callback: complete it here. */
+static void probe_watched(void) {
+  cuv_stream_t **streams;
+  size_t n = watched_streams(&streams);
+  for (size_t i = 0; i < n; i++) {
+    int state = cuv__bind(streams[i]->dev) < 0 ? 1 : cuv__cu(cuv__drv.cuStreamQuery(streams[i]->cu));
+    if (state < 0 && state != cuv__cu(CUDA_ERROR_NOT_READY))
+      complete_watched_on(streams[i], state);
+    cuv__stream_unref(streams[i]);
+  }
+  free(streams);
 }
 
 static void sleep_ns(uint64_t ns) {
