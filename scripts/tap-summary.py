@@ -60,14 +60,15 @@ def count_test(entry):
     return passed, failed, skipped, names
 
 
-def summarize(path, quiet):
+def summarize(path):
+    """([passed, failed, skipped], failure lines) for one testlog.json."""
     totals = [0, 0, 0]
+    failures = []
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             lines = f.readlines()
     except OSError as e:
-        print("cannot read %s: %s" % (path, e), file=sys.stderr)
-        return [0, 1, 0]
+        return [0, 1, 0], ["FAILED cannot read %s: %s" % (path, e.strerror)]
     for raw in lines:
         raw = raw.strip()
         if not raw:
@@ -77,10 +78,8 @@ def summarize(path, quiet):
         totals[0] += p
         totals[1] += f
         totals[2] += s
-        if not quiet:
-            for name in names:
-                print("FAILED %s: %s" % (entry.get("name", "?"), name))
-    return totals
+        failures += ["FAILED %s: %s" % (entry.get("name", "?"), name) for name in names]
+    return totals, failures
 
 
 def line(t):
@@ -96,9 +95,12 @@ def main(argv):
     total = [0, 0, 0]
     for arg in logs:
         label, _, path = arg.partition("=") if "=" in arg else ("", "", arg)
-        t = summarize(path, quiet)
+        t, failures = summarize(path)
         if len(logs) > 1:
             print("  %s: %s" % (label or path, line(t)))
+        if not quiet:
+            for failure in failures:
+                print(("    " if len(logs) > 1 else "") + failure)
         total = [a + b for a, b in zip(total, t)]
     print(line(total))
     return 1 if total[1] else 0
