@@ -12,6 +12,21 @@
 
 #include "sim.h"
 
+/* Captures begun and not yet ended, of every context (they hold a reference while listed). */
+static struct sim_capture *live_captures;
+
+/* Takes c off the live list; true when it was there (the caller drops the list's reference). */
+static bool live_unlink(struct sim_capture *c) {
+  for (struct sim_capture **p = &live_captures; *p; p = &(*p)->live_next) {
+    if (*p == c) {
+      *p = c->live_next;
+      c->live_next = NULL;
+      return true;
+    }
+  }
+  return false;
+}
+
 static CUresult members_add(struct sim_capture *c, struct sim_stream *s) {
   if (c->nmembers == c->capacity) {
     size_t cap = c->capacity ? c->capacity * 2 : 4;
@@ -61,13 +76,12 @@ void sim_capture_invalidate(struct sim_stream *s) {
     s->cap->invalidated = true;
 }
 
+/* A forked stream only has to be joined back once it captured work of its own (a fork with no
+ * work does not fail cuStreamEndCapture). */
 CUresult sim_capture_join(struct sim_stream *s, struct sim_capture *c) {
   if (c->invalidated)
     return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-  CUresult r = members_add(c, s);
-  if (r == CUDA_SUCCESS)
-    s->cap_ops = 1; /* the fork itself must be joined back */
-  return r;
+  return members_add(c, s);
 }
 
 /* Removes s from its capture. The capture object may be freed here; s survives (the caller
@@ -87,12 +101,33 @@ static void member_detach(struct sim_stream *s) {
   sim_capture_unref(c);
 }
 
-/* A stream leaving before the end (destroyed, reset) breaks the capture sequence. */
+/* Ends capture c for all its streams and takes it off the live list; returns its graph (the
+ * caller frees it or hands it out). */
+static struct sim_graph *capture_end(struct sim_capture *c) {
+  struct sim_graph *g = c->graph;
+  c->graph = NULL;
+  c->ended = true;
+  c->refs++; /* keep c alive while its members detach */
+  while (c->nmembers > 0)
+    member_detach(c->members[c->nmembers - 1]);
+  if (live_unlink(c))
+    c->refs--; /* the list's reference; ours keeps c alive */
+  sim_capture_unref(c);
+  return g;
+}
+
+/* A forked stream may be destroyed during the capture (the real driver keeps the capture valid).
+ * Losing the origin (destroyed, context reset) aborts the capture: nothing could end it. */
 void sim_capture_leave(struct sim_stream *s) {
-  if (!s->cap)
+  struct sim_capture *c = s->cap;
+  if (!c)
     return;
-  s->cap->invalidated = true;
-  member_detach(s);
+  if (c->origin != s) {
+    member_detach(s);
+    return;
+  }
+  c->invalidated = true;
+  sim_graph_free(capture_end(c));
 }
 
 bool sim_capture_block_ctx_sync(struct sim_ctx *ctx) {
@@ -104,6 +139,20 @@ bool sim_capture_block_ctx_sync(struct sim_ctx *ctx) {
     }
   }
   return found;
+}
+
+CUresult sim_capture_check_unsafe(void) {
+  pthread_t self = pthread_self();
+  CUresult r = CUDA_SUCCESS;
+  for (struct sim_capture *c = live_captures; c; c = c->live_next) {
+    bool own = pthread_equal(c->thread, self);
+    if ((own && c->mode != CU_STREAM_CAPTURE_MODE_RELAXED) ||
+        (!own && c->mode == CU_STREAM_CAPTURE_MODE_GLOBAL)) {
+      c->invalidated = true;
+      r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return r;
 }
 
 /* ---- Entry points ----------------------------------------------------------------------------- */
@@ -137,6 +186,9 @@ CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode
     c->mode = mode;
     c->thread = pthread_self();
     c->origin = s;
+    c->live_next = live_captures;
+    live_captures = c;
+    c->refs++; /* the live list's */
   }
   sim_unlock();
   return r;
@@ -151,13 +203,7 @@ static CUresult capture_finish(struct sim_capture *c, CUresult r, CUgraph *phGra
     if (m != c->origin && m->cap_joined < m->cap_ops && r == CUDA_SUCCESS)
       r = CUDA_ERROR_STREAM_CAPTURE_UNJOINED;
   }
-  struct sim_graph *g = c->graph;
-  c->graph = NULL;
-  c->ended = true;
-  c->refs++; /* keep c alive while its members detach */
-  while (c->nmembers > 0)
-    member_detach(c->members[c->nmembers - 1]);
-  sim_capture_unref(c);
+  struct sim_graph *g = capture_end(c);
   if (r == CUDA_SUCCESS && !sim_handle_add(&g->obj))
     r = CUDA_ERROR_OUT_OF_MEMORY;
   if (r != CUDA_SUCCESS) {

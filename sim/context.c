@@ -50,7 +50,7 @@ CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
 }
 
 CUresult CUDAAPI cuDeviceGetCount(int *count) {
-  SIM_ENTER(cuDeviceGetCount);
+  SIM_ENTER_NOCTX(cuDeviceGetCount);
   if (!count)
     return CUDA_ERROR_INVALID_VALUE;
   *count = ndevices;
@@ -58,7 +58,7 @@ CUresult CUDAAPI cuDeviceGetCount(int *count) {
 }
 
 CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
-  SIM_ENTER(cuDeviceGet);
+  SIM_ENTER_NOCTX(cuDeviceGet);
   if (!device)
     return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(ordinal))
@@ -68,7 +68,7 @@ CUresult CUDAAPI cuDeviceGet(CUdevice *device, int ordinal) {
 }
 
 CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
-  SIM_ENTER(cuDeviceGetName);
+  SIM_ENTER_NOCTX(cuDeviceGetName);
   if (!name || len <= 0)
     return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(dev))
@@ -82,7 +82,8 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-/* Values of an H200-class device (compute capability 9.0); attributes not listed are 0. */
+/* Values of an H200 (compute capability 9.0; those that vary were read from one with driver 580);
+ * attributes not listed are 0. */
 static int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
   switch (attrib) {
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: return 1024;
@@ -105,10 +106,10 @@ static int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
   case CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT: return 512;
   case CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS: return 1;
   case CU_DEVICE_ATTRIBUTE_ECC_ENABLED: return 1;
-  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev + 1;
-  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 2619000;
+  case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: return dev;
+  case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: return 3201000;
   case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: return 6144;
-  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 50 * 1024 * 1024;
+  case CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE: return 60 * 1024 * 1024;
   case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: return 2048;
   case CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT: return 3;
   case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
@@ -139,7 +140,7 @@ static int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
 }
 
 CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev) {
-  SIM_ENTER(cuDeviceGetAttribute);
+  SIM_ENTER_NOCTX(cuDeviceGetAttribute);
   if (!pi || (int)attrib <= 0 || attrib >= CU_DEVICE_ATTRIBUTE_MAX)
     return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(dev))
@@ -151,35 +152,45 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
 /* ---- Primary contexts ------------------------------------------------------------------------- */
 
 /* Destroys everything the context owns: stops its workers (queued work is dropped), frees its
- * streams, events, graphs, modules and memory, and clears the sticky fault. Handles from before
- * then fail with CUDA_ERROR_INVALID_HANDLE. Lock held. */
+ * streams, events, graphs, modules and memory, and leaves the context uninitialized until the
+ * next retain. Handles from before then fail with CUDA_ERROR_INVALID_HANDLE (the real driver may
+ * crash on them). A sticky fault is NOT cleared: as cuda.h says of CUDA_ERROR_ILLEGAL_ADDRESS and
+ * the other sticky errors, and as the driver does (even for CUDA_ERROR_ASSERT), the process must
+ * be restarted to use the device again. Lock held. */
 static void ctx_teardown(struct sim_ctx *ctx) {
   ctx->resetting = true;
+  atomic_store(&ctx->active, false);
   sim_stream_stop_all(ctx);
   sim_graph_reset_ctx(ctx);
   sim_event_reset_ctx(ctx);
   sim_module_reset_ctx(ctx);
   sim_mem_reset_ctx(ctx);
-  atomic_store(&ctx->fault, CUDA_SUCCESS);
   ctx->resetting = false;
   sim_wake_all();
 }
 
+/* Initializes the primary context if a reset or the last release left it uninitialized. Fails
+ * with the sticky fault once there was one. */
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev) {
-  SIM_ENTER(cuDevicePrimaryCtxRetain);
+  SIM_ENTER_NOCTX(cuDevicePrimaryCtxRetain);
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
   if (!device_valid(dev))
     return CUDA_ERROR_INVALID_DEVICE;
+  struct sim_ctx *ctx = &contexts[dev];
+  CUresult r = sim_ctx_fault(ctx);
   sim_lock();
-  contexts[dev].retain++;
-  *pctx = (CUcontext)&contexts[dev];
+  if (r == CUDA_SUCCESS) {
+    ctx->retain++;
+    atomic_store(&ctx->active, true);
+    *pctx = (CUcontext)ctx;
+  }
   sim_unlock();
-  return CUDA_SUCCESS;
+  return r;
 }
 
 CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
-  SIM_ENTER(cuDevicePrimaryCtxRelease);
+  SIM_ENTER_NOCTX(cuDevicePrimaryCtxRelease);
   if (!device_valid(dev))
     return CUDA_ERROR_INVALID_DEVICE;
   CUresult r = CUDA_SUCCESS;
@@ -193,10 +204,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
   return r;
 }
 
-/* The context handle stays the same across a reset (as the real primary context), and stays
- * usable while retained: the next use starts from a clean state. */
+/* The retain count is kept, but the context is uninitialized until the next retain: calls with
+ * it current fail with CUDA_ERROR_CONTEXT_IS_DESTROYED meanwhile. The handle stays the same. */
 CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
-  SIM_ENTER(cuDevicePrimaryCtxReset);
+  SIM_ENTER_NOCTX(cuDevicePrimaryCtxReset);
   if (!device_valid(dev))
     return CUDA_ERROR_INVALID_DEVICE;
   sim_lock();
@@ -220,15 +231,30 @@ CUresult sim_ctx_require(struct sim_ctx **out) {
   struct sim_ctx *ctx = current;
   if (!ctx)
     return CUDA_ERROR_INVALID_CONTEXT;
-  /* A primary context that is not retained (or is being torn down) is not initialized. */
-  if (ctx->retain == 0 || ctx->resetting)
+  /* "a primary context which has not yet been initialized" (or is being torn down) */
+  if (!atomic_load(&ctx->active) || ctx->resetting)
     return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   *out = ctx;
   return CUDA_SUCCESS;
 }
 
+CUresult sim_ctx_entry_check(bool settle) {
+  struct sim_ctx *ctx = current;
+  if (!ctx)
+    return CUDA_SUCCESS; /* calls that need a context say so themselves */
+  if (!atomic_load(&ctx->active))
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  CUresult r = sim_ctx_fault(ctx);
+  if (r != CUDA_SUCCESS && settle) {
+    sim_lock();
+    sim_ctx_settle(ctx);
+    sim_unlock();
+  }
+  return r;
+}
+
 CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
-  SIM_ENTER(cuCtxSetCurrent);
+  SIM_ENTER_NOCTX(cuCtxSetCurrent);
   if (!ctx) {
     current = NULL;
     return CUDA_SUCCESS;
@@ -241,7 +267,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
 }
 
 CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx) {
-  SIM_ENTER(cuCtxGetCurrent);
+  SIM_ENTER_NOCTX(cuCtxGetCurrent);
   if (!pctx)
     return CUDA_ERROR_INVALID_VALUE;
   *pctx = (CUcontext)current;
@@ -287,7 +313,7 @@ CUresult sim_ctx_drain(struct sim_ctx *ctx) {
   for (size_t i = 0; i < n; i++)
     sim_stream_unref(pts[i].s);
   free(pts);
-  return sim_ctx_fault(ctx);
+  return sim_ctx_settle(ctx);
 }
 
 bool sim_ctx_idle(const struct sim_ctx *ctx) {
@@ -297,15 +323,50 @@ bool sim_ctx_idle(const struct sim_ctx *ctx) {
   return true;
 }
 
+CUresult sim_ctx_settle(struct sim_ctx *ctx) {
+  CUresult r = sim_ctx_fault(ctx);
+  while (r != CUDA_SUCCESS && !sim_ctx_idle(ctx))
+    sim_wait();
+  return r;
+}
+
+/* Context-wide synchronization is illegal while any stream of the context captures, in every
+ * capture mode: it fails and invalidates the captures. Lock held. */
+static CUresult ctx_synchronize(struct sim_ctx *ctx) {
+  if (sim_capture_block_ctx_sync(ctx))
+    return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  return sim_ctx_drain(ctx);
+}
+
 CUresult CUDAAPI cuCtxSynchronize(void) {
-  SIM_ENTER(cuCtxSynchronize);
+  SIM_ENTER_SYNC(cuCtxSynchronize);
   struct sim_ctx *ctx;
   sim_lock();
   CUresult r = sim_ctx_require(&ctx);
-  if (r == CUDA_SUCCESS && !sim_ctx_fault(ctx) && sim_capture_block_ctx_sync(ctx))
-    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; /* and the captures were invalidated */
   if (r == CUDA_SUCCESS)
-    r = sim_ctx_drain(ctx);
+    r = ctx_synchronize(ctx);
+  sim_unlock();
+  return r;
+}
+
+/* cuCtxSynchronize as resolved at CUDA 13.0: NULL is the current context. The argument is
+ * checked before anything else (an unknown one gives CUDA_ERROR_CONTEXT_IS_DESTROYED, as the
+ * driver answers when called through the 12.x prototype with no argument). */
+CUresult CUDAAPI sim_cuCtxSynchronize_v2(CUcontext hctx) {
+  SIM_ENTER_NOCTX(cuCtxSynchronize);
+  struct sim_ctx *ctx = hctx ? ctx_from_handle(hctx) : NULL;
+  if (hctx && (!ctx || !atomic_load(&ctx->active)))
+    return CUDA_ERROR_CONTEXT_IS_DESTROYED;
+  CUresult r = sim_ctx_entry_check(true);
+  if (r != CUDA_SUCCESS)
+    return r;
+  sim_lock();
+  if (!ctx)
+    r = sim_ctx_require(&ctx);
+  if (r == CUDA_SUCCESS)
+    r = sim_ctx_settle(ctx); /* as SIM_CHECK_SYNC, for a context that is not current */
+  if (r == CUDA_SUCCESS)
+    r = ctx_synchronize(ctx);
   sim_unlock();
   return r;
 }

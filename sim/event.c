@@ -56,9 +56,10 @@ void sim_event_reset_ctx(struct sim_ctx *ctx) {
   free(events);
 }
 
-/* Is e last recorded into a capture sequence that has not ended? */
+/* Is e last recorded into a capture sequence that is still active (not ended, not
+ * invalidated)? */
 static struct sim_capture *event_live_capture(const struct sim_event *e) {
-  return e->cap && !e->cap->ended ? e->cap : NULL;
+  return e->cap && !e->cap->ended && !e->cap->invalidated ? e->cap : NULL;
 }
 
 /* ---- Commands --------------------------------------------------------------------------------- */
@@ -167,12 +168,13 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
   SIM_ENTER(cuEventDestroy);
   sim_lock();
   struct sim_event *e = (struct sim_event *)sim_handle_get(hEvent, SIM_OBJ_EVENT);
-  if (e) {
+  CUresult r = e ? sim_ctx_fault(e->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS) {
     sim_handle_remove(&e->obj);
     sim_event_unref(e);
   }
   sim_unlock();
-  return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return r;
 }
 
 /* Record into a capture: no node, the event now designates the capture's current position. */
@@ -190,10 +192,13 @@ static CUresult record_captured(struct sim_event *e, struct sim_stream *s) {
   return CUDA_SUCCESS;
 }
 
+/* On an idle stream the record captures no pending work: the event is complete at once (a GPU
+ * completes it within microseconds; a query right after finds it done). */
 static CUresult record_now(struct sim_event *e, struct sim_stream *s) {
-  struct record_cmd *c = sim_cmd_new(&record_ops, sizeof *c);
+  bool idle = s->completed == s->submitted;
+  struct record_cmd *c = idle ? NULL : sim_cmd_new(&record_ops, sizeof *c);
   struct sim_token *t = token_new(s->obj.ctx);
-  if (!c || !t) {
+  if ((!idle && !c) || !t) {
     free(c);
     free(t);
     return CUDA_ERROR_OUT_OF_MEMORY;
@@ -201,6 +206,10 @@ static CUresult record_now(struct sim_event *e, struct sim_stream *s) {
   event_clear_capture(e);
   sim_token_unref(e->last);
   e->last = t; /* the event's reference */
+  if (idle) {
+    t->done = true;
+    return CUDA_SUCCESS;
+  }
   t->refs++;
   c->token = t; /* the command's reference */
   sim_stream_push(s, &c->base);
@@ -221,19 +230,26 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
   return r;
 }
 
-/* Query/synchronize preamble: the sticky fault, then capture events (not queryable). */
-static CUresult event_check(struct sim_event *e) {
-  CUresult r = sim_ctx_fault(e->obj.ctx);
-  if (r == CUDA_SUCCESS && event_live_capture(e))
-    r = CUDA_ERROR_CAPTURED_EVENT;
-  return r;
+/* Query/synchronize of an event last recorded in a capture (as the driver answers): while the
+ * capture is active, CUDA_ERROR_CAPTURED_EVENT, and the capture is invalidated; once it was
+ * invalidated or ended, CUDA_ERROR_INVALID_VALUE until the event is recorded again. Otherwise a
+ * query or synchronize is a "potentially unsafe" call during another capture. Lock held. */
+static CUresult event_capture_check(struct sim_event *e) {
+  if (!e->cap)
+    return sim_capture_check_unsafe();
+  if (!event_live_capture(e))
+    return CUDA_ERROR_INVALID_VALUE;
+  e->cap->invalidated = true;
+  return CUDA_ERROR_CAPTURED_EVENT;
 }
 
 CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
   SIM_ENTER(cuEventQuery);
   sim_lock();
   struct sim_event *e = (struct sim_event *)sim_handle_get(hEvent, SIM_OBJ_EVENT);
-  CUresult r = e ? event_check(e) : CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = e ? sim_ctx_fault(e->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS)
+    r = event_capture_check(e);
   if (r == CUDA_SUCCESS && e->last && !e->last->done)
     r = CUDA_ERROR_NOT_READY;
   sim_unlock();
@@ -241,12 +257,12 @@ CUresult CUDAAPI cuEventQuery(CUevent hEvent) {
 }
 
 CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
-  SIM_ENTER(cuEventSynchronize);
+  SIM_ENTER_SYNC(cuEventSynchronize);
   sim_lock();
   struct sim_event *e = (struct sim_event *)sim_handle_get(hEvent, SIM_OBJ_EVENT);
   CUresult r = e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
-  if (r == CUDA_SUCCESS && !sim_ctx_fault(e->obj.ctx) && event_live_capture(e))
-    r = CUDA_ERROR_CAPTURED_EVENT;
+  if (r == CUDA_SUCCESS && !sim_ctx_fault(e->obj.ctx))
+    r = event_capture_check(e);
   if (r == CUDA_SUCCESS && e->last) {
     struct sim_token *t = e->last;
     struct sim_ctx *ctx = e->obj.ctx;
@@ -257,7 +273,7 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
     sim_token_unref(t);
   }
   if (r == CUDA_SUCCESS)
-    r = sim_ctx_fault(e->obj.ctx);
+    r = sim_ctx_settle(e->obj.ctx);
   sim_unlock();
   return r;
 }
@@ -265,6 +281,8 @@ CUresult CUDAAPI cuEventSynchronize(CUevent hEvent) {
 /* A wait issued on a capturing stream (or on an event recorded into a capture). */
 static CUresult wait_in_capture(struct sim_stream *s, struct sim_event *e, unsigned flags) {
   struct sim_capture *ec = event_live_capture(e);
+  if (!ec && e->cap) /* its capture was invalidated or ended */
+    return e->cap == s->cap ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED : CUDA_ERROR_INVALID_VALUE;
   if (ec) {
     if (s->cap == ec) {
       /* Ordering inside the capture: the linear graph already has it; note the join. */
@@ -315,10 +333,10 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
   struct sim_event *e = (struct sim_event *)sim_handle_get(hEvent, SIM_OBJ_EVENT);
   CUresult r = e ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
   if (r == CUDA_SUCCESS) {
-    if (s->cap || event_live_capture(e))
+    if (s->cap || e->cap)
       r = wait_in_capture(s, e, Flags);
     else if (Flags & CU_EVENT_WAIT_EXTERNAL)
-      r = CUDA_ERROR_INVALID_VALUE; /* "invalid outside of stream capture" */
+      r = CUDA_ERROR_ILLEGAL_STATE; /* "invalid outside of stream capture" */
     else
       r = wait_now(s, e);
   }

@@ -24,7 +24,24 @@ static void cmd_list_free(struct sim_cmd *cmd) {
   }
 }
 
+/* Tells each node of an executable graph it was instantiated (delta +1) or destroyed (-1); on a
+ * refusal, the nodes already told are told -1 again. */
+static CUresult exec_instantiated(struct sim_graph *exec, int delta) {
+  for (struct sim_cmd *c = exec->head; c; c = c->next) {
+    CUresult r = c->ops->instantiated ? c->ops->instantiated(c, delta) : CUDA_SUCCESS;
+    if (r != CUDA_SUCCESS) {
+      for (struct sim_cmd *u = exec->head; u != c; u = u->next)
+        if (u->ops->instantiated)
+          u->ops->instantiated(u, -delta);
+      return r;
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
 void sim_graph_free(struct sim_graph *g) {
+  if (g->obj.type == SIM_OBJ_GRAPH_EXEC)
+    exec_instantiated(g, -1);
   cmd_list_free(g->head);
   free(g);
 }
@@ -63,16 +80,17 @@ void sim_graph_reset_ctx(struct sim_ctx *ctx) {
   (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |         \
    CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
 
-/* cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags. */
-CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                    unsigned long long flags) {
-  SIM_ENTER(cuGraphInstantiate);
-  if (!phGraphExec || (flags & ~(unsigned long long)SIM_INSTANTIATE_FLAGS) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
+/* The driver answers CUDA_ERROR_INVALID_VALUE for a NULL graph (what a failed capture leaves). */
+static CUresult graph_bad_handle(const void *h) {
+  return h ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Makes the executable graph of hGraph for the current context. */
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph) {
   struct sim_ctx *ctx;
   sim_lock();
   struct sim_graph *g = (struct sim_graph *)sim_handle_get(hGraph, SIM_OBJ_GRAPH);
-  CUresult r = g ? sim_ctx_require(&ctx) : CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = g ? sim_ctx_require(&ctx) : graph_bad_handle(hGraph);
   if (r == CUDA_SUCCESS)
     r = sim_ctx_fault(ctx);
   struct sim_graph *exec = NULL;
@@ -85,15 +103,47 @@ CUresult CUDAAPI cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph,
       for (exec->tail = exec->head; exec->tail && exec->tail->next;)
         exec->tail = exec->tail->next;
     }
-    if (!exec || !ok || !sim_handle_add(&exec->obj)) {
-      if (exec)
-        sim_graph_free(exec);
+    if (!exec || !ok) {
       r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if ((r = exec_instantiated(exec, +1)) != CUDA_SUCCESS) {
+      exec->obj.type = SIM_OBJ_GRAPH; /* not instantiated: free it as a plain graph */
+    } else if (!sim_handle_add(&exec->obj)) {
+      r = CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (r != CUDA_SUCCESS && exec) {
+      sim_graph_free(exec);
+      exec = NULL;
     }
   }
   if (r == CUDA_SUCCESS)
     *phGraphExec = (CUgraphExec)exec;
   sim_unlock();
+  return r;
+}
+
+/* cuda.h maps the name cuGraphInstantiate to this function; the driver resolves it under the
+ * name cuGraphInstantiateWithFlags (see proc.c). */
+CUresult CUDAAPI cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                             unsigned long long flags) {
+  SIM_ENTER(cuGraphInstantiateWithFlags);
+  if (!phGraphExec || (flags & ~(unsigned long long)SIM_INSTANTIATE_FLAGS) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  return instantiate(phGraphExec, hGraph);
+}
+
+/* What cuGetProcAddress("cuGraphInstantiate") gives at every version: cuGraphInstantiate_v2. On
+ * failure the log gets an empty string (the simulator has no diagnostics to give). */
+CUresult CUDAAPI sim_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUgraphNode *phErrorNode, char *logBuffer,
+                                           size_t bufferSize) {
+  SIM_ENTER(cuGraphInstantiate);
+  if (!phGraphExec)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = instantiate(phGraphExec, hGraph);
+  if (phErrorNode)
+    *phErrorNode = NULL;
+  if (r != CUDA_SUCCESS && logBuffer && bufferSize > 0)
+    logBuffer[0] = '\0';
   return r;
 }
 
@@ -113,14 +163,18 @@ CUresult CUDAAPI cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream) {
   struct sim_stream *s;
   sim_lock();
   struct sim_graph *exec = (struct sim_graph *)sim_handle_get(hGraphExec, SIM_OBJ_GRAPH_EXEC);
-  CUresult r = exec ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
-  if (r == CUDA_SUCCESS && s->cap && s->cap->invalidated)
-    r = CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  CUresult r = exec ? sim_stream_get_live(hStream, &s) : graph_bad_handle(hGraphExec);
+  if (r == CUDA_SUCCESS && s->cap) { /* launching a graph into a capture: refused, as the driver */
+    sim_capture_invalidate(s);
+    r = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
+  for (struct sim_cmd *c = r == CUDA_SUCCESS ? exec->head : NULL; c; c = c->next)
+    if (c->ops->launch_check && (r = c->ops->launch_check(c)) != CUDA_SUCCESS)
+      break;
   bool ok = true;
   struct sim_cmd *cmds = r == CUDA_SUCCESS ? cmd_list_clone(exec, &ok) : NULL;
   if (!ok)
     r = CUDA_ERROR_OUT_OF_MEMORY;
-  /* Captured launch (child graph): the commands join the capture like any other work. */
   while (r == CUDA_SUCCESS && cmds) {
     struct sim_cmd *next = cmds->next;
     r = sim_stream_submit(s, cmds);
@@ -135,12 +189,13 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph hGraph) {
   SIM_ENTER(cuGraphDestroy);
   sim_lock();
   struct sim_graph *g = (struct sim_graph *)sim_handle_get(hGraph, SIM_OBJ_GRAPH);
-  if (g) {
+  CUresult r = g ? sim_ctx_fault(g->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS) {
     sim_handle_remove(&g->obj);
     sim_graph_free(g);
   }
   sim_unlock();
-  return g ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return r;
 }
 
 /* Launches in flight own their clones, so destroying the executable graph does not affect them. */
@@ -148,10 +203,11 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec hGraphExec) {
   SIM_ENTER(cuGraphExecDestroy);
   sim_lock();
   struct sim_graph *exec = (struct sim_graph *)sim_handle_get(hGraphExec, SIM_OBJ_GRAPH_EXEC);
-  if (exec) {
+  CUresult r = exec ? sim_ctx_fault(exec->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS) {
     sim_handle_remove(&exec->obj);
     sim_graph_free(exec);
   }
   sim_unlock();
-  return exec ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return r;
 }

@@ -1,5 +1,6 @@
-/* Memory: device allocations (immediate and stream-ordered), pinned host allocations, and the
- * stream-ordered copies and memsets.
+/* Memory: device allocations (immediate, stream-ordered, and graph allocations made by
+ * cuMemAllocAsync during stream capture), pinned host allocations, and the stream-ordered copies
+ * and memsets.
  *
  * Device memory is host memory: a CUdeviceptr is the host address. Every allocation is tracked in
  * an array sorted by address, so frees of unknown pointers fail with CUDA_ERROR_INVALID_VALUE and
@@ -18,7 +19,7 @@
 #define SIM_DEVICE_ALIGN 256
 #define SIM_HOST_ALIGN 64
 
-enum alloc_kind { ALLOC_DEVICE, ALLOC_ASYNC, ALLOC_HOST };
+enum alloc_kind { ALLOC_DEVICE, ALLOC_ASYNC, ALLOC_HOST, ALLOC_GRAPH };
 
 struct sim_alloc {
   uintptr_t base;
@@ -26,6 +27,11 @@ struct sim_alloc {
   struct sim_ctx *ctx;
   enum alloc_kind kind;
   bool freeing; /* a free is in progress or queued: a second free is invalid */
+  /* ALLOC_GRAPH only. The memory belongs to the graph's memory nodes (and their copies in the
+   * executable graph and in launched work) and is freed with the last of them. */
+  int node_refs;
+  int execs; /* executable graphs made from the graph: at most one */
+  bool live; /* allocated by a launch and not freed since (in the graph or after it) */
 };
 
 static struct sim_alloc **allocs; /* sorted by base */
@@ -108,9 +114,10 @@ static void alloc_free(struct sim_alloc *a) {
   free(a);
 }
 
+/* Graph allocations are left to their nodes, which the reset has already destroyed. */
 void sim_mem_reset_ctx(struct sim_ctx *ctx) {
   for (size_t i = nallocs; i-- > 0;)
-    if (allocs[i]->ctx == ctx)
+    if (allocs[i]->ctx == ctx && (allocs[i]->kind != ALLOC_GRAPH || allocs[i]->node_refs == 0))
       alloc_free(allocs[i]);
 }
 
@@ -131,6 +138,8 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
   sim_lock();
   CUresult r = ctx_live(&ctx);
   if (r == CUDA_SUCCESS)
+    r = sim_capture_check_unsafe();
+  if (r == CUDA_SUCCESS)
     r = alloc_new(ctx, bytesize, ALLOC_DEVICE, &p);
   if (r == CUDA_SUCCESS)
     *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -138,10 +147,27 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *dptr, size_t bytesize) {
   return r;
 }
 
+/* A graph allocation freed outside its graph: the memory stays with the graph (its next launch
+ * allocates it again at the same address); only a live allocation may be freed. Lock held. */
+static CUresult graph_alloc_free(struct sim_alloc *a) {
+  if (!a->live)
+    return CUDA_ERROR_INVALID_VALUE;
+  a->live = false;
+  return CUDA_SUCCESS;
+}
+
 /* Frees a cuMemAlloc or cuMemHostAlloc allocation after the implicit synchronization the real
  * driver may do: work already submitted to the context completes first, so it never touches
- * freed memory. Succeeds after a sticky fault too (cleanup paths). Lock held. */
+ * freed memory. After a sticky fault it frees nothing and returns the fault (as the driver).
+ * Lock held. */
 static CUresult free_synchronized(struct sim_alloc *a) {
+  CUresult r = sim_ctx_fault(a->ctx);
+  if (r == CUDA_SUCCESS)
+    r = sim_capture_check_unsafe();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (a->kind == ALLOC_GRAPH)
+    return graph_alloc_free(a);
   a->freeing = true;
   if (a->kind == ALLOC_ASYNC) { /* "no implicit synchronization" for stream-ordered memory */
     alloc_free(a);
@@ -157,6 +183,8 @@ static CUresult free_synchronized(struct sim_alloc *a) {
 
 CUresult CUDAAPI cuMemFree(CUdeviceptr dptr) {
   SIM_ENTER(cuMemFree);
+  if (!dptr)
+    return CUDA_SUCCESS; /* as free(NULL) */
   sim_lock();
   struct sim_alloc *a = alloc_at((uintptr_t)dptr);
   CUresult r = !a || a->freeing || a->kind == ALLOC_HOST ? CUDA_ERROR_INVALID_VALUE
@@ -169,12 +197,16 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) 
   SIM_ENTER(cuMemHostAlloc);
   unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP |
                    CU_MEMHOSTALLOC_WRITECOMBINED;
-  if (!pp || bytesize == 0 || (Flags & ~known) != 0)
+  if (!pp || (Flags & ~known) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   struct sim_ctx *ctx;
   sim_lock();
   CUresult r = ctx_live(&ctx);
   if (r == CUDA_SUCCESS)
+    r = sim_capture_check_unsafe();
+  if (r == CUDA_SUCCESS && bytesize == 0)
+    *pp = NULL; /* the driver accepts a zero size */
+  else if (r == CUDA_SUCCESS)
     r = alloc_new(ctx, bytesize, ALLOC_HOST, pp);
   sim_unlock();
   return r;
@@ -182,6 +214,8 @@ CUresult CUDAAPI cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags) 
 
 CUresult CUDAAPI cuMemFreeHost(void *p) {
   SIM_ENTER(cuMemFreeHost);
+  if (!p)
+    return CUDA_SUCCESS;
   sim_lock();
   struct sim_alloc *a = alloc_at((uintptr_t)p);
   CUresult r = !a || a->freeing || a->kind != ALLOC_HOST ? CUDA_ERROR_INVALID_VALUE
@@ -209,16 +243,85 @@ CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned
 
 /* ---- Stream-ordered allocation ---------------------------------------------------------------- */
 
-/* Memory nodes are not simulated: allocating or freeing on a capturing stream fails and
- * invalidates the capture (lock held). */
-static CUresult check_no_capture(struct sim_stream *s) {
-  if (!s->cap)
-    return CUDA_SUCCESS;
-  sim_capture_invalidate(s);
-  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+/* ---- Graph memory nodes ----------------------------------------------------------------------- */
+
+/* cuMemAllocAsync / cuMemFreeAsync captured into a graph. The allocation is made at capture time
+ * and keeps its address for the graph's life (as a graph allocation's virtual address does); the
+ * nodes only track whether a launch allocated it and nothing freed it since, to refuse what the
+ * driver refuses: a second instantiation (CUDA_ERROR_NOT_SUPPORTED), and a launch while the
+ * previous launch's allocation is still live (CUDA_ERROR_INVALID_VALUE). Both take effect at the
+ * launch call (stream order guarantees the rest). */
+struct gmem_cmd {
+  struct sim_cmd base;
+  struct sim_alloc *alloc;
+  bool is_free;
+};
+
+static void gmem_run(struct sim_cmd *cmd, struct sim_stream *s) {}
+
+static void gmem_bind(struct sim_cmd *cmd) {
+  struct gmem_cmd *c = (struct gmem_cmd *)cmd;
+  c->alloc->live = !c->is_free;
 }
 
-/* The memory is allocated at call time, so it is usable by everything ordered after the call. */
+static bool gmem_dup(struct sim_cmd *copy) {
+  ((struct gmem_cmd *)copy)->alloc->node_refs++;
+  return true;
+}
+
+static void gmem_release(struct sim_cmd *cmd) {
+  struct sim_alloc *a = ((struct gmem_cmd *)cmd)->alloc;
+  if (--a->node_refs == 0)
+    alloc_free(a);
+}
+
+static CUresult gmem_instantiated(struct sim_cmd *cmd, int delta) {
+  struct gmem_cmd *c = (struct gmem_cmd *)cmd;
+  if (c->is_free)
+    return CUDA_SUCCESS;
+  if (delta > 0 && c->alloc->execs > 0)
+    return CUDA_ERROR_NOT_SUPPORTED; /* a graph with allocations is instantiated once */
+  c->alloc->execs += delta;
+  return CUDA_SUCCESS;
+}
+
+static CUresult gmem_launch_check(const struct sim_cmd *cmd) {
+  const struct gmem_cmd *c = (const struct gmem_cmd *)cmd;
+  return !c->is_free && c->alloc->live ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static const struct sim_cmd_ops gmem_ops = {.run = gmem_run,
+                                            .bind = gmem_bind,
+                                            .dup = gmem_dup,
+                                            .release = gmem_release,
+                                            .instantiated = gmem_instantiated,
+                                            .launch_check = gmem_launch_check};
+
+/* Appends a memory node for a (lock held). */
+static CUresult gmem_capture(struct sim_stream *s, struct sim_alloc *a, bool is_free) {
+  struct gmem_cmd *c = sim_cmd_new(&gmem_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->alloc = a;
+  c->is_free = is_free;
+  a->node_refs++;
+  return sim_capture_append(s, &c->base);
+}
+
+/* ---- Stream-ordered allocation ---------------------------------------------------------------- */
+
+static CUresult alloc_captured(struct sim_stream *s, size_t bytesize, void **out) {
+  if (s->cap->invalidated)
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  CUresult r = alloc_new(s->obj.ctx, bytesize, ALLOC_GRAPH, out);
+  if (r == CUDA_SUCCESS)
+    r = gmem_capture(s, alloc_at((uintptr_t)*out), false);
+  return r;
+}
+
+/* The memory is allocated at call time, so it is usable by everything ordered after the call.
+ * During capture it becomes a graph allocation. On a stream that is not capturing, this is a
+ * "potentially unsafe" call while other captures run. */
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SIM_ENTER(cuMemAllocAsync);
   if (!dptr || bytesize == 0)
@@ -227,9 +330,9 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
   void *p;
   sim_lock();
   CUresult r = sim_stream_get_live(hStream, &s);
-  if (r == CUDA_SUCCESS)
-    r = check_no_capture(s);
-  if (r == CUDA_SUCCESS)
+  if (r == CUDA_SUCCESS && s->cap)
+    r = alloc_captured(s, bytesize, &p);
+  else if (r == CUDA_SUCCESS && (r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
     r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p);
   if (r == CUDA_SUCCESS)
     *dptr = (CUdeviceptr)(uintptr_t)p;
@@ -252,27 +355,38 @@ static void free_run(struct sim_cmd *cmd, struct sim_stream *s) {
 
 static const struct sim_cmd_ops free_ops = {.run = free_run};
 
-/* The memory is released when the stream reaches the free. */
-CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
-  SIM_ENTER(cuMemFreeAsync);
+/* Stream-ordered free outside capture (lock held): the memory is released when the stream
+ * reaches the free. */
+static CUresult free_async(struct sim_stream *s, struct sim_alloc *a) {
+  CUresult r = sim_capture_check_unsafe();
+  if (r != CUDA_SUCCESS)
+    return r;
+  if (a->kind == ALLOC_GRAPH)
+    return graph_alloc_free(a);
   struct free_cmd *c = sim_cmd_new(&free_ops, sizeof *c);
   if (!c)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  c->addr = (uintptr_t)dptr;
+  c->addr = a->base;
+  a->freeing = true;
+  return sim_stream_submit(s, &c->base);
+}
+
+/* During capture only graph allocations may be freed (a free node); anything else is refused
+ * without invalidating the capture, as the driver does. */
+CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
+  SIM_ENTER(cuMemFreeAsync);
   struct sim_stream *s;
   sim_lock();
   CUresult r = sim_stream_get_live(hStream, &s);
-  struct sim_alloc *a = r == CUDA_SUCCESS ? alloc_at(c->addr) : NULL;
+  struct sim_alloc *a = r == CUDA_SUCCESS ? alloc_at((uintptr_t)dptr) : NULL;
   if (r == CUDA_SUCCESS && (!a || a->freeing || a->kind == ALLOC_HOST))
     r = CUDA_ERROR_INVALID_VALUE;
-  if (r == CUDA_SUCCESS)
-    r = check_no_capture(s);
-  if (r == CUDA_SUCCESS) {
-    a->freeing = true;
-    r = sim_stream_submit(s, &c->base);
-  } else {
-    sim_cmd_free(&c->base);
-  }
+  if (r == CUDA_SUCCESS && s->cap)
+    r = a->kind != ALLOC_GRAPH     ? CUDA_ERROR_INVALID_VALUE
+        : s->cap->invalidated      ? CUDA_ERROR_STREAM_CAPTURE_INVALIDATED
+                                   : gmem_capture(s, a, true);
+  else if (r == CUDA_SUCCESS)
+    r = free_async(s, a);
   sim_unlock();
   return r;
 }

@@ -83,12 +83,14 @@ CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec)
   sim_unlock();
 }
 
-/* Parameter i's offset in the device-side layout: each parameter aligned like the ABI would,
- * to its natural alignment capped at 8. Only sizes are known, so the alignment is the largest
- * power of two dividing the size (a type's alignment always divides its size), capped at 8. */
+/* Parameter i's offset in the device-side layout: each parameter aligned like the ABI would.
+ * Only sizes are known, so the alignment is the largest power of two dividing the size (a type's
+ * alignment always divides its size), capped at 16: right for scalars, pointers and the vector
+ * types (float4 at 16, as the driver reports), and for structs of those; a struct of two
+ * doubles would be placed at 16 where the ABI uses 8. */
 static size_t param_align(size_t size) {
   size_t a = 1;
-  while (a < 8 && size % (a * 2) == 0)
+  while (a < 16 && size % (a * 2) == 0)
     a *= 2;
   return a;
 }
@@ -258,12 +260,15 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   SIM_ENTER(cuModuleUnload);
   sim_lock();
   struct sim_module *m = (struct sim_module *)sim_handle_get(hmod, SIM_OBJ_MODULE);
-  if (m) {
+  CUresult r = m ? sim_ctx_fault(m->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS)
+    r = sim_capture_check_unsafe();
+  if (r == CUDA_SUCCESS) {
     sim_handle_remove(&m->obj);
     module_free(m);
   }
   sim_unlock();
-  return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  return r;
 }
 
 /* Resolves against the kernel registry; a PTX module must also declare the entry. The same
@@ -313,7 +318,7 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *
     return CUDA_ERROR_INVALID_VALUE;
   sim_lock();
   struct sim_function *f = (struct sim_function *)sim_handle_get(func, SIM_OBJ_FUNCTION);
-  CUresult r = f ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+  CUresult r = f ? sim_ctx_fault(f->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
   if (r == CUDA_SUCCESS && paramIndex >= f->kernel->nparams)
     r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS) {
@@ -399,22 +404,46 @@ static CUresult launch_validate(unsigned gx, unsigned gy, unsigned gz, unsigned 
   return CUDA_SUCCESS;
 }
 
-/* Builds the command, copying each parameter value (lock held: the kernel's sizes are read). */
-static CUresult kernel_cmd_new(const struct sim_kernel *k, void **kernelParams,
-                               struct kernel_cmd **out) {
-  if (k->nparams > 0 && !kernelParams)
-    return CUDA_ERROR_INVALID_VALUE;
-  for (size_t i = 0; i < k->nparams; i++)
-    if (!kernelParams[i])
+/* The packed parameter buffer passed through `extra` (CU_LAUNCH_PARAM_BUFFER_POINTER and
+ * CU_LAUNCH_PARAM_BUFFER_SIZE, up to CU_LAUNCH_PARAM_END), NULL when extra gives none. */
+static CUresult extra_buffer(void **extra, const void **buf, size_t *size) {
+  *buf = NULL;
+  *size = 0;
+  for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      *buf = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+      *size = *(const size_t *)extra[i + 1];
+    else
       return CUDA_ERROR_INVALID_VALUE;
+  }
+  return CUDA_SUCCESS;
+}
+
+/* Builds the command, copying each parameter value from kernelParams, or from the packed buffer
+ * of `extra` laid out as cuFuncGetParamInfo reports (lock held: the kernel's sizes are read). */
+static CUresult kernel_cmd_new(const struct sim_kernel *k, void **kernelParams, void **extra,
+                               struct kernel_cmd **out) {
+  const void *buf;
+  size_t buf_size;
   size_t data_offset = (k->nparams * sizeof(size_t) + 15) / 16 * 16;
   size_t data_size = params_layout(k, NULL);
+  CUresult r = extra_buffer(extra, &buf, &buf_size);
+  if (r != CUDA_SUCCESS || (buf && (kernelParams || buf_size < data_size)))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (k->nparams > 0 && !kernelParams && !buf)
+    return CUDA_ERROR_INVALID_VALUE;
+  for (size_t i = 0; kernelParams && i < k->nparams; i++)
+    if (!kernelParams[i])
+      return CUDA_ERROR_INVALID_VALUE;
   struct kernel_cmd *c = sim_cmd_new(&kernel_ops, sizeof *c + data_offset + data_size);
   if (!c)
     return CUDA_ERROR_OUT_OF_MEMORY;
   size_t *offsets = (size_t *)(void *)c->payload;
   params_layout(k, offsets);
-  for (size_t i = 0; i < k->nparams; i++)
+  if (buf)
+    memcpy(c->payload + data_offset, buf, data_size);
+  for (size_t i = 0; !buf && i < k->nparams; i++)
     memcpy(c->payload + data_offset + offsets[i], kernelParams[i], k->sizes[i]);
   c->fn = k->fn;
   c->usec = k->usec;
@@ -435,13 +464,11 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   sim_lock();
   struct sim_function *fn = (struct sim_function *)sim_handle_get(f, SIM_OBJ_FUNCTION);
   CUresult r = fn ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
-  if (r == CUDA_SUCCESS && extra)
-    r = CUDA_ERROR_NOT_SUPPORTED; /* only kernelParams are simulated */
   if (r == CUDA_SUCCESS)
     r = launch_validate(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                         sharedMemBytes);
   if (r == CUDA_SUCCESS)
-    r = kernel_cmd_new(fn->kernel, kernelParams, &c);
+    r = kernel_cmd_new(fn->kernel, kernelParams, extra, &c);
   if (r == CUDA_SUCCESS) {
     c->launch = (cuv_sim_launch_t){.grid = {gridDimX, gridDimY, gridDimZ},
                                    .block = {blockDimX, blockDimY, blockDimZ},

@@ -12,24 +12,55 @@
  * and GCC does not warn about casts to this generic function type. */
 typedef void (*sim_fn)(void);
 
+_Static_assert(sizeof(sim_fn) == sizeof(void *), "function pointers must fit in void *");
+
 struct sim_entry {
   const char *name;
+  int version; /* the first CUDA version (1000 * major + 10 * minor) that resolves to fn */
   sim_fn fn;
 };
 
-/* #name is the base name (the string is not macro-expanded) while the bare name expands through
- * cuda.h's macros to the versioned symbol we define: {"cuMemAlloc", cuMemAlloc_v2}. */
-#define SIM__ENTRY(name) {#name, (sim_fn)name},
-static const struct sim_entry entries[SIM_ID_COUNT] = {
-    CUV__DRIVER_FUNCS(SIM__ENTRY){"cuGetProcAddress", (sim_fn)cuGetProcAddress},
+/* Names whose function depends on the CUDA version asked for, as the real driver resolves them
+ * (checked on an H200 with driver 580): at 13000, cuCtxSynchronize is the variant that takes the
+ * context (cudaTypedefs.h's PFN_cuCtxSynchronize_v13000); cuGraphInstantiate is the legacy
+ * five-argument function at every version, even though cuda.h 12+ #defines the name to
+ * cuGraphInstantiateWithFlags, which is resolved under its own name. Looked up first. */
+static const struct sim_entry versioned[] = {
+    {"cuGraphInstantiateWithFlags", 11040, (sim_fn)cuGraphInstantiateWithFlags},
+};
+
+/* Every entry point of lib/driver_funcs.h. #name is the base name (the string is not
+ * macro-expanded) while the bare name expands through cuda.h's macros to the versioned symbol we
+ * define: {"cuMemAlloc", cuMemAlloc_v2}. */
+#define SIM__ENTRY(name) {#name, 0, (sim_fn)name},
+static const struct sim_entry listed[] = {
+    CUV__DRIVER_FUNCS(SIM__ENTRY){"cuGetProcAddress", 0, (sim_fn)cuGetProcAddress},
 };
 #undef SIM__ENTRY
 
-_Static_assert(sizeof(sim_fn) == sizeof(void *), "function pointers must fit in void *");
+/* The function `name` resolves to at cudaVersion, or NULL. */
+static sim_fn entry_resolve(const char *name, int cudaVersion) {
+  const struct sim_entry *best = NULL;
+  for (size_t i = 0; i < sizeof versioned / sizeof versioned[0]; i++)
+    if (strcmp(versioned[i].name, name) == 0 && versioned[i].version <= cudaVersion &&
+        (!best || versioned[i].version > best->version))
+      best = &versioned[i];
+  for (size_t i = 0; !best && i < sizeof listed / sizeof listed[0]; i++)
+    if (strcmp(listed[i].name, name) == 0)
+      best = &listed[i];
+  return best ? best->fn : NULL;
+}
+
+/* Entry ids by name, for cuv_sim_fail and cuv_sim_calls. */
+static const char *const entry_names[SIM_ID_COUNT] = {
+#define SIM__NAME(name) #name,
+    SIM_ENTRY_POINTS(SIM__NAME)
+#undef SIM__NAME
+};
 
 static int entry_find(const char *name) {
   for (int i = 0; i < SIM_ID_COUNT; i++)
-    if (strcmp(entries[i].name, name) == 0)
+    if (strcmp(entry_names[i], name) == 0)
       return i;
   return -1;
 }
@@ -69,16 +100,16 @@ static CUresult rule_match(enum sim_entry_id id, unsigned long n) {
   return result;
 }
 
-CUresult sim_enter(enum sim_entry_id id, bool need_init) {
+CUresult sim_enter(enum sim_entry_id id, enum sim_enter_checks checks) {
   unsigned long n = atomic_fetch_add_explicit(&calls[id], 1, memory_order_relaxed) + 1;
   if (atomic_load_explicit(&nrules, memory_order_acquire) != 0) {
     CUresult r = rule_match(id, n);
     if (r != CUDA_SUCCESS)
       return r;
   }
-  if (need_init && !sim_initialized())
+  if (checks >= SIM_CHECK_INIT && !sim_initialized())
     return CUDA_ERROR_NOT_INITIALIZED;
-  return CUDA_SUCCESS;
+  return checks >= SIM_CHECK_CTX ? sim_ctx_entry_check(checks == SIM_CHECK_SYNC) : CUDA_SUCCESS;
 }
 
 CUV_SIM_EXTERN void cuv_sim_fail(const char *entry, unsigned nth, int result) {
@@ -140,8 +171,10 @@ static bool entry_hidden(const char *name) {
   return false;
 }
 
-/* Like the real driver, works before cuInit. Versioned variants are not distinguished: every
- * name resolves to the version cuda.h 13.0 maps it to, whatever cudaVersion (<= 13000) asks. */
+/* Like the real driver, works before cuInit, and an unknown name is not an error: CUDA_SUCCESS
+ * with *pfn NULL and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (as cuda.h documents and the driver
+ * does). Apart from the names in `versioned`, a name resolves to the version cuda.h 13.0 maps it
+ * to whatever cudaVersion (<= 13000) asks; older ABI variants are not simulated. */
 CUV_SIM_EXTERN CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                                  cuuint64_t flags,
                                                  CUdriverProcAddressQueryResult *symbolStatus) {
@@ -153,13 +186,13 @@ CUV_SIM_EXTERN CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
       (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  int id = entry_find(symbol);
-  if (id < 0 || entry_hidden(symbol)) {
+  sim_fn fn = entry_hidden(symbol) ? NULL : entry_resolve(symbol, cudaVersion);
+  if (!fn) {
     if (symbolStatus)
       *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return CUDA_ERROR_NOT_FOUND;
+    return CUDA_SUCCESS;
   }
-  memcpy(pfn, &entries[id].fn, sizeof *pfn);
+  memcpy(pfn, &fn, sizeof *pfn);
   if (symbolStatus)
     *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
   return CUDA_SUCCESS;

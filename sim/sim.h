@@ -33,30 +33,70 @@
 
 /* ---- Entry points (proc.c) -------------------------------------------------------------------- */
 
-/* One id per driver entry point, in CUV__DRIVER_FUNCS order. The ## keeps cuda.h's renaming
- * macros (cuMemAlloc -> cuMemAlloc_v2) from expanding, so the ids carry the base names. */
+/* Every base name the simulator answers to, for call counting and failure injection: the names of
+ * lib/driver_funcs.h plus the variants the real driver also resolves (cuGraphInstantiateWithFlags)
+ * and cuGetProcAddress itself. Kept separate from CUV__DRIVER_FUNCS so that renaming an entry
+ * there does not change the ids used inside the simulator. */
+#define SIM_ENTRY_POINTS(X)                                                                      \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)      \
+  X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)          \
+  X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset) X(cuCtxSetCurrent) X(cuCtxGetCurrent)  \
+  X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamQuery)                      \
+  X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)                 \
+  X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuMemAlloc) X(cuMemFree)              \
+  X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)                        \
+  X(cuMemHostGetDevicePointer) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)    \
+  X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload)                   \
+  X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchHostFunc)             \
+  X(cuStreamWriteValue32) X(cuStreamWaitValue32) X(cuStreamBeginCapture) X(cuStreamEndCapture)   \
+  X(cuStreamIsCapturing) X(cuGraphInstantiate) X(cuGraphInstantiateWithFlags) X(cuGraphUpload)   \
+  X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuGetProcAddress)
+
+/* One id per entry point. The ## keeps cuda.h's renaming macros (cuMemAlloc -> cuMemAlloc_v2)
+ * from expanding, so the ids carry the base names. */
 enum sim_entry_id {
 #define SIM__ID(name) SIM_ID_##name,
-  CUV__DRIVER_FUNCS(SIM__ID)
+  SIM_ENTRY_POINTS(SIM__ID)
 #undef SIM__ID
-  SIM_ID_cuGetProcAddress,
   SIM_ID_COUNT
 };
 
-/* Counts the call, applies failure injection, and (when need_init) checks cuInit was called.
- * Returns CUDA_SUCCESS to proceed, or the result the entry point must return. */
-SIM_HIDDEN CUresult sim_enter(enum sim_entry_id id, bool need_init);
+/* How much an entry point checks before it acts. */
+enum sim_enter_checks {
+  SIM_CHECK_NONE,   /* works before cuInit (cuInit, cuGetErrorName, cuGetProcAddress, ...) */
+  SIM_CHECK_INIT,   /* needs cuInit: devices, primary contexts, current context */
+  SIM_CHECK_CTX,    /* also fails at once when the current context is destroyed
+                       (CUDA_ERROR_CONTEXT_IS_DESTROYED) or has a sticky fault: every call that
+                       works on a context, destroy calls included, as the real driver */
+  SIM_CHECK_SYNC,   /* as SIM_CHECK_CTX, but a synchronize call returning a sticky fault first
+                       waits until no command of the context is in progress, so that its caller
+                       may free what the work used (a GPU kills its kernels; a twin runs on) */
+};
+
+/* Counts the call, applies failure injection, then the checks. Returns CUDA_SUCCESS to proceed,
+ * or the result the entry point must return. */
+SIM_HIDDEN CUresult sim_enter(enum sim_entry_id id, enum sim_enter_checks checks);
 
 /* Every entry point starts with one of these: the call is counted and may be failed by
  * cuv_sim_fail before it acts. */
-#define SIM__ENTER(id, need_init)                                                                \
+#define SIM__ENTER(id, checks)                                                                   \
   do {                                                                                           \
-    CUresult sim__r = sim_enter((id), (need_init));                                              \
+    CUresult sim__r = sim_enter((id), (checks));                                                 \
     if (sim__r != CUDA_SUCCESS)                                                                  \
       return sim__r;                                                                             \
   } while (0)
-#define SIM_ENTER(name) SIM__ENTER(SIM_ID_##name, true)
-#define SIM_ENTER_NOINIT(name) SIM__ENTER(SIM_ID_##name, false)
+#define SIM_ENTER(name) SIM__ENTER(SIM_ID_##name, SIM_CHECK_CTX)
+#define SIM_ENTER_SYNC(name) SIM__ENTER(SIM_ID_##name, SIM_CHECK_SYNC)
+#define SIM_ENTER_NOCTX(name) SIM__ENTER(SIM_ID_##name, SIM_CHECK_INIT)
+#define SIM_ENTER_NOINIT(name) SIM__ENTER(SIM_ID_##name, SIM_CHECK_NONE)
+
+/* Entry-point variants resolved by cuGetProcAddress for some versions (the real driver's
+ * versioned symbols, whose prototypes differ from cuda.h's): cuCtxSynchronize at 13000 takes the
+ * context; cuGraphInstantiate is the legacy five-argument cuGraphInstantiate_v2. */
+SIM_HIDDEN CUresult CUDAAPI sim_cuCtxSynchronize_v2(CUcontext ctx);
+SIM_HIDDEN CUresult CUDAAPI sim_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                      CUgraphNode *phErrorNode, char *logBuffer,
+                                                      size_t bufferSize);
 
 /* ---- Global lock ------------------------------------------------------------------------------ */
 
@@ -108,8 +148,9 @@ struct sim_stream;
 
 struct sim_ctx {
   int device;
-  int retain;                 /* primary-context retain count; 0 = inactive */
-  _Atomic int fault;          /* sticky CUresult, 0 while healthy (atomic) */
+  int retain;                 /* primary-context retain count */
+  _Atomic bool active;        /* initialized: by a retain, until a reset or the last release */
+  _Atomic int fault;          /* sticky CUresult, 0 while healthy; never cleared (atomic) */
   struct sim_stream *streams; /* every stream whose worker is alive, incl. draining and null */
   struct sim_stream *null_stream;
   int workers;     /* live worker threads of this context */
@@ -117,6 +158,9 @@ struct sim_ctx {
 };
 
 SIM_HIDDEN bool sim_initialized(void);
+/* The SIM_CHECK_CTX / SIM_CHECK_SYNC checks on the calling thread's current context (lock not
+ * held). */
+SIM_HIDDEN CUresult sim_ctx_entry_check(bool settle);
 /* The calling thread's current context (NULL when none). */
 SIM_HIDDEN struct sim_ctx *sim_ctx_current(void);
 /* Current context usable for new work, or the error to return (lock held). */
@@ -127,6 +171,9 @@ SIM_HIDDEN CUresult sim_ctx_fault(const struct sim_ctx *ctx);
 SIM_HIDDEN void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result);
 /* Is no worker of ctx in the middle of a command (host functions aside)? (lock held) */
 SIM_HIDDEN bool sim_ctx_idle(const struct sim_ctx *ctx);
+/* Returns ctx's sticky fault, first waiting (lock held) until no command of ctx is in progress
+ * when there is one: what a synchronize call does before it reports the fault. */
+SIM_HIDDEN CUresult sim_ctx_settle(struct sim_ctx *ctx);
 /* Waits until all work submitted so far to every stream of ctx completed, or (after a fault)
  * until no command is in progress (lock held). Returns the fault or CUDA_SUCCESS. */
 SIM_HIDDEN CUresult sim_ctx_drain(struct sim_ctx *ctx);
@@ -150,6 +197,11 @@ struct sim_cmd_ops {
   /* Runs application code (host functions): synchronize calls after a sticky fault do not wait
    * for it, as the real driver does not. */
   bool app_code;
+  /* Graph memory nodes (memory.c), lock held; may be NULL. instantiated(+1) is called for each
+   * node when its graph is instantiated (it may refuse), instantiated(-1) when the executable
+   * graph is destroyed; launch_check before each launch of the executable graph. */
+  CUresult (*instantiated)(struct sim_cmd *cmd, int delta);
+  CUresult (*launch_check)(const struct sim_cmd *cmd);
 };
 
 struct sim_cmd {
@@ -264,7 +316,8 @@ struct sim_graph {
 };
 
 struct sim_capture {
-  int refs;                   /* member streams + events recorded into it */
+  int refs;                   /* member streams + events recorded into it + the live list */
+  struct sim_capture *live_next; /* in the list of captures not yet ended */
   bool invalidated;           /* an illegal call happened: EndCapture fails */
   bool ended;                 /* cuStreamEndCapture was called */
   CUstreamCaptureMode mode;
@@ -287,6 +340,12 @@ SIM_HIDDEN void sim_capture_leave(struct sim_stream *s);
 SIM_HIDDEN void sim_capture_unref(struct sim_capture *c);
 /* Does ctx have a live capture that forbids context-wide synchronization? (lock held) */
 SIM_HIDDEN bool sim_capture_block_ctx_sync(struct sim_ctx *ctx);
+/* A "potentially unsafe" call (allocation, synchronous free, query or synchronize of work outside
+ * the capture) made while capturing: prohibited on a thread with its own non-relaxed capture, and
+ * on every thread while some thread has a CU_STREAM_CAPTURE_MODE_GLOBAL capture. Then the
+ * captures that prohibit it are invalidated and CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED returned
+ * (lock held). */
+SIM_HIDDEN CUresult sim_capture_check_unsafe(void);
 
 SIM_HIDDEN struct sim_graph *sim_graph_new(struct sim_ctx *ctx, enum sim_obj_type type);
 SIM_HIDDEN void sim_graph_free(struct sim_graph *g);

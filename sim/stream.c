@@ -255,15 +255,17 @@ CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   return r;
 }
 
-/* Returns at once; queued work still runs, then the worker exits and the stream is freed. Works
- * after a sticky fault too, so cleanup paths can release their streams. */
+/* Returns at once; queued work still runs, then the worker exits and the stream is freed. After
+ * a sticky fault it fails with the fault and destroys nothing (as the driver): the context's
+ * objects go with cuDevicePrimaryCtxReset. */
 CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   SIM_ENTER(cuStreamDestroy);
   sim_lock();
   struct sim_stream *s = (struct sim_stream *)sim_handle_get(hStream, SIM_OBJ_STREAM);
-  if (!s) {
+  CUresult r = s ? sim_ctx_fault(s->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
+  if (r != CUDA_SUCCESS) {
     sim_unlock();
-    return CUDA_ERROR_INVALID_HANDLE;
+    return r;
   }
   sim_handle_remove(&s->obj);
   sim_capture_leave(s);
@@ -274,10 +276,11 @@ CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
   return CUDA_SUCCESS;
 }
 
-/* Synchronous calls on a capturing stream are illegal: they fail and invalidate the capture. */
+/* Synchronous calls on a capturing stream are illegal: they fail and invalidate the capture. On
+ * any other stream they are "potentially unsafe" calls (see sim_capture_check_unsafe). */
 static CUresult check_not_capturing(struct sim_stream *s) {
   if (!s->cap)
-    return CUDA_SUCCESS;
+    return sim_capture_check_unsafe();
   sim_capture_invalidate(s);
   return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
@@ -296,7 +299,7 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-  SIM_ENTER(cuStreamSynchronize);
+  SIM_ENTER_SYNC(cuStreamSynchronize);
   struct sim_stream *s;
   sim_lock();
   /* Not sim_stream_get_live: after a fault this still waits for a command in progress. */
@@ -309,7 +312,7 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
     sim_stream_ref(s);
     while (!sim_stream_settled(s, target))
       sim_wait();
-    r = sim_ctx_fault(ctx);
+    r = sim_ctx_settle(ctx);
     if (r == CUDA_SUCCESS && s->completed < target)
       r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* reset while waiting */
     sim_stream_unref(s);

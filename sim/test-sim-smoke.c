@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,10 +62,19 @@ static void resolve(const char *name, void *slot) {
   memcpy(slot, &p, sizeof p);
 }
 
+/* Every entry point of the list resolves. Two are then taken under other terms, as the real
+ * driver requires (checked on an H200): at CUDA 13.0 "cuCtxSynchronize" is the variant taking a
+ * context, so the (void) one is asked for at 12.0; "cuGraphInstantiate" is the legacy
+ * five-argument function, so cuda.h's cuGraphInstantiate (= cuGraphInstantiateWithFlags) is asked
+ * for by that name. */
 static void resolve_all(void) {
 #define SIM_TEST_RESOLVE(name) resolve(#name, &d.name);
   CUV__DRIVER_FUNCS(SIM_TEST_RESOLVE)
 #undef SIM_TEST_RESOLVE
+  void *p;
+  CHECK(cuGetProcAddress("cuCtxSynchronize", &p, 12000, 0, NULL) == CUDA_SUCCESS && p);
+  memcpy(&d.cuCtxSynchronize, &p, sizeof p);
+  resolve("cuGraphInstantiateWithFlags", &d.cuGraphInstantiate);
 }
 
 static uint64_t now_us(void) {
@@ -122,11 +132,13 @@ static int incr_twin(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
-/* slow(int *flag): sleeps 30 ms, then sets *flag (a kernel still running when a fault hits). */
+/* slow(int *flags): sets flags[0], sleeps 30 ms, then sets flags[1] (a kernel still running
+ * when a fault hits). */
 static int slow_twin(const cuv_sim_launch_t *launch, void **params) {
-  int *flag = *(int **)params[0];
+  int *flags = *(int **)params[0];
+  __atomic_store_n(&flags[0], 1, __ATOMIC_RELEASE);
   sleep_us(30000);
-  __atomic_store_n(flag, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&flags[1], 1, __ATOMIC_RELEASE);
   return 0;
 }
 
@@ -176,7 +188,8 @@ static void load_module(void) {
 static void test_before_init(void) {
   void *p = (void *)1;
   CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;
-  CHECK_CU(cuGetProcAddress("cuNoSuchThing", &p, CUDA_VERSION, 0, &status), CUDA_ERROR_NOT_FOUND);
+  /* An unknown name is no error: NULL and SYMBOL_NOT_FOUND, as cuda.h says and the driver does. */
+  OK(cuGetProcAddress("cuNoSuchThing", &p, CUDA_VERSION, 0, &status));
   CHECK(p == NULL && status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
   CHECK_CU(cuGetProcAddress("cuInit", &p, CUDA_VERSION + 10, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   resolve_all();
@@ -434,9 +447,24 @@ static void test_kernel(void) {
            CUDA_ERROR_INVALID_VALUE);
   CHECK_CU(d.cuLaunchKernel(f_saxpy, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL),
            CUDA_ERROR_INVALID_VALUE);
-  void *extra[] = {CU_LAUNCH_PARAM_END};
-  CHECK_CU(d.cuLaunchKernel(f_saxpy, 1, 1, 1, 1, 1, 1, 0, s, params, extra),
-           CUDA_ERROR_NOT_SUPPORTED);
+  /* extra: an empty list is accepted; a packed buffer is laid out as cuFuncGetParamInfo says. */
+  int extra_counter = 0;
+  CUdeviceptr dextra;
+  OK(d.cuMemAlloc(&dextra, sizeof extra_counter));
+  OK(d.cuMemsetD32Async(dextra, 0, 1, s));
+  void *cparams_extra[] = {&dextra};
+  void *extra_end[] = {CU_LAUNCH_PARAM_END};
+  OK(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, s, cparams_extra, extra_end));
+  size_t packed_size = sizeof dextra;
+  void *extra_buf[] = {CU_LAUNCH_PARAM_BUFFER_POINTER, &dextra, CU_LAUNCH_PARAM_BUFFER_SIZE,
+                       &packed_size, CU_LAUNCH_PARAM_END};
+  OK(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, s, NULL, extra_buf));
+  CHECK_CU(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, s, cparams_extra, extra_buf),
+           CUDA_ERROR_INVALID_VALUE);
+  OK(d.cuMemcpyDtoHAsync(&extra_counter, dextra, sizeof extra_counter, s));
+  OK(d.cuStreamSynchronize(s));
+  CHECK(extra_counter == 2);
+  OK(d.cuMemFree(dextra));
   /* Shared memory scratch and kernel duration. */
   int counter = 0;
   CUdeviceptr dcounter;
@@ -476,31 +504,77 @@ static void test_failure_injection(void) {
   OK(d.cuStreamDestroy(s));
 }
 
+/* A reset destroys the context's objects and leaves it uninitialized until the next retain. */
+static void test_reset(void) {
+  CUstream s;
+  CUevent e;
+  CUdeviceptr p;
+  CUcontext again;
+  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+  OK(d.cuMemAlloc(&p, 64));
+  OK(d.cuDevicePrimaryCtxReset(0));
+  CHECK_CU(d.cuStreamCreate(&s, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHECK_CU(d.cuMemAlloc(&p, 16), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CHECK_CU(d.cuCtxSynchronize(), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  OK(d.cuDevicePrimaryCtxRetain(&again, 0)); /* initializes it again: same handle */
+  CHECK(again == ctx);
+  CHECK_CU(d.cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_CU(d.cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
+  CHECK_CU(d.cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
+           CUDA_ERROR_INVALID_HANDLE); /* the module went with the context */
+  OK(d.cuDevicePrimaryCtxRelease(0)); /* the reset kept the count: two retains now */
+  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  OK(d.cuStreamSynchronize(s));
+  OK(d.cuStreamDestroy(s));
+  OK(d.cuCtxSynchronize());
+  load_module();
+}
+
 static atomic_int ran_after_fault;
 
 static void CUDA_CB mark_fn(void *arg) { atomic_store(&ran_after_fault, 1); }
 
-/* A faulting kernel poisons the context until it is reset. */
+/* A faulting kernel poisons the context for the rest of the process (`test-sim-smoke fault` runs
+ * this alone): queued and later work is dropped, every call reports the fault, destroy calls
+ * included, and a reset does not bring the device back. */
 static void test_sticky_fault(void) {
-  CUstream s, other;
+  CUstream s, other, slow;
   CUevent e;
   uint32_t *words;
-  CUdevice dev = 0;
+  int *flag;
   OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   OK(d.cuStreamCreate(&other, CU_STREAM_NON_BLOCKING));
+  OK(d.cuStreamCreate(&slow, CU_STREAM_NON_BLOCKING));
   OK(d.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
   OK(d.cuMemHostAlloc((void **)&words, 12, 0));
+  OK(d.cuMemHostAlloc((void **)&flag, 2 * sizeof *flag, 0));
   for (int i = 0; i < 3; i++)
     __atomic_store_n(&words[i], 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&flag[0], 0, __ATOMIC_RELAXED);
+  __atomic_store_n(&flag[1], 0, __ATOMIC_RELAXED);
   /* `other` waits on a value nobody writes: the fault must release it. */
   OK(d.cuStreamWaitValue32(other, (CUdeviceptr)(uintptr_t)&words[1], 1, CU_STREAM_WAIT_VALUE_EQ));
+  /* `slow` runs a 30 ms kernel when the fault hits. */
+  CUdeviceptr dflag = (CUdeviceptr)(uintptr_t)flag;
+  void *fparams[] = {&dflag};
+  OK(d.cuLaunchKernel(f_slow, 1, 1, 1, 1, 1, 1, 0, slow, fparams, NULL));
   gate_block(s, &words[2]); /* the fault happens once everything is queued */
   OK(d.cuLaunchKernel(f_fault, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
   OK(d.cuLaunchHostFunc(s, mark_fn, NULL));
   OK(d.cuStreamWriteValue32(s, (CUdeviceptr)(uintptr_t)&words[0], 9, 0));
+  OK(d.cuEventRecord(e, s));
+  for (int i = 0; i < 10000 && !__atomic_load_n(&flag[0], __ATOMIC_ACQUIRE); i++)
+    sleep_us(100); /* until the slow kernel runs */
+  CHECK(__atomic_load_n(&flag[0], __ATOMIC_ACQUIRE) == 1);
   gate_open(&words[2]);
   CHECK_CU(d.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  /* Synchronize calls after the fault still wait for a command in progress, so that the caller
+   * may free what it used. */
+  CHECK(__atomic_load_n(&flag[1], __ATOMIC_ACQUIRE) == 1);
   CHECK_CU(d.cuStreamSynchronize(other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuStreamSynchronize(slow), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_CU(d.cuStreamQuery(s), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_CU(d.cuEventQuery(e), CUDA_ERROR_ILLEGAL_ADDRESS);
   CHECK_CU(d.cuEventSynchronize(e), CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -512,45 +586,33 @@ static void test_sticky_fault(void) {
   CHECK_CU(d.cuMemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS);
   CUstream s2;
   CHECK_CU(d.cuStreamCreate(&s2, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  /* Destroy calls fail with the fault too, even on an invalid handle. */
+  CHECK_CU(d.cuStreamDestroy(other), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuEventDestroy(e), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuMemFreeHost(words), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuModuleUnload(module), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuStreamDestroy((CUstream)(uintptr_t)0x1234), CUDA_ERROR_ILLEGAL_ADDRESS);
   sleep_us(2000);
   CHECK(atomic_load(&ran_after_fault) == 0);
   CHECK(__atomic_load_n(&words[0], __ATOMIC_ACQUIRE) == 0);
+  /* These still work. */
   const char *name;
+  int value;
   OK(d.cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &name));
   OK(d.cuCtxSetCurrent(ctx));
-  /* Reset: the fault is gone, old handles are invalid. */
-  OK(d.cuDevicePrimaryCtxReset(dev));
-  CHECK_CU(d.cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
-  CHECK_CU(d.cuEventQuery(e), CUDA_ERROR_INVALID_HANDLE);
-  CHECK_CU(d.cuMemFreeHost(words), CUDA_ERROR_INVALID_VALUE);
-  CHECK_CU(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL),
-           CUDA_ERROR_INVALID_HANDLE); /* the module went with the context */
-  OK(d.cuCtxSynchronize());
-  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  OK(d.cuStreamSynchronize(s));
-  OK(d.cuStreamDestroy(s));
-  /* cuv_sim_fault makes the fault directly; the NULL stream reports it too. */
-  cuv_sim_fault(CUDA_ERROR_LAUNCH_FAILED);
-  CHECK_CU(d.cuStreamSynchronize(NULL), CUDA_ERROR_LAUNCH_FAILED);
-  OK(d.cuDevicePrimaryCtxReset(dev));
-  OK(d.cuStreamSynchronize(NULL));
-  load_module();
-  /* Synchronize calls after a fault still wait for a command in progress (here a kernel on
-   * another stream), so the caller may free what it used. */
-  CUdeviceptr dflag;
-  int *flag;
-  OK(d.cuMemHostAlloc((void **)&flag, sizeof *flag, 0));
-  __atomic_store_n(flag, 0, __ATOMIC_RELAXED);
-  dflag = (CUdeviceptr)(uintptr_t)flag;
-  void *fparams[] = {&dflag};
-  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  OK(d.cuLaunchKernel(f_slow, 1, 1, 1, 1, 1, 1, 0, s, fparams, NULL));
-  sleep_us(5000);
-  cuv_sim_fault(CUDA_ERROR_ILLEGAL_ADDRESS);
-  CHECK_CU(d.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
-  CHECK(__atomic_load_n(flag, __ATOMIC_ACQUIRE) == 1);
-  OK(d.cuDevicePrimaryCtxReset(dev));
-  load_module();
+  OK(d.cuDeviceGetAttribute(&value, CU_DEVICE_ATTRIBUTE_WARP_SIZE, 0));
+  /* Without a current context, the objects report their context's fault. */
+  OK(d.cuCtxSetCurrent(NULL));
+  CHECK_CU(d.cuStreamQuery(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+  CHECK_CU(d.cuStreamCreate(&s2, 0), CUDA_ERROR_INVALID_CONTEXT);
+  OK(d.cuCtxSetCurrent(ctx));
+  /* A reset succeeds but cannot bring the device back. */
+  OK(d.cuDevicePrimaryCtxReset(0));
+  CHECK_CU(d.cuStreamCreate(&s2, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  CUcontext again;
+  CHECK_CU(d.cuDevicePrimaryCtxRetain(&again, 0), CUDA_ERROR_ILLEGAL_ADDRESS);
+  OK(d.cuDevicePrimaryCtxRelease(0));
+  CHECK_CU(d.cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
 }
 
 static atomic_int captured_calls;
@@ -587,7 +649,6 @@ static void test_capture(void) {
   OK(d.cuLaunchHostFunc(s, count_fn, NULL));
   /* Fork s2 into the capture and join it back. */
   OK(d.cuEventRecord(e1, s));
-  CHECK_CU(d.cuEventQuery(e1), CUDA_ERROR_CAPTURED_EVENT);
   OK(d.cuStreamWaitEvent(s2, e1, 0));
   OK(d.cuStreamIsCapturing(s2, &st));
   CHECK(st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
@@ -646,6 +707,79 @@ static void test_capture(void) {
   CHECK_CU(d.cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_UNJOINED);
   OK(d.cuStreamIsCapturing(s2, &st));
   CHECK(st == CU_STREAM_CAPTURE_STATUS_NONE);
+  /* Querying an event recorded in an active capture invalidates it; once the capture is over, the
+   * event is invalid until recorded again. */
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  OK(d.cuEventRecord(e1, s));
+  CHECK_CU(d.cuEventQuery(e1), CUDA_ERROR_CAPTURED_EVENT);
+  OK(d.cuStreamIsCapturing(s, &st));
+  CHECK(st == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
+  CHECK_CU(d.cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK_CU(d.cuEventQuery(e1), CUDA_ERROR_INVALID_VALUE);
+  OK(d.cuEventRecord(e1, s2));
+  OK(d.cuEventSynchronize(e1));
+  /* A fork with no work of its own needs no join. */
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(d.cuEventRecord(e1, s));
+  OK(d.cuStreamWaitEvent(s2, e1, 0));
+  OK(d.cuStreamEndCapture(s, &g));
+  OK(d.cuGraphDestroy(g));
+  /* "Potentially unsafe" calls: refused during a global capture (which they invalidate), allowed
+   * during a relaxed one. */
+  CUdeviceptr tmp;
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK_CU(d.cuMemAlloc(&tmp, 64), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK_CU(d.cuStreamQuery(s2), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK_CU(d.cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_RELAXED));
+  OK(d.cuMemAlloc(&tmp, 64));
+  OK(d.cuStreamQuery(s2));
+  CHECK_CU(d.cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED); /* never allowed */
+  CHECK_CU(d.cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  OK(d.cuMemFree(tmp));
+  /* Memory nodes: an allocation made during capture keeps its address; the graph is instantiated
+   * once, and relaunched only after its allocation was freed. */
+  CUdeviceptr gmem;
+  CUgraphExec exec2;
+  unsigned char bytes[64];
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(d.cuMemAllocAsync(&gmem, sizeof bytes, s));
+  OK(d.cuMemsetD8Async(gmem, 0x5a, sizeof bytes, s));
+  CHECK_CU(d.cuMemFreeAsync(dcounter, s), CUDA_ERROR_INVALID_VALUE); /* not a graph allocation */
+  OK(d.cuStreamEndCapture(s, &g));
+  OK(d.cuGraphInstantiate(&exec, g, 0));
+  CHECK_CU(d.cuGraphInstantiate(&exec2, g, 0), CUDA_ERROR_NOT_SUPPORTED);
+  OK(d.cuGraphLaunch(exec, s));
+  OK(d.cuMemcpyDtoHAsync(bytes, gmem, sizeof bytes, s));
+  OK(d.cuStreamSynchronize(s));
+  CHECK(bytes[0] == 0x5a && bytes[63] == 0x5a);
+  CHECK_CU(d.cuGraphLaunch(exec, s), CUDA_ERROR_INVALID_VALUE); /* still allocated */
+  OK(d.cuMemFreeAsync(gmem, s));
+  OK(d.cuGraphLaunch(exec, s));
+  OK(d.cuStreamSynchronize(s));
+  OK(d.cuMemFree(gmem));
+  OK(d.cuGraphExecDestroy(exec));
+  OK(d.cuGraphDestroy(g));
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(d.cuMemAllocAsync(&gmem, sizeof bytes, s));
+  OK(d.cuMemFreeAsync(gmem, s));
+  OK(d.cuStreamEndCapture(s, &g));
+  OK(d.cuGraphInstantiate(&exec, g, 0));
+  OK(d.cuGraphDestroy(g));
+  OK(d.cuGraphLaunch(exec, s));
+  OK(d.cuGraphLaunch(exec, s)); /* allocated and freed inside: relaunch at will */
+  OK(d.cuStreamSynchronize(s));
+  OK(d.cuGraphExecDestroy(exec));
+  /* A graph cannot be launched into a capture. */
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  OK(d.cuStreamEndCapture(s, &g));
+  OK(d.cuGraphInstantiate(&exec, g, 0));
+  OK(d.cuGraphDestroy(g));
+  OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL));
+  CHECK_CU(d.cuGraphLaunch(exec, s), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+  CHECK_CU(d.cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  CHECK_CU(d.cuGraphInstantiate(&exec2, g, 0), CUDA_ERROR_INVALID_VALUE); /* NULL graph */
+  OK(d.cuGraphExecDestroy(exec));
   /* An empty capture makes an empty graph. */
   OK(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL));
   OK(d.cuStreamEndCapture(s, &g));
@@ -741,20 +875,26 @@ static void test_round_trip(void) {
   OK(d.cuStreamDestroy(s));
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  bool fault_mode = argc > 1 && strcmp(argv[1], "fault") == 0;
   test_before_init();
   register_kernels();
   test_init_and_device();
   load_module();
+  if (fault_mode) { /* a fault ends the device's use for the process */
+    test_sticky_fault();
+    printf("sim-smoke fault: %d checks passed\n", atomic_load(&checks));
+    return 0;
+  }
   test_fifo();
   test_events();
   test_memops();
   test_hostfn();
   test_kernel();
   test_failure_injection();
-  test_sticky_fault();
   test_capture();
   test_destroy_pending();
+  test_reset();
   test_threads();
   test_round_trip();
   OK(d.cuModuleUnload(module));
