@@ -284,16 +284,19 @@ static napi_value submit(napi_env env, addon_t *a, cuv_op_t *op, napi_value keep
                          cuv_buffer_t *result) {
   napi_value promise;
   job_t *job = calloc(1, sizeof *job);
-  if (!job || napi_create_promise(env, &job->deferred, &promise) != napi_ok ||
-      (keep && napi_create_reference(env, keep, 1, &job->value) != napi_ok)) {
+  if (!job || napi_create_promise(env, &job->deferred, &promise) != napi_ok) {
     cuv_op_free(op);
     cuv_buffer_unref(result);
-    free(job); /* a Promise created before a failed reference is left pending: out of memory */
+    free(job);
     return rejected(env, CUV_ENOMEM, NULL);
   }
   job->addon = a;
   job->buffer = result;
-  int rc = cuv_uv_submit(a->bridge, op, on_done, job, NULL);
+  int rc = CUV_ENOMEM;
+  if (keep && napi_create_reference(env, keep, 1, &job->value) != napi_ok)
+    cuv_op_free(op);
+  else
+    rc = cuv_uv_submit(a->bridge, op, on_done, job, NULL);
   if (rc < 0)
     settle(env, job, rc); /* refused: done will not run */
   return promise;
