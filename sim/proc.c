@@ -26,6 +26,8 @@ struct sim_entry {
  * five-argument function at every version, even though cuda.h 12+ #defines the name to
  * cuGraphInstantiateWithFlags, which is resolved under its own name. Looked up first. */
 static const struct sim_entry versioned[] = {
+    {"cuCtxSynchronize", 13000, (sim_fn)sim_cuCtxSynchronize_v2},
+    {"cuGraphInstantiate", 0, (sim_fn)sim_cuGraphInstantiate_v2},
     {"cuGraphInstantiateWithFlags", 11040, (sim_fn)cuGraphInstantiateWithFlags},
 };
 

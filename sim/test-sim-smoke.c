@@ -191,6 +191,10 @@ static void test_before_init(void) {
   /* An unknown name is no error: NULL and SYMBOL_NOT_FOUND, as cuda.h says and the driver does. */
   OK(cuGetProcAddress("cuNoSuchThing", &p, CUDA_VERSION, 0, &status));
   CHECK(p == NULL && status == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+  void *v12, *v13;
+  OK(cuGetProcAddress("cuCtxSynchronize", &v12, 12000, 0, NULL));
+  OK(cuGetProcAddress("cuCtxSynchronize", &v13, 13000, 0, NULL));
+  CHECK(v12 && v13 && v12 != v13);
   CHECK_CU(cuGetProcAddress("cuInit", &p, CUDA_VERSION + 10, 0, NULL), CUDA_ERROR_INVALID_VALUE);
   resolve_all();
   int count = -1, version = 0;
@@ -207,6 +211,17 @@ static void test_before_init(void) {
 }
 
 static CUcontext ctx;
+
+/* cuCtxSynchronize as resolved at 13.0 takes the context. */
+static void test_ctx_synchronize_v2(void) {
+  void *p;
+  CUresult (*sync_v2)(CUcontext);
+  OK(cuGetProcAddress("cuCtxSynchronize", &p, 13000, 0, NULL));
+  memcpy(&sync_v2, &p, sizeof p);
+  OK(sync_v2(NULL));
+  OK(sync_v2(ctx));
+  CHECK_CU(sync_v2((CUcontext)(uintptr_t)0x1234), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+}
 
 static void test_init_and_device(void) {
   int count, value;
@@ -886,6 +901,7 @@ int main(int argc, char **argv) {
     printf("sim-smoke fault: %d checks passed\n", atomic_load(&checks));
     return 0;
   }
+  test_ctx_synchronize_v2();
   test_fifo();
   test_events();
   test_memops();
