@@ -30,12 +30,24 @@ static int twin_dense(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
+/* The --cublas path's epilogue (cuBLAS itself never runs on the simulator). */
+static int twin_bias_act(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  unsigned rows = *(unsigned *)params[0], n = *(unsigned *)params[1];
+  float *y = DEV(params[2]);
+  const float *b = DEV(params[3]);
+  for (size_t i = 0; i < (size_t)rows * n; i++) {
+    float v = y[i] + b[i % n];
+    y[i] = *(unsigned *)params[4] && v < 0.0f ? 0.0f : v;
+  }
+  return 0;
+}
+
 void infer_register_twin(unsigned delay_us) {
   const size_t u = sizeof(unsigned), p = sizeof(cuv_deviceptr_t);
-  static size_t sizes[8];
-  const size_t s[8] = {u, u, u, p, p, p, p, u};
-  memcpy(sizes, s, sizeof s);
-  cuv_sim_register_kernel("mlp_dense", twin_dense, 8, sizes);
+  const size_t dense[8] = {u, u, u, p, p, p, p, u}, bias_act[5] = {u, u, p, p, u};
+  cuv_sim_register_kernel("mlp_dense", twin_dense, 8, dense);
+  cuv_sim_register_kernel("mlp_bias_act", twin_bias_act, 5, bias_act);
   if (delay_us)
     cuv_sim_set_kernel_duration("mlp_dense", delay_us);
 }
@@ -174,7 +186,9 @@ static int load_kernel(server_t *s, const char *ptx) {
     return rc;
   }
   rc = cuv_kernel_get(&s->dense, mod, "mlp_dense");
-  cuv_module_unload(mod); /* the kernel keeps it */
+  if (rc == 0 && cuv_kernel_get(&s->bias_act, mod, "mlp_bias_act") != 0)
+    s->bias_act = NULL; /* an older PTX: no --cublas */
+  cuv_module_unload(mod); /* the kernels keep it */
   return rc;
 }
 
@@ -251,4 +265,6 @@ void infer_free(server_t *s) {
       cuv_buffer_unref(weights[i]);
   if (s->dense)
     cuv_kernel_release(s->dense);
+  if (s->bias_act)
+    cuv_kernel_release(s->bias_act);
 }

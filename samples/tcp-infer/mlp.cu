@@ -12,3 +12,12 @@ extern "C" __global__ void mlp_dense(unsigned rows, unsigned in_dim, unsigned ou
   for (unsigned i = 0; i < in_dim; i++) acc += xr[i] * wo[i];
   y[idx] = relu && acc < 0.0f ? 0.0f : acc;
 }
+
+// The --cublas path's epilogue: y = act(y + b), after cublasSgemm wrote y = x W^T.
+extern "C" __global__ void mlp_bias_act(unsigned rows, unsigned n, float *y, const float *b,
+                                        unsigned relu) {
+  unsigned idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= rows * n) return;
+  float v = y[idx] + b[idx % n];
+  y[idx] = relu && v < 0.0f ? 0.0f : v;
+}

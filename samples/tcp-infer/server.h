@@ -90,7 +90,7 @@ struct server {
   uv_timer_t duration;
   cuv_uv_t *bridge; /* NULL in --baseline */
   cuv_device_t *dev;
-  cuv_kernel_t *dense;
+  cuv_kernel_t *dense, *bias_act; /* bias_act: the --cublas path's epilogue */
   cuv_buffer_t *w1, *b1, *w2, *b2;
   workspace_t *workspaces, *free_ws;
   unsigned nworkspaces, free_count;
