@@ -74,6 +74,22 @@ CUV_EXTERN struct CUctx_st *cuv_device_context(const cuv_device_t *dev);
  * code that calls the driver directly). */
 CUV_EXTERN int cuv_device_bind(cuv_device_t *dev);
 
+/* Recovery after a sticky device fault (illegal address, trap: the context is dead). Every
+ * submission on it resolves with the fault; once none is in flight on the device (else CUV_EBUSY:
+ * retry after their callbacks ran), this resets the primary context and starts a new epoch.
+ * cuv rebuilds what it owns: the default policy and its streams, its event and staging pools,
+ * the reactor's flags, and every module (reloaded from its image on first use, so kernels keep
+ * working). The application rebuilds the rest: buffers, streams and policies it created, graphs
+ * and shared ops of the old epoch report CUV_ELOST when used (and are safe to release). Memory of
+ * work that faulted stays leaked (cuv_stats().leaked). Do not submit to the device while it
+ * recovers. */
+CUV_EXTERN int cuv_device_recover(cuv_device_t *dev);
+/* Recovers automatically, on the thread that finishes the last in-flight submission of a faulted
+ * device (the draining thread, or a blocking executor's caller). */
+CUV_EXTERN int cuv_device_set_auto_recover(cuv_device_t *dev, int enable);
+/* Bumped by each recovery: objects made before the current epoch are lost. */
+CUV_EXTERN unsigned cuv_device_epoch(const cuv_device_t *dev);
+
 /* ---- streams -------------------------------------------------------------------------------- */
 
 typedef struct cuv_stream_s cuv_stream_t;
@@ -403,6 +419,7 @@ typedef struct cuv_stats {
   uint64_t in_flight;          /* submissions not yet proven complete */
   uint64_t slots_in_use;       /* reactor slots armed now */
   uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
+  uint64_t recoveries;         /* device recoveries (cuv_device_recover, or automatic) */
 } cuv_stats_t;
 
 CUV_EXTERN void cuv_stats(cuv_stats_t *stats);

@@ -12,6 +12,7 @@ struct cuv_buffer_s {
   pthread_mutex_t lock;        /* guards accesses (hazard.c) */
   cuv__access_t *accesses;     /* in flight: by which stream, read or write */
   int hazard_mode;             /* CUV_HAZARD_* */
+  unsigned epoch;              /* the device epoch its memory belongs to */
 };
 
 /* Checks [offset, offset + bytes) lies in buf. */

@@ -19,7 +19,19 @@ struct cuv_device_s {
   CUevent *free_events;          /* event pool (CU_EVENT_DISABLE_TIMING) */
   size_t n_free_events, cap_free_events;
   cuv__staging_pool_t *staging;  /* pinned host blocks by size class (staging.c) */
+  atomic_uint epoch;             /* bumped by each recovery (recover.c) */
+  atomic_uint in_flight;         /* submissions on this device not yet finished or leaked */
+  atomic_bool faulted;           /* a submission saw a sticky fault since the last recovery */
+  atomic_bool auto_recover;
 };
+
+/* Whether an object made in device epoch `epoch` is gone (a recovery reset its context). */
+static inline bool cuv__stale(cuv_device_t *dev, unsigned epoch) {
+  return atomic_load_explicit(&dev->epoch, memory_order_acquire) != epoch;
+}
+/* recover.c: counts a finished submission; recovers when the device is faulted, idle and set to
+ * recover automatically. */
+void cuv__device_sub_done(cuv_device_t *dev, bool faulted);
 
 /* The device of `ordinal`, opened (one more reference). */
 int cuv__device_get(cuv_device_t **dev, int ordinal);
@@ -33,8 +45,16 @@ void cuv__event_put(cuv_device_t *dev, CUevent event);
 
 
 
-/* staging.c: pinned host blocks; the pointer returned is the data, given back with _free. */
-void *cuv__staging_alloc(cuv_device_t *dev, size_t bytes);
-void cuv__staging_free(void *data);
+/* staging.c: pinned host blocks (data) with their bookkeeping; given back with _free(block). */
+typedef struct cuv__staging {
+  void *data;
+  size_t cap;
+  unsigned cls;         /* size class; 0 when not pooled */
+  unsigned epoch;       /* the device epoch its pinned memory belongs to */
+  cuv_device_t *dev;
+  struct cuv__staging *next;
+} cuv__staging_t;
+cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes);
+void cuv__staging_free(void *block);
 void cuv__staging_pool_destroy(cuv_device_t *dev);
 #endif

@@ -1,6 +1,7 @@
 /* The driver table. libcuda is never linked: it is opened with dlopen and every entry point is
- * resolved through cuGetProcAddress at the CUDA version of the headers we were built with, so
- * each pointer has exactly the prototype cuda.h declares. CUV_DRIVER=sim swaps in libcuv-sim. */
+ * resolved through cuGetProcAddress at the CUDA version of the headers we were built with (except
+ * where driver_funcs.h says otherwise), so each pointer has exactly the prototype cuda.h declares.
+ * CUV_DRIVER=sim swaps in libcuv-sim. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
@@ -66,7 +67,8 @@ static int resolve_all(cuv__driver_t *table, get_proc_fn get_proc) {
   do {                                                                                            \
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                  \
     void *ptr = NULL;                                                                             \
-    if (get_proc(#fn, &ptr, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS || \
+    if (get_proc(#fn, &ptr, CUV__DRIVER_VERSION(#fn), CU_GET_PROC_ADDRESS_DEFAULT, &found) !=     \
+            CUDA_SUCCESS ||                                                                       \
         found != CU_GET_PROC_ADDRESS_SUCCESS)                                                     \
       ptr = NULL;                                                                                 \
     memcpy(&table->fn, &ptr, sizeof ptr); /* ISO C has no cast from object to function pointer */ \

@@ -59,11 +59,21 @@
   X(cuStreamBeginCapture)                                                                         \
   X(cuStreamEndCapture)                                                                           \
   X(cuStreamIsCapturing)                                                                          \
-  X(cuGraphInstantiate)                                                                           \
+  X(cuGraphInstantiateWithFlags)                                                                  \
   X(cuGraphUpload)                                                                                \
   X(cuGraphLaunch)                                                                                \
   X(cuGraphDestroy)                                                                               \
   X(cuGraphExecDestroy)
+
+/* Two names need care, because the driver resolves them to another prototype than cuda.h gives:
+ * - "cuGraphInstantiate" is the legacy five-argument cuGraphInstantiate_v2 at every version, while
+ *   cuda.h 12+ #defines the name to cuGraphInstantiateWithFlags: so the list names that function,
+ *   and `cuv__drv.cuGraphInstantiate(...)` still reaches it through cuda.h's macro.
+ * - "cuCtxSynchronize" at 13000 is the variant that takes a CUcontext
+ *   (PFN_cuCtxSynchronize_v13000); cuda.h's (void) one is asked for at 12000.
+ * CUV__DRIVER_VERSION gives the CUDA version each entry point is resolved at. */
+#define CUV__DRIVER_VERSION(name)                                                                 \
+  (__builtin_strcmp((name), "cuCtxSynchronize") == 0 && CUDA_VERSION > 12000 ? 12000 : CUDA_VERSION)
 
 /* Entry points cuv can live without (older drivers): a missing one leaves its member NULL. */
 #define CUV__DRIVER_OPTIONAL(name) (__builtin_strcmp((name), "cuFuncGetParamInfo") == 0)

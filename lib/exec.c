@@ -38,6 +38,8 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
     rc = pick_stream(op, &policy, &stream);
   if (rc == 0 && op->device >= 0 && op->device != stream->dev->ordinal)
     rc = CUV_EDEVICE;
+  if (rc == 0 && cuv__stale(stream->dev, stream->epoch))
+    rc = CUV_ELOST;
   if (rc == 0)
     rc = cuv__bind(stream->dev);
   if (rc == 0)

@@ -163,6 +163,8 @@ void cuv__hazard_uses_free(cuv__uses_t *uses) {
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->sub->dev)
     return CUV_EDEVICE;
+  if (cuv__stale(buf->dev, buf->epoch))
+    return CUV_ELOST;
   bool write = kind != CUV_ARG_KIND_READ;
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);

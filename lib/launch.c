@@ -45,8 +45,11 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   }
   if (rc == 0 && (rc = cuv__sub_hold(ex->sub, cuv__kernel_release, l->kernel)) == 0)
     cuv__kernel_ref(l->kernel);
+  CUfunction fn = NULL;
   if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuLaunchKernel(l->kernel->fn, l->grid.x, l->grid.y, l->grid.z,
+    rc = cuv__kernel_function(l->kernel, &fn);
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuLaunchKernel(fn, l->grid.x, l->grid.y, l->grid.z,
                                          l->block.x, l->block.y, l->block.z, l->shared_bytes,
                                          ex->stream->cu, l->nargs ? params : NULL, NULL));
   if (params != params_inline)

@@ -13,7 +13,7 @@ typedef struct copy_op {
   cuv_buffer_t *dst, *src;  /* device sides (NULL for host sides) */
   size_t dst_offset, src_offset, bytes;
   void *host;               /* htod source, dtoh destination */
-  bool staged;              /* host is a staging block owned by the op */
+  cuv__staging_t *staged;   /* the staging block host points into, owned by the op */
   uint32_t value;
 } copy_op_t;
 
@@ -21,8 +21,7 @@ static void copy_drop(cuv_op_t *op) {
   copy_op_t *c = (copy_op_t *)op;
   cuv_buffer_unref(c->dst);
   cuv_buffer_unref(c->src);
-  if (c->staged)
-    cuv__staging_free(c->host);
+  cuv__staging_free(c->staged);
 }
 
 static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
@@ -46,23 +45,23 @@ static int hold_all(copy_op_t *c, cuv__exec_t *ex) {
     return rc;
   if (c->src && (rc = cuv__hold_buffer(ex, c->src, CUV_ARG_KIND_READ)) < 0)
     return rc;
-  if (c->staged && (rc = cuv__sub_hold(ex->sub, cuv__staging_free, c->host)) == 0)
-    c->staged = false;  /* the submission gives it back now */
+  if (c->staged && (rc = cuv__sub_hold(ex->sub, cuv__staging_free, c->staged)) == 0)
+    c->staged = NULL;  /* the submission gives it back now */
   return rc;
 }
 
 static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   copy_op_t *c = (copy_op_t *)op;
-  void *download = NULL;
+  cuv__staging_t *download = NULL;
   int rc = hold_all(c, ex);
   if (rc == 0 && c->kind == DOWNLOAD && !(download = cuv__staging_alloc(ex->sub->dev, c->bytes)))
     rc = CUV_ENOMEM;
   if (rc == 0 && c->bytes > 0)
-    rc = cuv__cu(enqueue(c, ex->stream->cu, download));
+    rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL));
   if (download) {
     /* The output owns the block; on failure it is released by the caller. The GPU never saw
      * the block when the enqueue failed, and otherwise its release waits for delivery. */
-    *out = cuv__output(download, cuv__staging_free, download);
+    *out = cuv__output(download->data, cuv__staging_free, download);
   }
   copy_drop(op);
   return rc;
@@ -104,12 +103,12 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
     c->host = (void *)src;
     return op;
   }
-  c->host = cuv__staging_alloc(dst->dev, bytes);
-  if (!c->host) {
+  c->staged = cuv__staging_alloc(dst->dev, bytes);
+  if (!c->staged) {
     cuv_op_free(op);
     return cuv__op_fail(CUV_ENOMEM);
   }
-  c->staged = true;
+  c->host = c->staged->data;
   memcpy(c->host, src, bytes);
   return op;
 }

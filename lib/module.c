@@ -1,28 +1,47 @@
 /* Modules and kernels. A kernel holds its module, and a launch holds its kernel in the
- * submission, so a module is unloaded only once no launch can still run its code. */
+ * submission, so a module is unloaded only once no launch can still run its code. A module keeps
+ * its image: after a device recovery (recover.c) it is loaded again on first use, so kernels
+ * survive a reset that the application's buffers do not. */
 #include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
 #include "module.h"
 
+/* PTX is text and must reach the driver NUL-terminated; cubin and fatbin carry their size. */
+static size_t image_bytes(const void *image, size_t size) {
+  if (size)
+    return size;
+  return strlen(image) + 1;
+}
+
 CUV_EXTERN int cuv_module_load_data(cuv_module_t **out, cuv_device_t *dev, const void *image,
                                     size_t size) {
   if (!out || !dev || !image)
     return CUV_EINVAL;
-  CUV__UNUSED(size); /* the driver reads PTX to its NUL and cubin/fatbin from their headers */
   cuv_module_t *mod = calloc(1, sizeof *mod);
-  if (!mod)
+  size_t bytes = image_bytes(image, size);
+  if (mod)
+    mod->image = malloc(bytes + 1);
+  if (!mod || !mod->image) {
+    free(mod);
     return CUV_ENOMEM;
+  }
+  memcpy(mod->image, image, bytes);
+  ((char *)mod->image)[bytes] = '\0'; /* a PTX image given with its length but no NUL */
+  mod->image_size = bytes;
   int rc = cuv__bind(dev);
   if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, image));
+    rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, mod->image));
   if (rc < 0) {
+    free(mod->image);
     free(mod);
     return rc;
   }
   atomic_init(&mod->refs, 1);
+  pthread_mutex_init(&mod->lock, NULL);
   mod->dev = cuv__device_ref(dev);
+  mod->epoch = atomic_load(&dev->epoch);
   *out = mod;
   return 0;
 }
@@ -71,10 +90,31 @@ cuv_module_t *cuv__module_ref(cuv_module_t *mod) {
 CUV_EXTERN void cuv_module_unload(cuv_module_t *mod) {
   if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1)
     return;
-  if (cuv__bind(mod->dev) == 0)
+  if (!cuv__stale(mod->dev, mod->epoch) && cuv__bind(mod->dev) == 0)
     cuv__drv.cuModuleUnload(mod->cu);
   cuv__device_unref(mod->dev);
+  pthread_mutex_destroy(&mod->lock);
+  free(mod->image);
   free(mod);
+}
+
+/* Looks the kernel's function up in the current epoch, loading the module's image again after a
+ * recovery. Under the module's lock: launches of one kernel may race here after a recovery. */
+static int lookup(cuv_kernel_t *k) {
+  cuv_module_t *mod = k->mod;
+  pthread_mutex_lock(&mod->lock);
+  unsigned now = atomic_load(&mod->dev->epoch);
+  int rc = 0;
+  if (mod->epoch != now && (rc = cuv__bind(mod->dev)) == 0 &&
+      (rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, mod->image))) == 0)
+    mod->epoch = now;
+  CUresult r = rc == 0 ? cuv__drv.cuModuleGetFunction(&k->fn, mod->cu, k->name) : CUDA_SUCCESS;
+  if (rc == 0 && r != CUDA_SUCCESS)
+    rc = r == CUDA_ERROR_NOT_FOUND ? CUV_ENOTFOUND : cuv__cu(r);
+  if (rc == 0)
+    __atomic_store_n(&k->epoch, now, __ATOMIC_RELEASE); /* after fn: readers check it first */
+  pthread_mutex_unlock(&mod->lock);
+  return rc;
 }
 
 /* Parameter sizes as the driver reports them (CUDA 12.4+), for argument checking. */
@@ -89,25 +129,33 @@ static void query_params(cuv_kernel_t *k) {
 }
 
 CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char *name) {
-  if (!out || !mod || !name)
+  if (!out || !mod || !name || strlen(name) >= sizeof((cuv_kernel_t *)0)->name)
     return CUV_EINVAL;
   cuv_kernel_t *k = calloc(1, sizeof *k);
   if (!k)
     return CUV_ENOMEM;
+  snprintf(k->name, sizeof k->name, "%s", name);
+  k->mod = mod;
   int rc = cuv__bind(mod->dev);
-  CUresult r = rc == 0 ? cuv__drv.cuModuleGetFunction(&k->fn, mod->cu, name) : CUDA_SUCCESS;
-  if (rc == 0 && r != CUDA_SUCCESS)
-    rc = r == CUDA_ERROR_NOT_FOUND ? CUV_ENOTFOUND : cuv__cu(r);
+  if (rc == 0)
+    rc = lookup(k);
   if (rc < 0) {
     free(k);
     return rc;
   }
   atomic_init(&k->refs, 1);
-  k->mod = cuv__module_ref(mod);
-  snprintf(k->name, sizeof k->name, "%s", name);
+  cuv__module_ref(mod);
   query_params(k);
   *out = k;
   return 0;
+}
+
+int cuv__kernel_function(cuv_kernel_t *k, CUfunction *fn) {
+  int rc = 0;
+  if (cuv__stale(k->mod->dev, __atomic_load_n(&k->epoch, __ATOMIC_ACQUIRE)))
+    rc = lookup(k);
+  *fn = k->fn;
+  return rc;
 }
 
 cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k) {

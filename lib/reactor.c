@@ -35,6 +35,7 @@ static struct {
   int init_status;
   uint32_t *flags;            /* pinned, device-mapped; written by the GPU */
   CUdeviceptr flags_dev;
+  CUcontext owner;            /* the context the flags were allocated in */
   slot_t *slots;
   uint32_t nslots;
   _Atomic uint64_t *active;   /* one bit per armed slot */
@@ -59,9 +60,8 @@ static void *reactor_main(void *arg);
 
 /* ---- set-up (first arm; the caller's context is current) ---- */
 
-static int alloc_slots(void) {
-  R.nslots = cuv__config.reactor_slots ? cuv__config.reactor_slots : 1;
-  R.nwords = (R.nslots + 63) / 64;
+/* The flags, pinned and mapped, in the current context. */
+static int alloc_flags(void) {
   void *host = NULL;
   int rc = cuv__cu(cuv__drv.cuMemHostAlloc(&host, (size_t)R.nslots * sizeof(uint32_t),
                                            CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
@@ -71,14 +71,40 @@ static int alloc_slots(void) {
     return rc;
   R.flags = host;
   memset(R.flags, 0, (size_t)R.nslots * sizeof(uint32_t));
+  cuv__drv.cuCtxGetCurrent(&R.owner);
+  return 0;
+}
+
+/* Every slot free, in index order. */
+static void reset_free_list(void) {
+  for (uint32_t i = 0; i < R.nslots; i++)
+    R.slots[i].next_free = i + 1 < R.nslots ? i + 1 : UINT32_MAX;
+  R.free_head = 0;
+}
+
+static int alloc_slots(void) {
+  R.nslots = cuv__config.reactor_slots ? cuv__config.reactor_slots : 1;
+  R.nwords = (R.nslots + 63) / 64;
+  int rc = alloc_flags();
+  if (rc < 0)
+    return rc;
   R.slots = calloc(R.nslots, sizeof *R.slots);
   R.active = calloc(R.nwords, sizeof *R.active);
   if (!R.slots || !R.active)
     return CUV_ENOMEM;
-  for (uint32_t i = 0; i < R.nslots; i++)
-    R.slots[i].next_free = i + 1 < R.nslots ? i + 1 : UINT32_MAX;
-  R.free_head = 0;
+  reset_free_list();
   return 0;
+}
+
+int cuv__reactor_rebuild(CUcontext old) {
+  if (R.init_status < 0 || !R.flags || R.owner != old)
+    return 0; /* not started, or its flags live in another device's context */
+  pthread_mutex_lock(&R.free_lock);
+  int rc = atomic_load(&R.armed) ? CUV_EBUSY : alloc_flags();
+  if (rc == 0)
+    reset_free_list(); /* slots a fault kept out of the pool come back: their writes died too */
+  pthread_mutex_unlock(&R.free_lock);
+  return rc;
 }
 
 static void init_once(void) {

@@ -13,6 +13,9 @@ bool cuv__reactor_landed(const cuv__submission_t *sub);
 void cuv__reactor_disarm(cuv__submission_t *sub);
 /* Hands the armed slot to the reactor thread, which completes the submission. */
 void cuv__reactor_register(cuv__submission_t *sub);
+/* After a reset of context `old` (recover.c): new flags in the current context if the old ones
+ * lived there (that memory went with the context). CUV_EBUSY while anything is armed. */
+int cuv__reactor_rebuild(CUcontext old);
 /* Host-callback work the reactor probes for faults (a dead context never runs host functions). */
 void cuv__reactor_watch(cuv__submission_t *sub);
 void cuv__reactor_unwatch(cuv__submission_t *sub);

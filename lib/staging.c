@@ -1,7 +1,8 @@
 /* Pinned host staging blocks, pooled per device by power-of-two size class. Pinned memory is what
  * lets an async copy stay async (a pageable source makes the driver synchronize first), and
- * cuMemHostAlloc is far too slow to call per copy. Each block carries a header in front of its
- * data, so a data pointer alone is enough to give it back. */
+ * cuMemHostAlloc is far too slow to call per copy. A block's bookkeeping lives in ordinary memory
+ * beside the pinned data, so a block from before a device recovery (whose pinned memory the reset
+ * took away) can still be given back safely. */
 #include <string.h>
 
 #include "internal.h"
@@ -9,17 +10,9 @@
 #define MIN_CLASS 8   /* 256 bytes */
 #define MAX_CLASS 26  /* 64 MiB; larger blocks are not pooled */
 #define KEEP_PER_CLASS 32
-#define HEADER 64     /* keeps the data 64-byte aligned */
-
-typedef struct block {
-  cuv_device_t *dev;
-  struct block *next;
-  size_t cap;
-  unsigned cls; /* 0 when not pooled */
-} block_t;
 
 struct cuv__staging_pool {
-  block_t *free[MAX_CLASS + 1];
+  cuv__staging_t *free[MAX_CLASS + 1];
   unsigned n_free[MAX_CLASS + 1];
 };
 
@@ -30,8 +23,8 @@ static unsigned size_class(size_t bytes) {
   return cls <= MAX_CLASS ? cls : 0;
 }
 
-static block_t *pool_take(cuv_device_t *dev, unsigned cls) {
-  block_t *blk = NULL;
+static cuv__staging_t *pool_take(cuv_device_t *dev, unsigned cls) {
+  cuv__staging_t *blk = NULL;
   pthread_mutex_lock(&dev->lock);
   if (dev->staging && dev->staging->free[cls]) {
     blk = dev->staging->free[cls];
@@ -42,30 +35,44 @@ static block_t *pool_take(cuv_device_t *dev, unsigned cls) {
   return blk;
 }
 
-void *cuv__staging_alloc(cuv_device_t *dev, size_t bytes) {
-  unsigned cls = size_class(bytes);
-  block_t *blk = cls ? pool_take(dev, cls) : NULL;
-  if (!blk) {
-    size_t cap = cls ? (size_t)1 << cls : bytes;
-    void *mem = NULL;
-    if (cuv__bind(dev) < 0 ||
-        cuv__drv.cuMemHostAlloc(&mem, cap + HEADER, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS)
-      return NULL;
-    blk = mem;
-    blk->cap = cap;
-    blk->cls = cls;
+static cuv__staging_t *block_new(cuv_device_t *dev, size_t bytes, unsigned cls) {
+  cuv__staging_t *blk = calloc(1, sizeof *blk);
+  if (!blk)
+    return NULL;
+  blk->cap = cls ? (size_t)1 << cls : bytes;
+  blk->cls = cls;
+  blk->epoch = atomic_load(&dev->epoch);
+  if (cuv__bind(dev) < 0 ||
+      cuv__drv.cuMemHostAlloc(&blk->data, blk->cap, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
+    free(blk);
+    return NULL;
   }
-  blk->dev = cuv__device_ref(dev);
-  blk->next = NULL;
-  return (char *)blk + HEADER;
+  return blk;
 }
 
-static bool pool_give(cuv_device_t *dev, block_t *blk) {
+static void block_destroy(cuv_device_t *dev, cuv__staging_t *blk) {
+  if (blk->epoch == atomic_load(&dev->epoch)) /* else the reset already took the memory */
+    cuv__drv.cuMemFreeHost(blk->data);
+  free(blk);
+}
+
+cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes) {
+  unsigned cls = size_class(bytes);
+  cuv__staging_t *blk = cls ? pool_take(dev, cls) : NULL;
+  if (!blk && !(blk = block_new(dev, bytes, cls)))
+    return NULL;
+  blk->dev = cuv__device_ref(dev);
+  blk->next = NULL;
+  return blk;
+}
+
+static bool pool_give(cuv_device_t *dev, cuv__staging_t *blk) {
   bool kept = false;
   pthread_mutex_lock(&dev->lock);
   if (!dev->staging)
     dev->staging = calloc(1, sizeof *dev->staging);
-  if (dev->staging && blk->cls && dev->staging->n_free[blk->cls] < KEEP_PER_CLASS) {
+  if (dev->staging && blk->cls && dev->staging->n_free[blk->cls] < KEEP_PER_CLASS &&
+      blk->epoch == atomic_load(&dev->epoch)) {
     blk->next = dev->staging->free[blk->cls];
     dev->staging->free[blk->cls] = blk;
     dev->staging->n_free[blk->cls]++;
@@ -75,26 +82,30 @@ static bool pool_give(cuv_device_t *dev, block_t *blk) {
   return kept;
 }
 
-void cuv__staging_free(void *data) {
-  if (!data)
+void cuv__staging_free(void *arg) {
+  cuv__staging_t *blk = arg;
+  if (!blk)
     return;
-  block_t *blk = (block_t *)((char *)data - HEADER);
   cuv_device_t *dev = blk->dev;
   if (!pool_give(dev, blk))
-    cuv__drv.cuMemFreeHost(blk);
+    block_destroy(dev, blk);
   cuv__device_unref(dev);
 }
 
+/* Drops the pool: at device destruction, or after a reset (when the memory is already gone). */
 void cuv__staging_pool_destroy(cuv_device_t *dev) {
-  if (!dev->staging)
+  pthread_mutex_lock(&dev->lock);
+  cuv__staging_pool_t *pool = dev->staging;
+  dev->staging = NULL;
+  pthread_mutex_unlock(&dev->lock);
+  if (!pool)
     return;
   for (unsigned cls = 0; cls <= MAX_CLASS; cls++) {
-    while (dev->staging->free[cls]) {
-      block_t *blk = dev->staging->free[cls];
-      dev->staging->free[cls] = blk->next;
-      cuv__drv.cuMemFreeHost(blk);
+    while (pool->free[cls]) {
+      cuv__staging_t *blk = pool->free[cls];
+      pool->free[cls] = blk->next;
+      block_destroy(dev, blk);
     }
   }
-  free(dev->staging);
-  dev->staging = NULL;
+  free(pool);
 }

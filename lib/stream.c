@@ -15,6 +15,7 @@ static int stream_init(cuv_stream_t **out, cuv_device_t *dev, CUstream cu, bool 
   stream->holds_device = holds_device;
   stream->cu = cu;
   stream->owned = owned;
+  stream->epoch = atomic_load(&dev->epoch);
   *out = stream;
   return 0;
 }
@@ -56,7 +57,7 @@ void cuv__stream_unref(cuv_stream_t *stream) {
       cuv__drv.cuStreamSynchronize(stream->cu);
     cuv__stream_reap(stream);
   }
-  if (stream->owned && cuv__bind(stream->dev) == 0)
+  if (stream->owned && !cuv__stale(stream->dev, stream->epoch) && cuv__bind(stream->dev) == 0)
     cuv__drv.cuStreamDestroy(stream->cu);
   pthread_mutex_destroy(&stream->lock);
   if (stream->holds_device)

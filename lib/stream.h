@@ -10,6 +10,7 @@ struct cuv_stream_s {
   bool owned;          /* created by cuv (destroyed by cuv) or wrapped (never destroyed) */
   bool holds_device;   /* false for the default policy's streams: the device owns them */
   atomic_uint in_flight;
+  unsigned epoch;      /* the device epoch it was made in (stale after a recovery) */
   pthread_mutex_t lock;          /* guards `detached` */
   cuv__submission_t *detached;   /* cuv_enqueue_on work waiting for its event (reaped lazily) */
 };

@@ -22,6 +22,7 @@ enum cuv__path {
 
 struct cuv__submission {
   cuv_device_t *dev;
+  unsigned epoch;        /* the device epoch it ran in */
   cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
   cuv__hold_t *holds;
   size_t n_holds, cap_holds;

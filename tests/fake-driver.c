@@ -28,10 +28,10 @@ static void fake_entry(void) {}
 static const char *const known[] = {CUV__DRIVER_FUNCS(FAKE_NAME)};
 #undef FAKE_NAME
 
-/* Lookups made and the CUDA version of the last one, read by the test through dlsym. */
+/* Lookups made, and those not made at the version driver_funcs.h gives the name (the one whose
+ * driver prototype is cuda.h's), read by the test through dlsym. */
 __attribute__((visibility("default"))) unsigned cuvt_fake_lookups;
-__attribute__((visibility("default"))) int cuvt_fake_min_version = 1 << 30;
-__attribute__((visibility("default"))) int cuvt_fake_max_version;
+__attribute__((visibility("default"))) unsigned cuvt_fake_wrong_versions;
 
 static bool listed(const char *env, const char *name) {
   const char *list = getenv(env);
@@ -61,10 +61,8 @@ cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t fla
                  CUdriverProcAddressQueryResult *symbolStatus) {
   (void)flags;
   cuvt_fake_lookups++;
-  if (cudaVersion < cuvt_fake_min_version)
-    cuvt_fake_min_version = cudaVersion;
-  if (cudaVersion > cuvt_fake_max_version)
-    cuvt_fake_max_version = cudaVersion;
+  if (cudaVersion != CUV__DRIVER_VERSION(symbol))
+    cuvt_fake_wrong_versions++;
   *pfn = NULL;
   if (!resolves(symbol)) {
     if (symbolStatus)

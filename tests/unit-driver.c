@@ -70,6 +70,26 @@ static void test_sim_loads_every_entry_point(void **state) {
   assert_table_empty(&t);
 }
 
+/* Where the driver resolves a name to another prototype than cuda.h declares under it, the table
+ * must hold cuda.h's. The simulator resolves by version as the driver does (an H200 answered the
+ * same), so its call counters tell which function a table member reached. */
+static void test_entry_points_have_cuda_h_prototypes(void **state) {
+  /* The headers' version for all but cuCtxSynchronize, which takes a context from 13000 on. */
+  assert_int_equal(CUV__DRIVER_VERSION("cuLaunchKernel"), CUDA_VERSION);
+  assert_true(CUV__DRIVER_VERSION("cuCtxSynchronize") <= 12000);
+  cuv__driver_t t;
+  assert_cuv_ok(cuv__driver_load(&t, "sim"));
+  /* cuda.h's cuGraphInstantiate is cuGraphInstantiateWithFlags (three arguments), not the legacy
+   * five-argument function the driver gives under the name "cuGraphInstantiate". */
+  unsigned long with_flags = cuv_sim_calls("cuGraphInstantiateWithFlags");
+  unsigned long legacy = cuv_sim_calls("cuGraphInstantiate");
+  CUgraphExec exec = NULL;
+  assert_int_not_equal(t.cuGraphInstantiate(&exec, NULL, 0), CUDA_SUCCESS); /* no graph given */
+  assert_int_equal(cuv_sim_calls("cuGraphInstantiateWithFlags") - with_flags, 1);
+  assert_int_equal(cuv_sim_calls("cuGraphInstantiate") - legacy, 0);
+  cuv__driver_unload(&t);
+}
+
 /* A library named by path that turns out to be libcuv-sim is recognized as the simulator. */
 static void test_sim_by_path_is_sim(void **state) {
   cuv__driver_t t;
@@ -86,22 +106,18 @@ static void test_fake_with_every_entry_point_loads(void **state) {
   void *fake = dlopen(CUVT_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
   assert_non_null(fake);
   const unsigned *lookups = dlsym(fake, "cuvt_fake_lookups");
-  const int *min_version = dlsym(fake, "cuvt_fake_min_version");
-  const int *max_version = dlsym(fake, "cuvt_fake_max_version");
+  const unsigned *wrong_versions = dlsym(fake, "cuvt_fake_wrong_versions");
   assert_non_null(lookups);
-  assert_non_null(min_version);
-  assert_non_null(max_version);
-  unsigned before = *lookups;
+  assert_non_null(wrong_versions);
+  unsigned before = *lookups, wrong_before = *wrong_versions;
   cuv__driver_t t;
   assert_cuv_ok(cuv__driver_load(&t, CUVT_FAKE_DRIVER));
   assert_int_equal(t.is_sim, 0);
   assert_string_equal(t.name, CUVT_FAKE_DRIVER);
   assert_int_equal(resolved_entries(&t), N_ENTRIES);
-  /* Every entry point was asked for once, at the CUDA version of the headers cuv was built
-   * with: that is what gives each pointer the prototype cuda.h declares. */
+  /* Every entry point was asked for once, at the version that gives it cuda.h's prototype. */
   assert_int_equal(*lookups - before, N_ENTRIES);
-  assert_int_equal(*min_version, CUDA_VERSION);
-  assert_int_equal(*max_version, CUDA_VERSION);
+  assert_int_equal(*wrong_versions - wrong_before, 0);
   cuv__driver_unload(&t);
   dlclose(fake);
 }
@@ -189,6 +205,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_wrong_path_is_enodriver),
       cmocka_unit_test(test_sim_loads_every_entry_point),
       cmocka_unit_test(test_sim_by_path_is_sim),
+      cmocka_unit_test(test_entry_points_have_cuda_h_prototypes),
       cmocka_unit_test(test_fake_with_every_entry_point_loads),
       cmocka_unit_test(test_fake_with_few_names_is_edriver),
       cmocka_unit_test(test_fake_missing_one_entry_is_edriver),
