@@ -323,6 +323,48 @@ static row_t lat_raw_flag_idle(void) {
   return summarize("raw: launch + flag, loop idle-polls", lat.v, lat.n);
 }
 
+/* raw: launch + flag write, a spinning thread sees the flag and wakes the loop (the floor of the
+ * reactor path, spin 0). */
+static atomic_int poll_run;
+
+static void *flag_poller(void *arg) {
+  uint32_t seen = slot_load(0);
+  while (atomic_load_explicit(&poll_run, memory_order_relaxed)) {
+    uint32_t v = slot_load(0);
+    if (v != seen) {
+      seen = v;
+      uv_async_send(&lat.async);
+    }
+  }
+  return NULL;
+}
+
+static void on_flag_async(uv_async_t *h) {
+  if (slot_load(0) != lat.expect)
+    return; /* a coalesced or early wake */
+  if (lat_record())
+    flag_submit();
+  else
+    uv_unref((uv_handle_t *)h);
+}
+
+static row_t lat_raw_flag_reactor(void) {
+  lat_begin(flag_submit);
+  lat.expect = 2000000;
+  uv_async_init(loop, &lat.async, on_flag_async);
+  atomic_store(&poll_run, 1);
+  pthread_t poller;
+  if (pthread_create(&poller, NULL, flag_poller, NULL) != 0)
+    die("pthread_create", CUV_ETHREAD);
+  flag_submit();
+  uv_run(loop, UV_RUN_DEFAULT);
+  atomic_store(&poll_run, 0);
+  pthread_join(poller, NULL);
+  uv_close((uv_handle_t *)&lat.async, NULL);
+  uv_run(loop, UV_RUN_DEFAULT);
+  return summarize("raw: launch + flag -> thread -> uv_async", lat.v, lat.n);
+}
+
 /* cuv_sync of the empty kernel (no loop). */
 static row_t lat_cuv_sync(void) {
   lat_begin(NULL);
@@ -471,6 +513,8 @@ static struct {
   int k;
   uint64_t end;
   long done;
+  uint64_t submit_ns; /* loop-thread time inside the submissions */
+  long submits;
   int in_flight;
   uint32_t seq[MAX_K];          /* raw flag: the value pipeline k waits for (loop thread) */
   _Atomic uint32_t want[MAX_K]; /* ... published for the poller */
@@ -480,11 +524,14 @@ static struct {
 } tp;
 
 static void tp_flag_submit(int k) {
+  uint64_t t0 = now_ns();
   CUstream s = raw.st[k % STREAMS];
   raw_launch(s);
   tp.seq[k]++;
   atomic_store_explicit(&tp.want[k], tp.seq[k], memory_order_release);
   ck(raw.write_value(s, raw.slots_dev + 4u * (unsigned)k, tp.seq[k], 0), "cuStreamWriteValue32");
+  tp.submit_ns += now_ns() - t0;
+  tp.submits++;
 }
 
 /* The raw reactor: spins over the flags and wakes the loop when one landed. */
@@ -524,9 +571,12 @@ static void CUDA_CB tp_hostfn(void *arg) {
 }
 
 static void tp_hostfn_submit(int k) {
+  uint64_t t0 = now_ns();
   CUstream s = raw.st[k % STREAMS];
   raw_launch(s);
   ck(raw.host_func(s, tp_hostfn, (void *)(intptr_t)k), "cuLaunchHostFunc");
+  tp.submit_ns += now_ns() - t0;
+  tp.submits++;
 }
 
 static void on_tp_hostfn(uv_async_t *h) {
@@ -546,9 +596,12 @@ static void on_tp_hostfn(uv_async_t *h) {
 
 static void tp_bridge_done(int status, cuv_output_t *out, void *arg);
 static void tp_bridge_submit(void) {
+  uint64_t t0 = now_ns();
   int rc = cuv_uv_submit(bridge, empty_op(), tp_bridge_done, NULL, NULL);
   if (rc < 0)
     die("cuv_uv_submit", rc);
+  tp.submit_ns += now_ns() - t0;
+  tp.submits++;
 }
 
 static void tp_bridge_done(int status, cuv_output_t *out, void *arg) {
@@ -561,8 +614,9 @@ static void tp_bridge_done(int status, cuv_output_t *out, void *arg) {
 
 enum tp_kind { TP_FLAG, TP_HOSTFN, TP_BRIDGE };
 
-/* Completions per second of K pipelines for tp_ms, counting the tail until the last lands. */
-static double throughput(enum tp_kind kind, int k) {
+/* Completions per second of K pipelines for tp_ms, counting the tail until the last lands;
+ * *submit_us: mean loop-thread time per submission. */
+static double throughput(enum tp_kind kind, int k, double *submit_us) {
   memset(&tp, 0, sizeof tp);
   for (int i = 0; i < MAX_K; i++)
     raw.slots[i] = 0;
@@ -601,6 +655,7 @@ static double throughput(enum tp_kind kind, int k) {
     uv_close((uv_handle_t *)&tp.async, NULL);
     uv_run(loop, UV_RUN_DEFAULT);
   }
+  *submit_us = tp.submits ? (double)tp.submit_ns / (double)tp.submits / 1e3 : 0;
   return (double)tp.done / secs;
 }
 
@@ -691,11 +746,12 @@ int main(int argc, char **argv) {
   printf("\n1. empty kernel, submit -> callback on the loop thread (us; ratios of p50)\n");
   printf("%-38s %8s %8s %8s %8s  %8s  %8s  %s\n", "", "p50", "p90", "p99", "mean", "/sync",
          "/hostfn", "completed by");
-  row_t rows[8];
+  row_t rows[10];
   int n = 0;
   rows[n++] = lat_raw_sync();
   rows[n++] = lat_raw_hostfn();
   rows[n++] = lat_raw_flag_idle();
+  rows[n++] = lat_raw_flag_reactor();
   rows[n++] = lat_cuv_sync();
   rows[n++] = lat_bridge(configured);
   for (size_t i = 0; i < N_CHILD_MODES; i++)
@@ -710,15 +766,16 @@ int main(int argc, char **argv) {
 
   printf("\n2. K pipelines into one loop thread, completions/s (%d ms each; raw on %d streams)\n",
          tp_ms, STREAMS);
-  printf("%5s %12s %12s %12s %9s %9s\n", "K", "raw flag", "raw hostfn", "cuv bridge", "/flag",
-         "/hostfn");
+  printf("%5s %12s %12s %12s %9s %9s   %s\n", "K", "raw flag", "raw hostfn", "cuv bridge",
+         "/flag", "/hostfn", "loop-thread us per submit: flag, hostfn, cuv");
   static const int ks[] = {1, 4, 16, 64, 256};
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
-    double flag = throughput(TP_FLAG, ks[i]);
-    double hostfn = throughput(TP_HOSTFN, ks[i]);
-    double cuv = throughput(TP_BRIDGE, ks[i]);
-    printf("%5d %12.0f %12.0f %12.0f %8.2fx %8.2fx\n", ks[i], flag, hostfn, cuv, cuv / flag,
-           cuv / hostfn);
+    double us_flag, us_hostfn, us_cuv;
+    double flag = throughput(TP_FLAG, ks[i], &us_flag);
+    double hostfn = throughput(TP_HOSTFN, ks[i], &us_hostfn);
+    double cuv = throughput(TP_BRIDGE, ks[i], &us_cuv);
+    printf("%5d %12.0f %12.0f %12.0f %8.2fx %8.2fx   %6.2f %6.2f %6.2f\n", ks[i], flag, hostfn,
+           cuv, cuv / flag, cuv / hostfn, us_flag, us_hostfn, us_cuv);
   }
   printf("targets (H200): /flag >= 0.95 and /hostfn >= 2.0 at K = 64..256\n");
 
