@@ -12,20 +12,24 @@
  * wake. The submitting thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN).
  *
  * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_pending and
- * cuv_uv_loop from any thread. Callbacks always run on the loop thread.
+ * cuv_uv_loop from any thread. Callbacks always run on the loop thread, in completion order
+ * (submissions of one stream whose completions took different paths may come out of order).
  *
  * Lifetime: the bridge keeps the loop alive exactly while something is in flight (accepted and its
  * callback not yet run), so uv_run(UV_RUN_DEFAULT) returns once the last callback ran. libuv lets
  * only the loop thread reference a handle, so the loop thread decides, and it looks:
  *  - at once, for work submitted on the loop thread;
- *  - at the end of every loop iteration, for work submitted on other threads: work submitted
- *    before (or while) an iteration ran keeps the loop alive from that iteration on;
+ *  - at the end of every loop iteration (a uv_check_t, after that iteration's I/O callbacks),
+ *    for work submitted on other threads: a submission made before that point keeps the loop
+ *    alive from there on, so one that happens before any callback of a running loop returns
+ *    (a thread the loop joins, a uv_work_t's work_cb, a thread that then wakes the loop) is
+ *    always delivered by that uv_run;
  *  - at the first iteration after cuv_uv_open: until then the bridge counts as busy, so work that
  *    other threads submitted before the first uv_run keeps that uv_run alive.
- * Work another thread submits while the loop is not running, after uv_run returned because it had
- * nothing left, is not lost: its callback runs in the next iteration any uv_run makes (one that
- * has something else to do, or after cuv_uv_close, which keeps the loop alive until every
- * callback ran). To hand work from other threads to a loop that may have run dry, keep the loop
+ * Work another thread submits after the loop's last look (uv_run returned, or is returning,
+ * because it had nothing left; libuv gives other threads no way to keep such a loop alive) is not
+ * lost: its callback runs in the next iteration any uv_run makes (one that has something else to
+ * do, or after cuv_uv_close, which keeps the loop alive until every callback ran). To hand work from other threads to a loop that may have run dry, keep the loop
  * busy until they are done submitting (the libuv way: a handle of your own), or close the bridge
  * and run the loop: "uv_run; cuv_uv_close; uv_run" never leaves a callback behind.
  *
