@@ -17,6 +17,8 @@
  *   stats()                       -> cuv_stats() counters;  pending() -> callbacks outstanding
  *   liveBuffers()                 -> DeviceBuffers not yet finalized (the whole process)
  *   simKernelDuration(name, usec)    simulator builds: each launch of `name` takes >= usec
+ *   simFail(entry, nth, result)      simulator builds: failure injection (cuv_sim_fail); simFail()
+ *                                    clears it
  *   uvVersion                     -> {header, runtime}: libuv of the headers and of the process
  * A DeviceBuffer is an object with `length` (in floats); when it is garbage collected its
  * cuv_buffer_t reference is dropped (the memory is freed once no submission uses it either).
@@ -574,6 +576,27 @@ static napi_value js_sim_kernel_duration(napi_env env, napi_callback_info info) 
   cuv_sim_set_kernel_duration(name, usec);
   return NULL;
 }
+
+/* simFail(entry, nth, result): on the simulator, the nth call (0: every call) of driver entry
+ * point `entry` returns the CUresult `result`; simFail() clears every such rule. */
+static napi_value js_sim_fail(napi_env env, napi_callback_info info) {
+  call_t c;
+  char entry[64];
+  uint32_t nth, result;
+  napi_valuetype type;
+  if (!get_call(env, info, &c))
+    return NULL;
+  if (napi_typeof(env, c.argv[0], &type) == napi_ok && type == napi_undefined) {
+    cuv_sim_fail_clear();
+    return NULL;
+  }
+  if (napi_get_value_string_utf8(env, c.argv[0], entry, sizeof entry, NULL) != napi_ok ||
+      napi_get_value_uint32(env, c.argv[1], &nth) != napi_ok ||
+      napi_get_value_uint32(env, c.argv[2], &result) != napi_ok)
+    return throw_status(env, CUV_EINVAL, "expected (entry point, nth call, CUresult)");
+  cuv_sim_fail(entry, nth, (int)result);
+  return NULL;
+}
 #endif
 
 static napi_value js_stats(napi_env env, napi_callback_info info) {
@@ -636,7 +659,7 @@ NAPI_MODULE_INIT() {
       FN("nopSync", js_nop_sync),    FN("driver", js_driver),     FN("device", js_device),
       FN("pending", js_pending),     FN("stats", js_stats),       FN("liveBuffers", js_live_buffers),
 #ifdef CUV_NODE_WITH_SIM
-      FN("simKernelDuration", js_sim_kernel_duration),
+      FN("simKernelDuration", js_sim_kernel_duration), FN("simFail", js_sim_fail),
 #endif
       {"uvVersion", NULL, NULL, NULL, NULL, uv_versions(env), napi_enumerable, NULL},
   };

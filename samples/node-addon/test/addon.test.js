@@ -3,7 +3,7 @@
 // data, rejections for bad input, and many Promises in flight at once.
 const test = require('node:test');
 const assert = require('node:assert');
-const { cuv, skip, random, randomFloats, assertClose } = require('../fixtures/common.js');
+const { cuv, driver, skip, random, randomFloats, assertClose } = require('../fixtures/common.js');
 
 // y = a*x + y in float32, as the kernel computes it (up to a fused multiply-add).
 function saxpyJs(a, x, y) {
@@ -115,6 +115,30 @@ test('bad arguments reject with cuv_strerror messages and cuv_err_name codes', {
   // Nothing was submitted for them, and the buffers are intact.
   assert.strictEqual(cuv.pending(), 0);
   assert.deepStrictEqual(await cuv.download(x4), new Float32Array(4));
+});
+
+test('a driver failure rejects with the driver\'s error; the next call succeeds', {
+  skip: skip || (driver !== 'sim' && 'failure injection needs the simulator'),
+}, async () => {
+  const CUDA_ERROR_INVALID_VALUE = 1, CUDA_ERROR_OUT_OF_MEMORY = 2;
+  const x = randomFloats(8), y = randomFloats(8);
+  const [dx, dy] = await Promise.all([cuv.upload(x), cuv.upload(y)]);
+  cuv.simFail('cuLaunchKernel', 0, CUDA_ERROR_INVALID_VALUE);
+  try {
+    await assert.rejects(cuv.saxpy(2, dx, dy), { code: 'CUDA_ERROR_INVALID_VALUE', message: 'invalid argument' });
+    assert.throws(() => cuv.saxpySync(2, dx, dy), { code: 'CUDA_ERROR_INVALID_VALUE' });
+  } finally {
+    cuv.simFail();
+  }
+  cuv.simFail('cuMemAlloc', 1, CUDA_ERROR_OUT_OF_MEMORY);
+  try {
+    await assert.rejects(cuv.upload(x), { code: 'CUDA_ERROR_OUT_OF_MEMORY', message: 'out of memory' });
+  } finally {
+    cuv.simFail();
+  }
+  assert.strictEqual(cuv.pending(), 0);
+  await cuv.saxpy(2, dx, dy);
+  assertClose(assert, await cuv.download(dy), saxpyJs(2, x, y), 1e-6);
 });
 
 test('a thousand Promises in flight at once all resolve correctly', { skip }, async () => {
