@@ -13,6 +13,7 @@
 #   TCP_INFER_BENCH_CONNS     connection counts (default "1 16 64")
 #   TCP_INFER_BENCH_BATCH     rows per request (default 8)
 #   TCP_INFER_BENCH_THREADS   client and wrk threads, at most one per connection (default 4)
+#   TCP_INFER_BENCH_CUV_ARGS, TCP_INFER_BENCH_BASELINE_ARGS   more server options for each mode
 # Exit status: 0 when every reply was right (the target is reported, not enforced), 77 without a
 # CUDA driver, 1 otherwise.
 set -uo pipefail
@@ -27,6 +28,7 @@ fi
 default_secs=3
 [ "${CUV_DRIVER:-}" = sim ] && default_secs=1
 secs=${TCP_INFER_BENCH_SECONDS:-$default_secs}
+[[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "tcp-infer bench: seconds must be a whole number" >&2; exit 1; }
 read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-1 16 64}"
 batch=${TCP_INFER_BENCH_BATCH:-8}
 max_threads=${TCP_INFER_BENCH_THREADS:-4}
@@ -50,7 +52,11 @@ run_mode() {
     done
   fi
   local -a flags=()
-  [ "$mode" = baseline ] && flags=(--baseline)
+  if [ "$mode" = baseline ]; then
+    read -r -a flags <<<"--baseline ${TCP_INFER_BENCH_BASELINE_ARGS:-}"
+  else
+    read -r -a flags <<<"${TCP_INFER_BENCH_CUV_ARGS:-}"
+  fi
   TCP_INFER_BATCH=$batch "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" "${loads[@]}"
 }
 
@@ -91,6 +97,9 @@ done
 
 driver=$(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/cuv.err")
 echo "tcp-infer bench: $driver, batch $batch, $secs s per point, 1 request in flight per connection"
+for mode in cuv baseline; do
+  echo "  $mode: $(grep -m 1 -o 'mode on .*' "$log/$mode.err" | sed 's/^mode on [^,]*, //')"
+done
 printf '%-7s %6s %12s %10s %12s %10s %7s\n' load conns "cuv req/s" "cuv p99" "base req/s" \
   "base p99" ratio
 loads=(client)

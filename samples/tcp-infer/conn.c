@@ -27,8 +27,8 @@ struct conn {
   uv_tcp_t tcp;
   uv_timer_t linger;
   uv_shutdown_t shutdown;
-  server_t *srv;
-  conn_t *prev, *next; /* the server's list */
+  loop_t *lp;
+  conn_t *prev, *next; /* the loop's list */
   http_parser parser;
   unsigned refs;
   bool closing;   /* uv_close was called */
@@ -59,14 +59,14 @@ static void conn_ref(conn_t *c) { c->refs++; }
 static void conn_unref(conn_t *c) {
   if (--c->refs > 0)
     return;
-  server_t *s = c->srv;
+  loop_t *lp = c->lp;
   if (c->prev)
     c->prev->next = c->next;
   else
-    s->conns = c->next;
+    lp->conns = c->next;
   if (c->next)
     c->next->prev = c->prev;
-  s->open_conns--;
+  lp->n.open_conns--;
   free(c);
 }
 
@@ -78,12 +78,11 @@ static request_t *request_new(conn_t *c) {
   request_t *req = calloc(1, sizeof *req);
   if (!req)
     return NULL;
-  req->srv = c->srv;
+  req->lp = c->lp;
   req->conn = c;
   conn_ref(c);
   req->state = REQ_PARSING;
   req->keep_alive = true;
-  req->started_ns = uv_hrtime();
   if (c->tail)
     c->tail->next = req;
   else
@@ -158,13 +157,13 @@ static void conn_resume_reading(conn_t *c);
 static void on_write(uv_write_t *w, int status) {
   request_t *req = w->data;
   conn_t *c = req->conn;
-  server_t *s = c->srv;
+  loop_t *lp = c->lp;
   c->writing--;
   conn_ref(c);
   if (status < 0) {
-    s->n.responses_dropped++;
+    lp->n.responses_dropped++;
   } else {
-    s->n.responses_by_status[req->status / 100 % 6]++;
+    lp->n.responses_by_status[req->status / 100 % 6]++;
   }
   request_free(req);
   if (status < 0)
@@ -219,7 +218,7 @@ static void conn_flush(conn_t *c) {
     c->writing++;
     if (uv_write(&req->write, (uv_stream_t *)&c->tcp, bufs, (unsigned)nbufs, on_write) != 0) {
       c->writing--;
-      c->srv->n.responses_dropped++;
+      c->lp->n.responses_dropped++;
       request_free(req);
       conn_close(c);
     }
@@ -234,7 +233,7 @@ static void conn_flush(conn_t *c) {
 static void conn_close(conn_t *c) {
   if (c->closing)
     return;
-  server_t *s = c->srv;
+  loop_t *lp = c->lp;
   c->closing = true;
   c->read_done = true;
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
@@ -246,12 +245,12 @@ static void conn_close(conn_t *c) {
     request_t *next = req->next;
     req->next = NULL;
     if (req->state != REQ_PARSING)
-      s->n.responses_dropped++;
+      lp->n.responses_dropped++;
     if (req->state == REQ_RUNNING) {
       req->orphan = true; /* its completion frees it */
     } else {
       if (req->state == REQ_WAITING)
-        infer_forget(s, req);
+        infer_forget(lp, req);
       request_free(req);
     }
     req = next;
@@ -272,7 +271,7 @@ static void on_shutdown(uv_shutdown_t *sh, int status) {
 static void conn_maybe_finish(conn_t *c) {
   if (c->closing || !c->read_done || c->head || c->writing)
     return;
-  if (c->peer_eof || c->srv->stopping) {
+  if (c->peer_eof || c->lp->stopping) {
     conn_close(c);
     return;
   }
@@ -304,7 +303,7 @@ static int on_message_begin(http_parser *p) {
   request_t *req = request_new(c);
   if (!req)
     return -1; /* out of memory: a parse error, answered 400 if possible, then closed */
-  c->srv->n.requests_total++;
+  c->lp->n.requests_total++;
   c->cur = req;
   c->url_len = c->field_len = c->value_len = 0;
   c->url_long = c->in_value = c->expect_continue = false;
@@ -394,7 +393,7 @@ static void send_continue(conn_t *c) {
  * else gets its error status (its body, if any, is parsed and dropped). */
 static int on_headers_complete(http_parser *p) {
   conn_t *c = p->data;
-  server_t *s = c->srv;
+  loop_t *lp = c->lp;
   request_t *req = c->cur;
   if (c->in_value)
     header_done(c);
@@ -412,11 +411,11 @@ static int on_headers_complete(http_parser *p) {
     req->extra_header = "Allow: POST\r\n";
   } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
     req->status = 411;
-  } else if (p->content_length > (uint64_t)s->max_batch * row_bytes) {
+  } else if (p->content_length > (uint64_t)lp->srv->max_batch * row_bytes) {
     /* Too large to read: answer now and stop reading this connection. */
     char message[128];
     snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
-             (unsigned long long)p->content_length, s->max_batch * row_bytes, s->max_batch);
+             (unsigned long long)p->content_length, lp->srv->max_batch * row_bytes, lp->srv->max_batch);
     req->keep_alive = false;
     respond_error(req, 413, message);
     c->cur = NULL;
@@ -465,7 +464,7 @@ static const char *error_message(unsigned status) {
 
 static int on_message_complete(http_parser *p) {
   conn_t *c = p->data;
-  server_t *s = c->srv;
+  loop_t *lp = c->lp;
   request_t *req = c->cur;
   c->cur = NULL;
   req->keep_alive = http_should_keep_alive(p);
@@ -474,14 +473,14 @@ static int on_message_complete(http_parser *p) {
     respond_error(req, req->status, error_message(req->status));
   } else if (req->route == ROUTE_STATS) {
     size_t len;
-    char *text = metrics_render(s, &len);
+    char *text = metrics_render(lp->srv, &len);
     if (text)
       respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
     else
       respond_error(req, 503, "out of memory");
   } else {
-    s->n.infer_rows_total += req->batch;
-    infer_start(s, req);
+    lp->n.infer_rows_total += req->batch;
+    infer_start(lp, req);
   }
   if (!req->keep_alive) {
     c->read_done = true;
@@ -505,7 +504,7 @@ void conn_settings_init(http_parser_settings *st) {
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
   conn_t *c = handle->data;
-  *buf = uv_buf_init(c->srv->read_buf, sizeof c->srv->read_buf);
+  *buf = uv_buf_init(c->lp->read_buf, sizeof c->lp->read_buf);
 }
 
 /* The peer sent something the parser refused: answer 400 in turn, then close. */
@@ -514,7 +513,7 @@ static void parse_error(conn_t *c) {
   request_t *req = c->cur ? c->cur : request_new(c);
   c->cur = NULL;
   c->read_done = true;
-  c->srv->n.parse_errors++;
+  c->lp->n.parse_errors++;
   if (!req) {
     conn_close(c);
     return;
@@ -532,7 +531,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_ref(c);
   if (nread > 0 && !c->read_done) {
     c->parsing = true;
-    http_parser_execute(&c->parser, &c->srv->settings, buf->base, (size_t)nread);
+    http_parser_execute(&c->parser, &c->lp->settings, buf->base, (size_t)nread);
     c->parsing = false;
     enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
     if (err != HPE_OK && err != HPE_PAUSED)
@@ -548,7 +547,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     if (!c->read_done && c->cur) { /* the peer went away in the middle of a request */
       request_t *req = c->cur;
       c->cur = NULL;
-      c->srv->n.truncated++;
+      c->lp->n.truncated++;
       queue_remove(c, req);
       request_free(req);
     }
@@ -574,35 +573,35 @@ static void conn_resume_reading(conn_t *c) {
 }
 
 void conn_on_connection(uv_stream_t *listener, int status) {
-  server_t *s = listener->data;
+  loop_t *lp = listener->data;
   if (status < 0)
     return;
   conn_t *c = calloc(1, sizeof *c);
   if (!c)
     return;
-  c->srv = s;
-  uv_tcp_init(s->loop, &c->tcp);
-  uv_timer_init(s->loop, &c->linger);
+  c->lp = lp;
+  uv_tcp_init(&lp->loop, &c->tcp);
+  uv_timer_init(&lp->loop, &c->linger);
   c->tcp.data = c->linger.data = c;
   c->refs = 2; /* the two handles */
-  c->next = s->conns;
-  if (s->conns)
-    s->conns->prev = c;
-  s->conns = c;
-  s->open_conns++;
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || s->stopping) {
+  c->next = lp->conns;
+  if (lp->conns)
+    lp->conns->prev = c;
+  lp->conns = c;
+  lp->n.open_conns++;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || lp->stopping) {
     conn_close(c);
     return;
   }
-  s->n.connections_total++;
+  lp->n.connections_total++;
   uv_tcp_nodelay(&c->tcp, 1);
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   conn_resume_reading(c);
 }
 
-void conn_close_all(server_t *s) {
-  for (conn_t *c = s->conns; c; c = c->next)
+void conn_close_all(loop_t *lp) {
+  for (conn_t *c = lp->conns; c; c = c->next)
     conn_close(c);
 }
 
@@ -610,12 +609,12 @@ void conn_close_all(server_t *s) {
 
 void request_gpu_done(request_t *req) {
   conn_t *c = req->conn;
-  server_t *s = c->srv;
-  infer_release(s, req);
+  loop_t *lp = c->lp;
+  infer_release(lp, req);
   if (req->gpu_status == 0)
-    s->n.gpu_completed++;
+    lp->n.gpu_completed++;
   else
-    s->n.gpu_failed++;
+    lp->n.gpu_failed++;
   if (req->orphan) { /* counted as dropped when its connection closed */
     request_free(req);
     return;

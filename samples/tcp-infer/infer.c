@@ -96,7 +96,7 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
 static void baseline_work(uv_work_t *work) {
   request_t *req = work->data;
-  req->gpu_status = cuv_sync(infer_op(req->srv, req), &req->out);
+  req->gpu_status = cuv_sync(infer_op(req->lp->srv, req), &req->out);
 }
 
 static void baseline_after(uv_work_t *work, int status) {
@@ -106,12 +106,13 @@ static void baseline_after(uv_work_t *work, int status) {
   request_gpu_done(req);
 }
 
-static void run(server_t *s, request_t *req) {
+static void run(loop_t *lp, request_t *req) {
+  server_t *s = lp->srv;
   req->state = REQ_RUNNING;
-  s->n.gpu_submitted++;
+  lp->n.gpu_submitted++;
   if (s->baseline) {
     req->work.data = req;
-    int rc = uv_queue_work(s->loop, &req->work, baseline_work, baseline_after);
+    int rc = uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after);
     if (rc == 0)
       return;
     req->gpu_status = CUV_EINVAL;
@@ -119,35 +120,36 @@ static void run(server_t *s, request_t *req) {
     cuv_op_t *op = infer_op(s, req);
     free(req->body); /* staged: cuv holds its own copy */
     req->body = NULL;
-    int rc = cuv_uv_submit(s->bridge, op, on_gpu_done, req, NULL);
+    int rc = cuv_uv_submit(lp->bridge, op, on_gpu_done, req, NULL);
     if (rc == 0)
       return;
     req->gpu_status = rc;
-    s->n.refused_busy++;
   }
+  lp->n.refused++;
   request_gpu_done(req); /* refused: answered with the error */
 }
 
-void infer_start(server_t *s, request_t *req) {
-  workspace_t *ws = s->free_ws;
+void infer_start(loop_t *lp, request_t *req) {
+  workspace_t *ws = lp->free_ws;
   if (!ws) {
     req->state = REQ_WAITING;
     req->next_wait = NULL;
-    if (s->wait_tail)
-      s->wait_tail->next_wait = req;
+    if (lp->wait_tail)
+      lp->wait_tail->next_wait = req;
     else
-      s->wait_head = req;
-    s->wait_tail = req;
+      lp->wait_head = req;
+    lp->wait_tail = req;
+    lp->n.waiting++;
     return;
   }
-  s->free_ws = ws->next;
-  s->free_count--;
+  lp->free_ws = ws->next;
+  lp->n.free_workspaces--;
   req->ws = ws;
-  run(s, req);
+  run(lp, req);
 }
 
-void infer_forget(server_t *s, request_t *req) {
-  request_t **p = &s->wait_head, *prev = NULL;
+void infer_forget(loop_t *lp, request_t *req) {
+  request_t **p = &lp->wait_head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
     p = &(*p)->next_wait;
@@ -155,27 +157,29 @@ void infer_forget(server_t *s, request_t *req) {
   if (!*p)
     return;
   *p = req->next_wait;
-  if (s->wait_tail == req)
-    s->wait_tail = prev;
+  if (lp->wait_tail == req)
+    lp->wait_tail = prev;
+  lp->n.waiting--;
 }
 
-void infer_release(server_t *s, request_t *req) {
+void infer_release(loop_t *lp, request_t *req) {
   workspace_t *ws = req->ws;
   if (!ws)
     return;
   req->ws = NULL;
-  request_t *next = s->wait_head;
-  if (next && !s->stopping) {
-    s->wait_head = next->next_wait;
-    if (!s->wait_head)
-      s->wait_tail = NULL;
+  request_t *next = lp->wait_head;
+  if (next && !lp->stopping) {
+    lp->wait_head = next->next_wait;
+    if (!lp->wait_head)
+      lp->wait_tail = NULL;
+    lp->n.waiting--;
     next->ws = ws;
-    run(s, next);
+    run(lp, next);
     return;
   }
-  ws->next = s->free_ws;
-  s->free_ws = ws;
-  s->free_count++;
+  ws->next = lp->free_ws;
+  lp->free_ws = ws;
+  lp->n.free_workspaces++;
 }
 
 static int load_kernel(server_t *s, const char *ptx) {
@@ -220,45 +224,65 @@ static int upload_weights(server_t *s, uint64_t seed) {
   else
     for (size_t i = 0; i < 4; i++)
       cuv_op_free(copies[i]);
+  /* Read-only from now on, by every request on every stream: nothing to order, so no tracking
+   * (tracking would cost each submission a walk over every other request in flight). */
+  for (size_t i = 0; rc == 0 && i < 4; i++)
+    rc = cuv_buffer_set_hazard_mode(*parts[i].buf, CUV_HAZARD_NONE);
   free(w);
   return rc;
 }
 
-int infer_init(server_t *s, const char *ptx, uint64_t seed, unsigned nworkspaces) {
+int infer_init(server_t *s, const char *ptx, uint64_t seed) {
   int rc = load_kernel(s, ptx);
   if (rc == 0)
     rc = upload_weights(s, seed);
-  if (rc != 0)
-    return rc;
-  s->workspaces = calloc(nworkspaces, sizeof *s->workspaces);
-  if (!s->workspaces)
+  return rc;
+}
+
+/* The workspaces take no hazard tracking: one request uses one at a time, and it is reused only
+ * after cuv proved that request's GPU work complete (its completion callback ran). */
+static int buffer(cuv_buffer_t **buf, cuv_device_t *dev, size_t bytes) {
+  int rc = cuv_buffer_create(buf, dev, bytes);
+  if (rc == 0)
+    rc = cuv_buffer_set_hazard_mode(*buf, CUV_HAZARD_NONE);
+  return rc;
+}
+
+int infer_loop_init(loop_t *lp) {
+  server_t *s = lp->srv;
+  unsigned n = s->workspaces_per_loop;
+  lp->workspaces = calloc(n, sizeof *lp->workspaces);
+  if (!lp->workspaces)
     return CUV_ENOMEM;
-  s->nworkspaces = nworkspaces;
   size_t rows = s->max_batch;
-  for (unsigned i = 0; i < nworkspaces; i++) {
-    workspace_t *ws = &s->workspaces[i];
-    if ((rc = cuv_buffer_create(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
-        (rc = cuv_buffer_create(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
-        (rc = cuv_buffer_create(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+  for (unsigned i = 0; i < n; i++) {
+    workspace_t *ws = &lp->workspaces[i];
+    int rc;
+    if ((rc = buffer(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
+        (rc = buffer(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
+        (rc = buffer(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
       return rc;
-    ws->next = s->free_ws;
-    s->free_ws = ws;
-    s->free_count++;
+    ws->next = lp->free_ws;
+    lp->free_ws = ws;
+    lp->n.free_workspaces++;
   }
   return 0;
 }
 
-void infer_free(server_t *s) {
-  infer_cublas_close(s);
-  for (unsigned i = 0; s->workspaces && i < s->nworkspaces; i++) {
-    workspace_t *ws = &s->workspaces[i];
+void infer_loop_free(loop_t *lp) {
+  for (unsigned i = 0; lp->workspaces && i < lp->srv->workspaces_per_loop; i++) {
+    workspace_t *ws = &lp->workspaces[i];
     cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};
     for (size_t j = 0; j < 3; j++)
       if (bufs[j])
         cuv_buffer_unref(bufs[j]);
   }
-  free(s->workspaces);
-  s->workspaces = NULL;
+  free(lp->workspaces);
+  lp->workspaces = NULL;
+}
+
+void infer_free(server_t *s) {
+  infer_cublas_close(s);
   cuv_buffer_t *weights[] = {s->w1, s->b1, s->w2, s->b2};
   for (size_t i = 0; i < 4; i++)
     if (weights[i])

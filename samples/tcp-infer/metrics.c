@@ -19,11 +19,33 @@ static void sample(FILE *f, const char *name, const char *label, const char *val
   fprintf(f, "%s{%s=\"%s\"} %llu\n", name, label, value, (unsigned long long)v);
 }
 
-static uint64_t count_waiting(const server_t *s) {
-  uint64_t k = 0;
-  for (const request_t *r = s->wait_head; r; r = r->next_wait)
-    k++;
-  return k;
+/* The loops' counters, summed. */
+typedef struct totals {
+  uint64_t connections_total, requests_total, responses_by_status[6], infer_rows_total;
+  uint64_t gpu_submitted, gpu_completed, gpu_failed, responses_dropped, truncated, parse_errors;
+  uint64_t open_conns, free_workspaces, waiting;
+} totals_t;
+
+static void sum(const server_t *s, totals_t *t) {
+  *t = (totals_t){0};
+  for (unsigned i = 0; i < s->nloops; i++) {
+    const counters_t *n = &s->loops[i].n;
+    t->connections_total += n->connections_total;
+    t->requests_total += n->requests_total;
+    for (int k = 0; k < 6; k++)
+      t->responses_by_status[k] += n->responses_by_status[k];
+    t->infer_rows_total += n->infer_rows_total;
+    /* completions before submissions, so that in-flight = submitted - completed never wraps */
+    t->gpu_completed += n->gpu_completed;
+    t->gpu_failed += n->gpu_failed;
+    t->gpu_submitted += n->gpu_submitted;
+    t->responses_dropped += n->responses_dropped;
+    t->truncated += n->truncated;
+    t->parse_errors += n->parse_errors;
+    t->open_conns += n->open_conns;
+    t->free_workspaces += n->free_workspaces;
+    t->waiting += n->waiting;
+  }
 }
 
 char *metrics_render(const server_t *s, size_t *len) {
@@ -33,7 +55,8 @@ char *metrics_render(const server_t *s, size_t *len) {
     return NULL;
   cuv_stats_t st;
   cuv_stats(&st);
-  const counters_t *n = &s->n;
+  totals_t total, *n = &total;
+  sum(s, n);
 
   metric(f, "cuv_submitted_total", "counter", "Executions cuv accepted (submit, sync, enqueue).",
          st.submitted);
@@ -63,8 +86,9 @@ char *metrics_render(const server_t *s, size_t *len) {
   sample(f, "cuv_infer_mode", "mode", s->baseline ? "baseline" : "cuv", 1);
   metric(f, "cuv_infer_connections_total", "counter", "Connections accepted.",
          n->connections_total);
+  metric(f, "cuv_infer_loops", "gauge", "Event loops (threads) serving connections.", s->nloops);
   metric(f, "cuv_infer_connections_open", "gauge", "Connections open (or closing).",
-         s->open_conns);
+         n->open_conns);
   metric(f, "cuv_infer_requests_total", "counter", "HTTP requests begun.", n->requests_total);
   family(f, "cuv_infer_responses_total", "counter", "HTTP responses written, by status class.");
   static const char *const classes[] = {"", "1xx", "2xx", "3xx", "4xx", "5xx"};
@@ -81,10 +105,11 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_gpu_in_flight", "gauge", "Inference requests started and not yet completed.",
          n->gpu_submitted - n->gpu_completed - n->gpu_failed);
   metric(f, "cuv_infer_waiting", "gauge", "Complete requests waiting for a free workspace.",
-         count_waiting(s));
+         n->waiting);
   metric(f, "cuv_infer_workspaces", "gauge", "Device workspaces (one per request in flight).",
-         s->nworkspaces);
-  metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.", s->free_count);
+         (uint64_t)s->workspaces_per_loop * s->nloops);
+  metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.",
+         n->free_workspaces);
   metric(f, "cuv_infer_responses_dropped_total", "counter",
          "Responses not delivered: the connection closed or failed first.", n->responses_dropped);
   metric(f, "cuv_infer_truncated_total", "counter",

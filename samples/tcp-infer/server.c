@@ -1,18 +1,22 @@
 /* tcp-infer: an HTTP/1.1 inference server on 127.0.0.1, built on libuv, whose GPU work goes
  * through cuv and comes back into the loop through the bridge (README.md: protocol, options).
  *
- *   tcp-infer [--port N] [--baseline] [--duration SECONDS|none] [--max-batch N]
+ *   tcp-infer [--port N] [--baseline] [--duration SECONDS|none] [--loops N] [--max-batch N]
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
  * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
  * lets the GPU work in flight complete, frees everything and exits 0. Exit status 77 when no CUDA
  * driver can be loaded (run it with CUV_DRIVER=sim), 1 on any other start-up failure. */
+#include <errno.h>
 #include <getopt.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "server.h"
 
@@ -22,7 +26,7 @@ typedef struct options {
   int port;
   bool baseline, cublas;
   double duration; /* seconds; 0: until a signal */
-  unsigned max_batch, workspaces, sim_delay_us;
+  unsigned max_batch, workspaces, sim_delay_us, loops;
   uint64_t seed;
   const char *ptx;
 } options_t;
@@ -33,8 +37,9 @@ static void usage(FILE *f) {
           "  --port N          TCP port on 127.0.0.1 (default 8080; 0: ephemeral, printed)\n"
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
           "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
+          "  --loops N         event loops, one thread each, sharing the port (default 1)\n"
           "  --max-batch N     largest batch accepted (default %u; more is 413)\n"
-          "  --workspaces N    requests on the GPU at once (default 64)\n"
+          "  --workspaces N    requests on the GPU at once, per loop (default 64)\n"
           "  --seed N          weight seed (default %u; clients must use the same)\n"
           "  --sim-delay-us N  on the simulator, each layer takes at least N us\n"
           "  --cublas          layers through cuBLAS (dlopen'd) when it loads, else the kernel\n"
@@ -48,16 +53,17 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"duration", required_argument, NULL, 'd'},   {"max-batch", required_argument, NULL, 'm'},
       {"workspaces", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},
-      {"ptx", required_argument, NULL, 'x'},        {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+      {"ptx", required_argument, NULL, 'x'},        {"loops", required_argument, NULL, 'l'},
+      {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
-                   .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH};
+                   .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1};
   int ch;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (ch) {
     case 'p': o->port = atoi(optarg); break;
     case 'b': o->baseline = true; break;
     case 'd': o->duration = strcmp(optarg, "none") ? atof(optarg) : 0.0; break;
+    case 'l': o->loops = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'm': o->max_batch = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'w': o->workspaces = (unsigned)strtoul(optarg, NULL, 10); break;
     case 's': o->seed = strtoull(optarg, NULL, 0); break;
@@ -69,56 +75,112 @@ static int parse_options(int argc, char **argv, options_t *o) {
     }
   }
   if (optind != argc || o->port < 0 || o->port > 65535 || o->max_batch == 0 ||
-      o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0) {
+      o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
+      o->loops > 64) {
     usage(stderr);
     return -1;
   }
   return 0;
 }
 
-static void stop(server_t *s, const char *why) {
-  if (s->stopping)
-    return;
-  s->stopping = true;
-  printf("tcp-infer: stopping (%s)\n", why);
-  uv_close((uv_handle_t *)&s->listener, NULL);
-  uv_close((uv_handle_t *)&s->sigint, NULL);
-  uv_close((uv_handle_t *)&s->sigterm, NULL);
-  uv_close((uv_handle_t *)&s->duration, NULL);
-  conn_close_all(s);
-  /* Work in flight still completes (its requests are orphans now) before the bridge closes. */
-  if (s->bridge)
-    cuv_uv_close(s->bridge, NULL, NULL);
-}
-
-static void on_signal(uv_signal_t *handle, int signum) {
-  stop(handle->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
-}
-
-static void on_duration(uv_timer_t *timer) { stop(timer->data, "duration elapsed"); }
-
 static int fail(const char *what, int rc) {
   fprintf(stderr, "tcp-infer: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
   return EXIT_FAILURE;
 }
 
-static int listen_on(server_t *s, int port) {
+/* ---- one loop per thread ------------------------------------------------------------------ */
+
+/* On the loop's thread: stop accepting, close the connections (work in flight still completes:
+ * its requests are orphans now), and close the bridge once that work's callbacks ran. */
+static void loop_stop(uv_async_t *async) {
+  loop_t *lp = async->data;
+  lp->stopping = true;
+  uv_close((uv_handle_t *)&lp->stop, NULL);
+  if (lp->listener.data)
+    uv_close((uv_handle_t *)&lp->listener, NULL);
+  conn_close_all(lp);
+  if (lp->bridge)
+    cuv_uv_close(lp->bridge, NULL, NULL);
+}
+
+/* The loop's handles, workspaces and bridge; 0 or a cuv status. */
+static int loop_setup(loop_t *lp) {
+  int rc = infer_loop_init(lp);
+  if (rc == 0 && !lp->srv->baseline)
+    rc = cuv_uv_open(&lp->bridge, &lp->loop); /* on the loop's own thread */
+  if (rc != 0)
+    return rc;
+  uv_tcp_init(&lp->loop, &lp->listener);
+  lp->listener.data = lp;
+  int uv_rc = uv_tcp_open(&lp->listener, lp->listen_fd);
+  if (uv_rc == 0)
+    uv_rc = uv_listen((uv_stream_t *)&lp->listener, 1024, conn_on_connection);
+  if (uv_rc != 0) {
+    fprintf(stderr, "tcp-infer: cannot listen: %s\n", uv_strerror(uv_rc));
+    return CUV_EINVAL;
+  }
+  return 0;
+}
+
+static void loop_main(void *arg) {
+  loop_t *lp = arg;
+  lp->setup_status = loop_setup(lp);
+  uv_sem_post(&lp->srv->ready);
+  uv_run(&lp->loop, UV_RUN_DEFAULT); /* until loop_stop, and every callback after it */
+  infer_loop_free(lp);
+  if (uv_loop_close(&lp->loop) != 0)
+    lp->setup_status = CUV_EBUSY; /* a handle left open */
+}
+
+/* A listening socket on 127.0.0.1:port; with several loops, each has its own and the kernel
+ * spreads the connections over them (SO_REUSEPORT; libuv 1.44 has no flag for it). */
+static int listen_socket(int *port, bool reuseport) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (reuseport)
+    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   struct sockaddr_in addr;
-  uv_ip4_addr("127.0.0.1", port, &addr);
-  uv_tcp_init(s->loop, &s->listener);
-  s->listener.data = s;
-  int rc = uv_tcp_bind(&s->listener, (const struct sockaddr *)&addr, 0);
-  if (rc == 0)
-    rc = uv_listen((uv_stream_t *)&s->listener, 1024, conn_on_connection);
-  if (rc != 0) {
-    fprintf(stderr, "tcp-infer: cannot listen on 127.0.0.1:%d: %s\n", port, uv_strerror(rc));
+  uv_ip4_addr("127.0.0.1", *port, &addr);
+  socklen_t len = sizeof addr;
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
+      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
+    fprintf(stderr, "tcp-infer: cannot bind 127.0.0.1:%d: %s\n", *port, strerror(errno));
+    close(fd);
     return -1;
   }
-  struct sockaddr_storage bound;
-  int len = sizeof bound;
-  uv_tcp_getsockname(&s->listener, (struct sockaddr *)&bound, &len);
-  return ntohs(((struct sockaddr_in *)&bound)->sin_port);
+  *port = ntohs(addr.sin_port);
+  return fd;
 }
+
+/* ---- the main thread: signals, duration ------------------------------------------------- */
+
+typedef struct control {
+  server_t *s;
+  uv_signal_t sigint, sigterm;
+  uv_timer_t duration;
+  bool stopped;
+} control_t;
+
+static void stop_all(control_t *c, const char *why) {
+  if (c->stopped)
+    return;
+  c->stopped = true;
+  printf("tcp-infer: stopping (%s)\n", why);
+  uv_close((uv_handle_t *)&c->sigint, NULL);
+  uv_close((uv_handle_t *)&c->sigterm, NULL);
+  uv_close((uv_handle_t *)&c->duration, NULL);
+  for (unsigned i = 0; i < c->s->nloops; i++)
+    uv_async_send(&c->s->loops[i].stop);
+}
+
+static void on_signal(uv_signal_t *handle, int signum) {
+  stop_all(handle->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void on_duration(uv_timer_t *timer) { stop_all(timer->data, "duration elapsed"); }
 
 int main(int argc, char **argv) {
   options_t o;
@@ -136,55 +198,91 @@ int main(int argc, char **argv) {
   if (rc != 0)
     return fail("cuv_init", rc);
 
-  static server_t srv; /* large (read buffer), one per process */
+  server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
+                  .nloops = o.loops, .baseline = o.baseline};
   server_t *s = &srv;
-  s->max_batch = o.max_batch;
-  s->baseline = o.baseline;
-  conn_settings_init(&s->settings);
   if ((rc = cuv_device_open(&s->dev, 0)) != 0)
     return fail("cuv_device_open", rc);
-  if ((rc = infer_init(s, o.ptx, o.seed, o.workspaces)) != 0)
+  if ((rc = infer_init(s, o.ptx, o.seed)) != 0)
     return fail("loading the model", rc);
-  if (o.cublas)
-    s->cublas = infer_cublas_open(s) == 0;
+  bool cublas = o.cublas && infer_cublas_open(s) == 0;
 
-  uv_loop_t loop;
-  uv_loop_init(&loop);
-  s->loop = &loop;
-  if (!s->baseline && (rc = cuv_uv_open(&s->bridge, &loop)) != 0)
-    return fail("cuv_uv_open", rc);
-  int port = listen_on(s, o.port);
-  if (port < 0)
-    return EXIT_FAILURE;
-  uv_signal_init(&loop, &s->sigint);
-  uv_signal_init(&loop, &s->sigterm);
-  s->sigint.data = s->sigterm.data = s;
-  uv_signal_start(&s->sigint, on_signal, SIGINT);
-  uv_signal_start(&s->sigterm, on_signal, SIGTERM);
-  uv_timer_init(&loop, &s->duration);
-  s->duration.data = s;
+  /* The loops: sockets bound here (the first one picks the port), the rest on their threads. */
+  s->loops = calloc(o.loops, sizeof *s->loops);
+  if (!s->loops)
+    return fail("calloc", CUV_ENOMEM);
+  int port = o.port;
+  for (unsigned i = 0; i < o.loops; i++) {
+    loop_t *lp = &s->loops[i];
+    lp->srv = s;
+    lp->index = i;
+    conn_settings_init(&lp->settings);
+    if ((lp->listen_fd = listen_socket(&port, o.loops > 1)) < 0)
+      return EXIT_FAILURE;
+    uv_loop_init(&lp->loop);
+    uv_async_init(&lp->loop, &lp->stop, loop_stop);
+    lp->stop.data = lp;
+  }
+  uv_sem_init(&s->ready, 0);
+  for (unsigned i = 0; i < o.loops; i++)
+    if (uv_thread_create(&s->loops[i].thread, loop_main, &s->loops[i]) != 0)
+      return fail("uv_thread_create", CUV_ENOMEM);
+  for (unsigned i = 0; i < o.loops; i++)
+    uv_sem_wait(&s->ready);
+
+  uv_loop_t main_loop;
+  uv_loop_init(&main_loop);
+  control_t c = {.s = s};
+  uv_signal_init(&main_loop, &c.sigint);
+  uv_signal_init(&main_loop, &c.sigterm);
+  uv_timer_init(&main_loop, &c.duration);
+  c.sigint.data = c.sigterm.data = c.duration.data = &c;
+  uv_signal_start(&c.sigint, on_signal, SIGINT);
+  uv_signal_start(&c.sigterm, on_signal, SIGTERM);
   if (o.duration > 0)
-    uv_timer_start(&s->duration, on_duration, (uint64_t)(o.duration * 1000.0), 0);
+    uv_timer_start(&c.duration, on_duration, (uint64_t)(o.duration * 1000.0), 0);
 
-  printf("tcp-infer: %s mode on %s (%s), MLP %u-%u-%u (ReLU) with %s, seed %llu, "
-         "max batch %u, %u workspaces\n",
-         s->baseline ? "baseline (uv_queue_work + cuv_sync)" : "cuv (cuv_uv_submit)",
-         cuv_driver_is_sim() ? "the simulator" : "the GPU", cuv_device_name(s->dev), MLP_IN,
-         MLP_HIDDEN, MLP_OUT, s->cublas ? "cuBLAS" : "its own kernel",
-         (unsigned long long)o.seed, o.max_batch, o.workspaces);
-  printf("listening on 127.0.0.1:%d\n", port);
+  int status = EXIT_SUCCESS;
+  for (unsigned i = 0; i < o.loops; i++)
+    if (s->loops[i].setup_status != 0) {
+      fail("setting up a loop", s->loops[i].setup_status);
+      status = EXIT_FAILURE;
+      stop_all(&c, "start-up failed");
+    }
+  if (status == EXIT_SUCCESS) {
+    printf("tcp-infer: %s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
+           "max batch %u, %u workspaces per loop\n",
+           s->baseline ? "baseline (uv_queue_work + cuv_sync)" : "cuv (cuv_uv_submit)",
+           cuv_driver_is_sim() ? "the simulator" : "the GPU", cuv_device_name(s->dev), o.loops,
+           o.loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
+           cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o.seed, o.max_batch,
+           o.workspaces);
+    printf("listening on 127.0.0.1:%d\n", port);
+  }
 
-  uv_run(&loop, UV_RUN_DEFAULT);
-
+  uv_run(&main_loop, UV_RUN_DEFAULT); /* until stop_all */
+  uint64_t requests = 0, conns = 0, batches = 0, dropped = 0;
+  for (unsigned i = 0; i < o.loops; i++) {
+    loop_t *lp = &s->loops[i];
+    uv_thread_join(&lp->thread);
+    if (lp->setup_status == CUV_EBUSY) {
+      fprintf(stderr, "tcp-infer: loop %u had handles open at exit\n", i);
+      status = EXIT_FAILURE;
+    }
+    requests += lp->n.requests_total;
+    conns += lp->n.connections_total;
+    batches += lp->n.gpu_completed;
+    dropped += lp->n.responses_dropped;
+  }
   printf("tcp-infer: served %llu requests on %llu connections (%llu GPU batches, %llu responses "
          "dropped)\n",
-         (unsigned long long)s->n.requests_total, (unsigned long long)s->n.connections_total,
-         (unsigned long long)s->n.gpu_completed, (unsigned long long)s->n.responses_dropped);
+         (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
+         (unsigned long long)dropped);
+  uv_sem_destroy(&s->ready);
+  free(s->loops);
   infer_free(s);
   cuv_device_close(s->dev);
-  if (uv_loop_close(&loop) != 0) {
-    fprintf(stderr, "tcp-infer: handles left open at exit\n");
-    return EXIT_FAILURE;
-  }
-  return EXIT_SUCCESS;
+  if (uv_loop_close(&main_loop) != 0)
+    status = EXIT_FAILURE;
+  return status;
 }

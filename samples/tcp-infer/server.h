@@ -1,13 +1,14 @@
 /* tcp-infer: the server's parts (README.md describes the protocol).
  *
- *   server.c   options, start-up, shutdown
+ *   server.c   options, start-up, the loops (one thread each), shutdown
  *   conn.c     connections: HTTP/1.1 parsing (http-parser), requests answered in order
  *   infer.c    the model on the GPU: weights, workspaces, the cuv pipeline (or the baseline:
  *              the same work in libuv's thread pool with a blocking cuv_sync)
  *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
  *
- * Everything here runs on the loop thread, except infer.c's baseline work function (a thread-pool
- * worker: it touches only its request's GPU work). */
+ * Each connection belongs to one loop and everything about it runs on that loop's thread, except
+ * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
+ * The loops share the device, the kernels and the weights, which are read-only while serving. */
 #ifndef TCP_INFER_SERVER_H
 #define TCP_INFER_SERVER_H
 
@@ -23,6 +24,7 @@
 #include "mlp.h"
 
 typedef struct server server_t;
+typedef struct loop loop_t;
 typedef struct conn conn_t;
 typedef struct request request_t;
 typedef struct workspace workspace_t;
@@ -45,10 +47,10 @@ typedef enum {
 typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS } route_t;
 
 struct request {
-  server_t *srv;
+  loop_t *lp;
   conn_t *conn; /* holds a reference */
   request_t *next;      /* the connection's queue, in arrival order */
-  request_t *next_wait; /* the server's queue of requests waiting for a workspace */
+  request_t *next_wait; /* the loop's queue of requests waiting for a workspace */
   req_state_t state;
   bool orphan;     /* its connection closed while the GPU worked: free it on completion */
   bool keep_alive;
@@ -58,7 +60,6 @@ struct request {
   char *body;      /* POST /infer: the input batch */
   size_t body_len, body_cap;
   unsigned batch;
-  uint64_t started_ns;
   workspace_t *ws;
   int gpu_status;     /* the GPU work's result */
   cuv_output_t out;   /* POST /infer: the downloaded outputs */
@@ -71,56 +72,73 @@ struct request {
   uv_work_t work;     /* --baseline */
 };
 
+/* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
 typedef struct counters {
-  uint64_t connections_total;
-  uint64_t requests_total;
-  uint64_t responses_by_status[6]; /* 1xx .. 5xx at [1..5] */
-  uint64_t infer_rows_total;
-  uint64_t gpu_submitted, gpu_completed, gpu_failed;
-  uint64_t responses_dropped; /* the connection went away before its response was written */
-  uint64_t truncated;         /* connections closed in the middle of a request */
-  uint64_t parse_errors;
-  uint64_t refused_busy;      /* 503: the bridge refused the submission */
+  _Atomic uint64_t connections_total;
+  _Atomic uint64_t requests_total;
+  _Atomic uint64_t responses_by_status[6]; /* 1xx .. 5xx at [1..5] */
+  _Atomic uint64_t infer_rows_total;
+  _Atomic uint64_t gpu_submitted, gpu_completed, gpu_failed;
+  _Atomic uint64_t responses_dropped; /* the connection went away before its response was written */
+  _Atomic uint64_t truncated;         /* connections closed in the middle of a request */
+  _Atomic uint64_t parse_errors;
+  _Atomic uint64_t refused;           /* the submission was refused (503) */
+  _Atomic unsigned open_conns, free_workspaces, waiting; /* gauges */
 } counters_t;
 
-struct server {
-  uv_loop_t *loop;
+/* One event loop on its own thread (--loops): its listener (SO_REUSEPORT spreads connections over
+ * the loops), its bridge, its connections and its workspaces. */
+struct loop {
+  server_t *srv;
+  unsigned index;
+  uv_loop_t loop;
+  uv_thread_t thread;
   uv_tcp_t listener;
-  uv_signal_t sigint, sigterm;
-  uv_timer_t duration;
+  int listen_fd;
+  uv_async_t stop;
   cuv_uv_t *bridge; /* NULL in --baseline */
-  cuv_device_t *dev;
-  cuv_kernel_t *dense, *bias_act; /* bias_act: the --cublas path's epilogue */
-  cuv_buffer_t *w1, *b1, *w2, *b2;
   workspace_t *workspaces, *free_ws;
-  unsigned nworkspaces, free_count;
   request_t *wait_head, *wait_tail;
   conn_t *conns; /* open connections, for shutdown */
-  unsigned open_conns;
-  unsigned max_batch;
-  bool baseline, cublas, stopping;
-  void *cublas_ctx; /* infer.c's cuBLAS state when --cublas found the library */
+  bool stopping;
+  int setup_status;
   counters_t n;
   http_parser_settings settings;
   char read_buf[65536]; /* the loop reads one connection at a time */
 };
 
+/* What every loop shares, read-only once serving. */
+struct server {
+  cuv_device_t *dev;
+  cuv_kernel_t *dense, *bias_act; /* bias_act: the --cublas path's epilogue */
+  cuv_buffer_t *w1, *b1, *w2, *b2;
+  unsigned max_batch, workspaces_per_loop, nloops;
+  bool baseline;
+  void *cublas_ctx; /* cublas.c's state when --cublas found the library */
+  loop_t *loops;
+  uv_sem_t ready; /* each loop posts once it listens (or failed to) */
+};
+
 /* conn.c */
 void conn_settings_init(http_parser_settings *settings);
 void conn_on_connection(uv_stream_t *listener, int status);
-void conn_close_all(server_t *s);
+void conn_close_all(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
 
 /* infer.c */
-int infer_init(server_t *s, const char *ptx, uint64_t seed, unsigned nworkspaces);
+/* The kernels and the weights (uploaded once). */
+int infer_init(server_t *s, const char *ptx, uint64_t seed);
 void infer_free(server_t *s);
+/* A loop's workspaces (made on any thread, before the loop serves). */
+int infer_loop_init(loop_t *lp);
+void infer_loop_free(loop_t *lp);
 /* Starts a complete POST /infer (body and batch valid): now, or once a workspace is free. */
-void infer_start(server_t *s, request_t *req);
+void infer_start(loop_t *lp, request_t *req);
 /* A request that never started (waiting) leaves the wait queue. */
-void infer_forget(server_t *s, request_t *req);
+void infer_forget(loop_t *lp, request_t *req);
 /* Gives the request's workspace back (next waiting request starts on it). */
-void infer_release(server_t *s, request_t *req);
+void infer_release(loop_t *lp, request_t *req);
 /* Registers the kernel's host twin with libcuv-sim (when linked); delay_us > 0 makes each launch
  * last at least that long on the simulator (a stand-in for a GPU's latency). */
 void infer_register_twin(unsigned delay_us);
@@ -133,7 +151,7 @@ void infer_cublas_close(server_t *s);
 /* The two layers for `rows` rows of ws->in into ws->out, as one op. */
 cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
 
-/* metrics.c: the /stats body (malloc'd). */
+/* metrics.c: the /stats body (malloc'd), summed over every loop. */
 char *metrics_render(const server_t *s, size_t *len);
 
 #endif
