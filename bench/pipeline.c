@@ -249,7 +249,8 @@ static void setup_raw(void) {
   resolve(get_proc, "cuModuleGetFunction", &raw.get_function);
   resolve(get_proc, "cuStreamBeginCapture", &raw.begin_capture);
   resolve(get_proc, "cuStreamEndCapture", &raw.end_capture);
-  resolve(get_proc, "cuGraphInstantiate", &raw.instantiate);
+  /* Not "cuGraphInstantiate": the driver resolves that name to the legacy five-argument one. */
+  resolve(get_proc, "cuGraphInstantiateWithFlags", &raw.instantiate);
   resolve(get_proc, "cuGraphUpload", &raw.upload);
   resolve(get_proc, "cuGraphLaunch", &raw.graph_launch);
   resolve(get_proc, "cuGraphExecDestroy", &raw.exec_destroy);
