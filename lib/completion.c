@@ -5,7 +5,10 @@
  * 3. a host function (cuLaunchHostFunc) when the reactor cannot take the work, or always with
  *    CUDA_ASYNC_HOST_SYNC=spin|block. The host function only marks and notifies.
  * Whichever path sees the end first claims the submission; it is delivered to its queue once.
- * The blocking executors use an event instead (spin on it, then block). */
+ * The blocking executors use an event instead (spin on it, then block), or with
+ * CUDA_ASYNC_HOST_SYNC a host function whose mark they spin on (spin) or sleep on (block). */
+#include <time.h>
+
 #include "internal.h"
 #include "queue.h"
 #include "reactor.h"
@@ -91,7 +94,73 @@ static CUresult spin_event(CUevent event, unsigned budget_us) {
   return r;
 }
 
+/* A blocking wait through a host function (CUDA_ASYNC_HOST_SYNC=spin|block): the function only
+ * marks (and, for block, signals); the waiter spins on the mark or sleeps on the condition. A
+ * dead context never runs host functions, so a waiter also asks the stream every ~2 ms. */
+typedef struct host_mark {
+  atomic_bool done;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+} host_mark_t;
+
+static void CUDA_CB host_mark_set(void *arg) {
+  host_mark_t *mark = arg;
+  pthread_mutex_lock(&mark->lock);
+  atomic_store_explicit(&mark->done, true, memory_order_release);
+  pthread_cond_signal(&mark->cond);
+  pthread_mutex_unlock(&mark->lock);
+}
+
+/* Waits up to ~2 ms for the mark, spinning or sleeping; true when it is set. */
+static bool wait_mark(host_mark_t *mark, bool spin) {
+  uint64_t deadline = cuv__now_ns() + 2000000u;
+  if (spin) {
+    while (!atomic_load_explicit(&mark->done, memory_order_acquire) && cuv__now_ns() < deadline)
+      ;
+    return atomic_load_explicit(&mark->done, memory_order_acquire);
+  }
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until);
+  until.tv_nsec += 2000000L;
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  pthread_mutex_lock(&mark->lock);
+  while (!atomic_load(&mark->done) && pthread_cond_timedwait(&mark->cond, &mark->lock, &until) == 0)
+    ;
+  pthread_mutex_unlock(&mark->lock);
+  return atomic_load_explicit(&mark->done, memory_order_acquire);
+}
+
+/* Returns 1 when the host function could not be enqueued (the caller uses an event instead). */
+static int wait_host_function(cuv__submission_t *sub) {
+  host_mark_t mark = {.done = false};
+  pthread_mutex_init(&mark.lock, NULL);
+  pthread_cond_init(&mark.cond, NULL);
+  int rc = 1;
+  if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, &mark) == CUDA_SUCCESS) {
+    bool spin = cuv__config.host_sync == CUV__HOST_SYNC_SPIN;
+    for (rc = 0; rc == 0 && !wait_mark(&mark, spin);) {
+      CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
+      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
+        rc = cuv__cu(r); /* a fault: the mark will never be set */
+    }
+  }
+  if (rc <= 0) {
+    /* Leave the mark alone on a fault: the dead context never calls back. */
+    pthread_cond_destroy(&mark.cond);
+    pthread_mutex_destroy(&mark.lock);
+  }
+  return rc;
+}
+
 int cuv__wait_sync(cuv__submission_t *sub) {
+  if (cuv__config.host_sync != CUV__HOST_SYNC_OFF) {
+    int rc = wait_host_function(sub);
+    if (rc <= 0)
+      return rc;
+  }
   int rc = cuv__sub_record(sub);
   if (rc < 0) /* no event (a fault, or none to be had): the whole stream is the proof */
     return cuv__status_is_fault(rc) ? rc : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
