@@ -326,37 +326,43 @@ static row_t lat_raw_flag_idle(void) {
 /* raw: launch + flag write, a spinning thread sees the flag and wakes the loop (the floor of the
  * reactor path, spin 0). */
 static atomic_int poll_run;
+static _Atomic uint32_t poll_want; /* the value the flag will take next (0: none) */
 
 static void *flag_poller(void *arg) {
-  uint32_t seen = slot_load(0);
+  uint32_t sent = 0;
   while (atomic_load_explicit(&poll_run, memory_order_relaxed)) {
-    uint32_t v = slot_load(0);
-    if (v != seen) {
-      seen = v;
+    uint32_t want = atomic_load_explicit(&poll_want, memory_order_acquire);
+    if (want && want != sent && slot_load(0) == want) {
+      sent = want;
       uv_async_send(&lat.async);
     }
   }
   return NULL;
 }
 
+static void flag_submit_polled(void) {
+  atomic_store_explicit(&poll_want, lat.expect + 1, memory_order_release);
+  flag_submit();
+}
+
 static void on_flag_async(uv_async_t *h) {
   if (slot_load(0) != lat.expect)
     return; /* a coalesced or early wake */
   if (lat_record())
-    flag_submit();
+    flag_submit_polled();
   else
     uv_unref((uv_handle_t *)h);
 }
 
 static row_t lat_raw_flag_reactor(void) {
-  lat_begin(flag_submit);
+  lat_begin(flag_submit_polled);
   lat.expect = 2000000;
   uv_async_init(loop, &lat.async, on_flag_async);
   atomic_store(&poll_run, 1);
   pthread_t poller;
   if (pthread_create(&poller, NULL, flag_poller, NULL) != 0)
     die("pthread_create", CUV_ETHREAD);
-  flag_submit();
+  flag_submit_polled();
   uv_run(loop, UV_RUN_DEFAULT);
   atomic_store(&poll_run, 0);
   pthread_join(poller, NULL);
@@ -704,10 +710,10 @@ static double process_cpu_s(void) {
 
 static void print_row(const row_t *r, const row_t *sync, const row_t *hostfn) {
   if (!r->ok) {
-    printf("%-38s  failed\n", r->name);
+    printf("%-42s  failed\n", r->name);
     return;
   }
-  printf("%-38s %8.2f %8.2f %8.2f %8.2f  %7.2fx  %7.2fx  %s\n", r->name, r->p50, r->p90, r->p99,
+  printf("%-42s %8.2f %8.2f %8.2f %8.2f  %7.2fx  %7.2fx  %s\n", r->name, r->p50, r->p90, r->p99,
          r->mean, r->p50 / sync->p50, r->p50 / hostfn->p50, r->path);
 }
 
@@ -729,6 +735,7 @@ int main(int argc, char **argv) {
   }
   if (iters < 10)
     iters = 10;
+  setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they are measured, also through a pipe */
   lat.n = iters;
   lat.v = calloc((size_t)iters, sizeof *lat.v);
   setup_cuv();
@@ -744,22 +751,25 @@ int main(int argc, char **argv) {
   printf("cuv-bench-latency: %s, driver %s, libuv %s, %d iterations per row\n",
          cuv_device_name(dev), cuv_driver_name(), uv_version_string(), iters);
   printf("\n1. empty kernel, submit -> callback on the loop thread (us; ratios of p50)\n");
-  printf("%-38s %8s %8s %8s %8s  %8s  %8s  %s\n", "", "p50", "p90", "p99", "mean", "/sync",
+  printf("%-42s %8s %8s %8s %8s  %8s  %8s  %s\n", "", "p50", "p90", "p99", "mean", "/sync",
          "/hostfn", "completed by");
-  row_t rows[10];
-  int n = 0;
-  rows[n++] = lat_raw_sync();
-  rows[n++] = lat_raw_hostfn();
-  rows[n++] = lat_raw_flag_idle();
-  rows[n++] = lat_raw_flag_reactor();
-  rows[n++] = lat_cuv_sync();
-  rows[n++] = lat_bridge(configured);
-  for (size_t i = 0; i < N_CHILD_MODES; i++)
-    rows[n++] = run_child(&child_modes[i]);
+  /* Each row is printed as soon as it is measured (the two baselines first). */
+  row_t base_sync = lat_raw_sync(), base_hostfn = lat_raw_hostfn(), r;
+  print_row(&base_sync, &base_sync, &base_hostfn);
+  print_row(&base_hostfn, &base_sync, &base_hostfn);
+  r = lat_raw_flag_idle();
+  print_row(&r, &base_sync, &base_hostfn);
+  r = lat_raw_flag_reactor();
+  print_row(&r, &base_sync, &base_hostfn);
+  r = lat_cuv_sync();
+  print_row(&r, &base_sync, &base_hostfn);
+  r = lat_bridge(configured);
+  print_row(&r, &base_sync, &base_hostfn);
   int failed = 0;
-  for (int i = 0; i < n; i++) {
-    print_row(&rows[i], &rows[0], &rows[1]);
-    failed |= !rows[i].ok;
+  for (size_t i = 0; i < N_CHILD_MODES; i++) {
+    r = run_child(&child_modes[i]);
+    print_row(&r, &base_sync, &base_hostfn);
+    failed |= !r.ok;
   }
   printf("targets (H200): configured <= 1.20x /sync and <= 0.50x /hostfn; spin 0 <= 2.00x "
          "/sync\n");
