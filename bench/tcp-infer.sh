@@ -2,18 +2,26 @@
 # tcp-infer: the server with cuv (cuv_uv_submit) against its --baseline (the same GPU work in
 # libuv's thread pool with a blocking cuv_sync), in one run, at 1, 16 and 64 connections, driven
 # by the verifying client and by wrk (when installed); prints requests/s and p99 latency of each
-# point, and whether the target holds: at 64 connections cuv >= 2x the baseline's requests/s with
-# a lower p99. Each connection keeps one request in flight (as wrk does), batch 8 rows.
+# point and each configuration, and whether the target holds: at 64 connections cuv >= 2x the
+# baseline's requests/s with a lower p99. Each connection keeps one request in flight (as wrk
+# does), batch 8 rows.
 #
 #   bench/tcp-infer.sh [BUILD_DIR]     from the source tree (default build dir: build)
 #   samples/tcp-infer/tcp-infer-bench  from the build tree (its copy; scripts/gpu runs this one)
 #
-# Runs on whatever driver cuv loads; without a GPU, set CUV_DRIVER=sim (it then runs in seconds).
-#   TCP_INFER_BENCH_SECONDS   seconds per point (default 3, 1 with CUV_DRIVER=sim)
-#   TCP_INFER_BENCH_CONNS     connection counts (default "1 16 64")
-#   TCP_INFER_BENCH_BATCH     rows per request (default 8)
-#   TCP_INFER_BENCH_THREADS   client and wrk threads, at most one per connection (default 4)
-#   TCP_INFER_BENCH_CUV_ARGS, TCP_INFER_BENCH_BASELINE_ARGS   more server options for each mode
+# Configurations (server options), each against its own server, all in this one run:
+#   baseline      --baseline        1 loop; GPU work in the thread pool, blocking in cuv_sync
+#   cuv                             1 loop; cuv_uv_submit on the loop thread
+#   cuv-offload   --offload         1 loop; cuv_uv_submit from the thread pool, no waiting there
+#   cuv-4loops    --loops 4         4 loops on 4 threads, one bridge each
+# The simulator runs baseline and cuv only (a few seconds); its figures say little about a GPU.
+#
+#   CUV_DRIVER                 sim: run on the simulator
+#   TCP_INFER_BENCH_SECONDS    seconds per point, a whole number (default 2, 1 on the simulator)
+#   TCP_INFER_BENCH_CONNS      connection counts (default "1 16 64")
+#   TCP_INFER_BENCH_BATCH      rows per request (default 8)
+#   TCP_INFER_BENCH_THREADS    client and wrk threads, at most one per connection (default 4)
+#   TCP_INFER_BENCH_CONFIGS    "name|options;name|options..." (the first is the reference)
 # Exit status: 0 when every reply was right (the target is reported, not enforced), 77 without a
 # CUDA driver, 1 otherwise.
 set -uo pipefail
@@ -25,20 +33,26 @@ else
   bin=$(cd "$here/.." && pwd)/${1:-build}/samples/tcp-infer
   [ -x "$bin/tcp-infer" ] || { echo "tcp-infer bench: $bin/tcp-infer not built" >&2; exit 1; }
 fi
-default_secs=3
-[ "${CUV_DRIVER:-}" = sim ] && default_secs=1
-secs=${TCP_INFER_BENCH_SECONDS:-$default_secs}
+sim=0
+[ "${CUV_DRIVER:-}" = sim ] && sim=1
+secs=${TCP_INFER_BENCH_SECONDS:-$((sim ? 1 : 2))}
 [[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "tcp-infer bench: seconds must be a whole number" >&2; exit 1; }
 read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-1 16 64}"
 batch=${TCP_INFER_BENCH_BATCH:-8}
 max_threads=${TCP_INFER_BENCH_THREADS:-4}
+default_configs="baseline|--baseline;cuv|;cuv-offload|--offload;cuv-4loops|--loops 4"
+[ $sim = 1 ] && default_configs="baseline|--baseline;cuv|"
+IFS=';' read -r -a configs <<<"${TCP_INFER_BENCH_CONFIGS:-$default_configs}"
 have_wrk=0
 command -v wrk >/dev/null 2>&1 && have_wrk=1
+loads=(client)
+[ $have_wrk = 1 ] && loads+=(wrk)
 
-# One server per mode; every load point runs against it in turn (tcp-infer-run stops it after).
-run_mode() {
-  local mode=$1 c t
-  local -a loads=()
+# One server per configuration; every load point runs against it in turn.
+run_config() {
+  local c t
+  local -a flags loads=()
+  read -r -a flags <<<"$1"
   for c in "${conns[@]}"; do
     t=$((c < max_threads ? c : max_threads))
     loads+=(-- "$bin/tcp-infer-client" --connections "$c" --depth 1 --batch "$batch"
@@ -51,16 +65,10 @@ run_mode() {
         "http://127.0.0.1:{port}/infer")
     done
   fi
-  local -a flags=()
-  if [ "$mode" = baseline ]; then
-    read -r -a flags <<<"--baseline ${TCP_INFER_BENCH_BASELINE_ARGS:-}"
-  else
-    read -r -a flags <<<"${TCP_INFER_BENCH_CUV_ARGS:-}"
-  fi
   TCP_INFER_BATCH=$batch "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" "${loads[@]}"
 }
 
-# "rps p99_ms" per load point, in order: the client's RESULT lines, then wrk's blocks.
+# "load rps p99_ms bad" per point, in order: the client's RESULT lines, then wrk's blocks.
 parse() {
   awk '
     function ms(v) {
@@ -80,53 +88,62 @@ parse() {
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 status=0
-for mode in cuv baseline; do
-  run_mode $mode >"$log/$mode.txt" 2>"$log/$mode.err"
+names=()
+for entry in "${configs[@]}"; do
+  name=${entry%%|*}
+  names+=("$name")
+  run_config "${entry#*|}" >"$log/$name.txt" 2>"$log/$name.err"
   rc=$?
   if [ $rc -eq 77 ]; then
     echo "tcp-infer bench: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
     exit 77
   fi
   if [ $rc -ne 0 ]; then
-    echo "tcp-infer bench: the $mode run failed (status $rc):"
-    tail -n 20 "$log/$mode.err" "$log/$mode.txt"
+    echo "tcp-infer bench: $name failed (status $rc):"
+    tail -n 20 "$log/$name.err" "$log/$name.txt"
     status=1
   fi
-  parse "$log/$mode.txt" >"$log/$mode.points"
+  parse "$log/$name.txt" >"$log/$name.points"
 done
 
-driver=$(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/cuv.err")
-echo "tcp-infer bench: $driver, batch $batch, $secs s per point, 1 request in flight per connection"
-for mode in cuv baseline; do
-  echo "  $mode: $(grep -m 1 -o 'mode on .*' "$log/$mode.err" | sed 's/^mode on [^,]*, //')"
+ref=${names[0]}
+echo "tcp-infer bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/$ref.err"), batch $batch," \
+  "$secs s per point, 1 request in flight per connection; req/s, p99 ms, ratio of req/s to $ref"
+for name in "${names[@]}"; do
+  echo "  $name: $(grep -m 1 -o '^tcp-infer: .* mode' "$log/$name.err" | sed 's/^tcp-infer: //')," \
+    "$(grep -m 1 -o '[0-9]* loops*,' "$log/$name.err" | tr -d ,)"
 done
-printf '%-7s %6s %12s %10s %12s %10s %7s\n' load conns "cuv req/s" "cuv p99" "base req/s" \
-  "base p99" ratio
-loads=(client)
-[ $have_wrk = 1 ] && loads+=(wrk)
+printf '%-7s %5s' load conns
+for name in "${names[@]}"; do printf ' | %-26s' "$name"; done
+echo
 verdict=""
 i=0
 for load in "${loads[@]}"; do
   for c in "${conns[@]}"; do
     i=$((i + 1))
-    read -r _ crps cp99 cbad <<<"$(sed -n "${i}p" "$log/cuv.points")"
-    read -r _ brps bp99 bbad <<<"$(sed -n "${i}p" "$log/baseline.points")"
-    if [ -z "${crps:-}" ] || [ -z "${brps:-}" ]; then
-      printf '%-7s %6s %s\n' "$load" "$c" "(no result)"
-      status=1
-      continue
-    fi
-    ratio=$(awk -v a="$crps" -v b="$brps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-    printf '%-7s %6s %12s %8s ms %12s %8s ms %6sx\n' "$load" "$c" "$crps" "$cp99" "$brps" "$bp99" \
-      "$ratio"
-    [ "${cbad:-0}" -ne 0 ] || [ "${bbad:-0}" -ne 0 ] && status=1
-    if [ "$c" = 64 ]; then
-      met=$(awk -v r="$ratio" -v a="$cp99" -v b="$bp99" 'BEGIN { print (r >= 2 && a < b) ? "MET" : "NOT MET" }')
-      verdict="$verdict $load: $met (${ratio}x, p99 $cp99 vs $bp99 ms);"
-    fi
+    read -r _ rrps rp99 rbad <<<"$(sed -n "${i}p" "$log/$ref.points")"
+    printf '%-7s %5s' "$load" "$c"
+    for name in "${names[@]}"; do
+      read -r _ rps p99 bad <<<"$(sed -n "${i}p" "$log/$name.points")"
+      if [ -z "${rps:-}" ] || [ -z "${rrps:-}" ]; then
+        printf ' | %-26s' "(no result)"
+        status=1
+        continue
+      fi
+      [ "${bad:-0}" -ne 0 ] && status=1
+      ratio=$(awk -v a="$rps" -v b="$rrps" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+      printf ' | %9s %7s %6sx' "$rps" "$p99" "$ratio"
+      if [ "$c" = 64 ] && [ "$name" != "$ref" ]; then
+        met=$(awk -v r="$ratio" -v a="$p99" -v b="$rp99" \
+          'BEGIN { print (r >= 2 && a < b) ? "MET" : "not met" }')
+        verdict="$verdict
+  $load, $name: $met (${ratio}x, p99 $p99 vs $rp99 ms)"
+      fi
+    done
+    echo
   done
 done
-[ -n "$verdict" ] && echo "target at 64 connections (cuv >= 2x baseline req/s, lower p99):$verdict"
+[ -n "$verdict" ] && echo "target at 64 connections (>= 2x the $ref's req/s, lower p99):$verdict"
 [ $have_wrk = 1 ] || echo "(wrk not installed: client points only)"
 [ $status -eq 0 ] || echo "tcp-infer bench: errors or wrong replies (see above)"
 exit $status

@@ -10,7 +10,8 @@
  *   htod(in, body, staged) ; dense(in -> hidden, ReLU) ; dense(hidden -> out) ; download(out)
  * submitted with cuv_uv_submit: its callback runs on the loop thread with the downloaded outputs.
  * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
- * libuv program does without the bridge, one worker blocked per request in flight. */
+ * libuv program does without the bridge, one worker blocked per request in flight. --offload
+ * submits from the thread pool instead of the loop thread (see offload_work). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,39 @@ static void baseline_after(uv_work_t *work, int status) {
   request_gpu_done(req);
 }
 
+/* --offload: a thread-pool worker only builds and enqueues the op (cuv_uv_submit may be called
+ * from any thread) and returns at once, so the loop thread pays no driver calls and no worker
+ * waits for the GPU; the completion still arrives on the loop through the bridge. The work item
+ * is allocated apart from the request: the completion may run (and free the request) before the
+ * pool's after-callback does. */
+typedef struct offload {
+  uv_work_t work;
+  request_t *req;
+  int rc;
+} offload_t;
+
+static void offload_work(uv_work_t *work) {
+  offload_t *o = work->data;
+  request_t *req = o->req;
+  cuv_op_t *op = infer_op(req->lp->srv, req);
+  free(req->body); /* staged */
+  req->body = NULL;
+  o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, NULL);
+  /* accepted: req belongs to its completion now, do not touch it */
+}
+
+static void offload_after(uv_work_t *work, int status) {
+  offload_t *o = work->data;
+  request_t *req = o->req;
+  int rc = status < 0 ? CUV_ECANCELED : o->rc;
+  free(o);
+  if (rc == 0)
+    return;
+  req->lp->n.refused++;
+  req->gpu_status = rc;
+  request_gpu_done(req);
+}
+
 static void run(loop_t *lp, request_t *req) {
   server_t *s = lp->srv;
   req->state = REQ_RUNNING;
@@ -116,6 +150,16 @@ static void run(loop_t *lp, request_t *req) {
     if (rc == 0)
       return;
     req->gpu_status = CUV_EINVAL;
+  } else if (s->offload) {
+    offload_t *o = malloc(sizeof *o);
+    if (o) {
+      *o = (offload_t){.req = req};
+      o->work.data = o;
+      if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
+        return;
+      free(o);
+    }
+    req->gpu_status = CUV_ENOMEM;
   } else {
     cuv_op_t *op = infer_op(s, req);
     free(req->body); /* staged: cuv holds its own copy */

@@ -83,7 +83,7 @@ char *metrics_render(const server_t *s, size_t *len) {
          st.slots_in_use);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
-  sample(f, "cuv_infer_mode", "mode", s->baseline ? "baseline" : "cuv", 1);
+  sample(f, "cuv_infer_mode", "mode", s->baseline ? "baseline" : s->offload ? "offload" : "cuv", 1);
   metric(f, "cuv_infer_connections_total", "counter", "Connections accepted.",
          n->connections_total);
   metric(f, "cuv_infer_loops", "gauge", "Event loops (threads) serving connections.", s->nloops);

@@ -1,7 +1,7 @@
 /* tcp-infer: an HTTP/1.1 inference server on 127.0.0.1, built on libuv, whose GPU work goes
  * through cuv and comes back into the loop through the bridge (README.md: protocol, options).
  *
- *   tcp-infer [--port N] [--baseline] [--duration SECONDS|none] [--loops N] [--max-batch N]
+ *   tcp-infer [--port N] [--baseline|--offload] [--duration S|none] [--loops N] [--max-batch N]
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
@@ -24,7 +24,7 @@
 
 typedef struct options {
   int port;
-  bool baseline, cublas;
+  bool baseline, offload, cublas;
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
   uint64_t seed;
@@ -36,6 +36,7 @@ static void usage(FILE *f) {
           "usage: tcp-infer [options]\n"
           "  --port N          TCP port on 127.0.0.1 (default 8080; 0: ephemeral, printed)\n"
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
+          "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
           "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
           "  --loops N         event loops, one thread each, sharing the port (default 1)\n"
           "  --max-batch N     largest batch accepted (default %u; more is 413)\n"
@@ -54,7 +55,8 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"workspaces", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},
       {"ptx", required_argument, NULL, 'x'},        {"loops", required_argument, NULL, 'l'},
-      {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0}};
+      {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
                    .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1};
   int ch;
@@ -62,6 +64,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
     switch (ch) {
     case 'p': o->port = atoi(optarg); break;
     case 'b': o->baseline = true; break;
+    case 'o': o->offload = true; break;
     case 'd': o->duration = strcmp(optarg, "none") ? atof(optarg) : 0.0; break;
     case 'l': o->loops = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'm': o->max_batch = (unsigned)strtoul(optarg, NULL, 10); break;
@@ -76,7 +79,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
   }
   if (optind != argc || o->port < 0 || o->port > 65535 || o->max_batch == 0 ||
       o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
-      o->loops > 64) {
+      o->loops > 64 || (o->baseline && o->offload)) {
     usage(stderr);
     return -1;
   }
@@ -199,7 +202,7 @@ int main(int argc, char **argv) {
     return fail("cuv_init", rc);
 
   server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
-                  .nloops = o.loops, .baseline = o.baseline};
+                  .nloops = o.loops, .baseline = o.baseline, .offload = o.offload};
   server_t *s = &srv;
   if ((rc = cuv_device_open(&s->dev, 0)) != 0)
     return fail("cuv_device_open", rc);
@@ -252,7 +255,9 @@ int main(int argc, char **argv) {
   if (status == EXIT_SUCCESS) {
     printf("tcp-infer: %s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
            "max batch %u, %u workspaces per loop\n",
-           s->baseline ? "baseline (uv_queue_work + cuv_sync)" : "cuv (cuv_uv_submit)",
+           s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
+           : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
+                        : "cuv (cuv_uv_submit)",
            cuv_driver_is_sim() ? "the simulator" : "the GPU", cuv_device_name(s->dev), o.loops,
            o.loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
            cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o.seed, o.max_batch,

@@ -113,7 +113,7 @@ struct server {
   cuv_kernel_t *dense, *bias_act; /* bias_act: the --cublas path's epilogue */
   cuv_buffer_t *w1, *b1, *w2, *b2;
   unsigned max_batch, workspaces_per_loop, nloops;
-  bool baseline;
+  bool baseline, offload;
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
