@@ -3,6 +3,9 @@
 
 # The one list to extend (Debian 12 names). python3 comes with meson; it runs tap-summary.py.
 CUV_APT_PACKAGES="meson ninja-build pkg-config gcc libc6-dev libuv1-dev libcmocka-dev libhttp-parser-dev"
+# Fuzzing (scripts/fuzz, which scripts/test runs): clang and its libFuzzer runtime, which
+# Debian's clang only recommends.
+CUV_FUZZ_APT_PACKAGES="clang libclang-rt-14-dev"
 # The Node.js addon (samples/node-addon) needs node and its headers. Debian 12's nodejs has no
 # headers (libnode-dev has them); NodeSource's nodejs has both, and its files clash with
 # libnode-dev's: ask for the Debian pair only where no headers are installed.
