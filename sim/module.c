@@ -126,11 +126,20 @@ struct sim_function {
   struct sim_function *next;
 };
 
+/* Byte by byte, stopping at the first mismatch: no magic byte is 0, so a text image shorter than
+ * the magic is never read past its terminating NUL (memcmp may read all 4 bytes). */
+static bool has_magic(const unsigned char *p, const unsigned char magic[4]) {
+  for (int i = 0; i < 4; i++)
+    if (p[i] != magic[i])
+      return false;
+  return true;
+}
+
 static bool image_is_binary(const unsigned char *p) {
   static const unsigned char elf[4] = {0x7f, 'E', 'L', 'F'};
   static const unsigned char fatbin[4] = {0x50, 0xed, 0x55, 0xba};  /* 0xBA55ED50 */
   static const unsigned char wrapper[4] = {0xb1, 0x43, 0x62, 0x46}; /* 0x466243B1 */
-  return memcmp(p, elf, 4) == 0 || memcmp(p, fatbin, 4) == 0 || memcmp(p, wrapper, 4) == 0;
+  return has_magic(p, elf) || has_magic(p, fatbin) || has_magic(p, wrapper);
 }
 
 static bool ptx_ident_char(char c) {
