@@ -89,6 +89,8 @@ CUV_EXTERN int cuv_sync(cuv_op_t *op, cuv_output_t *out) { return sync_run(op, N
 
 CUV_EXTERN int cuv_sync_policy(cuv_op_t *op, cuv_policy_t *policy, cuv_output_t *out) {
   if (!policy) {
+    if (out)
+      *out = (cuv_output_t){0}; /* cleared on every failure, as by the other executors */
     cuv_op_free(op);
     return CUV_EINVAL;
   }
@@ -97,6 +99,8 @@ CUV_EXTERN int cuv_sync_policy(cuv_op_t *op, cuv_policy_t *policy, cuv_output_t 
 
 CUV_EXTERN int cuv_sync_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out) {
   if (!stream) {
+    if (out)
+      *out = (cuv_output_t){0};
     cuv_op_free(op);
     return CUV_EINVAL;
   }
