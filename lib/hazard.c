@@ -13,6 +13,7 @@ struct cuv__access {
   cuv__access_t *next, **pprev;
   cuv_buffer_t *buf;
   cuv_stream_t *stream;
+  cuv__submission_t *sub; /* the holder (its accesses are unlinked before it is freed) */
   bool write;
 };
 
@@ -79,9 +80,10 @@ static int order_after(cuv__submission_t *sub, cuv_stream_t *stream, cuv_stream_
 }
 
 /* Links the access into the buffer's list. */
-static void access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv_stream_t *stream, bool write) {
+static void access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
   a->buf = cuv_buffer_ref(buf);
-  a->stream = cuv__stream_ref(stream);
+  a->stream = cuv__stream_ref(ex->stream);
+  a->sub = ex->sub;
   a->write = write;
   pthread_mutex_lock(&buf->lock);
   a->next = buf->accesses;
@@ -160,6 +162,15 @@ void cuv__hazard_uses_free(cuv__uses_t *uses) {
 
 /* ---- holding a buffer ---- */
 
+/* The buffer's latest access is this submission's, on this stream, at least as strong: nothing
+ * was linked since, so nothing new can conflict, and the buffer is held already. Without this a
+ * chain of n launches on one buffer scans and grows its list once per launch: O(n^2) per chain.
+ * The caller holds buf->lock. */
+static bool already_held(const cuv_buffer_t *buf, const cuv__exec_t *ex, bool write) {
+  const cuv__access_t *a = buf->accesses;
+  return a && a->sub == ex->sub && a->stream == ex->stream && (a->write || !write);
+}
+
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->sub->dev)
     return CUV_EDEVICE;
@@ -168,24 +179,27 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind)
   bool write = kind != CUV_ARG_KIND_READ;
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);
-  cuv__access_t *a = calloc(1, sizeof *a);
-  if (!a)
-    return CUV_ENOMEM;
   cuv_stream_t **others = NULL;
   size_t n = 0;
   pthread_mutex_lock(&buf->lock);
   int mode = buf->hazard_mode;
-  int rc = mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
+  bool held = already_held(buf, ex, write);
+  int rc = held || mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
   pthread_mutex_unlock(&buf->lock);
+  if (held)
+    return 0;
   if (rc == 0)
     rc = order_after(ex->sub, ex->stream, others, n, mode);
   free(others);
+  cuv__access_t *a = NULL;
+  if (rc == 0 && !(a = calloc(1, sizeof *a)))
+    rc = CUV_ENOMEM;
   if (rc == 0)
     rc = cuv__sub_hold(ex->sub, access_release, a);
   if (rc < 0) {
     free(a);
     return rc;
   }
-  access_link(a, buf, ex->stream, write);
+  access_link(a, buf, ex, write);
   return 0;
 }
