@@ -42,6 +42,18 @@ CUV_EXTERN int cuv_stream_wrap(cuv_stream_t **stream, cuv_device_t *dev, struct 
   return stream_init(stream, dev, raw, false, true);
 }
 
+/* cuv_enqueue_on work holds the stream until it is reaped, and only a later use of the stream
+ * reaps it: without this, the caller's last handle would leave the stream, the work and all it
+ * holds alive for good. The caller synchronizes enqueue_on work; here that is waited for. */
+static void stream_settle_detached(cuv_stream_t *stream) {
+  cuv__stream_reap(stream);
+  if (!stream->detached)
+    return;
+  if (cuv__bind(stream->dev) == 0)
+    cuv__drv.cuStreamSynchronize(stream->cu);
+  cuv__stream_reap(stream);
+}
+
 cuv_stream_t *cuv__stream_ref(cuv_stream_t *stream) {
   atomic_fetch_add(&stream->refs, 1);
   return stream;
@@ -51,12 +63,7 @@ void cuv__stream_unref(cuv_stream_t *stream) {
   if (!stream || atomic_fetch_sub(&stream->refs, 1) != 1)
     return;
   /* Last reference: no submission uses it any more, so detached work is all that may remain. */
-  cuv__stream_reap(stream);
-  if (stream->detached) {
-    if (cuv__bind(stream->dev) == 0)
-      cuv__drv.cuStreamSynchronize(stream->cu);
-    cuv__stream_reap(stream);
-  }
+  stream_settle_detached(stream);
   if (stream->owned && !cuv__stale(stream->dev, stream->epoch) && cuv__bind(stream->dev) == 0)
     cuv__drv.cuStreamDestroy(stream->cu);
   pthread_mutex_destroy(&stream->lock);
@@ -65,7 +72,12 @@ void cuv__stream_unref(cuv_stream_t *stream) {
   free(stream);
 }
 
-CUV_EXTERN void cuv_stream_destroy(cuv_stream_t *stream) { cuv__stream_unref(stream); }
+CUV_EXTERN void cuv_stream_destroy(cuv_stream_t *stream) {
+  if (!stream)
+    return;
+  stream_settle_detached(stream);
+  cuv__stream_unref(stream);
+}
 
 CUV_EXTERN struct CUstream_st *cuv_stream_handle(const cuv_stream_t *stream) {
   return stream ? stream->cu : NULL;
