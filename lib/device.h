@@ -51,10 +51,12 @@ typedef struct cuv__staging {
   size_t cap;
   unsigned cls;         /* size class; 0 when not pooled */
   unsigned epoch;       /* the device epoch its pinned memory belongs to */
+  atomic_uint refs;     /* given back at the last _free (a download's: output and submission) */
   cuv_device_t *dev;
   struct cuv__staging *next;
 } cuv__staging_t;
 cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes);
+cuv__staging_t *cuv__staging_ref(cuv__staging_t *block);
 void cuv__staging_free(void *block);
 void cuv__staging_pool_destroy(cuv_device_t *dev);
 #endif

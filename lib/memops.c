@@ -54,8 +54,18 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   copy_op_t *c = (copy_op_t *)op;
   cuv__staging_t *download = NULL;
   int rc = hold_all(c, ex);
-  if (rc == 0 && c->kind == DOWNLOAD && !(download = cuv__staging_alloc(ex->sub->dev, c->bytes)))
-    rc = CUV_ENOMEM;
+  if (rc == 0 && c->kind == DOWNLOAD) {
+    /* The submission holds the block too: an output dropped early (by seq or then, by a failure
+     * midway, by an enqueue_on caller) must not give it back while the copy into it is pending. */
+    download = cuv__staging_alloc(ex->sub->dev, c->bytes);
+    rc = download ? cuv__sub_hold(ex->sub, cuv__staging_free, download) : CUV_ENOMEM;
+    if (rc == 0)
+      cuv__staging_ref(download); /* the output's reference */
+    else if (download)
+      cuv__staging_free(download);
+    if (rc < 0)
+      download = NULL;
+  }
   if (rc == 0 && c->bytes > 0)
     rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL));
   if (download) {

@@ -63,6 +63,12 @@ cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes) {
     return NULL;
   blk->dev = cuv__device_ref(dev);
   blk->next = NULL;
+  atomic_init(&blk->refs, 1);
+  return blk;
+}
+
+cuv__staging_t *cuv__staging_ref(cuv__staging_t *blk) {
+  atomic_fetch_add(&blk->refs, 1);
   return blk;
 }
 
@@ -84,7 +90,7 @@ static bool pool_give(cuv_device_t *dev, cuv__staging_t *blk) {
 
 void cuv__staging_free(void *arg) {
   cuv__staging_t *blk = arg;
-  if (!blk)
+  if (!blk || atomic_fetch_sub(&blk->refs, 1) != 1)
     return;
   cuv_device_t *dev = blk->dev;
   if (!pool_give(dev, blk))
