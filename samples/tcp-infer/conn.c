@@ -572,13 +572,11 @@ static void conn_resume_reading(conn_t *c) {
     c->reading = true;
 }
 
-void conn_on_connection(uv_stream_t *listener, int status) {
-  loop_t *lp = listener->data;
-  if (status < 0)
-    return;
+/* A new connection of the loop: its handles initialized, its socket not open yet. */
+static conn_t *conn_new(loop_t *lp) {
   conn_t *c = calloc(1, sizeof *c);
   if (!c)
-    return;
+    return NULL;
   c->lp = lp;
   uv_tcp_init(&lp->loop, &c->tcp);
   uv_timer_init(&lp->loop, &c->linger);
@@ -589,15 +587,43 @@ void conn_on_connection(uv_stream_t *listener, int status) {
     lp->conns->prev = c;
   lp->conns = c;
   lp->n.open_conns++;
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || lp->stopping) {
-    conn_close(c);
-    return;
-  }
-  lp->n.connections_total++;
+  return c;
+}
+
+/* Its socket is open: serve it. */
+static void conn_start(conn_t *c) {
+  c->lp->n.connections_total++;
   uv_tcp_nodelay(&c->tcp, 1);
   http_parser_init(&c->parser, HTTP_REQUEST);
   c->parser.data = c;
   conn_resume_reading(c);
+}
+
+void conn_on_connection(uv_stream_t *listener, int status) {
+  loop_t *lp = listener->data;
+  if (status < 0)
+    return;
+  conn_t *c = conn_new(lp);
+  if (!c)
+    return;
+  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || lp->stopping) {
+    conn_close(c);
+    return;
+  }
+  conn_start(c);
+}
+
+int conn_open(loop_t *lp, uv_os_sock_t sock) {
+  conn_t *c = conn_new(lp);
+  if (!c)
+    return UV_ENOMEM;
+  int rc = lp->stopping ? UV_ECANCELED : uv_tcp_open(&c->tcp, sock);
+  if (rc != 0) {
+    conn_close(c);
+    return rc;
+  }
+  conn_start(c);
+  return 0;
 }
 
 void conn_close_all(loop_t *lp) {

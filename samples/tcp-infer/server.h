@@ -122,6 +122,9 @@ struct server {
 /* conn.c */
 void conn_settings_init(http_parser_settings *settings);
 void conn_on_connection(uv_stream_t *listener, int status);
+/* Serves a connected stream socket accepted elsewhere (fuzz/http.c: one end of a socketpair); the
+ * loop owns and closes it once this returns 0. */
+int conn_open(loop_t *lp, uv_os_sock_t sock);
 void conn_close_all(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
