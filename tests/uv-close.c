@@ -187,6 +187,34 @@ static void test_close_keeps_loop_serving(void **state) {
   assert_int_equal(uv_loop_close(&l.loop), 0);
 }
 
+/* Cancelling through the bridge: the callback still runs once, on the loop thread, with
+ * CUV_ECANCELED and no output, after the slow kernel finished; a second cancel finds nothing. */
+static void test_cancel_through_bridge(void **state) {
+  uvt_loop_t l;
+  uvt_open(&l);
+  cuv_buffer_t *buf = uvt_buffer(sizeof(unsigned));
+  uvt_call_t call = {.loop = &l};
+  cuv_ticket_t ticket = 0;
+  cuv_submit_opts_t opts = {.ticket = &ticket};
+  assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_slow_write_then_read(50, 7, buf), uvt_done, &call,
+                              &opts));
+  assert_true(ticket != 0);
+  assert_cuv_ok(cuv_uv_cancel(l.bridge, ticket));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(call.calls, 1);
+  assert_true(call.on_loop_thread);
+  assert_int_equal(call.status, CUV_ECANCELED);
+  assert_int_equal(cuv_uv_cancel(l.bridge, ticket), CUV_ENOENT);
+  assert_int_equal(cuv_uv_cancel(NULL, ticket), CUV_EINVAL);
+  /* The kernel still ran to the end: its write is there. */
+  cuv_output_t out;
+  assert_cuv_ok(cuv_sync(cuv_download(buf, 0, sizeof(unsigned)), &out));
+  assert_int_equal(*(unsigned *)out.data, 7);
+  cuv_output_release(&out);
+  cuv_buffer_unref(buf);
+  uvt_close(&l);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -196,6 +224,7 @@ int main(void) {
       cmocka_unit_test(test_close_idle_bridge),
       cmocka_unit_test(test_close_without_callback),
       cmocka_unit_test(test_close_keeps_loop_serving),
+      cmocka_unit_test(test_cancel_through_bridge),
   };
   return cuvt_run(tests);
 }

@@ -273,6 +273,10 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
   return rc;
 }
 
+CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *b, cuv_ticket_t ticket) {
+  return b ? cuv_cancel(b->queue, ticket) : CUV_EINVAL;
+}
+
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *b) {
   return b ? atomic_load(&((cuv_uv_t *)b)->in_flight) : 0;
 }
