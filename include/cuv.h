@@ -363,7 +363,9 @@ typedef struct cuv_submit_opts {
 } cuv_submit_opts_t;
 
 /* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
- * cuv_queue_drain runs done(status, output, arg) exactly once. Returns 0 when the submission was
+ * cuv_queue_drain runs done(status, output, arg) exactly once. Callbacks run in the order the
+ * work was seen complete: submissions on one stream usually complete in order, but not when
+ * their completion paths differ (a reactor flag and a host callback race to the queue). Returns 0 when the submission was
  * accepted (done will run, also with an error status), or a negative code when it was refused
  * (done will not run; op is consumed either way). */
 CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
@@ -396,8 +398,10 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t
 CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *graph);
 /* Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's stream
  * without waiting, e.g. to copy new inputs into the captured buffers. It is ordered before later
- * launches on that same stream (cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), ...));
- * a launch on another stream is NOT ordered after it. Consumes op. */
+ * launches on that same stream (cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), ...)). A
+ * launch on another stream is ordered after it only through hazard tracking of the buffers both
+ * touch (each replay holds the captured buffers like a launch would); with CUV_HAZARD_NONE on
+ * them, it is not. Consumes op. */
 CUV_EXTERN int cuv_graph_update(cuv_graph_t *graph, cuv_op_t *op);
 CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *graph);
 CUV_EXTERN void cuv_graph_release(cuv_graph_t *graph);
