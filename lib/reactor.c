@@ -97,14 +97,23 @@ static int alloc_slots(void) {
 }
 
 int cuv__reactor_rebuild(CUcontext old) {
-  if (R.init_status < 0 || !R.flags || R.owner != old)
+  if (!R.slots || R.init_status < 0 || (R.flags && R.owner != old))
     return 0; /* not started, or its flags live in another device's context */
   pthread_mutex_lock(&R.free_lock);
   int rc = atomic_load(&R.armed) ? CUV_EBUSY : alloc_flags();
   if (rc == 0)
     reset_free_list(); /* slots a fault kept out of the pool come back: their writes died too */
+  else
+    R.flags = NULL; /* the reset freed them: never written or scanned again */
   pthread_mutex_unlock(&R.free_lock);
   return rc;
+}
+
+bool cuv__reactor_flags_busy(CUcontext ctx) {
+  pthread_mutex_lock(&R.free_lock);
+  bool busy = R.flags && R.owner == ctx && atomic_load(&R.armed) != 0;
+  pthread_mutex_unlock(&R.free_lock);
+  return busy;
 }
 
 static void init_once(void) {
@@ -133,7 +142,7 @@ __attribute__((destructor)) static void reactor_shutdown(void) {
 
 static uint32_t slot_take(void) {
   pthread_mutex_lock(&R.free_lock);
-  uint32_t i = R.free_head;
+  uint32_t i = R.flags ? R.free_head : UINT32_MAX; /* no flags: a rebuild failed */
   if (i != UINT32_MAX)
     R.free_head = R.slots[i].next_free;
   pthread_mutex_unlock(&R.free_lock);

@@ -14,8 +14,13 @@ void cuv__reactor_disarm(cuv__submission_t *sub);
 /* Hands the armed slot to the reactor thread, which completes the submission. */
 void cuv__reactor_register(cuv__submission_t *sub);
 /* After a reset of context `old` (recover.c): new flags in the current context if the old ones
- * lived there (that memory went with the context). CUV_EBUSY while anything is armed. */
+ * lived there (that memory went with the context). CUV_EBUSY while anything is armed. On failure
+ * the reactor has no flags: arming fails (work falls back to host functions) until a later
+ * rebuild allocates them. */
 int cuv__reactor_rebuild(CUcontext old);
+/* Whether anything is armed while the flags live in `ctx`: resetting ctx would free them under
+ * the writes and the scans still to come (recover.c refuses then). */
+bool cuv__reactor_flags_busy(CUcontext ctx);
 /* Host-callback work the reactor probes for faults (a dead context never runs host functions). */
 void cuv__reactor_watch(cuv__submission_t *sub);
 void cuv__reactor_unwatch(cuv__submission_t *sub);

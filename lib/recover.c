@@ -34,6 +34,8 @@ CUV_EXTERN int cuv_device_recover(cuv_device_t *dev) {
     return CUV_EINVAL;
   if (atomic_load(&dev->in_flight) != 0)
     return CUV_EBUSY; /* wait for nothing: retry once the faulted work was delivered */
+  if (cuv__reactor_flags_busy(dev->ctx))
+    return CUV_EBUSY; /* other devices' work writes flags that live in this context */
   CUcontext old = dev->ctx;
   /* A new epoch first: from here on, objects of the old one skip driver calls on release. */
   atomic_fetch_add_explicit(&dev->epoch, 1, memory_order_release);
