@@ -1,0 +1,297 @@
+/* fuzz/http.c: bytes to tcp-infer's request handling (samples/tcp-infer/conn.c: http-parser,
+ * routing, body validation, pipelining, responses in order, closing), without a network.
+ *
+ * The server adopts one end of a socketpair as a connection (conn_open); the harness writes the
+ * request bytes to the other end in reads of the sizes the input chooses, runs the loop after
+ * each, and reads back everything the server writes. The GPU is this file's stand-in for infer.c
+ * (the interface of server.h): requests start at once while a workspace is free and wait
+ * otherwise, some are refused, and the input says when the running ones complete, in which order,
+ * and which fail; so pipelined responses waiting for earlier ones, orphans of a closed connection
+ * and the refused path all run.
+ *
+ * Input: byte 0 sets the run (workspaces 1-4, refusals, how it ends); byte 1 is the number of
+ * control bytes that follow; each control byte is one read (its low 6 bits: the read's size,
+ * 0-63 bytes) and what happens after it (high 2 bits: nothing, the oldest running request
+ * completes, the newest fails, the peer shuts its side down); the rest of the input is the byte
+ * stream, whatever the control bytes did not read is written as one last read.
+ *
+ * The oracle: no crash and no leak (the sanitizers); a request the server starts has a complete
+ * body of `batch` whole rows, batch within the maximum; everything the server writes parses as
+ * HTTP/1.1 responses with a status the protocol names; once the connection is gone, nothing of it
+ * is left (requests, waiting queue, counters of open connections). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz.h"
+#include "server.h"
+
+#define MAX_BATCH 4
+#define MAX_RUNNING 64
+
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "fuzz/http.c:%d: check failed: %s\n", __LINE__, #cond);                    \
+      abort();                                                                                    \
+    }                                                                                             \
+  } while (0)
+
+/* CUV_FUZZ_TRACE=1: the responses and the end state on stderr, to read what an input does. */
+static bool tracing;
+
+static server_t srv;
+static loop_t lp; /* one loop, driven by the harness */
+
+/* ---- the GPU's stand-in (infer.c's part of server.h) ---- */
+
+static struct {
+  request_t *running[MAX_RUNNING]; /* in start order */
+  size_t nrunning;
+  size_t workspaces;
+  unsigned refuse_every, starts; /* every refuse_every-th start is refused (0: none) */
+} gpu;
+
+static void gpu_run(request_t *req) {
+  req->state = REQ_RUNNING;
+  lp.n.gpu_submitted++;
+  if (gpu.refuse_every && ++gpu.starts % gpu.refuse_every == 0) {
+    req->gpu_status = CUV_ECLOSED; /* as a closing bridge refuses: answered 503 at once */
+    lp.n.refused++;
+    request_gpu_done(req);
+    return;
+  }
+  CHECK(gpu.nrunning < MAX_RUNNING);
+  gpu.running[gpu.nrunning++] = req;
+}
+
+void infer_start(loop_t *l, request_t *req) {
+  CHECK(l == &lp && req->lp == &lp);
+  CHECK(req->route == ROUTE_INFER && req->status == 0);
+  CHECK(req->batch >= 1 && req->batch <= MAX_BATCH);
+  CHECK(req->body && req->body_len == req->body_cap);
+  CHECK(req->body_len == (size_t)req->batch * MLP_IN * sizeof(float));
+  if (gpu.nrunning >= gpu.workspaces) {
+    req->state = REQ_WAITING;
+    req->next_wait = NULL;
+    if (lp.wait_tail)
+      lp.wait_tail->next_wait = req;
+    else
+      lp.wait_head = req;
+    lp.wait_tail = req;
+    lp.n.waiting++;
+    return;
+  }
+  gpu_run(req);
+}
+
+void infer_forget(loop_t *l, request_t *req) {
+  request_t **p = &lp.wait_head, *prev = NULL;
+  while (*p && *p != req) {
+    prev = *p;
+    p = &(*p)->next_wait;
+  }
+  CHECK(*p); /* only waiting requests are forgotten */
+  *p = req->next_wait;
+  if (lp.wait_tail == req)
+    lp.wait_tail = prev;
+  lp.n.waiting--;
+}
+
+void infer_release(loop_t *l, request_t *req) {
+  size_t i = 0;
+  while (i < gpu.nrunning && gpu.running[i] != req)
+    i++;
+  if (i == gpu.nrunning)
+    return; /* refused: it never ran */
+  memmove(&gpu.running[i], &gpu.running[i + 1], (gpu.nrunning - i - 1) * sizeof gpu.running[0]);
+  gpu.nrunning--;
+  request_t *next = lp.wait_head;
+  if (next && !lp.stopping) {
+    lp.wait_head = next->next_wait;
+    if (!lp.wait_head)
+      lp.wait_tail = NULL;
+    lp.n.waiting--;
+    gpu_run(next);
+  }
+}
+
+/* The GPU finished running request i: with its outputs, or failed. */
+static void gpu_complete(size_t i, bool ok) {
+  request_t *req = gpu.running[i];
+  req->gpu_status = ok ? 0 : CUV_ECUDA(1 /* CUDA_ERROR_INVALID_VALUE */);
+  if (ok) {
+    size_t bytes = (size_t)req->batch * MLP_OUT * sizeof(float);
+    float *out = calloc(1, bytes);
+    CHECK(out);
+    req->out = (cuv_output_t){out, free, out};
+  }
+  request_gpu_done(req);
+}
+
+/* ---- the peer: writes requests, reads and checks responses ---- */
+
+static struct {
+  int fd;
+  http_parser parser;
+  http_parser_settings settings;
+  unsigned responses;
+  bool eof;
+} peer;
+
+static int on_response_headers(http_parser *p) {
+  if (tracing)
+    fprintf(stderr, "response %u\n", p->status_code);
+  switch (p->status_code) {
+  case 100: case 200: case 400: case 404: case 405: case 411: case 413: case 500: case 503:
+    return 0;
+  default:
+    fprintf(stderr, "fuzz/http.c: response status %u\n", p->status_code);
+    abort();
+  }
+}
+
+static int on_response_complete(http_parser *p) {
+  peer.responses++;
+  return 0;
+}
+
+/* Reads what the server wrote so far and parses it. */
+static void peer_read(void) {
+  char buf[16384];
+  for (;;) {
+    ssize_t n = recv(peer.fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return;
+    if (n <= 0) { /* EOF, or reset by a server that closed with input unread */
+      peer.eof = true;
+      return;
+    }
+    size_t parsed = http_parser_execute(&peer.parser, &peer.settings, buf, (size_t)n);
+    if (HTTP_PARSER_ERRNO(&peer.parser) != HPE_OK || parsed != (size_t)n) {
+      fprintf(stderr, "fuzz/http.c: the server wrote a malformed response: %s\n",
+              http_errno_description(HTTP_PARSER_ERRNO(&peer.parser)));
+      abort();
+    }
+  }
+}
+
+static void turn(void) {
+  uv_run(&lp.loop, UV_RUN_NOWAIT);
+  peer_read();
+}
+
+static void peer_write(const uint8_t *data, size_t len) {
+  for (int tries = 0; len > 0 && !peer.eof; tries++) {
+    CHECK(tries < 10000); /* a server that never reads again */
+    ssize_t n = send(peer.fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      turn(); /* a server that stopped reading (back-pressure) reads on once it answered */
+      if (gpu.nrunning)
+        gpu_complete(0, true);
+      continue;
+    }
+    if (n <= 0)
+      return; /* the server closed its end */
+    data += n;
+    len -= (size_t)n;
+  }
+  turn();
+}
+
+/* ---- the target ---- */
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  signal(SIGPIPE, SIG_IGN);
+  tracing = getenv("CUV_FUZZ_TRACE") != NULL;
+  CHECK(uv_loop_init(&lp.loop) == 0);
+  lp.srv = &srv;
+  srv.loops = &lp;
+  srv.nloops = 1;
+  srv.max_batch = MAX_BATCH;
+  srv.workspaces_per_loop = 4;
+  conn_settings_init(&lp.settings);
+  http_parser_settings_init(&peer.settings);
+  peer.settings.on_headers_complete = on_response_headers;
+  peer.settings.on_message_complete = on_response_complete;
+  return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2)
+    return 0;
+  uint8_t run = data[0];
+  size_t ncontrol = data[1] % 32;
+  if (size < 2 + ncontrol)
+    return 0;
+  const uint8_t *control = data + 2, *stream = data + 2 + ncontrol;
+  size_t len = size - 2 - ncontrol;
+
+  gpu.workspaces = 1 + (run & 3);
+  gpu.refuse_every = (run >> 2) & 3;
+  gpu.starts = 0;
+  int fds[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, fds) == 0);
+  CHECK(conn_open(&lp, fds[0]) == 0);
+  peer.fd = fds[1];
+  peer.eof = false;
+  peer.responses = 0;
+  http_parser_init(&peer.parser, HTTP_RESPONSE);
+  bool shut = false;
+
+  for (size_t i = 0; i < ncontrol; i++) {
+    size_t n = control[i] & 63;
+    if (n > len)
+      n = len;
+    if (!shut)
+      peer_write(stream, n);
+    stream += n;
+    len -= n;
+    switch (control[i] >> 6) {
+    case 1:
+      if (gpu.nrunning)
+        gpu_complete(0, true);
+      break;
+    case 2:
+      if (gpu.nrunning)
+        gpu_complete(gpu.nrunning - 1, false);
+      break;
+    case 3:
+      if (!shut)
+        shutdown(peer.fd, SHUT_WR);
+      shut = true;
+      break;
+    default: break;
+    }
+    turn();
+  }
+  if (!shut)
+    peer_write(stream, len);
+
+  /* The end: the peer hangs up or not; the connection closes before or after the GPU is done. */
+  if (run & 0x10)
+    shutdown(peer.fd, SHUT_WR);
+  turn();
+  if (run & 0x20)
+    conn_close_all(&lp); /* running requests become orphans, freed by their completion */
+  while (gpu.nrunning) {
+    gpu_complete(0, !(run & 0x40));
+    turn();
+  }
+  conn_close_all(&lp);
+  uv_run(&lp.loop, UV_RUN_DEFAULT);
+  peer_read();
+  close(peer.fd);
+  if (tracing)
+    fprintf(stderr, "%u responses; %llu requests, %llu parse errors so far\n", peer.responses,
+            (unsigned long long)lp.n.requests_total, (unsigned long long)lp.n.parse_errors);
+
+  CHECK(!lp.conns && lp.n.open_conns == 0);
+  CHECK(!lp.wait_head && !lp.wait_tail && lp.n.waiting == 0);
+  CHECK(gpu.nrunning == 0);
+  return 0;
+}
