@@ -7,20 +7,19 @@
  *   cuv-bench-chain [--reps R]   wall time per op of the chain (built and run with cuv_sync)
  *                                against the raw driver in the same run: 100 cuLaunchKernel on one
  *                                stream + one cuStreamSynchronize, through the driver cuv loaded
- *                                (CUV_DRIVER), resolved here with dlopen + cuGetProcAddress_v2
+ *                                (CUV_DRIVER), opened again with dlopen + cuGetProcAddress_v2 (raw.c)
  *   --seq                        chains with cuv_seq (ops built up front) instead of cuv_then
  *                                (each op built by the previous stage's callback)
  *
  * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda.h>
 #include <cuv.h>
 
+#include "raw.h"
 #include "twins.h"
 
 #define CHAIN_OPS 100
@@ -73,86 +72,22 @@ static void run_chain(int use_seq) {
     die("cuv_sync", rc);
 }
 
-/* ---- the raw driver side, through the library cuv loaded ---- */
+/* ---- the raw driver side, through the library cuv loaded (raw.h) ---- */
 
 typedef struct raw {
   __typeof__(cuLaunchKernel) *launch;
   __typeof__(cuStreamSynchronize) *synchronize;
-  __typeof__(cuModuleLoadData) *load;
-  __typeof__(cuModuleGetFunction) *get_function;
   CUfunction fn;
   CUstream stream;
 } raw_t;
 
-/* The library behind cuv_driver_name(): "cuda", "sim" (already loaded: we link it for the twins)
- * or a path. */
-static void *open_driver(void) {
-  const char *name = cuv_driver_name();
-  if (strcmp(name, "cuda") == 0)
-    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (strcmp(name, "sim") == 0)
-    return dlopen("libcuv-sim.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  return dlopen(name, RTLD_NOW | RTLD_LOCAL);
-}
-
-typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-
-static void resolve(get_proc_t get_proc, const char *name, void *fn_ptr) {
-  void *ptr = NULL;
-  CUdriverProcAddressQueryResult found;
-  if (get_proc(name, &ptr, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
-      !ptr) {
-    fprintf(stderr, "cuv-bench-chain: driver lacks %s\n", name);
-    exit(1);
-  }
-  memcpy(fn_ptr, &ptr, sizeof ptr); /* ISO C has no object-to-function pointer cast */
-}
-
-static char *read_ptx(void) {
-  FILE *f = fopen(CUV_BENCH_PTX_PATH, "rb");
-  char *text = NULL;
-  long len;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
-    free(text);
-    text = NULL;
-  }
-  if (f)
-    fclose(f);
-  if (!text) {
-    fprintf(stderr, "cuv-bench-chain: cannot read %s\n", CUV_BENCH_PTX_PATH);
-    exit(1);
-  }
-  return text;
-}
-
 /* Loads the module and the kernel again with raw calls, in the context cuv uses, and takes a
  * stream made the way cuv makes its own (non-blocking). */
 static void setup_raw(raw_t *raw, cuv_stream_t *stream) {
-  void *lib = open_driver();
-  get_proc_t get_proc = NULL;
-  if (lib)
-    *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "cuv-bench-chain: cannot open the driver %s\n", cuv_driver_name());
-    exit(1);
-  }
-  resolve(get_proc, "cuLaunchKernel", &raw->launch);
-  resolve(get_proc, "cuStreamSynchronize", &raw->synchronize);
-  resolve(get_proc, "cuModuleLoadData", &raw->load);
-  resolve(get_proc, "cuModuleGetFunction", &raw->get_function);
-  int rc = cuv_device_bind(dev);
-  if (rc < 0)
-    die("cuv_device_bind", rc);
-  char *ptx = read_ptx();
-  CUmodule mod;
-  if (raw->load(&mod, ptx) != CUDA_SUCCESS ||
-      raw->get_function(&raw->fn, mod, "empty_kernel") != CUDA_SUCCESS) {
-    fprintf(stderr, "cuv-bench-chain: raw module load failed\n");
-    exit(1);
-  }
-  free(ptx);
+  raw_open("cuv-bench-chain", dev);
+  raw_resolve("cuLaunchKernel", &raw->launch);
+  raw_resolve("cuStreamSynchronize", &raw->synchronize);
+  raw->fn = raw_kernel(CUV_BENCH_PTX_PATH, "empty_kernel");
   raw->stream = cuv_stream_handle(stream);
 }
 
@@ -162,29 +97,10 @@ static void run_raw(const raw_t *raw) {
     r = raw->launch(raw->fn, 1, 1, 1, 1, 1, 1, 0, raw->stream, NULL, NULL);
   if (r == CUDA_SUCCESS)
     r = raw->synchronize(raw->stream);
-  if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuv-bench-chain: raw launch failed: %d\n", (int)r);
-    exit(1);
-  }
+  raw_check("launch", r);
 }
 
 /* ---- measuring ---- */
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double percentile(double *v, int n, double p) {
-  qsort(v, (size_t)n, sizeof *v, compare_doubles);
-  return v[(int)(p * (n - 1) + 0.5)];
-}
 
 /* cuv and raw alternate rep by rep, so drift (clocks, other load) hits both alike. */
 static void wall(int reps, int use_seq) {

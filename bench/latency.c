@@ -22,7 +22,6 @@
  * program links for the kernels' host twins), resolved with dlopen + cuGetProcAddress_v2, in the
  * context cuv uses. Kernels come from the test module (tests/kernels). */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -37,6 +36,7 @@
 #include <cuda.h>
 #include <cuv/uv.h>
 
+#include "raw.h"
 #include "twins.h"
 
 #define MAX_K 256
@@ -47,19 +47,6 @@ static int iters = 20000, tp_ms = 500, idle_ms = 1000;
 static void die(const char *what, int rc) {
   fprintf(stderr, "cuv-bench-latency: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
   exit(1);
-}
-
-static void ck(CUresult r, const char *what) {
-  if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuv-bench-latency: %s failed: CUresult %d\n", what, (int)r);
-    exit(1);
-  }
-}
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }
 
 /* ---- results ---- */
@@ -113,9 +100,6 @@ static struct {
   __typeof__(cuStreamWriteValue32) *write_value;
   __typeof__(cuMemHostAlloc) *host_alloc;
   __typeof__(cuMemHostGetDevicePointer) *host_device_ptr;
-  __typeof__(cuModuleLoadData) *load;
-  __typeof__(cuModuleGetFunction) *get_function;
-  __typeof__(cuCtxSetCurrent) *set_current;
   CUfunction fn;
   CUstream st[STREAMS];
   volatile uint32_t *slots; /* pinned, device-mapped: one flag per pipeline */
@@ -123,47 +107,6 @@ static struct {
 } raw;
 
 static cuv_op_t *empty_op(void) { return cuv_launch(empty, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0); }
-
-static void *open_driver(void) {
-  const char *name = cuv_driver_name();
-  if (strcmp(name, "cuda") == 0)
-    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (strcmp(name, "sim") == 0) /* already loaded: we link it for the twins */
-    return dlopen("libcuv-sim.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  return dlopen(name, RTLD_NOW | RTLD_LOCAL);
-}
-
-typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-
-static void resolve(get_proc_t get_proc, const char *name, void *fn_ptr) {
-  void *ptr = NULL;
-  CUdriverProcAddressQueryResult found;
-  if (get_proc(name, &ptr, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
-      !ptr) {
-    fprintf(stderr, "cuv-bench-latency: driver lacks %s\n", name);
-    exit(1);
-  }
-  memcpy(fn_ptr, &ptr, sizeof ptr); /* ISO C has no object-to-function pointer cast */
-}
-
-static char *read_ptx(void) {
-  FILE *f = fopen(CUV_BENCH_PTX_PATH, "rb");
-  char *text = NULL;
-  long len;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
-    free(text);
-    text = NULL;
-  }
-  if (f)
-    fclose(f);
-  if (!text) {
-    fprintf(stderr, "cuv-bench-latency: cannot read %s\n", CUV_BENCH_PTX_PATH);
-    exit(1);
-  }
-  return text;
-}
 
 static void setup_cuv(void) {
   cuvt_register_twins(); /* for the simulator; harmless on a GPU */
@@ -182,49 +125,34 @@ static void setup_cuv(void) {
 }
 
 static void setup_raw(void) {
-  void *lib = open_driver();
-  get_proc_t get_proc = NULL;
-  if (lib)
-    *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "cuv-bench-latency: cannot open the driver %s\n", cuv_driver_name());
-    exit(1);
-  }
-  resolve(get_proc, "cuLaunchKernel", &raw.launch);
-  resolve(get_proc, "cuStreamSynchronize", &raw.synchronize);
-  resolve(get_proc, "cuStreamCreate", &raw.stream_create);
-  resolve(get_proc, "cuLaunchHostFunc", &raw.host_func);
-  resolve(get_proc, "cuStreamWriteValue32", &raw.write_value);
-  resolve(get_proc, "cuMemHostAlloc", &raw.host_alloc);
-  resolve(get_proc, "cuMemHostGetDevicePointer", &raw.host_device_ptr);
-  resolve(get_proc, "cuModuleLoadData", &raw.load);
-  resolve(get_proc, "cuModuleGetFunction", &raw.get_function);
-  resolve(get_proc, "cuCtxSetCurrent", &raw.set_current);
-  ck(raw.set_current(cuv_device_context(dev)), "cuCtxSetCurrent");
-  char *ptx = read_ptx();
-  CUmodule mod;
-  ck(raw.load(&mod, ptx), "cuModuleLoadData");
-  free(ptx);
-  ck(raw.get_function(&raw.fn, mod, "empty_kernel"), "cuModuleGetFunction");
+  raw_open("cuv-bench-latency", dev);
+  raw_resolve("cuLaunchKernel", &raw.launch);
+  raw_resolve("cuStreamSynchronize", &raw.synchronize);
+  raw_resolve("cuStreamCreate", &raw.stream_create);
+  raw_resolve("cuLaunchHostFunc", &raw.host_func);
+  raw_resolve("cuStreamWriteValue32", &raw.write_value);
+  raw_resolve("cuMemHostAlloc", &raw.host_alloc);
+  raw_resolve("cuMemHostGetDevicePointer", &raw.host_device_ptr);
+  raw.fn = raw_kernel(CUV_BENCH_PTX_PATH, "empty_kernel");
   for (int i = 0; i < STREAMS; i++)
-    ck(raw.stream_create(&raw.st[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    raw_check("cuStreamCreate", raw.stream_create(&raw.st[i], CU_STREAM_NON_BLOCKING));
   void *host;
-  ck(raw.host_alloc(&host, MAX_K * sizeof(uint32_t),
-                    CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE), "cuMemHostAlloc");
+  raw_check("cuMemHostAlloc", raw.host_alloc(&host, MAX_K * sizeof(uint32_t),
+                                             CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
   memset(host, 0, MAX_K * sizeof(uint32_t));
   raw.slots = host;
-  ck(raw.host_device_ptr(&raw.slots_dev, host, 0), "cuMemHostGetDevicePointer");
+  raw_check("cuMemHostGetDevicePointer", raw.host_device_ptr(&raw.slots_dev, host, 0));
 }
 
 static void raw_launch(CUstream s) {
-  ck(raw.launch(raw.fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL), "cuLaunchKernel");
+  raw_check("cuLaunchKernel", raw.launch(raw.fn, 1, 1, 1, 1, 1, 1, 0, s, NULL, NULL));
 }
 
 static uint32_t slot_load(int k) { return __atomic_load_n(&raw.slots[k], __ATOMIC_ACQUIRE); }
 
 static void raw_drain_streams(void) {
   for (int i = 0; i < STREAMS; i++)
-    ck(raw.synchronize(raw.st[i]), "cuStreamSynchronize");
+    raw_check("cuStreamSynchronize", raw.synchronize(raw.st[i]));
 }
 
 /* ---- 1. latency: one in flight, resubmitted from its completion ---- */
@@ -261,7 +189,7 @@ static row_t lat_raw_sync(void) {
   while (lat.i < lat.n) {
     lat.t0 = now_ns();
     raw_launch(raw.st[0]);
-    ck(raw.synchronize(raw.st[0]), "cuStreamSynchronize");
+    raw_check("cuStreamSynchronize", raw.synchronize(raw.st[0]));
     lat_record();
   }
   return summarize("raw: launch + cuStreamSynchronize", lat.v, lat.n);
@@ -273,7 +201,7 @@ static void CUDA_CB hostfn_wake(void *arg) { uv_async_send(&lat.async); }
 static void hostfn_submit(void) {
   lat.t0 = now_ns();
   raw_launch(raw.st[0]);
-  ck(raw.host_func(raw.st[0], hostfn_wake, NULL), "cuLaunchHostFunc");
+  raw_check("cuLaunchHostFunc", raw.host_func(raw.st[0], hostfn_wake, NULL));
 }
 
 static void on_hostfn_async(uv_async_t *h) {
@@ -299,7 +227,7 @@ static void flag_submit(void) {
   lat.t0 = now_ns();
   lat.expect++;
   raw_launch(raw.st[0]);
-  ck(raw.write_value(raw.st[0], raw.slots_dev, lat.expect, 0), "cuStreamWriteValue32");
+  raw_check("cuStreamWriteValue32", raw.write_value(raw.st[0], raw.slots_dev, lat.expect, 0));
 }
 
 static void on_flag_idle(uv_idle_t *h) {
@@ -535,7 +463,8 @@ static void tp_flag_submit(int k) {
   raw_launch(s);
   tp.seq[k]++;
   atomic_store_explicit(&tp.want[k], tp.seq[k], memory_order_release);
-  ck(raw.write_value(s, raw.slots_dev + 4u * (unsigned)k, tp.seq[k], 0), "cuStreamWriteValue32");
+  raw_check("cuStreamWriteValue32",
+            raw.write_value(s, raw.slots_dev + 4u * (unsigned)k, tp.seq[k], 0));
   tp.submit_ns += now_ns() - t0;
   tp.submits++;
 }
@@ -580,7 +509,7 @@ static void tp_hostfn_submit(int k) {
   uint64_t t0 = now_ns();
   CUstream s = raw.st[k % STREAMS];
   raw_launch(s);
-  ck(raw.host_func(s, tp_hostfn, (void *)(intptr_t)k), "cuLaunchHostFunc");
+  raw_check("cuLaunchHostFunc", raw.host_func(s, tp_hostfn, (void *)(intptr_t)k));
   tp.submit_ns += now_ns() - t0;
   tp.submits++;
 }

@@ -20,12 +20,10 @@
  *
  * Targets (DESIGN.md section 8): async never slower than sync-chain; graph replay at least 4x
  * faster than sync-indiv at N = 1000. They are reported, never fatal. */
-#include <dlfcn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <cuda.h>
 #include <cuv.h>
@@ -33,6 +31,7 @@
 #include <cuv/uv.h>
 #endif
 
+#include "raw.h"
 #include "twins.h"
 
 #define D 2048u
@@ -51,22 +50,6 @@ static void die(const char *what, int rc) {
 static void check(const char *what, int rc) {
   if (rc < 0)
     die(what, rc);
-}
-
-static double now_us(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int compare_doubles(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-  qsort(v, (size_t)n, sizeof *v, compare_doubles);
-  return v[n / 2];
 }
 
 /* ---- the cuv side ---- */
@@ -163,13 +146,11 @@ static double run_graph(cuv_graph_t *g) {
   return now_us() - t0;
 }
 
-/* ---- the raw driver side, through the library cuv loaded ---- */
+/* ---- the raw driver side, through the library cuv loaded (raw.h) ---- */
 
 typedef struct raw {
   __typeof__(cuLaunchKernel) *launch;
   __typeof__(cuStreamSynchronize) *synchronize;
-  __typeof__(cuModuleLoadData) *load;
-  __typeof__(cuModuleGetFunction) *get_function;
   __typeof__(cuStreamBeginCapture) *begin_capture;
   __typeof__(cuStreamEndCapture) *end_capture;
   __typeof__(cuGraphInstantiate) *instantiate;
@@ -183,84 +164,20 @@ typedef struct raw {
 
 static raw_t raw;
 
-/* The library behind cuv_driver_name(): "cuda", "sim" (already loaded: linked for the twins) or a
- * path. */
-static void *open_driver(void) {
-  const char *name = cuv_driver_name();
-  if (strcmp(name, "cuda") == 0)
-    return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (strcmp(name, "sim") == 0)
-    return dlopen("libcuv-sim.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-  return dlopen(name, RTLD_NOW | RTLD_LOCAL);
-}
-
-typedef CUresult (*get_proc_t)(const char *, void **, int, cuuint64_t,
-                               CUdriverProcAddressQueryResult *);
-
-static void resolve(get_proc_t get_proc, const char *name, void *fn_ptr) {
-  void *ptr = NULL;
-  CUdriverProcAddressQueryResult found;
-  if (get_proc(name, &ptr, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
-      !ptr) {
-    fprintf(stderr, "cuv-bench-pipeline: driver lacks %s\n", name);
-    exit(1);
-  }
-  memcpy(fn_ptr, &ptr, sizeof ptr); /* ISO C has no object-to-function pointer cast */
-}
-
-static void raw_check(const char *what, CUresult r) {
-  if (r != CUDA_SUCCESS) {
-    fprintf(stderr, "cuv-bench-pipeline: raw %s failed: %d\n", what, (int)r);
-    exit(1);
-  }
-}
-
-static char *read_ptx(void) {
-  FILE *f = fopen(CUV_BENCH_PTX_PATH, "rb");
-  char *text = NULL;
-  long len;
-  if (f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-      (text = calloc(1, (size_t)len + 1)) && fread(text, 1, (size_t)len, f) != (size_t)len) {
-    free(text);
-    text = NULL;
-  }
-  if (f)
-    fclose(f);
-  if (!text) {
-    fprintf(stderr, "cuv-bench-pipeline: cannot read %s\n", CUV_BENCH_PTX_PATH);
-    exit(1);
-  }
-  return text;
-}
-
 /* The module loaded again with raw calls, in cuv's context; cuv's own stream's CUstream. */
 static void setup_raw(void) {
-  void *lib = open_driver();
-  get_proc_t get_proc = NULL;
-  if (lib)
-    *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
-  if (!get_proc) {
-    fprintf(stderr, "cuv-bench-pipeline: cannot open the driver %s\n", cuv_driver_name());
-    exit(1);
-  }
-  resolve(get_proc, "cuLaunchKernel", &raw.launch);
-  resolve(get_proc, "cuStreamSynchronize", &raw.synchronize);
-  resolve(get_proc, "cuModuleLoadData", &raw.load);
-  resolve(get_proc, "cuModuleGetFunction", &raw.get_function);
-  resolve(get_proc, "cuStreamBeginCapture", &raw.begin_capture);
-  resolve(get_proc, "cuStreamEndCapture", &raw.end_capture);
+  raw_open("cuv-bench-pipeline", dev);
+  raw_resolve("cuLaunchKernel", &raw.launch);
+  raw_resolve("cuStreamSynchronize", &raw.synchronize);
+  raw_resolve("cuStreamBeginCapture", &raw.begin_capture);
+  raw_resolve("cuStreamEndCapture", &raw.end_capture);
   /* Not "cuGraphInstantiate": the driver resolves that name to the legacy five-argument one. */
-  resolve(get_proc, "cuGraphInstantiateWithFlags", &raw.instantiate);
-  resolve(get_proc, "cuGraphUpload", &raw.upload);
-  resolve(get_proc, "cuGraphLaunch", &raw.graph_launch);
-  resolve(get_proc, "cuGraphExecDestroy", &raw.exec_destroy);
-  resolve(get_proc, "cuGraphDestroy", &raw.graph_destroy);
-  check("cuv_device_bind", cuv_device_bind(dev));
-  char *ptx = read_ptx();
-  CUmodule mod;
-  raw_check("cuModuleLoadData", raw.load(&mod, ptx));
-  raw_check("cuModuleGetFunction", raw.get_function(&raw.fn, mod, "scale"));
-  free(ptx);
+  raw_resolve("cuGraphInstantiateWithFlags", &raw.instantiate);
+  raw_resolve("cuGraphUpload", &raw.upload);
+  raw_resolve("cuGraphLaunch", &raw.graph_launch);
+  raw_resolve("cuGraphExecDestroy", &raw.exec_destroy);
+  raw_resolve("cuGraphDestroy", &raw.graph_destroy);
+  raw.fn = raw_kernel(CUV_BENCH_PTX_PATH, "scale");
   raw.s = cuv_stream_handle(stream);
 }
 
@@ -361,7 +278,7 @@ static void measure(row_t *row, cuv_buffer_t *x, int reps) {
     t[RAW_GRAPH][r] = raw_graph(exec);
   }
   for (int c = 0; c < COLS; c++) {
-    row->us[c] = median(t[c], reps);
+    row->us[c] = percentile(t[c], reps, 0.5);
     free(t[c]);
   }
   cuv_graph_release(g);
@@ -440,7 +357,7 @@ static void hazard_cost(int ops, int reps) {
         t[m][r] = now_us() - t0;
     }
   }
-  double tracked = median(t[0], reps), none = median(t[1], reps);
+  double tracked = percentile(t[0], reps, 0.5), none = percentile(t[1], reps, 0.5);
   printf("\nhazard tracking: a %d-launch chain over %d buffers, cuv_sync, median of %d reps\n",
          ops, HAZARD_BUFFERS, reps);
   printf("tracked (CUV_HAZARD_ORDER) %12.0f ops/s  (%9.1f us per chain)\n", ops / tracked * 1e6,
