@@ -12,24 +12,9 @@
 #define N 4099
 #define SLOW_MS 20
 
-/* A kernel busy for `ms` milliseconds that writes nothing (sleep_then_write, NULL flag). */
-static cuv_op_t *sleep_op(unsigned ms) {
-  unsigned long long ns = (unsigned long long)ms * 1000000ull;
-  unsigned value = 0;
-  cuv_deviceptr_t none = 0;
-  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_VALUE(none)};
-  return cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
-}
-
 static void sleep_ms(unsigned ms) {
   struct timespec t = {0, (long)ms * 1000000L};
   nanosleep(&t, NULL);
-}
-
-static cuv_stats_t stats(void) {
-  cuv_stats_t s;
-  cuv_stats(&s);
-  return s;
 }
 
 /* What a done callback saw; recorded on the draining thread, asserted on the test thread. */
@@ -74,7 +59,7 @@ typedef struct work {
 static void work_submit(work_t *w, unsigned ms) {
   w->value = cuvt_nonzero_u32();
   w->payload = (int)(cuvt_random_u32() % 1000000u);
-  cuv_op_t *op = cuv_seq(cuv_seq(sleep_op(ms), cuvt_fill_u32(w->buf, N, w->value)),
+  cuv_op_t *op = cuv_seq(cuv_seq(cuvt_sleep(ms), cuvt_fill_u32(w->buf, N, w->value)),
                          cuvt_counted_value(w->payload, &w->releases));
   w->ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &w->ticket};
@@ -178,8 +163,8 @@ static cuv_op_t *then_fails(cuv_output_t *input, void *arg) {
 static void test_cancel_failed_submission(void **state) {
   work_t *w = *state;
   seen_t failed = {0}, cancelled = {0};
-  cuv_op_t *op1 = cuv_then(sleep_op(1), then_fails, NULL);
-  cuv_op_t *op2 = cuv_then(sleep_op(1), then_fails, NULL);
+  cuv_op_t *op1 = cuv_then(cuvt_sleep(1), then_fails, NULL);
+  cuv_op_t *op2 = cuv_then(cuvt_sleep(1), then_fails, NULL);
   cuv_ticket_t t1 = 0, t2 = 0;
   cuv_submit_opts_t o1 = {.ticket = &t1}, o2 = {.ticket = &t2};
   assert_cuv_ok(cuv_submit(op1, w->q, record_done, &failed, &o1));
@@ -205,7 +190,7 @@ static void test_cancel_unknown_tickets(void **state) {
   seen_t seen = {0};
   cuv_ticket_t t = 0;
   cuv_submit_opts_t opts = {.ticket = &t};
-  assert_cuv_ok(cuv_submit(sleep_op(SLOW_MS), other, record_done, &seen, &opts));
+  assert_cuv_ok(cuv_submit(cuvt_sleep(SLOW_MS), other, record_done, &seen, &opts));
   assert_int_equal(cuv_queue_pending(w->q), 0);
   assert_int_equal(cuv_cancel(w->q, t), CUV_ENOENT);
   drain_until(other, &seen.calls, 1);
@@ -221,14 +206,14 @@ static void test_cancel_unknown_tickets(void **state) {
 static void test_released_buffer_retires_after_completion(void **state) {
   work_t *w = *state;
   for (int r = 0; r < 3; r++) {
-    cuv_stats_t before = stats();
+    cuv_stats_t before = cuvt_stats();
     unsigned long frees = cuvt_is_sim() ? cuv_sim_calls("cuMemFree") : 0;
     cuv_buffer_t *tmp = cuvt_buffer(N * sizeof(unsigned));
     unsigned value = cuvt_nonzero_u32();
     atomic_int releases = 0;
     seen_t seen = {0};
     cuv_ticket_t ticket = 0;
-    cuv_op_t *ops[] = {sleep_op(SLOW_MS), cuvt_fill_u32(tmp, N, value),
+    cuv_op_t *ops[] = {cuvt_sleep(SLOW_MS), cuvt_fill_u32(tmp, N, value),
                        cuv_memcpy_dtod(w->buf, 0, tmp, 0, N * sizeof(unsigned)),
                        cuvt_counted_value(1, &releases)};
     cuv_submit_opts_t opts = {.ticket = &ticket};
@@ -236,14 +221,14 @@ static void test_released_buffer_retires_after_completion(void **state) {
     cuv_buffer_unref(tmp); /* the user's last reference */
     assert_cuv_ok(cuv_cancel(w->q, ticket));
     /* Retirement happens in the drain (on this thread), so until then nothing was freed. */
-    assert_int_equal(stats().in_flight, before.in_flight + 1);
+    assert_int_equal(cuvt_stats().in_flight, before.in_flight + 1);
     if (cuvt_is_sim())
       assert_int_equal(cuv_sim_calls("cuMemFree"), frees);
     drain_until(w->q, &seen.calls, 1);
     assert_int_equal(seen.status, CUV_ECANCELED);
     assert_null(seen.data);
     assert_int_equal(atomic_load(&releases), 1);
-    assert_int_equal(stats().in_flight, before.in_flight);
+    assert_int_equal(cuvt_stats().in_flight, before.in_flight);
     if (cuvt_is_sim())
       assert_int_equal(cuv_sim_calls("cuMemFree"), frees + 1);
     w->value = value; /* the copy behind the write shows it landed */

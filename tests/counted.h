@@ -103,6 +103,16 @@ static inline cuv_op_t *cuvt_slow_write(unsigned ms, unsigned value, cuv_buffer_
   return cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
 }
 
+/* sleep_then_write with a NULL flag: a kernel busy for `ms` milliseconds that writes nothing. It
+ * only delays what follows it on its stream. */
+static inline cuv_op_t *cuvt_sleep(unsigned ms) {
+  unsigned long long ns = (unsigned long long)ms * 1000000ull;
+  unsigned value = 0;
+  cuv_deviceptr_t none = 0;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_VALUE(none)};
+  return cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
+}
+
 /* Element-wise kernels of the test module over the first n elements. */
 static inline cuv_op_t *cuvt_scale(cuv_buffer_t *buf, unsigned n, float factor) {
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(factor), CUV_ARG_RW(buf)};
@@ -123,6 +133,16 @@ static inline cuv_op_t *cuvt_fill_u32(cuv_buffer_t *buf, unsigned n, unsigned va
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value), CUV_ARG_WRITE(buf)};
   return cuv_launch(cuvt_kernel("fill_u32"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 3);
 }
+
+/* cuv_stats() as a value (cuvt_stats().in_flight), and the count of event waits inserted between
+ * streams so far: what hazard tracking adds. */
+static inline cuv_stats_t cuvt_stats(void) {
+  cuv_stats_t s;
+  cuv_stats(&s);
+  return s;
+}
+
+static inline uint64_t cuvt_waits_inserted(void) { return cuvt_stats().waits_inserted; }
 
 /* A random u32 that is never 0 (0 is what buffers are cleared to before an ordering check). */
 static inline unsigned cuvt_nonzero_u32(void) {

@@ -20,18 +20,6 @@ static void check_output_on(cuv_stream_t *stream, const chain_t *c, const float 
   cuv_output_release(&out);
 }
 
-static uint64_t waits_inserted(void) {
-  cuv_stats_t s;
-  cuv_stats(&s);
-  return s.waits_inserted;
-}
-
-static uint64_t in_flight(void) {
-  cuv_stats_t s;
-  cuv_stats(&s);
-  return s.in_flight;
-}
-
 /* ---- capture and replay ---- */
 
 static void replay_chain(cuv_stream_t *capture_stream) {
@@ -203,7 +191,7 @@ static void test_capture_failures(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(N * sizeof(float));
   float *data = malloc(N * sizeof *data);
   assert_non_null(data);
-  uint64_t flying = in_flight();
+  uint64_t flying = cuvt_stats().in_flight;
   for (size_t i = 0; i < COUNT_OF(failing); i++) {
     const failing_capture_t *f = &failing[i];
     if (f->sim_only && !cuvt_is_sim())
@@ -223,7 +211,7 @@ static void test_capture_failures(void **state) {
     assert_null(g);
     assert_null(out.data);
     assert_int_equal(atomic_load(&releases), 1); /* the captured value was released once */
-    assert_int_equal(in_flight(), flying);         /* the capture's submission retired */
+    assert_int_equal(cuvt_stats().in_flight, flying); /* the capture's submission retired */
     assert_stream_works(s, buf, data);              /* nothing captured ran; no capture open */
   }
   cuv_buffer_unref(buf);
@@ -481,13 +469,13 @@ static void test_capture_while_buffer_written_elsewhere(void **state) {
   assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_slow_write(50, 1, flag), cuvt_copy_f32(buf, src, N)),
                                writer, &unit));
   cuv_graph_t *g = NULL;
-  uint64_t waits = waits_inserted();
+  uint64_t waits = cuvt_waits_inserted();
   int rc = cuv_graph_capture(&g, cuvt_add_one(buf, N), gs, NULL);
   int rc_launch = rc == 0 ? cuv_sync_on(cuv_graph_launch(g), gs, NULL) : rc;
   assert_cuv_ok(cuv_stream_synchronize(writer)); /* before asserting: no work left behind */
   assert_cuv_ok(rc);
   assert_cuv_ok(rc_launch);
-  assert_true(waits_inserted() > waits); /* the replay waited for the writer */
+  assert_true(cuvt_waits_inserted() > waits); /* the replay waited for the writer */
   for (size_t i = 0; i < N; i++)
     want[i] = data[i] + 1.0f;
   cuvt_read(data, buf, 0, N * sizeof *data);
@@ -531,9 +519,9 @@ static void test_replay_ordered_after_writer(void **state) {
     replay_result_t w = {0};
     cuv_submit_opts_t on_writer = {.stream = writer};
     assert_cuv_ok(cuv_submit(cuv_zip(ops, 3), q, replay_done, &w, &on_writer));
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), replay, NULL));
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     check_output_on(NULL, &c, want); /* on the policy's stream */
     drain_until(q, &w.calls, 1);
     assert_cuv_ok(w.status);

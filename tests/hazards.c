@@ -12,25 +12,9 @@
 #define REPS 20
 #define SLOW_MS 20
 
-/* A kernel busy for `ms` milliseconds that writes nothing (sleep_then_write with a NULL flag): it
- * only delays what follows it on its stream. */
-static cuv_op_t *sleep_op(unsigned ms) {
-  unsigned long long ns = (unsigned long long)ms * 1000000ull;
-  unsigned value = 0;
-  cuv_deviceptr_t none = 0;
-  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_VALUE(none)};
-  return cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
-}
-
 /* dst = src, after `ms` milliseconds on the executing stream. */
 static cuv_op_t *slow_copy(cuv_buffer_t *dst, cuv_buffer_t *src, unsigned ms) {
-  return cuv_seq(sleep_op(ms), cuvt_copy_f32(dst, src, N));
-}
-
-static uint64_t waits_inserted(void) {
-  cuv_stats_t s;
-  cuv_stats(&s);
-  return s.waits_inserted;
+  return cuv_seq(cuvt_sleep(ms), cuvt_copy_f32(dst, src, N));
 }
 
 typedef struct fixture {
@@ -126,12 +110,12 @@ static void test_submit_writer_then_reader(void **state) {
   fixture_t *f = *state;
   for (int r = 0; r < REPS; r++) {
     fresh_source(f);
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     done_rec_t writer = {0};
     submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
     cuv_output_t out;
     assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &out));
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     drain_until(f->q, &writer.calls, 1);
     assert_int_equal(atomic_load(&writer.calls), 1);
     assert_cuv_ok(writer.status);
@@ -145,11 +129,11 @@ static void test_submit_writer_submit_reader(void **state) {
   fixture_t *f = *state;
   for (int r = 0; r < REPS; r++) {
     fresh_source(f);
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     done_rec_t writer = {0}, reader = {0};
     submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
     submit_on(f, f->b, cuvt_copy_f32(f->out, f->buf, N), &reader); /* a kernel: out = buf */
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     drain_both(f->q, &writer, &reader);
     assert_cuv_ok(writer.status);
     assert_cuv_ok(reader.status);
@@ -163,12 +147,12 @@ static void test_enqueue_writer_enqueue_reader(void **state) {
   fixture_t *f = *state;
   for (int r = 0; r < REPS; r++) {
     fresh_source(f);
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     cuv_output_t unit;
     assert_cuv_ok(cuv_enqueue_on(slow_copy(f->buf, f->src, SLOW_MS), f->a, &unit));
     assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b,
                                  &unit));
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     assert_cuv_ok(cuv_stream_synchronize(f->b)); /* only the reader's stream */
     cuvt_assert_floats_equal(f->got, f->data, N);
     assert_cuv_ok(cuv_stream_synchronize(f->a));
@@ -182,12 +166,12 @@ static void test_slow_kernel_write_then_download(void **state) {
   for (int r = 0; r < REPS; r++) {
     assert_cuv_ok(cuv_sync(cuv_memset32(word, 0, 0, 1), NULL));
     unsigned value = cuvt_nonzero_u32();
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     done_rec_t writer = {0};
     submit_on(f, f->a, cuvt_slow_write(SLOW_MS, value, word), &writer);
     unsigned got = 0;
     assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(&got, word, 0, sizeof got), f->b, NULL));
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     drain_until(f->q, &writer.calls, 1);
     assert_cuv_ok(writer.status);
     assert_int_equal(got, value);
@@ -202,12 +186,12 @@ static void test_write_after_read_is_ordered(void **state) {
   for (int r = 0; r < REPS / 2; r++) {
     fresh_source(f);
     assert_cuv_ok(cuv_sync(cuvt_copy_f32(f->buf, f->src, N), NULL)); /* buf = data */
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     done_rec_t reader = {0};
     /* out = buf after 20 ms on a; then buf += 1 on b, submitted right away. */
     submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
     assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL));
-    assert_true(waits_inserted() > waits);
+    assert_true(cuvt_waits_inserted() > waits);
     drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
     cuvt_read(f->got, f->out, 0, N * sizeof(float));
@@ -226,12 +210,12 @@ static void test_reads_insert_no_wait(void **state) {
   for (int r = 0; r < 4; r++) {
     fresh_source(f);
     assert_cuv_ok(cuv_sync(cuvt_copy_f32(f->buf, f->src, N), NULL));
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     done_rec_t reader = {0};
     submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
     assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(out2, f->buf, N), f->b, NULL));
     assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
-    assert_int_equal(waits_inserted(), waits);
+    assert_int_equal(cuvt_waits_inserted(), waits);
     drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
     cuvt_assert_floats_equal(f->got, f->data, N);
@@ -247,11 +231,11 @@ static void test_reads_insert_no_wait(void **state) {
 static void test_same_stream_inserts_no_wait(void **state) {
   fixture_t *f = *state;
   fresh_source(f);
-  uint64_t waits = waits_inserted();
+  uint64_t waits = cuvt_waits_inserted();
   done_rec_t writer = {0};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
   assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->a, NULL));
-  assert_int_equal(waits_inserted(), waits);
+  assert_int_equal(cuvt_waits_inserted(), waits);
   drain_until(f->q, &writer.calls, 1);
   cuvt_assert_floats_equal(f->got, f->data, N);
 }
@@ -267,7 +251,7 @@ static void strict_conflicts_refused(fixture_t *f) {
   cuvt_random_ints(other, N);
   cuv_buffer_t *src2 = cuvt_buffer_of(other, N);
   fresh_source(f);
-  uint64_t waits = waits_inserted();
+  uint64_t waits = cuvt_waits_inserted();
   done_rec_t writer = {0}, refused = {0};
   cuv_submit_opts_t on_b = {.stream = f->b};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
@@ -277,7 +261,7 @@ static void strict_conflicts_refused(fixture_t *f) {
   assert_int_equal(rc_write, CUV_ECONFLICT);
   assert_int_equal(rc_read, CUV_ECONFLICT);
   assert_cuv_ok(rc_submit); /* accepted: its callback reports the conflict */
-  assert_int_equal(waits_inserted(), waits);
+  assert_int_equal(cuvt_waits_inserted(), waits);
   drain_both(f->q, &writer, &refused);
   assert_cuv_ok(writer.status);
   assert_int_equal(refused.status, CUV_ECONFLICT);
@@ -330,19 +314,19 @@ static void test_none_inserts_nothing(void **state) {
   assert_cuv_ok(cuv_buffer_set_hazard_mode(f->buf, CUV_HAZARD_NONE));
   for (int r = 0; r < 4; r++) {
     fresh_source(f);
-    uint64_t waits = waits_inserted();
+    uint64_t waits = cuvt_waits_inserted();
     cuv_output_t unit;
     assert_cuv_ok(cuv_enqueue_on(slow_copy(f->buf, f->src, 5), f->a, &unit));
     /* Not ordered (the caller's business): this read may see either contents; unchecked. */
     assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b,
                                  &unit));
-    assert_int_equal(waits_inserted(), waits);
+    assert_int_equal(cuvt_waits_inserted(), waits);
     assert_cuv_ok(cuv_stream_synchronize(f->a));
     assert_cuv_ok(cuv_stream_synchronize(f->b));
     /* Ordered by the caller now: this read sees the copy. */
     assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->buf, f->src, N), f->a, NULL));
     assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
-    assert_int_equal(waits_inserted(), waits);
+    assert_int_equal(cuvt_waits_inserted(), waits);
     cuvt_assert_floats_equal(f->got, f->data, N);
   }
   assert_cuv_ok(cuv_buffer_set_hazard_mode(f->buf, CUV_HAZARD_ORDER));
@@ -366,12 +350,12 @@ static void test_env_strict_opt_out(void **state) {
   fixture_t *f = *state;
   assert_cuv_ok(cuv_buffer_set_hazard_mode(f->buf, CUV_HAZARD_ORDER));
   fresh_source(f);
-  uint64_t waits = waits_inserted();
+  uint64_t waits = cuvt_waits_inserted();
   done_rec_t writer = {0};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
   /* buf is ordered now; out (strict) is not touched by the writer, so no conflict there. */
   assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->out, f->buf, N), f->b, NULL));
-  assert_true(waits_inserted() > waits);
+  assert_true(cuvt_waits_inserted() > waits);
   drain_until(f->q, &writer.calls, 1);
   assert_cuv_ok(writer.status);
   cuvt_read(f->got, f->out, 0, N * sizeof(float));
