@@ -133,25 +133,33 @@ static bool wait_mark(host_mark_t *mark, bool spin) {
   return atomic_load_explicit(&mark->done, memory_order_acquire);
 }
 
-/* Returns 1 when the host function could not be enqueued (the caller uses an event instead). */
+/* Returns 1 when the host function could not be enqueued (the caller uses an event instead). The
+ * mark lives on the heap: after a fault it is left to the dead context, which may still run host
+ * functions queued before the fault (seen on the H200), so it is never freed under one. */
 static int wait_host_function(cuv__submission_t *sub) {
-  host_mark_t mark = {.done = false};
-  pthread_mutex_init(&mark.lock, NULL);
-  pthread_cond_init(&mark.cond, NULL);
+  host_mark_t *mark = calloc(1, sizeof *mark);
+  if (!mark)
+    return 1;
+  pthread_mutex_init(&mark->lock, NULL);
+  pthread_cond_init(&mark->cond, NULL);
   int rc = 1;
-  if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, &mark) == CUDA_SUCCESS) {
+  if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, mark) == CUDA_SUCCESS) {
     bool spin = cuv__config.host_sync == CUV__HOST_SYNC_SPIN;
-    for (rc = 0; rc == 0 && !wait_mark(&mark, spin);) {
+    for (rc = 0; rc == 0 && !wait_mark(mark, spin);) {
       CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
       if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-        rc = cuv__cu(r); /* a fault: the mark will never be set */
+        rc = cuv__cu(r); /* a fault: the mark may never be set */
     }
   }
-  if (rc <= 0) {
-    /* Leave the mark alone on a fault: the dead context never calls back. */
-    pthread_cond_destroy(&mark.cond);
-    pthread_mutex_destroy(&mark.lock);
-  }
+  if (rc < 0)
+    return rc;
+  /* The function may still be inside its unlock after setting the mark: take the lock once so it
+   * has left before the mark goes. */
+  pthread_mutex_lock(&mark->lock);
+  pthread_mutex_unlock(&mark->lock);
+  pthread_cond_destroy(&mark->cond);
+  pthread_mutex_destroy(&mark->lock);
+  free(mark);
   return rc;
 }
 
