@@ -1,0 +1,630 @@
+/* Bad input anywhere returns a clear error (tests/README.md, "Bad input", has the table): NULL
+ * pointers, zero and huge sizes, offsets out of range, objects of two devices, kernels given the
+ * wrong arguments, error ops through every executor, callbacks that return nonsense or close their
+ * own bridge, queues destroyed with work pending, closing twice, unknown tickets. Every refused op
+ * is consumed exactly once (counted releases), and a failed executor leaves its output cleared.
+ *
+ * Using an op twice cannot be tested: every function that takes an op consumes it on every path,
+ * failures included (test_op_consumed_on_every_path proves it), so a second use would be a use
+ * after free that no API can detect; CUV_ECONSUMED is never returned. Closing a device, a stream or
+ * a module one time too many is the same (reference counted: one close per open). */
+#include <cuda.h>
+#include <uv.h>
+
+#include <cuv/uv.h>
+
+#include "counted.h"
+
+/* `expr` (an int status) is `code`; printed with both names when not. */
+#define EXPECT(expr, code)                                                                        \
+  do {                                                                                            \
+    int got_ = (expr), want_ = (code);                                                            \
+    if (got_ != want_)                                                                            \
+      print_error("%s: %s, want %s\n", #expr, cuv_err_name(got_), cuv_err_name(want_));          \
+    assert_int_equal(got_, want_);                                                                \
+  } while (0)
+
+/* An op built from bad input carries `code`, and executing it reports the same. */
+#define EXPECT_OP(expr, code)                                                                     \
+  do {                                                                                            \
+    cuv_op_t *op_ = (expr);                                                                       \
+    assert_non_null(op_);                                                                         \
+    EXPECT(cuv_op_error(op_), (code));                                                            \
+    EXPECT(cuv_sync(op_, NULL), (code));                                                          \
+  } while (0)
+
+static atomic_int releases;
+
+static cuv_op_t *counted(void) { return cuvt_counted_value(1, &releases); }
+
+/* The op built by `expr` from one counted value fails with `code` and released the value once. */
+#define EXPECT_CONSUMED(expr, code)                                                               \
+  do {                                                                                            \
+    atomic_store(&releases, 0);                                                                   \
+    EXPECT_OP((expr), (code));                                                                    \
+    assert_int_equal(atomic_load(&releases), 1);                                                  \
+  } while (0)
+
+static cuv_op_t *then_unit(cuv_output_t *in, void *arg) { return cuv_value(NULL, NULL); }
+static int map_none(cuv_output_t *value, void *arg) { return 0; }
+static cuv_op_t *context_unit(cuv_stream_t *stream, void *arg) { return cuv_value(NULL, NULL); }
+
+/* ---- NULL pointers ---- */
+
+static void test_null_arguments(void **state) {
+  cuv_device_t *dev = cuvt_device();
+  cuv_buffer_t *buf = cuvt_buffer(64);
+  unsigned char host[64] = {0};
+  cuv_stream_t *s;
+  cuv_buffer_t *b;
+  cuv_module_t *m;
+  cuv_kernel_t *k;
+  cuv_policy_t *p;
+  size_t n;
+  int v;
+
+  EXPECT(cuv_device_count(NULL), CUV_EINVAL);
+  EXPECT(cuv_device_open(NULL, 0), CUV_EINVAL);
+  EXPECT(cuv_device_attribute(NULL, 1, &v), CUV_EINVAL);
+  EXPECT(cuv_device_attribute(dev, 1, NULL), CUV_EINVAL);
+  EXPECT(cuv_device_bind(NULL), CUV_EINVAL);
+  EXPECT(cuv_device_recover(NULL), CUV_EINVAL);
+  EXPECT(cuv_device_set_auto_recover(NULL, 1), CUV_EINVAL);
+  EXPECT(cuv_device_ordinal(NULL), CUV_EINVAL);
+  assert_null(cuv_device_name(NULL));
+  assert_null(cuv_device_context(NULL));
+  assert_int_equal(cuv_device_epoch(NULL), 0);
+  cuv_device_close(NULL);
+
+  EXPECT(cuv_stream_create(NULL, dev), CUV_EINVAL);
+  EXPECT(cuv_stream_create(&s, NULL), CUV_EINVAL);
+  EXPECT(cuv_stream_wrap(NULL, dev, NULL), CUV_EINVAL);
+  EXPECT(cuv_stream_wrap(&s, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_stream_synchronize(NULL), CUV_EINVAL);
+  assert_null(cuv_stream_handle(NULL));
+  assert_null(cuv_stream_device(NULL));
+  assert_int_equal(cuv_stream_in_flight(NULL), 0);
+  cuv_stream_destroy(NULL);
+
+  EXPECT(cuv_buffer_create(NULL, dev, 64), CUV_EINVAL);
+  EXPECT(cuv_buffer_create(&b, NULL, 64), CUV_EINVAL);
+  EXPECT(cuv_buffer_set_hazard_mode(NULL, CUV_HAZARD_ORDER), CUV_EINVAL);
+  assert_null(cuv_buffer_ref(NULL));
+  assert_int_equal(cuv_buffer_ptr(NULL), 0);
+  assert_int_equal(cuv_buffer_size(NULL), 0);
+  assert_null(cuv_buffer_device(NULL));
+  cuv_buffer_unref(NULL);
+
+  EXPECT(cuv_module_load_data(NULL, dev, "x", 0), CUV_EINVAL);
+  EXPECT(cuv_module_load_data(&m, NULL, "x", 0), CUV_EINVAL);
+  EXPECT(cuv_module_load_data(&m, dev, NULL, 0), CUV_EINVAL);
+  EXPECT(cuv_module_load_file(&m, dev, NULL), CUV_EINVAL);
+  EXPECT(cuv_module_load_file(NULL, dev, cuvt_ptx_path()), CUV_EINVAL);
+  EXPECT(cuv_kernel_get(&k, NULL, "saxpy"), CUV_EINVAL);
+  EXPECT(cuv_kernel_param_count(NULL, &n), CUV_EINVAL);
+  EXPECT(cuv_kernel_param_count(cuvt_kernel_ok("saxpy"), NULL), CUV_EINVAL);
+  cuv_module_unload(NULL);
+  cuv_kernel_release(NULL);
+
+  EXPECT_OP(cuv_alloc(NULL, 64), CUV_EINVAL);
+  EXPECT_OP(cuv_free(NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_htod(NULL, 0, host, 4, CUV_COPY_STAGE), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_htod(buf, 0, NULL, 4, CUV_COPY_STAGE), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_dtoh(NULL, buf, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_dtoh(host, NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_dtod(NULL, 0, buf, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_dtod(buf, 0, NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memset8(NULL, 0, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memset32(NULL, 0, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_download(NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_with_context(NULL, NULL, NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_shared_clone(NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_graph_launch(NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_then(NULL, then_unit, NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_map(NULL, map_none, NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_seq(NULL, NULL), CUV_EINVAL);
+  EXPECT_OP(cuv_zip(NULL, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_fork(NULL, 2), CUV_EINVAL);
+  assert_null(cuv_shared(NULL));
+  EXPECT(cuv_op_error(NULL), CUV_EINVAL);
+  EXPECT(cuv_op_device(NULL, &v), CUV_EINVAL);
+  cuv_op_t *unit = cuv_value(NULL, NULL);
+  EXPECT(cuv_op_device(unit, NULL), CUV_EINVAL);
+  cuv_op_free(unit);
+  cuv_op_free(NULL);
+  cuv_shared_release(NULL);
+  assert_int_equal(cuv_shared_runs(NULL), 0);
+
+  cuv_policy_ops_t ops = {NULL, NULL, NULL};
+  EXPECT(cuv_policy_create(NULL, &ops, NULL), CUV_EINVAL);
+  EXPECT(cuv_policy_create(&p, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_policy_create(&p, &ops, NULL), CUV_EINVAL); /* no next_stream, no device */
+  EXPECT(cuv_policy_round_robin(NULL, dev, 2), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin(&p, NULL, 2), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded(&p, NULL, 2), CUV_EINVAL);
+  EXPECT(cuv_policy_single(&p, NULL), CUV_EINVAL);
+  EXPECT(cuv_policy_single(NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_policy_next_stream(NULL, NULL, &s), CUV_EINVAL);
+  EXPECT(cuv_device_policy(NULL, &p), CUV_EINVAL);
+  EXPECT(cuv_device_policy(dev, NULL), CUV_EINVAL);
+  assert_null(cuv_policy_device(NULL));
+  cuv_policy_destroy(NULL);
+
+  EXPECT(cuv_queue_create(NULL, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_queue_drain(NULL), CUV_EINVAL);
+  EXPECT(cuv_queue_wait(NULL, 0), CUV_EINVAL);
+  EXPECT(cuv_queue_destroy(NULL), CUV_EINVAL);
+  EXPECT(cuv_cancel(NULL, 1), CUV_EINVAL);
+  assert_int_equal(cuv_queue_pending(NULL), 0);
+  cuv_queue_close(NULL);
+
+  EXPECT(cuv_graph_update(NULL, cuv_value(NULL, NULL)), CUV_EINVAL);
+  assert_null(cuv_graph_stream(NULL));
+  cuv_graph_release(NULL);
+
+  cuv_output_release(NULL);
+  cuv_output_t taken = cuv_output_take(NULL);
+  assert_null(taken.data);
+  assert_null(cuv_tuple_get(NULL, 0));
+  cuv_buffer_unref(buf);
+}
+
+/* ---- ops are consumed on every path ---- */
+
+/* A combinator or executor given a bad argument still consumes the op it was handed (released
+ * once, counted): there is nothing left for the caller to use a second time. */
+static void test_op_consumed_on_every_path(void **state) {
+  EXPECT_CONSUMED(cuv_then(counted(), NULL, NULL), CUV_EINVAL);
+  EXPECT_CONSUMED(cuv_then_unchecked(counted(), NULL, NULL), CUV_EINVAL);
+  EXPECT_CONSUMED(cuv_map(counted(), NULL, NULL), CUV_EINVAL);
+  EXPECT_CONSUMED(cuv_seq(counted(), NULL), CUV_EINVAL);
+  EXPECT_CONSUMED(cuv_seq(NULL, counted()), CUV_EINVAL);
+  cuv_op_t *one_null[] = {counted(), NULL};
+  atomic_store(&releases, 0);
+  EXPECT_OP(cuv_zip(one_null, 2), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 1);
+  cuv_op_t *two[] = {counted(), NULL};
+  atomic_store(&releases, 0);
+  EXPECT_OP(cuv_fork(two, 2), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 1);
+  /* An error op inside a combinator makes the whole op carry its error; the rest is released. */
+  cuv_op_t *with_error[] = {counted(), cuv_download(NULL, 0, 4), counted()};
+  atomic_store(&releases, 0);
+  EXPECT_OP(cuv_zip(with_error, 3), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
+  /* The argument that carries the op's arg is released too. */
+  atomic_store(&releases, 0);
+  cuvt_counted_t *arg = malloc(sizeof *arg);
+  *arg = (cuvt_counted_t){1, &releases};
+  EXPECT_OP(cuv_with_context(NULL, arg, cuvt_counted_release), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 1);
+  /* Executors with a bad argument: the op is consumed, the output cleared. */
+  cuv_output_t out = {(void *)1, NULL, NULL};
+  atomic_store(&releases, 0);
+  EXPECT(cuv_sync_on(counted(), NULL, &out), CUV_EINVAL);
+  assert_null(out.data);
+  out.data = (void *)1;
+  EXPECT(cuv_sync_policy(counted(), NULL, &out), CUV_EINVAL);
+  assert_null(out.data);
+  out.data = (void *)1;
+  EXPECT(cuv_enqueue_on(counted(), NULL, &out), CUV_EINVAL);
+  assert_null(out.data);
+  EXPECT(cuv_submit(counted(), NULL, NULL, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
+  EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 6);
+}
+
+/* ---- sizes and offsets ---- */
+
+static void test_zero_and_huge_sizes(void **state) {
+  cuv_device_t *dev = cuvt_device();
+  cuv_buffer_t *b = NULL;
+  unsigned char host[64] = {0};
+  EXPECT(cuv_buffer_create(&b, dev, 0), CUV_EINVAL);
+  EXPECT(cuv_buffer_create(&b, dev, SIZE_MAX), CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+  assert_null(b);
+  EXPECT_OP(cuv_alloc(dev, 0), CUV_EINVAL);
+  /* Built (only the device knows the size is too large), refused when executed. */
+  EXPECT(cuv_sync(cuv_alloc(dev, SIZE_MAX), NULL), CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
+
+  cuv_buffer_t *buf = cuvt_buffer(64);
+  /* Zero-byte copies and sets are valid no-ops (NULL host memory allowed then). */
+  EXPECT(cuv_sync(cuv_memcpy_htod(buf, 0, NULL, 0, CUV_COPY_STAGE), NULL), 0);
+  EXPECT(cuv_sync(cuv_memcpy_htod(buf, 64, host, 0, CUV_COPY_BORROW), NULL), 0);
+  EXPECT(cuv_sync(cuv_memcpy_dtoh(NULL, buf, 0, 0), NULL), 0);
+  EXPECT(cuv_sync(cuv_memcpy_dtod(buf, 0, buf, 0, 0), NULL), 0);
+  EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);
+  EXPECT(cuv_sync(cuv_memset32(buf, 0, 0, 0), NULL), 0);
+  EXPECT_OP(cuv_download(buf, 0, 0), CUV_EINVAL); /* an output of no bytes is refused */
+  /* Huge sizes: out of range, never an overflow. */
+  EXPECT_OP(cuv_memcpy_htod(buf, 0, host, SIZE_MAX, CUV_COPY_STAGE), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_dtoh(host, buf, 0, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_dtod(buf, 0, buf, 0, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memset8(buf, 0, 0, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4), CUV_ERANGE);
+  EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4 + 1), CUV_EINVAL); /* count * 4 overflows */
+  EXPECT_OP(cuv_download(buf, 0, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_htod(buf, 0, host, 4, 7), CUV_EINVAL); /* no such flag */
+  cuv_policy_t *p;
+  EXPECT(cuv_policy_round_robin(&p, dev, 1025), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded(&p, dev, UINT32_MAX), CUV_EINVAL);
+  cuv_buffer_unref(buf);
+}
+
+static void test_offsets_out_of_range(void **state) {
+  cuv_buffer_t *buf = cuvt_buffer(64);
+  unsigned char host[64] = {0};
+  EXPECT_OP(cuv_memcpy_htod(buf, 65, host, 0, CUV_COPY_STAGE), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_htod(buf, 61, host, 4, CUV_COPY_STAGE), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_htod(buf, SIZE_MAX, host, 2, CUV_COPY_STAGE), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_dtoh(host, buf, 1, 64), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_dtod(buf, 32, buf, 0, 33), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_dtod(buf, 0, buf, 33, 32), CUV_ERANGE);
+  EXPECT_OP(cuv_memset8(buf, 64, 0, 1), CUV_ERANGE);
+  EXPECT_OP(cuv_memset32(buf, 2, 0, 1), CUV_EINVAL); /* not 4-byte aligned */
+  EXPECT_OP(cuv_memset32(buf, 64, 0, 1), CUV_ERANGE);
+  EXPECT_OP(cuv_download(buf, SIZE_MAX - 1, 4), CUV_ERANGE);
+  /* The end of a buffer is a valid place for nothing. */
+  EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);
+  unsigned n = 1;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  args[1].offset = 65;
+  EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 2),
+            CUV_ERANGE);
+  cuv_buffer_unref(buf);
+}
+
+/* ---- kernels ---- */
+
+static void test_kernel_wrong_arguments(void **state) {
+  cuv_kernel_t *add_one = cuvt_kernel_ok("add_one"); /* (unsigned n, float *x) */
+  cuv_buffer_t *buf = cuvt_buffer(64);
+  unsigned n = 16;
+  double wide = 1.0;
+  cuv_arg_t good[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  EXPECT(cuv_sync(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, good, 2), NULL), 0);
+
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, NULL, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(0), CUV_DIM1(16), 0, good, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM3(1, 0, 1), CUV_DIM1(16), 0, good, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM3(16, 1, 0), 0, good, 2), CUV_EINVAL);
+  cuv_arg_t bad_kind[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  bad_kind[1].kind = (enum cuv_arg_kind)9;
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, bad_kind, 2), CUV_EINVAL);
+  cuv_arg_t null_scalar[] = {CUV_ARG_SCALAR(NULL, 4), CUV_ARG_RW(buf)};
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, null_scalar, 2), CUV_EINVAL);
+  cuv_arg_t empty_scalar[] = {CUV_ARG_SCALAR(&n, 0), CUV_ARG_RW(buf)};
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, empty_scalar, 2), CUV_EINVAL);
+  cuv_arg_t null_buffer[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(NULL)};
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, null_buffer, 2), CUV_EINVAL);
+
+  /* Launch limits are the driver's: a block of 2048 threads fails when executed. */
+  EXPECT(cuv_sync(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(2048), 0, good, 2), NULL),
+         CUV_ECUDA(CUDA_ERROR_INVALID_VALUE));
+
+  /* Count and sizes are checked where the driver reports them (CUDA 12.4+, the simulator);
+   * elsewhere the launch goes to the driver as given. */
+  size_t count;
+  if (cuv_kernel_param_count(add_one, &count) != CUV_ENOTSUP) {
+    assert_int_equal(count, 2);
+    EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, good, 1), CUV_EARGS);
+    cuv_arg_t three[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf), CUV_ARG_VALUE(n)};
+    EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, three, 3), CUV_EARGS);
+    cuv_arg_t wrong_size[] = {CUV_ARG_VALUE(wide), CUV_ARG_RW(buf)};
+    EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, wrong_size, 2), CUV_EARGS);
+    cuv_arg_t swapped[] = {CUV_ARG_RW(buf), CUV_ARG_VALUE(n)};
+    EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, swapped, 2), CUV_EARGS);
+  }
+
+  cuv_kernel_t *k;
+  cuv_module_t *mod;
+  assert_cuv_ok(cuv_module_load_file(&mod, cuvt_device(), cuvt_ptx_path()));
+  EXPECT(cuv_kernel_get(&k, mod, "no_such_kernel"), CUV_ENOTFOUND);
+  char long_name[400];
+  memset(long_name, 'k', sizeof long_name - 1);
+  long_name[sizeof long_name - 1] = '\0';
+  EXPECT(cuv_kernel_get(&k, mod, long_name), CUV_EINVAL);
+  EXPECT(cuv_kernel_get(NULL, mod, "saxpy"), CUV_EINVAL);
+  cuv_module_unload(mod);
+  EXPECT(cuv_module_load_file(&mod, cuvt_device(), "/nonexistent/kernels.ptx"), CUV_EIO);
+  cuv_buffer_unref(buf);
+}
+
+/* ---- error ops and bad callbacks through every executor ---- */
+
+static int calls;
+static void count_done(int status, cuv_output_t *output, void *arg) {
+  calls++;
+  *(int *)arg = status;
+}
+
+/* An op carrying an error: every executor returns that error (cuv_submit and the bridge refuse it:
+ * no callback), and no output is left behind. */
+static void test_error_op_through_every_executor(void **state) {
+  const int code = CUV_ERANGE;
+  cuv_buffer_t *buf = cuvt_buffer(16);
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  cuv_policy_t *policy;
+  assert_cuv_ok(cuv_policy_single(&policy, stream));
+#define ERROR_OP() cuv_memset8(buf, 17, 0, 1)
+  cuv_output_t out = {(void *)1, NULL, NULL};
+  EXPECT(cuv_sync(ERROR_OP(), &out), code);
+  assert_null(out.data);
+  EXPECT(cuv_sync_on(ERROR_OP(), stream, &out), code);
+  EXPECT(cuv_sync_policy(ERROR_OP(), policy, &out), code);
+  EXPECT(cuv_enqueue_on(ERROR_OP(), stream, &out), code);
+  assert_null(out.data);
+  cuv_graph_t *g = NULL;
+  EXPECT(cuv_graph_capture(&g, ERROR_OP(), stream, &out), code);
+  assert_null(g);
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  int status = 1;
+  calls = 0;
+  EXPECT(cuv_submit(ERROR_OP(), q, count_done, &status, NULL), code);
+  assert_int_equal(cuv_queue_pending(q), 0);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_int_equal(calls, 0);
+  /* Combinators over an error op keep the first error. */
+  EXPECT_OP(cuv_then(ERROR_OP(), then_unit, NULL), code);
+  EXPECT_OP(cuv_map(ERROR_OP(), map_none, NULL), code);
+  EXPECT_OP(cuv_seq(counted(), ERROR_OP()), code);
+  cuv_op_t *both[] = {ERROR_OP(), cuv_download(NULL, 0, 1)};
+  EXPECT_OP(cuv_fork(both, 2), code);
+  cuv_shared_t *sh = cuv_shared(ERROR_OP());
+  assert_non_null(sh);
+  EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), code);
+  EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), code);
+  assert_int_equal(cuv_shared_runs(sh), 0);
+  cuv_shared_release(sh);
+#undef ERROR_OP
+  cuv_policy_destroy(policy);
+  cuv_stream_destroy(stream);
+  cuv_buffer_unref(buf);
+}
+
+static cuv_op_t *then_null(cuv_output_t *in, void *arg) { return NULL; }
+static int map_fails(cuv_output_t *value, void *arg) { return CUV_EBUSY; }
+static cuv_op_t *context_null(cuv_stream_t *stream, void *arg) { return NULL; }
+static cuv_op_t *then_sync(cuv_output_t *in, void *arg) {
+  *(int *)arg = cuv_sync(cuv_value(NULL, NULL), NULL);
+  return cuv_value(NULL, NULL);
+}
+
+static int next_none(void *state, const cuv_op_t *op, cuv_stream_t **stream) {
+  *stream = NULL;
+  return 0;
+}
+static int next_fails(void *state, const cuv_op_t *op, cuv_stream_t **stream) { return CUV_EBUSY; }
+static cuv_device_t *policy_device(void *state) { return cuvt_device(); }
+
+/* Callbacks that return nothing, fail, or execute inside the execution lock. */
+static void test_bad_callbacks(void **state) {
+  EXPECT(cuv_sync(cuv_with_context(context_unit, NULL, NULL), NULL), 0);
+  EXPECT(cuv_sync(cuv_then(counted(), then_null, NULL), NULL), CUV_EINVAL);
+  EXPECT(cuv_sync(cuv_map(counted(), map_fails, NULL), NULL), CUV_EBUSY);
+  EXPECT(cuv_sync(cuv_with_context(context_null, NULL, NULL), NULL), CUV_EINVAL);
+  int inner = 0;
+  assert_cuv_ok(cuv_sync(cuv_then(counted(), then_sync, &inner), NULL));
+  EXPECT(inner, CUV_EREENTRANT);
+  cuv_policy_t *none, *fails;
+  cuv_policy_ops_t ops_none = {next_none, policy_device, NULL};
+  cuv_policy_ops_t ops_fails = {next_fails, policy_device, NULL};
+  assert_cuv_ok(cuv_policy_create(&none, &ops_none, NULL));
+  assert_cuv_ok(cuv_policy_create(&fails, &ops_fails, NULL));
+  atomic_store(&releases, 0);
+  EXPECT(cuv_sync_policy(counted(), none, NULL), CUV_EINVAL);
+  EXPECT(cuv_sync_policy(counted(), fails, NULL), CUV_EBUSY);
+  assert_int_equal(atomic_load(&releases), 2);
+  cuv_stream_t *s;
+  EXPECT(cuv_policy_next_stream(none, NULL, &s), CUV_EINVAL);
+  assert_null(s);
+  cuv_policy_destroy(none);
+  cuv_policy_destroy(fails);
+}
+
+/* ---- two devices ---- */
+
+/* Objects of different devices used together: CUV_EDEVICE where the op is built (copies,
+ * combinators, launches) or where it is executed (on another device's stream or policy). The
+ * simulator runs with two devices here; a machine with one GPU skips. */
+static void test_mismatched_devices(void **state) {
+  int count = 0;
+  assert_cuv_ok(cuv_device_count(&count));
+  if (count < 2) {
+    print_message("# one device: objects of two devices cannot be mixed here\n");
+    skip();
+  }
+  cuv_device_t *d0 = cuvt_device(), *d1;
+  assert_cuv_ok(cuv_device_open(&d1, 1));
+  cuv_buffer_t *b0 = cuvt_buffer(64), *b1;
+  assert_cuv_ok(cuv_buffer_create(&b1, d1, 64));
+  cuv_stream_t *s0, *s1;
+  assert_cuv_ok(cuv_stream_create(&s0, d0));
+  assert_cuv_ok(cuv_stream_create(&s1, d1));
+  cuv_policy_t *p1;
+  assert_cuv_ok(cuv_policy_round_robin(&p1, d1, 2));
+  cuv_module_t *m1;
+  cuv_kernel_t *add_one1;
+  assert_cuv_ok(cuv_module_load_file(&m1, d1, cuvt_ptx_path()));
+  assert_cuv_ok(cuv_kernel_get(&add_one1, m1, "add_one"));
+  cuv_module_unload(m1);
+
+  EXPECT_OP(cuv_memcpy_dtod(b0, 0, b1, 0, 4), CUV_EDEVICE);
+  EXPECT_OP(cuv_seq(cuv_memset8(b0, 0, 0, 4), cuv_memset8(b1, 0, 0, 4)), CUV_EDEVICE);
+  cuv_op_t *pair[] = {cuv_download(b0, 0, 4), cuv_download(b1, 0, 4)};
+  EXPECT_OP(cuv_zip(pair, 2), CUV_EDEVICE);
+  unsigned n = 1;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
+  EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(cuv_memset8(b1, 0, 0, 4), s0, NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(cuv_alloc(d1, 64), s0, NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_policy(cuv_memset8(b0, 0, 0, 4), p1, NULL), CUV_EDEVICE);
+  EXPECT(cuv_enqueue_on(cuv_free(cuv_buffer_ref(b0)), s1, NULL), CUV_EDEVICE);
+  /* Each works on its own device. */
+  assert_cuv_ok(cuv_sync_on(cuv_memset8(b1, 0, 0, 4), s1, NULL));
+  cuv_arg_t args1[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b1)};
+  assert_cuv_ok(
+      cuv_sync_policy(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args1, 2), p1, NULL));
+  cuv_kernel_release(add_one1);
+  cuv_policy_destroy(p1);
+  cuv_stream_destroy(s0);
+  cuv_stream_destroy(s1);
+  cuv_buffer_unref(b0);
+  cuv_buffer_unref(b1);
+  cuv_device_close(d1);
+  cuv_device_t *none;
+  EXPECT(cuv_device_open(&none, count), CUV_ENODEV);
+  EXPECT(cuv_device_open(&none, -1), CUV_ENODEV);
+}
+
+/* ---- queues: destroy with work pending, closed, tickets ---- */
+
+static void test_queue_misuse(void **state) {
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  int status = 1;
+  calls = 0;
+  cuv_ticket_t ticket = 0;
+  cuv_submit_opts_t opts = {.ticket = &ticket};
+  cuv_buffer_t *flag = cuvt_buffer(4);
+  assert_cuv_ok(cuv_submit(cuvt_slow_write(50, 1, flag), q, count_done, &status, &opts));
+  EXPECT(cuv_queue_destroy(q), CUV_EBUSY); /* work pending: the queue stays usable */
+  EXPECT(cuv_cancel(q, 0), CUV_ENOENT);
+  EXPECT(cuv_cancel(q, ticket + 1), CUV_ENOENT);
+  EXPECT(cuv_cancel(q, UINT64_MAX), CUV_ENOENT);
+  cuv_queue_close(q);
+  cuv_queue_close(q); /* closing twice is harmless */
+  atomic_store(&releases, 0);
+  EXPECT(cuv_submit(counted(), q, count_done, &status, NULL), CUV_ECLOSED);
+  assert_int_equal(atomic_load(&releases), 1); /* refused, consumed */
+  EXPECT(cuv_queue_destroy(q), CUV_EBUSY);   /* closed, but its work still pending */
+  while (cuv_queue_pending(q) > 0) {
+    cuv_queue_wait(q, -1);
+    cuv_queue_drain(q);
+  }
+  assert_int_equal(calls, 1);
+  assert_cuv_ok(status);
+  EXPECT(cuv_cancel(q, ticket), CUV_ENOENT); /* its callback ran */
+  EXPECT(cuv_queue_wait(q, 0), CUV_EBUSY);   /* nothing finished: times out at once */
+  assert_int_equal(cuv_queue_drain(q), 0);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  cuv_buffer_unref(flag);
+
+  /* A cancelled ticket cancelled again before the drain: still one callback, CUV_ECANCELED. */
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  calls = 0;
+  assert_cuv_ok(cuv_submit(counted(), q, count_done, &status, &opts));
+  assert_cuv_ok(cuv_cancel(q, ticket));
+  int again = cuv_cancel(q, ticket);
+  assert_true(again == 0 || again == CUV_ENOENT);
+  while (cuv_queue_pending(q) > 0) {
+    cuv_queue_wait(q, -1);
+    cuv_queue_drain(q);
+  }
+  assert_int_equal(calls, 1);
+  EXPECT(status, CUV_ECANCELED);
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
+/* ---- the bridge: closed from its own callback, closed twice, used after close ---- */
+
+typedef struct bridge_case {
+  uv_loop_t loop;
+  cuv_uv_t *bridge;
+  int calls, close_rc, second_close_rc, submit_rc, refused_releases, close_cbs;
+  int statuses[3];
+} bridge_case_t;
+
+static void on_bridge_closed(cuv_uv_t *bridge, void *arg) { ((bridge_case_t *)arg)->close_cbs++; }
+
+static void closing_done(int status, cuv_output_t *output, void *arg) {
+  bridge_case_t *c = arg;
+  c->statuses[c->calls++] = status;
+  if (c->calls != 1)
+    return;
+  c->close_rc = cuv_uv_close(c->bridge, on_bridge_closed, c);
+  c->second_close_rc = cuv_uv_close(c->bridge, on_bridge_closed, c);
+  atomic_store(&releases, 0);
+  c->submit_rc = cuv_uv_submit(c->bridge, counted(), closing_done, c, NULL);
+  c->refused_releases = atomic_load(&releases);
+}
+
+static void test_bridge_misuse(void **state) {
+  bridge_case_t c = {0};
+  assert_int_equal(uv_loop_init(&c.loop), 0);
+  EXPECT(cuv_uv_open(NULL, &c.loop), CUV_EINVAL);
+  EXPECT(cuv_uv_open(&c.bridge, NULL), CUV_EINVAL);
+  assert_cuv_ok(cuv_uv_open(&c.bridge, &c.loop));
+  atomic_store(&releases, 0);
+  EXPECT(cuv_uv_submit(NULL, counted(), closing_done, &c, NULL), CUV_EINVAL);
+  EXPECT(cuv_uv_submit(c.bridge, counted(), NULL, &c, NULL), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
+  EXPECT(cuv_uv_close(NULL, NULL, NULL), CUV_EINVAL);
+  assert_int_equal(cuv_uv_pending(NULL), 0);
+  assert_null(cuv_uv_loop(NULL));
+
+  /* An error op is refused, with no callback. */
+  cuv_buffer_t *flag = cuvt_buffer(4);
+  EXPECT(cuv_uv_submit(c.bridge, cuv_memset8(flag, 8, 0, 1), closing_done, &c, NULL), CUV_ERANGE);
+  /* Three submissions, one failing when executed; the first callback closes the bridge: the
+   * others still run with their own results, a second close and a later submission are refused,
+   * close_cb runs once, at the end. */
+  assert_cuv_ok(cuv_uv_submit(c.bridge, counted(), closing_done, &c, NULL));
+  assert_cuv_ok(cuv_uv_submit(c.bridge, cuvt_slow_write(30, 1, flag), closing_done, &c, NULL));
+  assert_cuv_ok(cuv_uv_submit(c.bridge, cuv_then(cuv_value(NULL, NULL), then_null, NULL),
+                              closing_done, &c, NULL));
+  assert_int_equal(uv_run(&c.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(c.calls, 3);
+  int failed = 0;
+  for (int i = 0; i < 3; i++) {
+    assert_true(c.statuses[i] == 0 || c.statuses[i] == CUV_EINVAL);
+    failed += c.statuses[i] == CUV_EINVAL;
+  }
+  assert_int_equal(failed, 1);
+  EXPECT(c.close_rc, 0);
+  EXPECT(c.second_close_rc, CUV_ECLOSED);
+  EXPECT(c.submit_rc, CUV_ECLOSED);
+  assert_int_equal(c.refused_releases, 1); /* the refused op was consumed at once */
+  assert_int_equal(c.close_cbs, 1);
+  assert_int_equal(uv_loop_close(&c.loop), 0);
+  cuv_buffer_unref(flag);
+}
+
+/* ---- error codes ---- */
+
+static void test_error_text(void **state) {
+  const int odd[] = {1, 12345, -99, -10000 + 1, INT32_MIN, INT32_MIN + 1, CUV_ECUDA(99999)};
+  for (size_t i = 0; i < sizeof odd / sizeof odd[0]; i++) {
+    assert_non_null(cuv_strerror(odd[i]));
+    assert_non_null(cuv_err_name(odd[i]));
+  }
+  assert_string_equal(cuv_err_name(-99), "CUV_EUNKNOWN");
+  assert_string_equal(cuv_strerror(-99), "unknown error");
+  assert_int_equal(cuv_cuda_result(CUV_EINVAL), 0);
+  assert_int_equal(cuv_cuda_result(CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY)), CUDA_ERROR_OUT_OF_MEMORY);
+  assert_string_equal(cuv_err_name(CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY)),
+                      "CUDA_ERROR_OUT_OF_MEMORY");
+}
+
+int main(void) {
+  cuv_sim_set_device_count(2); /* the simulator only: a GPU machine has what it has */
+  cuvt_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_null_arguments),
+      cmocka_unit_test(test_op_consumed_on_every_path),
+      cmocka_unit_test(test_zero_and_huge_sizes),
+      cmocka_unit_test(test_offsets_out_of_range),
+      cmocka_unit_test(test_kernel_wrong_arguments),
+      cmocka_unit_test(test_error_op_through_every_executor),
+      cmocka_unit_test(test_bad_callbacks),
+      cmocka_unit_test(test_mismatched_devices),
+      cmocka_unit_test(test_queue_misuse),
+      cmocka_unit_test(test_bridge_misuse),
+      cmocka_unit_test(test_error_text),
+  };
+  return cuvt_run(tests);
+}
