@@ -140,6 +140,10 @@ CUV_EXTERN void cuv_op_free(cuv_op_t *op);
 /* The error an op carries from a failed constructor, or 0. Executing it reports the same. */
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op);
 
+/* An op that fails with `status` (a negative code) when executed: how a with_context or then
+ * callback reports an error of its own (a cuBLAS failure, say) through the chain. */
+CUV_EXTERN cuv_op_t *cuv_fail(int status);
+
 /* Lifts a host value; release(data) runs when the value is dropped (free, for malloc'd data). */
 CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release);
 

@@ -26,6 +26,8 @@ cuv_op_t *cuv__op_fail(int error) {
   return op;
 }
 
+CUV_EXTERN cuv_op_t *cuv_fail(int status) { return cuv__op_fail(status < 0 ? status : CUV_EINVAL); }
+
 static void op_free_node(cuv_op_t *op) {
   if (op != &nomem_op)
     free(op);

@@ -9,7 +9,7 @@
 
 #define MIN_CLASS 8   /* 256 bytes */
 #define MAX_CLASS 26  /* 64 MiB; larger blocks are not pooled */
-#define KEEP_PER_CLASS 32
+#define KEEP_PER_CLASS 256 /* a server keeps hundreds of requests in flight */
 
 struct cuv__staging_pool {
   cuv__staging_t *free[MAX_CLASS + 1];

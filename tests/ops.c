@@ -86,6 +86,23 @@ static void test_with_context_returns_device_work(void **state) {
 
 static cuv_op_t *make_null(cuv_stream_t *stream, context_probe_t *probe) { return NULL; }
 
+static cuv_op_t *make_fail(cuv_stream_t *stream, context_probe_t *probe) {
+  return cuv_fail(CUV_ECUDA(801) /* CUDA_ERROR_NOT_SUPPORTED */);
+}
+
+/* A with_context callback reports its own error through cuv_fail; the chain returns it. */
+static void test_with_context_reports_its_error(void **state) {
+  context_probe_t probe = {.make = make_fail};
+  cuv_op_t *chain = cuv_seq(cuv_with_context(probe_fn, &probe, probe_arg_release),
+                            cuv_value(NULL, NULL));
+  assert_int_equal(cuv_sync(chain, NULL), CUV_ECUDA(801) /* CUDA_ERROR_NOT_SUPPORTED */);
+  assert_int_equal(atomic_load(&probe.calls), 1);
+  assert_int_equal(atomic_load(&probe.arg_releases), 1);
+  cuv_op_t *op = cuv_fail(0); /* not an error: refused as an invalid argument */
+  assert_int_equal(cuv_op_error(op), CUV_EINVAL);
+  cuv_op_free(op);
+}
+
 static void test_with_context_arg_released_once_on_every_path(void **state) {
   context_probe_t dropped = {0};
   cuv_op_free(cuv_with_context(probe_fn, &dropped, probe_arg_release));
@@ -448,6 +465,7 @@ int main(void) {
       cmocka_unit_test(test_with_context_gets_executing_stream),
       cmocka_unit_test(test_with_context_returns_device_work),
       cmocka_unit_test(test_with_context_arg_released_once_on_every_path),
+      cmocka_unit_test(test_with_context_reports_its_error),
       cmocka_unit_test(test_buffer_create),
       cmocka_unit_test(test_alloc_use_free_stream_ordered),
       cmocka_unit_test(test_htod_staged_copies_when_built),
