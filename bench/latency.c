@@ -258,10 +258,17 @@ static _Atomic uint32_t poll_want; /* the value the flag will take next (0: none
 
 static void *flag_poller(void *arg) {
   uint32_t sent = 0;
+  uint64_t sent_at = 0;
   while (atomic_load_explicit(&poll_run, memory_order_relaxed)) {
     uint32_t want = atomic_load_explicit(&poll_want, memory_order_acquire);
-    if (want && want != sent && slot_load(0) == want) {
+    if (!want || slot_load(0) != want)
+      continue;
+    /* One wake per completion; again after 1 ms if the loop has not moved on, so a wake the loop
+     * consumed early (it found the flag not yet visible) cannot stall the row. */
+    uint64_t now = now_ns();
+    if (want != sent || now - sent_at > 1000000u) {
       sent = want;
+      sent_at = now;
       uv_async_send(&lat.async);
     }
   }
