@@ -112,7 +112,12 @@ void cuv__sub_retire(cuv__submission_t *sub) {
   sub_free(sub);
 }
 
+/* LeakSanitizer's, present only in sanitized builds: a leak made on purpose is not a finding. */
+extern void __lsan_ignore_object(const void *p) __attribute__((weak));
+
 void cuv__sub_leak(cuv__submission_t *sub) {
+  if (__lsan_ignore_object)
+    __lsan_ignore_object(sub); /* and what it holds, reachable from it */
   static atomic_flag reported = ATOMIC_FLAG_INIT;
   if (!atomic_flag_test_and_set(&reported))
     fprintf(stderr, "cuv: a device fault left GPU work unproven; its resources are leaked on "
