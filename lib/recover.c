@@ -17,8 +17,10 @@ static cuv_policy_t *drop_owned(cuv_device_t *dev) {
   return policy;
 }
 
-static int reset_context(cuv_device_t *dev) {
+/* *reset: whether the old context is gone (also when a later step failed). */
+static int reset_context(cuv_device_t *dev, bool *reset) {
   int rc = cuv__cu(cuv__drv.cuDevicePrimaryCtxReset(dev->cu));
+  *reset = rc == 0;
   CUcontext ctx = NULL;
   /* The primary context comes back on next use; take its (possibly new) handle. */
   if (rc == 0 && (rc = cuv__cu(cuv__drv.cuDevicePrimaryCtxRetain(&ctx, dev->cu))) == 0) {
@@ -41,9 +43,13 @@ CUV_EXTERN int cuv_device_recover(cuv_device_t *dev) {
   atomic_fetch_add_explicit(&dev->epoch, 1, memory_order_release);
   cuv_policy_destroy(drop_owned(dev));
   cuv__staging_pool_destroy(dev);
-  int rc = reset_context(dev);
+  bool reset;
+  int rc = reset_context(dev, &reset);
+  /* The reactor's flags went with the old context even if taking the new one failed: without
+   * a rebuild the reactor would go on writing and scanning freed memory. */
+  int rebuilt = reset ? cuv__reactor_rebuild(old) : 0;
   if (rc == 0)
-    rc = cuv__reactor_rebuild(old);
+    rc = rebuilt;
   if (rc == 0) {
     atomic_store(&dev->faulted, false);
     CUV__STAT_ADD(recoveries, 1);
