@@ -33,16 +33,6 @@ static void record_done(int status, cuv_output_t *output, void *arg) {
   atomic_fetch_add(&s->calls, 1);
 }
 
-static void drain_until(cuv_queue_t *q, atomic_int *calls, int want) {
-  for (int spins = 0; atomic_load(calls) < want; spins++) {
-    int rc = cuv_queue_wait(q, 1000);
-    assert_true(rc == 0 || rc == CUV_EBUSY);
-    cuv_queue_drain(q);
-    if (spins > 120) /* a watchdog, not a timing assertion */
-      fail_msg("callback did not arrive");
-  }
-}
-
 /* The work every single-submission case cancels: after `ms` milliseconds, buf[0..N) = value;
  * output: a counted value (payload). buf is untracked (CUV_HAZARD_NONE), so a later read on
  * another stream sees the fill only if it really completed before the callback. */
@@ -114,7 +104,7 @@ static void test_cancel_right_after_submit(void **state) {
     assert_cuv_ok(cuv_cancel(w->q, w->ticket));
     assert_cuv_ok(cuv_cancel(w->q, w->ticket)); /* again, before delivery: still accepted */
     assert_int_equal(atomic_load(&w->seen.calls), 0); /* callbacks run only in the drain */
-    drain_until(w->q, &w->seen.calls, 1);
+    cuvt_drain_until(w->q, &w->seen.calls, 1);
     assert_cancelled_once(w);
     assert_filled(w);
     assert_int_equal(cuv_queue_drain(w->q), 0);
@@ -126,7 +116,7 @@ static void test_cancel_during_slow_kernel(void **state) {
   work_submit(w, 5 * SLOW_MS);
   sleep_ms(SLOW_MS); /* most likely inside the kernel by now; either way not delivered yet */
   assert_cuv_ok(cuv_cancel(w->q, w->ticket));
-  drain_until(w->q, &w->seen.calls, 1);
+  cuvt_drain_until(w->q, &w->seen.calls, 1);
   assert_cancelled_once(w);
   assert_filled(w);
 }
@@ -147,7 +137,7 @@ static void test_cancel_after_finish_before_drain(void **state) {
 static void test_cancel_after_delivery(void **state) {
   work_t *w = *state;
   work_submit(w, 1);
-  drain_until(w->q, &w->seen.calls, 1);
+  cuvt_drain_until(w->q, &w->seen.calls, 1);
   assert_cuv_ok(w->seen.status);
   assert_int_equal(w->seen.payload, w->payload); /* delivered with its output */
   assert_int_equal(atomic_load(&w->releases), 1);
@@ -171,8 +161,8 @@ static void test_cancel_failed_submission(void **state) {
   assert_cuv_ok(cuv_submit(op2, w->q, record_done, &cancelled, &o2));
   assert_true(t1 != t2);
   assert_cuv_ok(cuv_cancel(w->q, t2));
-  drain_until(w->q, &cancelled.calls, 1);
-  drain_until(w->q, &failed.calls, 1);
+  cuvt_drain_until(w->q, &cancelled.calls, 1);
+  cuvt_drain_until(w->q, &failed.calls, 1);
   assert_int_equal(failed.status, CUV_EINVAL);
   assert_int_equal(cancelled.status, CUV_ECANCELED);
   assert_int_equal(atomic_load(&failed.calls), 1);
@@ -193,7 +183,7 @@ static void test_cancel_unknown_tickets(void **state) {
   assert_cuv_ok(cuv_submit(cuvt_sleep(SLOW_MS), other, record_done, &seen, &opts));
   assert_int_equal(cuv_queue_pending(w->q), 0);
   assert_int_equal(cuv_cancel(w->q, t), CUV_ENOENT);
-  drain_until(other, &seen.calls, 1);
+  cuvt_drain_until(other, &seen.calls, 1);
   assert_cuv_ok(seen.status); /* not cancelled by the wrong queue's call */
   assert_cuv_ok(cuv_queue_destroy(other));
 }
@@ -224,7 +214,7 @@ static void test_released_buffer_retires_after_completion(void **state) {
     assert_int_equal(cuvt_stats().in_flight, before.in_flight + 1);
     if (cuvt_is_sim())
       assert_int_equal(cuv_sim_calls("cuMemFree"), frees);
-    drain_until(w->q, &seen.calls, 1);
+    cuvt_drain_until(w->q, &seen.calls, 1);
     assert_int_equal(seen.status, CUV_ECANCELED);
     assert_null(seen.data);
     assert_int_equal(atomic_load(&releases), 1);

@@ -4,9 +4,9 @@
 /* Helpers of the programming-model scenarios (ops, combinators, errors, reentrancy, policies):
  * host values whose releases are counted, so a test proves every output is released exactly once
  * on every path, and small device-buffer helpers. Header-only (static inline), so each scenario
- * stays one file. Nothing here asserts except the buffer helpers, which run on the test thread:
- * the value helpers are also called from callbacks inside cuv, where an assert would longjmp
- * through the runtime. */
+ * stays one file. Nothing here asserts except the buffer helpers and cuvt_drain_until, which run
+ * on the test thread: the value helpers are also called from callbacks inside cuv, where an
+ * assert would longjmp through the runtime. */
 
 #include <math.h>
 #include <stdatomic.h>
@@ -143,6 +143,18 @@ static inline cuv_stats_t cuvt_stats(void) {
 }
 
 static inline uint64_t cuvt_waits_inserted(void) { return cuvt_stats().waits_inserted; }
+
+/* Waits on and drains q until *calls reaches want (callbacks that count themselves), on the test
+ * thread: it asserts. */
+static inline void cuvt_drain_until(cuv_queue_t *q, atomic_int *calls, int want) {
+  for (int spins = 0; atomic_load(calls) < want; spins++) {
+    int rc = cuv_queue_wait(q, 1000);
+    assert_true(rc == 0 || rc == CUV_EBUSY);
+    cuv_queue_drain(q);
+    if (spins > 120) /* a watchdog, not a timing assertion: two minutes without progress */
+      fail_msg("callbacks did not arrive: %d of %d", atomic_load(calls), want);
+  }
+}
 
 /* A random u32 that is never 0 (0 is what buffers are cleared to before an ordering check). */
 static inline unsigned cuvt_nonzero_u32(void) {

@@ -368,16 +368,6 @@ static void replay_done(int status, cuv_output_t *output, void *arg) {
   r->got = r->kept.data;
 }
 
-static void drain_until(cuv_queue_t *q, atomic_int *done, int want) {
-  for (int spins = 0; atomic_load(done) < want; spins++) {
-    int rc = cuv_queue_wait(q, 1000);
-    assert_true(rc == 0 || rc == CUV_EBUSY);
-    cuv_queue_drain(q);
-    if (spins > 120) /* a watchdog, not a timing assertion: two minutes without progress */
-      fail_msg("callbacks did not arrive: %d of %d", atomic_load(done), want);
-  }
-}
-
 /* ---- replays submitted into a completion queue ---- */
 
 #define QUEUED 20
@@ -440,7 +430,7 @@ static void test_submitted_launch_outlives_release(void **state) {
   assert_cuv_ok(cuv_submit(cuv_seq(cuv_graph_launch(g), cuv_download(c.y, 0, N * sizeof(float))),
                            q, replay_done, &r, &opts));
   cuv_graph_release(g);
-  drain_until(q, &r.calls, 1);
+  cuvt_drain_until(q, &r.calls, 1);
   assert_int_equal(atomic_load(&r.calls), 1);
   assert_cuv_ok(r.status);
   cuvt_assert_floats_equal(r.got, want, N);
@@ -523,7 +513,7 @@ static void test_replay_ordered_after_writer(void **state) {
     assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), replay, NULL));
     assert_true(cuvt_waits_inserted() > waits);
     check_output_on(NULL, &c, want); /* on the policy's stream */
-    drain_until(q, &w.calls, 1);
+    cuvt_drain_until(q, &w.calls, 1);
     assert_cuv_ok(w.status);
     cuv_output_release(&w.kept);
   }

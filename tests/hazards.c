@@ -67,16 +67,6 @@ static void record_done(int status, cuv_output_t *output, void *arg) {
   atomic_fetch_add(&d->calls, 1);
 }
 
-static void drain_until(cuv_queue_t *q, atomic_int *calls, int want) {
-  for (int spins = 0; atomic_load(calls) < want; spins++) {
-    int rc = cuv_queue_wait(q, 1000);
-    assert_true(rc == 0 || rc == CUV_EBUSY);
-    cuv_queue_drain(q);
-    if (spins > 120) /* a watchdog, not a timing assertion */
-      fail_msg("callback did not arrive");
-  }
-}
-
 /* cuv_submit of op on `stream` into the fixture's queue; the callback fills *rec. */
 static void submit_on(fixture_t *f, cuv_stream_t *stream, cuv_op_t *op, done_rec_t *rec) {
   cuv_submit_opts_t opts = {.stream = stream};
@@ -116,7 +106,7 @@ static void test_submit_writer_then_reader(void **state) {
     cuv_output_t out;
     assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &out));
     assert_true(cuvt_waits_inserted() > waits);
-    drain_until(f->q, &writer.calls, 1);
+    cuvt_drain_until(f->q, &writer.calls, 1);
     assert_int_equal(atomic_load(&writer.calls), 1);
     assert_cuv_ok(writer.status);
     cuvt_assert_floats_equal(out.data, f->data, N);
@@ -172,7 +162,7 @@ static void test_slow_kernel_write_then_download(void **state) {
     unsigned got = 0;
     assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(&got, word, 0, sizeof got), f->b, NULL));
     assert_true(cuvt_waits_inserted() > waits);
-    drain_until(f->q, &writer.calls, 1);
+    cuvt_drain_until(f->q, &writer.calls, 1);
     assert_cuv_ok(writer.status);
     assert_int_equal(got, value);
   }
@@ -192,7 +182,7 @@ static void test_write_after_read_is_ordered(void **state) {
     submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
     assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL));
     assert_true(cuvt_waits_inserted() > waits);
-    drain_until(f->q, &reader.calls, 1);
+    cuvt_drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
     cuvt_read(f->got, f->out, 0, N * sizeof(float));
     cuvt_assert_floats_equal(f->got, f->data, N);
@@ -216,7 +206,7 @@ static void test_reads_insert_no_wait(void **state) {
     assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(out2, f->buf, N), f->b, NULL));
     assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
     assert_int_equal(cuvt_waits_inserted(), waits);
-    drain_until(f->q, &reader.calls, 1);
+    cuvt_drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
     cuvt_assert_floats_equal(f->got, f->data, N);
     cuvt_read(f->got, f->out, 0, N * sizeof(float));
@@ -236,7 +226,7 @@ static void test_same_stream_inserts_no_wait(void **state) {
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
   assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->a, NULL));
   assert_int_equal(cuvt_waits_inserted(), waits);
-  drain_until(f->q, &writer.calls, 1);
+  cuvt_drain_until(f->q, &writer.calls, 1);
   cuvt_assert_floats_equal(f->got, f->data, N);
 }
 
@@ -285,7 +275,7 @@ static void strict_reads_allowed(fixture_t *f) {
   done_rec_t reader = {0};
   submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
   assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
-  drain_until(f->q, &reader.calls, 1);
+  cuvt_drain_until(f->q, &reader.calls, 1);
   assert_cuv_ok(reader.status);
   cuvt_assert_floats_equal(f->got, f->data, N);
 }
@@ -356,7 +346,7 @@ static void test_env_strict_opt_out(void **state) {
   /* buf is ordered now; out (strict) is not touched by the writer, so no conflict there. */
   assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->out, f->buf, N), f->b, NULL));
   assert_true(cuvt_waits_inserted() > waits);
-  drain_until(f->q, &writer.calls, 1);
+  cuvt_drain_until(f->q, &writer.calls, 1);
   assert_cuv_ok(writer.status);
   cuvt_read(f->got, f->out, 0, N * sizeof(float));
   cuvt_assert_floats_equal(f->got, f->data, N);
