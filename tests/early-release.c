@@ -87,7 +87,8 @@ static cuv_op_t *no_op(cuv_stream_t *stream, void *arg) { return NULL; }
 static void test_download_dropped_by_failure(void **state) {
   cuv_buffer_t *flag = cuvt_buffer(4), *src = cuvt_buffer(BYTES);
   assert_cuv_ok(cuv_sync(cuv_memset8(src, 0, 0xAA, BYTES), NULL));
-  cuv_op_t *items[] = {slow(flag), cuv_download(src, 0, BYTES), cuv_with_context(no_op, NULL, NULL)};
+  cuv_op_t *items[] = {slow(flag), cuv_download(src, 0, BYTES),
+                       cuv_with_context(no_op, NULL, NULL)};
   int status;
   assert_int_equal(upload_beside(cuv_zip(items, 3), &status), 0x55);
   assert_int_equal(status, CUV_EINVAL);
