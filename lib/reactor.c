@@ -210,6 +210,8 @@ void cuv__reactor_watch(cuv__submission_t *sub) {
   pthread_once(&R.once, init_once);
   if (R.init_status < 0)
     return; /* no thread to probe: host callbacks still complete work that does not fault */
+  /* Counted before it is linked, as a slot before its bit: the probe may unlink it at once. */
+  unsigned before = atomic_fetch_add(&R.armed, 1);
   pthread_mutex_lock(&R.watch_lock);
   sub->watched = true;
   sub->watch_prev = NULL;
@@ -218,7 +220,7 @@ void cuv__reactor_watch(cuv__submission_t *sub) {
     R.watch_head->watch_prev = sub;
   R.watch_head = sub;
   pthread_mutex_unlock(&R.watch_lock);
-  if (atomic_fetch_add(&R.armed, 1) == 0)
+  if (before == 0)
     wake();
 }
 
