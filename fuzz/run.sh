@@ -2,7 +2,7 @@
 # Runs one libFuzzer target (a test of suite `fuzz`, see meson.build):
 #   run.sh FUZZER NAME ARTIFACTS CORPUS REGRESSIONS
 # First replays the committed corpus and regressions (a regression that crashes again fails here),
-# then fuzzes for CUV_FUZZ_TIME seconds (default 60) from a scratch copy of the corpus, so the
+# then fuzzes for CUV_FUZZ_TIME seconds (default 60) from a scratch copy of both, so the
 # committed corpus stays small. A crash leaves its input in ARTIFACTS (crash-*, leak-*, timeout-*):
 # copy it to fuzz/regressions/NAME/ with the fix (README.md). Extra libFuzzer flags:
 # CUV_FUZZ_FLAGS (e.g. "-jobs=4 -workers=4").
@@ -22,6 +22,7 @@ echo "== $name: replaying ${replay[*]}"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$corpus"/* "$work"/ 2>/dev/null
+[ -d "$regressions" ] && cp "$regressions"/* "$work"/ 2>/dev/null # they reach deep states
 mkdir -p "$artifacts"
 flags=(-max_total_time="$time" -timeout=25 -rss_limit_mb=4096 -print_final_stats=1
        -error_exitcode=1 -timeout_exitcode=1
