@@ -123,9 +123,13 @@ static void query_params(cuv_kernel_t *k) {
   if (!cuv__drv.cuFuncGetParamInfo)
     return;
   size_t n = 0, offset, size;
-  while (n < CUV__MAX_PARAMS && cuv__drv.cuFuncGetParamInfo(k->fn, n, &offset, &size) == CUDA_SUCCESS)
+  CUresult r = CUDA_SUCCESS;
+  while (n < CUV__MAX_PARAMS &&
+         (r = cuv__drv.cuFuncGetParamInfo(k->fn, n, &offset, &size)) == CUDA_SUCCESS)
     k->param_size[n++] = size;
-  k->nparams = (int)n;
+  /* CUDA_ERROR_INVALID_VALUE ends the list; any other failure leaves the count unknown (no
+   * checking) rather than a wrong one that would refuse every launch. */
+  k->nparams = r == CUDA_SUCCESS || r == CUDA_ERROR_INVALID_VALUE ? (int)n : -1;
 }
 
 CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char *name) {
