@@ -41,11 +41,11 @@ static bool inline_spin(cuv__submission_t *sub) {
       return true;
     }
   } while (cuv__now_ns() < deadline);
-  CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
-  if (r == CUDA_SUCCESS || r == CUDA_ERROR_NOT_READY)
-    return false;
+  int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
+  if (!cuv__status_is_fault(status))
+    return false; /* running, just done, or a transient error (which proves nothing) */
   /* A fault: the flag will never land, and the slot stays out of the pool. */
-  cuv__complete(sub, cuv__cu(r), CUV__PATH_SPIN);
+  cuv__complete(sub, status, CUV__PATH_SPIN);
   return true;
 }
 
@@ -146,9 +146,9 @@ static int wait_host_function(cuv__submission_t *sub) {
   if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, mark) == CUDA_SUCCESS) {
     bool spin = cuv__config.host_sync == CUV__HOST_SYNC_SPIN;
     for (rc = 0; rc == 0 && !wait_mark(mark, spin);) {
-      CUresult r = cuv__drv.cuStreamQuery(sub->stream->cu);
-      if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
-        rc = cuv__cu(r); /* a fault: the mark may never be set */
+      int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
+      if (cuv__status_is_fault(status))
+        rc = status; /* the mark may never be set (a transient error proves nothing) */
     }
   }
   if (rc < 0)
@@ -170,12 +170,17 @@ int cuv__wait_sync(cuv__submission_t *sub) {
       return rc;
   }
   int rc = cuv__sub_record(sub);
-  if (rc < 0) /* no event (a fault, or none to be had): the whole stream is the proof */
-    return cuv__status_is_fault(rc) ? rc : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
-  CUresult r = CUDA_ERROR_NOT_READY;
-  if (cuv__config.spin_budget_us)
-    r = spin_event(sub->done_event, cuv__config.spin_budget_us);
-  if (r == CUDA_ERROR_NOT_READY)
-    r = cuv__drv.cuEventSynchronize(sub->done_event);
-  return cuv__cu(r);
+  if (rc == 0) {
+    CUresult r = CUDA_ERROR_NOT_READY;
+    if (cuv__config.spin_budget_us)
+      r = spin_event(sub->done_event, cuv__config.spin_budget_us);
+    if (r == CUDA_ERROR_NOT_READY)
+      r = cuv__drv.cuEventSynchronize(sub->done_event);
+    rc = cuv__cu(r);
+  }
+  /* No event to be had, or it failed to tell (a transient error proves nothing, and what the work
+   * holds goes when this returns): the whole stream is the proof. A fault is final. */
+  if (rc < 0 && !cuv__status_is_fault(rc))
+    rc = cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
+  return rc;
 }

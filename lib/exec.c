@@ -146,9 +146,10 @@ void cuv__stream_reap(cuv_stream_t *stream) {
   while (pending) {
     cuv__submission_t *sub = pending;
     pending = sub->next;
-    CUresult r = cuv__drv.cuEventQuery(sub->done_event);
-    sub->status = cuv__cu(r);
-    cuv__submission_t **list = r == CUDA_ERROR_NOT_READY ? &keep : &done;
+    sub->status = cuv__cu(cuv__drv.cuEventQuery(sub->done_event));
+    /* Done, or faulted; not ready or a transient error (which proves nothing): kept. */
+    bool settled = sub->status == 0 || cuv__status_is_fault(sub->status);
+    cuv__submission_t **list = settled ? &done : &keep;
     sub->next = *list;
     *list = sub;
   }
