@@ -3,12 +3,7 @@
 // data, rejections for bad input, and many Promises in flight at once.
 const test = require('node:test');
 const assert = require('node:assert');
-const { cuv, driver, skip, random, randomFloats, assertClose } = require('../fixtures/common.js');
-
-// y = a*x + y in float32, as the kernel computes it (up to a fused multiply-add).
-function saxpyJs(a, x, y) {
-  return y.map((v, i) => Math.fround(Math.fround(a) * x[i]) + v);
-}
+const { cuv, driver, skip, random, randomFloats, assertClose, assertSaxpy } = require('../fixtures/common.js');
 
 // The MLP forward pass in JavaScript: layers of {w (out x in, row-major), b}, ReLU between.
 function mlpJs(x, rows, layers) {
@@ -52,7 +47,7 @@ test('saxpy matches a*x + y computed in JavaScript, and resolves to y', { skip }
     const [dx, dy] = await Promise.all([cuv.upload(x), cuv.upload(y)]);
     const result = await cuv.saxpy(a, dx, dy);
     assert.strictEqual(result, dy);
-    assertClose(assert, await cuv.download(dy), saxpyJs(a, x, y), 1e-6);
+    assertSaxpy(assert, await cuv.download(dy), a, x, y);
     assertClose(assert, await cuv.download(dx), x, 0); // x is only read
   }
 });
@@ -77,7 +72,7 @@ test('the synchronous bindings compute the same', { skip }, async () => {
   const x = randomFloats(100), y = randomFloats(100);
   const dy = await cuv.upload(y);
   assert.strictEqual(cuv.saxpySync(2, await cuv.upload(x), dy), dy);
-  assertClose(assert, await cuv.download(dy), saxpyJs(2, x, y), 1e-6);
+  assertSaxpy(assert, await cuv.download(dy), 2, x, y);
   assert.strictEqual(cuv.nopSync(), undefined);
   assert.strictEqual(await cuv.nop(), undefined);
 });
@@ -138,7 +133,7 @@ test('a driver failure rejects with the driver\'s error; the next call succeeds'
   }
   assert.strictEqual(cuv.pending(), 0);
   await cuv.saxpy(2, dx, dy);
-  assertClose(assert, await cuv.download(dy), saxpyJs(2, x, y), 1e-6);
+  assertSaxpy(assert, await cuv.download(dy), 2, x, y);
 });
 
 test('a thousand Promises in flight at once all resolve correctly', { skip }, async () => {
@@ -150,7 +145,7 @@ test('a thousand Promises in flight at once all resolve correctly', { skip }, as
     const [dx, dy] = await Promise.all([cuv.upload(x), cuv.upload(y)]);
     return cuv.download(await cuv.saxpy(a, dx, dy));
   }));
-  results.forEach((got, i) => assertClose(assert, got, saxpyJs(jobs[i].a, jobs[i].x, jobs[i].y), 1e-6));
+  results.forEach((got, i) => assertSaxpy(assert, got, jobs[i].a, jobs[i].x, jobs[i].y));
   // And a thousand submitted in one go, without awaiting between them.
   const nops = await Promise.all(Array.from({ length: n }, () => cuv.nop()));
   assert.strictEqual(nops.length, n);
