@@ -120,6 +120,13 @@ void infer_release(loop_t *l, request_t *req) {
   }
 }
 
+/* --isolate's part of server.h (isolate.c, worker.c): never reached, as the harness's server
+ * has no worker process (lp.iso and lp.wk stay NULL, srv.debug_fault false). */
+void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --isolate"); }
+void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
+void isolate_metrics(const server_t *s, FILE *f) {}
+void worker_request_done(request_t *req) { CHECK(!"worker_request_done outside a worker"); }
+
 /* The GPU finished running request i: with its outputs, or failed. */
 static void gpu_complete(size_t i, bool ok) {
   request_t *req = gpu.running[i];

@@ -249,7 +249,9 @@ static void conn_close(conn_t *c) {
     if (req->state == REQ_RUNNING) {
       req->orphan = true; /* its completion frees it */
     } else {
-      if (req->state == REQ_WAITING)
+      if (req->state == REQ_WAITING && lp->iso)
+        isolate_forget(lp, req);
+      else if (req->state == REQ_WAITING)
         infer_forget(lp, req);
       request_free(req);
     }
@@ -359,6 +361,8 @@ static route_t route_of(const char *url) {
     return ROUTE_INFER;
   if (len == 6 && !strncmp(url, "/stats", 6))
     return ROUTE_STATS;
+  if (len == 12 && !strncmp(url, "/debug/fault", 12))
+    return ROUTE_FAULT;
   return ROUTE_NONE;
 }
 
@@ -398,9 +402,16 @@ static int on_headers_complete(http_parser *p) {
   if (c->in_value)
     header_done(c);
   req->route = c->url_long ? ROUTE_NONE : route_of(c->url);
+  if (req->route == ROUTE_FAULT && !lp->srv->debug_fault)
+    req->route = ROUTE_NONE; /* the debug route exists only with --debug-fault */
   const size_t row_bytes = MLP_IN * sizeof(float);
   if (req->route == ROUTE_NONE) {
     req->status = 404;
+  } else if (req->route == ROUTE_FAULT) {
+    if (p->method != HTTP_POST) { /* its body, if any, is read and dropped */
+      req->status = 405;
+      req->extra_header = "Allow: POST\r\n";
+    }
   } else if (req->route == ROUTE_STATS) {
     if (p->method != HTTP_GET) {
       req->status = 405;
@@ -478,6 +489,8 @@ static int on_message_complete(http_parser *p) {
       respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
     else
       respond_error(req, 503, "out of memory");
+  } else if (lp->iso || req->route == ROUTE_FAULT) {
+    isolate_start(lp, req); /* --isolate: the worker process runs it */
   } else {
     lp->n.infer_rows_total += req->batch;
     infer_start(lp, req);
@@ -634,6 +647,10 @@ void conn_close_all(loop_t *lp) {
 /* ---- GPU completion ----------------------------------------------------------------------- */
 
 void request_gpu_done(request_t *req) {
+  if (req->lp->wk) { /* in --isolate's worker process: the reply goes back to the front */
+    worker_request_done(req);
+    return;
+  }
   conn_t *c = req->conn;
   loop_t *lp = c->lp;
   infer_release(lp, req);

@@ -116,6 +116,7 @@ char *metrics_render(const server_t *s, size_t *len) {
          "Requests cut short by the peer closing the connection.", n->truncated);
   metric(f, "cuv_infer_parse_errors_total", "counter", "Malformed requests (answered 400).",
          n->parse_errors);
+  isolate_metrics(s, f); /* --isolate: the worker processes (tcp_infer_worker_*) */
   if (fclose(f) != 0) {
     free(text);
     return NULL;

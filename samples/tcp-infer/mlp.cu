@@ -21,3 +21,8 @@ extern "C" __global__ void mlp_bias_act(unsigned rows, unsigned n, float *y, con
   float v = y[idx] + b[idx % n];
   y[idx] = relu && v < 0.0f ? 0.0f : v;
 }
+
+// tcp-infer --isolate --debug-fault (POST /debug/fault): a write through a bad pointer (the
+// worker passes 0x10: the GPU's first page is never mapped), an illegal address, which is a
+// sticky fault: the context is dead for the rest of the worker process. Host twin: worker.c.
+extern "C" __global__ void mlp_fault(unsigned *bad) { *bad = 1u; }

@@ -3,6 +3,7 @@
  *
  *   tcp-infer [--port N] [--baseline|--offload] [--duration S|none] [--loops N] [--max-batch N]
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
+ *             [--isolate [--isolate-queue N] [--debug-fault]]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
  * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
@@ -25,6 +26,8 @@
 typedef struct options {
   int port;
   bool baseline, offload, cublas;
+  bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
+  unsigned isolate_queue;
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
   uint64_t seed;
@@ -44,7 +47,10 @@ static void usage(FILE *f) {
           "  --seed N          weight seed (default %u; clients must use the same)\n"
           "  --sim-delay-us N  on the simulator, each layer takes at least N us\n"
           "  --cublas          layers through cuBLAS (dlopen'd) when it loads, else the kernel\n"
-          "  --ptx FILE        the kernel's PTX (default: the one built beside the program)\n",
+          "  --ptx FILE        the kernel's PTX (default: the one built beside the program)\n"
+          "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
+          "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
+          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault\n",
           MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED);
 }
 
@@ -56,9 +62,12 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},
       {"ptx", required_argument, NULL, 'x'},        {"loops", required_argument, NULL, 'l'},
       {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
+      {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
+      {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
       {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
-                   .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1};
+                   .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1,
+                   .isolate_queue = 1024};
   int ch;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (ch) {
@@ -73,16 +82,23 @@ static int parse_options(int argc, char **argv, options_t *o) {
     case 'D': o->sim_delay_us = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'c': o->cublas = true; break;
     case 'x': o->ptx = optarg; break;
+    case 'I': o->isolate = true; break;
+    case 'F': o->debug_fault = true; break;
+    case 'W': o->worker = true; break;
+    case 'Q': o->isolate_queue = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }
   }
   if (optind != argc || o->port < 0 || o->port > 65535 || o->max_batch == 0 ||
       o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
-      o->loops > 64 || (o->baseline && o->offload)) {
+      o->loops > 64 || (o->baseline && o->offload) ||
+      (o->debug_fault && !o->isolate && !o->worker)) { /* a fault in-process is for good */
     usage(stderr);
     return -1;
   }
+  if (o->worker)
+    o->isolate = false; /* the worker gets the front's options: it is the one that runs them */
   return 0;
 }
 
@@ -104,12 +120,13 @@ static void loop_stop(uv_async_t *async) {
   conn_close_all(lp);
   if (lp->bridge)
     cuv_uv_close(lp->bridge, NULL, NULL);
+  isolate_stop(lp); /* --isolate: the worker finishes its work and exits */
 }
 
 /* The loop's handles, workspaces and bridge; 0 or a cuv status. */
 static int loop_setup(loop_t *lp) {
-  int rc = infer_loop_init(lp);
-  if (rc == 0 && !lp->srv->baseline)
+  int rc = lp->srv->isolate ? isolate_open(lp) : infer_loop_init(lp);
+  if (rc == 0 && !lp->srv->baseline && !lp->srv->isolate)
     rc = cuv_uv_open(&lp->bridge, &lp->loop); /* on the loop's own thread */
   if (rc != 0)
     return rc;
@@ -202,13 +219,20 @@ int main(int argc, char **argv) {
     return fail("cuv_init", rc);
 
   server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
-                  .nloops = o.loops, .baseline = o.baseline, .offload = o.offload};
+                  .nloops = o.loops, .baseline = o.baseline, .offload = o.offload,
+                  .isolate = o.isolate, .debug_fault = o.debug_fault,
+                  .isolate_queue = o.isolate_queue, .argc = argc, .argv = argv};
   server_t *s = &srv;
-  if ((rc = cuv_device_open(&s->dev, 0)) != 0)
-    return fail("cuv_device_open", rc);
-  if ((rc = infer_init(s, o.ptx, o.seed)) != 0)
-    return fail("loading the model", rc);
-  bool cublas = o.cublas && infer_cublas_open(s) == 0;
+  bool cublas = false;
+  if (!o.isolate) { /* --isolate: the front never opens the device, its workers do */
+    if ((rc = cuv_device_open(&s->dev, 0)) != 0)
+      return fail("cuv_device_open", rc);
+    if ((rc = infer_init(s, o.ptx, o.seed)) != 0)
+      return fail("loading the model", rc);
+    cublas = o.cublas && infer_cublas_open(s) == 0;
+  }
+  if (o.worker)
+    return worker_main(s, o.ptx); /* frames from the front on fd 3 instead of connections */
 
   /* The loops: sockets bound here (the first one picks the port), the rest on their threads. */
   s->loops = calloc(o.loops, sizeof *s->loops);
@@ -253,12 +277,14 @@ int main(int argc, char **argv) {
       stop_all(&c, "start-up failed");
     }
   if (status == EXIT_SUCCESS) {
-    printf("tcp-infer: %s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
+    printf("tcp-infer: %s%s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
            "max batch %u, %u workspaces per loop\n",
+           s->isolate ? "isolated (worker processes), " : "",
            s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
            : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
                         : "cuv (cuv_uv_submit)",
-           cuv_driver_is_sim() ? "the simulator" : "the GPU", cuv_device_name(s->dev), o.loops,
+           cuv_driver_is_sim() ? "the simulator" : "the GPU",
+           s->dev ? cuv_device_name(s->dev) : "device 0", o.loops,
            o.loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
            cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o.seed, o.max_batch,
            o.workspaces);
@@ -284,9 +310,12 @@ int main(int argc, char **argv) {
          (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
          (unsigned long long)dropped);
   uv_sem_destroy(&s->ready);
+  for (unsigned i = 0; i < o.loops; i++)
+    isolate_free(&s->loops[i]); /* after every loop ended: /stats on any loop read them */
   free(s->loops);
   infer_free(s);
-  cuv_device_close(s->dev);
+  if (s->dev)
+    cuv_device_close(s->dev);
   if (uv_loop_close(&main_loop) != 0)
     status = EXIT_FAILURE;
   return status;

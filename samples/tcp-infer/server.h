@@ -5,6 +5,9 @@
  *   infer.c    the model on the GPU: weights, workspaces, the cuv pipeline (or the baseline:
  *              the same work in libuv's thread pool with a blocking cuv_sync)
  *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
+ *   isolate.c  --isolate, the front: each loop's GPU work runs in a worker process it supervises
+ *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
+ *   frames.c   --isolate: the frames between them (frames.h)
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
@@ -14,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <http_parser.h>
 #include <uv.h>
@@ -44,7 +48,7 @@ typedef enum {
   REQ_WRITING, /* its response is being written (owned by the write) */
 } req_state_t;
 
-typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS } route_t;
+typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS, ROUTE_FAULT } route_t; /* FAULT: --debug-fault */
 
 struct request {
   loop_t *lp;
@@ -70,6 +74,7 @@ struct request {
   char head[320];     /* the response's status line and headers */
   uv_write_t write;
   uv_work_t work;     /* --baseline */
+  uint64_t iso_id;    /* --isolate: its frame id at the worker process */
 };
 
 /* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
@@ -100,6 +105,8 @@ struct loop {
   workspace_t *workspaces, *free_ws;
   request_t *wait_head, *wait_tail;
   conn_t *conns; /* open connections, for shutdown */
+  struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
+  struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   bool stopping;
   int setup_status;
   counters_t n;
@@ -117,6 +124,11 @@ struct server {
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
+  /* --isolate: the front opens no device; each loop spawns `argv[0] --worker argv[1..]` */
+  bool isolate, debug_fault;
+  unsigned isolate_queue; /* requests that may wait for a worker; more: 503 */
+  int argc;
+  char **argv;
 };
 
 /* conn.c */
@@ -153,6 +165,24 @@ int infer_cublas_open(server_t *s);
 void infer_cublas_close(server_t *s);
 /* The two layers for `rows` rows of ws->in into ws->out, as one op. */
 cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
+
+/* isolate.c (the front, --isolate; loop thread unless said). */
+int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */
+void isolate_stop(loop_t *lp);  /* shutdown: the worker finishes its work and exits */
+void isolate_free(loop_t *lp);  /* after the loop ended */
+/* Takes a complete POST /infer or POST /debug/fault: to the worker, or queued until one is
+ * ready, or answered 503 (queue full). */
+void isolate_start(loop_t *lp, request_t *req);
+/* A queued request (REQ_WAITING) whose connection closed leaves the queue. */
+void isolate_forget(loop_t *lp, request_t *req);
+/* GET /stats (any thread): the worker metrics, summed over the loops. */
+void isolate_metrics(const server_t *s, FILE *f);
+
+/* worker.c (the worker process, --worker): serves frames on fd 3 with the loaded model; returns
+ * the process's exit status. */
+int worker_main(server_t *s, const char *ptx);
+/* request_gpu_done for the worker's requests: the reply frame goes back to the front. */
+void worker_request_done(request_t *req);
 
 /* metrics.c: the /stats body (malloc'd), summed over every loop. */
 char *metrics_render(const server_t *s, size_t *len);

@@ -1,0 +1,64 @@
+/* tcp-infer --isolate: the frames between the front (isolate.c) and its worker process
+ * (worker.c), over one socketpair (the worker's fd 3). Both ends are the same executable on the
+ * same machine, so integers are in host byte order; fields are copied with memcpy, never through
+ * a packed struct.
+ *
+ *   request (front -> worker): u64 id, u32 rows, then rows x 64 float32 (rows x 256 bytes).
+ *                              rows 0 is the debug fault (POST /debug/fault): no payload.
+ *   reply   (worker -> front): u64 id, i32 status, u32 rows, then rows x 16 float32 when
+ *                              status is 0 (rows x 64 bytes); status is 0 or a cuv error code.
+ *                              id 0 (status 0, rows 0) is the "ready" frame: the worker loaded
+ *                              its kernels and uploaded the weights.
+ *
+ * A frame_reader_t takes bytes as they come (partial frames, several frames per read) and hands
+ * out whole frames. */
+#ifndef TCP_INFER_FRAMES_H
+#define TCP_INFER_FRAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define FRAME_REQUEST_HEAD 12u /* u64 id, u32 rows */
+#define FRAME_REPLY_HEAD 16u   /* u64 id, i32 status, u32 rows */
+#define FRAME_READY_ID 0u
+
+/* The worker's exit status after a sticky device fault (its context is dead: only a new process
+ * gets a working device). Any other exit, or a signal, is a crash to the front. */
+#define WORKER_EXIT_FAULT 3
+
+typedef struct frame {
+  uint64_t id;
+  int32_t status; /* replies only */
+  uint32_t rows;
+  const void *payload; /* inside the reader's buffer: valid until the next frame_reader_space */
+  size_t payload_len;
+} frame_t;
+
+typedef struct frame_reader {
+  char *buf;
+  size_t len, pos, cap; /* bytes held, bytes consumed, capacity */
+  bool replies;         /* the frames it reads: replies (the front) or requests (the worker) */
+  uint32_t max_rows;    /* a frame with more rows is a protocol error */
+} frame_reader_t;
+
+/* 0, or -1 when out of memory. */
+int frame_reader_init(frame_reader_t *r, bool replies, uint32_t max_rows);
+void frame_reader_free(frame_reader_t *r);
+/* Room for at least `min` more bytes at *base (*len bytes in all); then frame_reader_fill with
+ * the count read. Drops the consumed bytes first, so earlier frames' payloads become invalid.
+ * 0, or -1 when out of memory. */
+int frame_reader_space(frame_reader_t *r, size_t min, char **base, size_t *len);
+void frame_reader_fill(frame_reader_t *r, size_t n);
+/* The next whole frame: 1 (and *f), 0 when more bytes are needed, -1 on a malformed frame. */
+int frame_next(frame_reader_t *r, frame_t *f);
+
+/* Headers, written into `out` (FRAME_REQUEST_HEAD / FRAME_REPLY_HEAD bytes). */
+void frame_request_head(char *out, uint64_t id, uint32_t rows);
+void frame_reply_head(char *out, uint64_t id, int32_t status, uint32_t rows);
+
+/* Payload bytes of a request / a reply of `rows` rows. */
+size_t frame_request_payload(uint32_t rows);
+size_t frame_reply_payload(int32_t status, uint32_t rows);
+
+#endif

@@ -1,0 +1,336 @@
+/* tcp-infer --isolate: the worker process (`tcp-infer --worker ...`, started by isolate.c).
+ *
+ * It loads the model as the server does (server.c's start-up, infer_init), then serves request
+ * frames from fd 3 (frames.h) with infer.c's pipeline unchanged: each frame becomes a request_t
+ * without a connection, started with infer_start, and its completion (request_gpu_done, which
+ * hands worker requests to worker_request_done) writes the reply frame. One loop, one bridge.
+ *
+ * A sticky device fault (illegal address, trap, ...) kills the CUDA context for the rest of the
+ * process: cuv_device_recover cannot clear it (the driver's primary-context reset gives the
+ * fault back; the simulator does the same). So on the first completion that reports one, the
+ * worker stops reading, lets every request it holds resolve (cuv resolves each with the fault,
+ * none hangs) and write its reply, and exits with WORKER_EXIT_FAULT through _exit: what cuv
+ * could not prove complete is leaked on purpose, and the process's end frees it; the front
+ * starts a new worker. On EOF (the front shuts down) it finishes its work and exits 0 cleanly. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "frames.h"
+#include "server.h"
+
+#define FRAMES_FD 3
+#define FAULT_GRACE_MS 10000 /* after a fault: exit even if a request never resolved */
+
+struct worker_side {
+  loop_t *lp;
+  uv_pipe_t pipe;
+  uv_timer_t grace;
+  frame_reader_t rd;
+  cuv_kernel_t *fault; /* mlp_fault, with --debug-fault */
+  unsigned held;       /* requests taken and not yet answered (reply written) */
+  bool faulted, eof, closed;
+};
+
+#ifdef TCP_INFER_WITH_SIM
+#include <cuv/sim.h>
+
+/* mlp_fault's host twin: what the GPU reports for its write through a bad pointer. */
+static int twin_fault(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  (void)params;
+  return CUDA_ERROR_ILLEGAL_ADDRESS;
+}
+
+static void register_fault_twin(void) {
+  static const size_t sizes[1] = {sizeof(cuv_deviceptr_t)};
+  cuv_sim_register_kernel("mlp_fault", twin_fault, 1, sizes);
+}
+#else
+static void register_fault_twin(void) {}
+#endif
+
+/* The driver errors that leave the context dead (cuv's own list, lib/submission.c), and a
+ * context already reset under us. */
+static bool is_sticky_fault(int status) {
+  if (status == CUV_ELOST)
+    return true;
+  switch (cuv_cuda_result(status)) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_ECC_UNCORRECTABLE:
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    return true;
+  default:
+    return false;
+  }
+}
+
+/* ---- ending --------------------------------------------------------------------------------- */
+
+static void on_closed(uv_handle_t *handle) { (void)handle; }
+
+/* Once nothing is held: after a fault, exit now; after EOF, close the handles and the bridge so
+ * that uv_run returns and worker_main frees everything. */
+static void maybe_finish(struct worker_side *wk) {
+  if (wk->held || wk->closed || !(wk->faulted || wk->eof))
+    return;
+  if (wk->faulted) {
+    fflush(stdout);
+    fflush(stderr);
+    _exit(WORKER_EXIT_FAULT); /* the context is dead: no teardown to trust, the exit frees it */
+  }
+  wk->closed = true;
+  uv_close((uv_handle_t *)&wk->pipe, on_closed);
+  uv_close((uv_handle_t *)&wk->grace, on_closed);
+  if (wk->lp->bridge)
+    cuv_uv_close(wk->lp->bridge, NULL, NULL);
+}
+
+static void on_grace(uv_timer_t *timer) {
+  struct worker_side *wk = timer->data;
+  fprintf(stderr, "tcp-infer worker %d: %u requests still unresolved after the fault; exiting\n",
+          (int)getpid(), wk->held);
+  fflush(stderr);
+  _exit(WORKER_EXIT_FAULT);
+}
+
+static void enter_fault(struct worker_side *wk, int status) {
+  if (wk->faulted)
+    return;
+  wk->faulted = true;
+  uv_read_stop((uv_stream_t *)&wk->pipe); /* nothing new: the front answers what it still sent */
+  fprintf(stderr, "tcp-infer worker %d: device fault (%s): answering the %u requests held, then "
+          "exiting\n", (int)getpid(), cuv_err_name(status), wk->held);
+  uv_timer_start(&wk->grace, on_grace, FAULT_GRACE_MS, 0);
+}
+
+/* ---- replies ------------------------------------------------------------------------------ */
+
+typedef struct reply {
+  uv_write_t write;
+  char head[FRAME_REPLY_HEAD];
+  request_t *req;
+} reply_t;
+
+static void request_free(request_t *req) {
+  cuv_output_release(&req->out);
+  free(req->body);
+  free(req);
+}
+
+static void reply_done(struct worker_side *wk, reply_t *r) {
+  request_free(r->req);
+  free(r);
+  wk->held--;
+  maybe_finish(wk);
+}
+
+static void on_replied(uv_write_t *write, int status) {
+  (void)status; /* a write error: the front is gone, and so is the need to answer it */
+  reply_done(write->handle->data, write->data);
+}
+
+/* One frame back to the front; an outcome without a frame (out of memory) is left to the front,
+ * which answers 503 for what the worker never answered once it is gone. */
+static void send_reply(struct worker_side *wk, uint64_t id, int status, request_t *req) {
+  reply_t *r = malloc(sizeof *r);
+  if (!r) {
+    request_free(req);
+    wk->held--;
+    maybe_finish(wk);
+    return;
+  }
+  uint32_t rows = req->route == ROUTE_INFER ? req->batch : 0;
+  if (status == 0 && rows && !req->out.data)
+    status = CUV_EINVAL; /* no output: never a reply of the wrong size */
+  frame_reply_head(r->head, id, status, rows);
+  r->req = req;
+  r->write.data = r;
+  uv_buf_t bufs[2] = {uv_buf_init(r->head, FRAME_REPLY_HEAD),
+                      uv_buf_init(req->out.data, (unsigned)frame_reply_payload(status, rows))};
+  unsigned n = frame_reply_payload(status, rows) ? 2 : 1;
+  if (wk->closed || uv_write(&r->write, (uv_stream_t *)&wk->pipe, bufs, n, on_replied) != 0)
+    reply_done(wk, r);
+}
+
+void worker_request_done(request_t *req) {
+  if (!req || !req->lp || !req->lp->wk)
+    return;
+  struct worker_side *wk = req->lp->wk;
+  if (req->route == ROUTE_INFER)
+    infer_release(wk->lp, req); /* the next waiting request may start on its workspace */
+  if (is_sticky_fault(req->gpu_status))
+    enter_fault(wk, req->gpu_status);
+  send_reply(wk, req->iso_id, req->gpu_status, req);
+}
+
+/* ---- requests ----------------------------------------------------------------------------- */
+
+static void on_fault_done(int status, cuv_output_t *out, void *arg) {
+  (void)out;
+  request_t *req = arg;
+  req->gpu_status = status;
+  worker_request_done(req);
+}
+
+/* POST /debug/fault: a kernel that writes through a bad pointer (the GPU's first page is never
+ * mapped), which makes the context's sticky fault. */
+static void start_fault(struct worker_side *wk, request_t *req) {
+  int rc = CUV_ENOTSUP; /* the worker runs it only when told --debug-fault too */
+  if (wk->lp->srv->debug_fault && wk->fault) {
+    unsigned long long bad = 0x10;
+    const cuv_arg_t args[] = {CUV_ARG_VALUE(bad)};
+    rc = cuv_uv_submit(wk->lp->bridge,
+                       cuv_launch(wk->fault, CUV_DIM1(1), CUV_DIM1(1), 0, args, 1),
+                       on_fault_done, req, NULL);
+    if (rc == 0)
+      return;
+  }
+  req->gpu_status = rc;
+  worker_request_done(req);
+}
+
+static void take_frame(struct worker_side *wk, const frame_t *f) {
+  request_t *req = calloc(1, sizeof *req);
+  if (!req)
+    return; /* unanswered: the front answers it 503 once this worker is gone */
+  loop_t *lp = wk->lp;
+  req->lp = lp;
+  req->iso_id = f->id;
+  req->state = REQ_RUNNING;
+  wk->held++;
+  if (f->rows == 0) {
+    req->route = ROUTE_FAULT;
+    start_fault(wk, req);
+    return;
+  }
+  req->route = ROUTE_INFER;
+  req->batch = f->rows;
+  req->body_len = req->body_cap = f->payload_len;
+  req->body = malloc(f->payload_len);
+  if (!req->body) {
+    req->gpu_status = CUV_ENOMEM;
+    worker_request_done(req);
+    return;
+  }
+  memcpy(req->body, f->payload, f->payload_len);
+  infer_start(lp, req); /* now, or once a workspace is free */
+}
+
+static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
+  struct worker_side *wk = handle->data;
+  char *base;
+  size_t len;
+  (void)suggested;
+  if (frame_reader_space(&wk->rd, 64u << 10, &base, &len) != 0)
+    *buf = uv_buf_init(NULL, 0);
+  else
+    *buf = uv_buf_init(base, (unsigned)len);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  struct worker_side *wk = stream->data;
+  (void)buf;
+  if (nread > 0) {
+    frame_reader_fill(&wk->rd, (size_t)nread);
+    frame_t f;
+    int rc;
+    while (!wk->faulted && (rc = frame_next(&wk->rd, &f)) == 1)
+      take_frame(wk, &f);
+    if (wk->faulted || rc >= 0)
+      return;
+    fprintf(stderr, "tcp-infer worker %d: malformed frame from the front\n", (int)getpid());
+  } else if (nread == 0) {
+    return;
+  }
+  /* EOF (the front shuts down), an error, or a malformed frame: take nothing more, finish */
+  uv_read_stop(stream);
+  wk->eof = true;
+  maybe_finish(wk);
+}
+
+/* ---- start-up ----------------------------------------------------------------------------- */
+
+static int load_fault_kernel(struct worker_side *wk, const char *ptx) {
+  cuv_module_t *mod;
+  register_fault_twin();
+  int rc = cuv_module_load_file(&mod, wk->lp->srv->dev, ptx);
+  if (rc != 0)
+    return rc;
+  rc = cuv_kernel_get(&wk->fault, mod, "mlp_fault");
+  cuv_module_unload(mod); /* the kernel keeps it */
+  if (rc != 0)
+    fprintf(stderr, "tcp-infer worker: %s has no mlp_fault: POST /debug/fault is refused\n", ptx);
+  return 0;
+}
+
+/* The loop, its workspaces and bridge, the frames' pipe; then the ready frame. */
+static int setup(struct worker_side *wk, const char *ptx) {
+  loop_t *lp = wk->lp;
+  int rc = infer_loop_init(lp);
+  if (rc == 0) /* also in --baseline: the debug fault goes through it */
+    rc = cuv_uv_open(&lp->bridge, &lp->loop);
+  if (rc == 0 && lp->srv->debug_fault)
+    rc = load_fault_kernel(wk, ptx);
+  if (rc != 0)
+    return rc;
+  if (frame_reader_init(&wk->rd, false, lp->srv->max_batch) != 0)
+    return CUV_ENOMEM;
+  uv_timer_init(&lp->loop, &wk->grace);
+  uv_pipe_init(&lp->loop, &wk->pipe, 0);
+  wk->grace.data = wk->pipe.data = wk;
+  if (uv_pipe_open(&wk->pipe, FRAMES_FD) != 0 ||
+      uv_read_start((uv_stream_t *)&wk->pipe, on_alloc, on_read) != 0)
+    return CUV_EINVAL;
+  static char ready[FRAME_REPLY_HEAD];
+  frame_reply_head(ready, FRAME_READY_ID, 0, 0);
+  uv_buf_t buf = uv_buf_init(ready, FRAME_REPLY_HEAD);
+  return uv_try_write((uv_stream_t *)&wk->pipe, &buf, 1) == FRAME_REPLY_HEAD ? 0 : CUV_EINVAL;
+}
+
+int worker_main(server_t *s, const char *ptx) {
+  if (!s || !s->dev || !ptx)
+    return EXIT_FAILURE;
+  if (uv_guess_handle(FRAMES_FD) != UV_NAMED_PIPE) {
+    fprintf(stderr, "tcp-infer: --worker is started by --isolate (frames on fd %d)\n", FRAMES_FD);
+    return 2;
+  }
+  struct worker_side wk = {0};
+  loop_t *lp = calloc(1, sizeof *lp);
+  if (!lp)
+    return EXIT_FAILURE;
+  lp->srv = s;
+  lp->wk = &wk;
+  wk.lp = lp;
+  s->loops = lp;
+  s->nloops = 1;
+  uv_loop_init(&lp->loop);
+  int rc = setup(&wk, ptx);
+  if (rc != 0) {
+    fprintf(stderr, "tcp-infer worker: start-up failed: %s\n", cuv_err_name(rc));
+    fflush(stderr);
+    _exit(EXIT_FAILURE); /* handles half made: the front sees a worker that never got ready */
+  }
+  uv_run(&lp->loop, UV_RUN_DEFAULT); /* until EOF and every request answered */
+  infer_loop_free(lp);
+  int status = uv_loop_close(&lp->loop) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+  frame_reader_free(&wk.rd);
+  if (wk.fault)
+    cuv_kernel_release(wk.fault);
+  free(lp);
+  s->loops = NULL;
+  s->nloops = 0;
+  infer_free(s);
+  cuv_device_close(s->dev);
+  return status;
+}
