@@ -56,7 +56,7 @@ typedef struct row {
   double p50, p90, p99, mean; /* microseconds */
   int n;
   int ok;
-  char path[96]; /* which completion path delivered (cuv rows) */
+  char path[128]; /* which completion path delivered (cuv rows) */
 } row_t;
 
 static int cmp_u64(const void *a, const void *b) {
@@ -78,8 +78,10 @@ static void path_begin(void) { cuv_stats(&stats_before); }
 static void path_end(row_t *r) {
   cuv_stats_t s;
   cuv_stats(&s);
-  snprintf(r->path, sizeof r->path, "reactor %llu hostfn %llu spin %llu sync %llu fallback %llu",
+  snprintf(r->path, sizeof r->path,
+           "reactor %llu (polled %llu) hostfn %llu spin %llu sync %llu fallback %llu",
            (unsigned long long)(s.completed_reactor - stats_before.completed_reactor),
+           (unsigned long long)(s.completed_polled - stats_before.completed_polled),
            (unsigned long long)(s.completed_hostfn - stats_before.completed_hostfn),
            (unsigned long long)(s.completed_spin - stats_before.completed_spin),
            (unsigned long long)(s.completed_sync - stats_before.completed_sync),

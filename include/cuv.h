@@ -375,6 +375,14 @@ typedef struct cuv_submit_opts {
 CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
+/* Looks once, without blocking, for submitted work whose completion flag has landed, and
+ * completes it on the calling thread (into its queue, as the reactor thread would): the
+ * reactor's scan, done here now. A thread that polls anyway, such as a loop with young work in
+ * flight (the libuv bridge), then sees short work finish without waiting for the reactor thread
+ * to wake up. Returns how many submissions it completed; 0 when none had finished or the reactor
+ * thread was scanning at that moment. Any thread; never calls the driver. */
+CUV_EXTERN int cuv_poll(void);
+
 /* The inline spin budget in microseconds (CUDA_ASYNC_SPIN_BUDGET_US, read once; default 20). */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
 
@@ -417,6 +425,7 @@ typedef struct cuv_stats {
   uint64_t completed;          /* submissions proven complete */
   uint64_t completed_spin;     /* ... by the inline spin */
   uint64_t completed_reactor;  /* ... by the flag-write reactor */
+  uint64_t completed_polled;   /* ... of those, seen by a cuv_poll caller, not the reactor thread */
   uint64_t completed_hostfn;   /* ... by the host-callback path */
   uint64_t completed_sync;     /* ... by a blocking executor's wait */
   uint64_t completed_event;    /* ... by an event behind cuv_enqueue_on work */

@@ -184,3 +184,5 @@ int cuv__wait_sync(cuv__submission_t *sub) {
     rc = cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
   return rc;
 }
+
+CUV_EXTERN int cuv_poll(void) { return (int)cuv__reactor_poll(); }

@@ -11,6 +11,7 @@
  * the idle-to-active transition, under the park lock, so no wake-up is lost. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "internal.h"
@@ -20,7 +21,7 @@
 #define SPIN_NS 200000ull       /* keep scanning this long after the last progress */
 #define PARK_SPIN_NS 50000ull   /* with nothing armed, linger this long before parking */
 #define PROBE_NS 2000000ull     /* probe streams of stuck work this often */
-#define BACKOFF_MAX_NS 100000ull
+#define BACKOFF_MAX_NS 20000ull /* so long work is seen at most ~20 us late */
 
 typedef struct slot {
   cuv__submission_t *sub;
@@ -40,6 +41,7 @@ static struct {
   uint32_t nslots;
   _Atomic uint64_t *active;   /* one bit per armed slot */
   uint32_t nwords;
+  pthread_mutex_t scan_lock;  /* one scanner at a time: the thread, or a cuv_poll caller */
   pthread_mutex_t free_lock;
   uint32_t free_head;         /* UINT32_MAX when empty */
   atomic_uint armed;          /* slots armed + host-callback submissions watched */
@@ -51,6 +53,7 @@ static struct {
   pthread_mutex_t watch_lock;
   cuv__submission_t *watch_head;
 } R = {.once = PTHREAD_ONCE_INIT,
+       .scan_lock = PTHREAD_MUTEX_INITIALIZER,
        .free_lock = PTHREAD_MUTEX_INITIALIZER,
        .park_lock = PTHREAD_MUTEX_INITIALIZER,
        .park_cond = PTHREAD_COND_INITIALIZER,
@@ -99,6 +102,7 @@ static int alloc_slots(void) {
 int cuv__reactor_rebuild(CUcontext old) {
   if (!R.slots || R.init_status < 0 || (R.flags && R.owner != old))
     return 0; /* not started, or its flags live in another device's context */
+  pthread_mutex_lock(&R.scan_lock); /* no scan reads the flags while they change */
   pthread_mutex_lock(&R.free_lock);
   int rc = atomic_load(&R.armed) ? CUV_EBUSY : alloc_flags();
   if (rc == 0)
@@ -106,6 +110,7 @@ int cuv__reactor_rebuild(CUcontext old) {
   else
     R.flags = NULL; /* the reset freed them: never written or scanned again */
   pthread_mutex_unlock(&R.free_lock);
+  pthread_mutex_unlock(&R.scan_lock);
   return rc;
 }
 
@@ -248,17 +253,20 @@ void cuv__reactor_unwatch(cuv__submission_t *sub) {
 
 /* Retires armed slot i: clears its bit and completes its submission with `status`. A slot whose
  * write may still land (a fault) is not reused. */
-static void slot_retire(uint32_t i, int status, bool reuse) {
+static void slot_retire(uint32_t i, int status, bool reuse, bool polled) {
   atomic_fetch_and_explicit(&R.active[i / 64], ~(1ull << (i % 64)), memory_order_relaxed);
   cuv__submission_t *sub = R.slots[i].sub;
   if (reuse)
     slot_put(i);
   CUV__STAT_SUB(slots_in_use, 1);
   atomic_fetch_sub(&R.armed, 1);
+  if (polled)
+    CUV__STAT_ADD(completed_polled, 1);
   cuv__complete(sub, status, CUV__PATH_REACTOR);
 }
 
-static unsigned scan(void) {
+/* Completes every armed slot whose write landed. The caller holds scan_lock. */
+static unsigned scan(bool polled) {
   unsigned done = 0;
   for (uint32_t w = 0; w < R.nwords; w++) {
     uint64_t bits = atomic_load_explicit(&R.active[w], memory_order_acquire);
@@ -266,7 +274,7 @@ static unsigned scan(void) {
       uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
       bits &= bits - 1;
       if (__atomic_load_n(&R.flags[i], __ATOMIC_ACQUIRE) == R.slots[i].expect) {
-        slot_retire(i, 0, true);
+        slot_retire(i, 0, true, polled);
         done++;
       }
     }
@@ -294,9 +302,9 @@ static void probe_slots(void) {
       bits &= bits - 1;
       int state = stream_state(R.slots[i].sub);
       if (state < 0)
-        slot_retire(i, state, false);
+        slot_retire(i, state, false, false);
       else if (state == 0 && R.slots[i].idle_seen)
-        slot_retire(i, 0, true);
+        slot_retire(i, 0, true, false);
       else
         R.slots[i].idle_seen = state == 0;
     }
@@ -369,11 +377,32 @@ static bool park(void) {
   return go_on;
 }
 
+unsigned cuv__reactor_poll(void) {
+  /* Nothing armed: nothing to find (and the flags may not exist yet). A registration counts
+   * itself in before it sets its bit, so armed work is never missed by this test. */
+  if (atomic_load(&R.armed) == 0 || pthread_mutex_trylock(&R.scan_lock) != 0)
+    return 0; /* or the thread is scanning right now: it sees the same flags */
+  unsigned done = R.flags ? scan(true) : 0;
+  pthread_mutex_unlock(&R.scan_lock);
+  return done;
+}
+
+static unsigned locked_scan(void) {
+  pthread_mutex_lock(&R.scan_lock);
+  unsigned done = scan(false);
+  pthread_mutex_unlock(&R.scan_lock);
+  return done;
+}
+
 static void *reactor_main(void *arg) {
+  (void)arg;
+  /* Accurate back-off sleeps: the default 50 us of timer slack would make each "1 us" sleep a
+   * 50 us one, and long work would be seen that much later. */
+  prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
   uint64_t last_progress = cuv__now_ns(), last_probe = last_progress, backoff = 0;
   while (!atomic_load_explicit(&R.stop, memory_order_relaxed)) {
     uint64_t now = cuv__now_ns();
-    if (scan()) {
+    if (locked_scan()) {
       last_progress = last_probe = now;
       backoff = 0;
       continue;
@@ -389,7 +418,9 @@ static void *reactor_main(void *arg) {
     if (now - last_progress < SPIN_NS)
       continue;
     if (now - last_probe >= PROBE_NS) {
+      pthread_mutex_lock(&R.scan_lock);
       probe_slots();
+      pthread_mutex_unlock(&R.scan_lock);
       probe_watched();
       last_probe = now;
     }

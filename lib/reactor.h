@@ -13,6 +13,9 @@ bool cuv__reactor_landed(const cuv__submission_t *sub);
 void cuv__reactor_disarm(cuv__submission_t *sub);
 /* Hands the armed slot to the reactor thread, which completes the submission. */
 void cuv__reactor_register(cuv__submission_t *sub);
+/* One scan on the calling thread (cuv_poll), unless the thread is scanning at this moment: the
+ * number of submissions it completed. */
+unsigned cuv__reactor_poll(void);
 /* After a reset of context `old` (recover.c): new flags in the current context if the old ones
  * lived there (that memory went with the context). CUV_EBUSY while anything is armed. On failure
  * the reactor has no flags: arming fails (work falls back to host functions) until a later

@@ -4,7 +4,7 @@
 /* Process-wide counters behind cuv_stats(); relaxed atomics, they are for observation only.
  * The list must name the fields of cuv_stats_t. */
 #define CUV__STATS_FIELDS(X)                                                                      \
-  X(submitted) X(completed) X(completed_spin) X(completed_reactor) X(completed_hostfn)            \
+  X(submitted) X(completed) X(completed_spin) X(completed_reactor) X(completed_polled) X(completed_hostfn)            \
   X(completed_sync) X(completed_event) X(fallbacks) X(faults) X(waits_inserted) X(leaked)         \
   X(in_flight) X(slots_in_use) X(reactor_wakeups) X(recoveries)
 

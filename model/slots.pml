@@ -67,6 +67,7 @@ byte flags[NSLOTS];         /* R.flags: pinned host memory, written by the GPU *
 bool bits[NSLOTS];          /* R.active: one bit per armed slot */
 byte armed;                 /* R.armed: slots armed + host-callback work watched */
 bool parked;                /* R.parked (under park_lock) */
+bool scan_lock;             /* R.scan_lock: one scanner at a time, the reactor or a poller */
 bool park_lock;             /* R.park_lock: held or not */
 bool waiting;               /* the reactor sleeps in pthread_cond_wait(park_cond) */
 bool watched[NSUB];         /* on R.watch_head's list (under watch_lock) */
@@ -306,13 +307,16 @@ inline slot_retire(st, reuse) {
 
 /* scan: a set bit whose flag holds the expected generation retires its slot. (Each slot's bit
  * and flag are read in one step; the code loads the bit word first: a bit set in between is
- * seen by the next scan.) */
+ * seen by the next scan.) The scanner holds scan_lock: taking it with a landed flag in view is
+ * one step, since only a scanner clears a bit and only a retire lets a slot's flag change. */
 inline scan_retire(k) {
   atomic {
-    LANDED(k) -> i = k; bits[i] = false; s = slot_sub[i] - 1;
+    !scan_lock && LANDED(k) -> scan_lock = true;
+    i = k; bits[i] = false; s = slot_sub[i] - 1;
     assert(s < NSUB && !claimed[s]) /* the slot's own submission, not yet completed */
   };
-  slot_retire(S_OK, true)
+  slot_retire(S_OK, true);
+  UNLOCK(scan_lock)
 }
 
 #define Q_BUSY 4
@@ -431,8 +435,21 @@ end_loop:
   :: scan_retire(0)
   :: scan_retire(1)
   :: atomic { !LANDED(0) && !LANDED(1) && armed == 0 } -> park()
-  :: atomic { !LANDED(0) && !LANDED(1) && armed != 0 && PROBE_USEFUL } ->
-     probe_slots(); probe_watched()
+  :: atomic { !scan_lock && !LANDED(0) && !LANDED(1) && armed != 0 && PROBE_USEFUL ->
+              scan_lock = true } ->
+     probe_slots(); UNLOCK(scan_lock); probe_watched()
+  od
+}
+
+/* cuv_poll on a thread that polls anyway (the libuv bridge's loop while its work is young): the
+ * reactor's scan on the calling thread, when pthread_mutex_trylock(scan_lock) succeeds (a busy
+ * lock: return 0, a stutter). It may complete work while the reactor is parked or probing. */
+proctype Poller() {
+  byte i, s, state;
+end_poll:
+  do
+  :: scan_retire(0)
+  :: scan_retire(1)
   od
 }
 
@@ -504,6 +521,9 @@ init {
     next_free[1] = NONE;
     free_head = 0;
     run Reactor();
+#ifndef NO_POLLER
+    run Poller();
+#endif
     run Stream(0);
     run Stream(1);
     run Bus();

@@ -4,7 +4,7 @@
  * One bridge = one cuv queue + three handles on the loop:
  * - async: the queue's notify hook sends it; its callback drains the whole queue (sends coalesce);
  * - idle:  while work submitted on the loop thread is younger than the spin budget, the loop polls
- *          the queue itself on every iteration (an active idle handle makes uv_run poll for I/O
+ *          the completion flags (cuv_poll) and the queue itself on every iteration (an active idle handle makes uv_run poll for I/O
  *          with timeout 0, so other I/O is still served and no callback ever spins); a completion
  *          then reaches its callback without a cross-thread wake-up;
  * - check: unreferenced, runs at the end of every loop iteration: it is how the loop thread learns
@@ -122,6 +122,10 @@ static void stop_polling(cuv_uv_t *b) {
 
 static void on_idle(uv_idle_t *handle) {
   cuv_uv_t *b = handle->data;
+  /* The loop is polling anyway: look at the completion flags itself (the inline spin of the
+   * design, one look per iteration so I/O is never stalled), rather than wait for the reactor
+   * thread, which may have to wake up first, to see them and hand them over. */
+  cuv_poll();
   drain(b);
   if (!b->finishing &&
       (atomic_load(&b->in_flight) == 0 || uv_hrtime() >= b->young_until))

@@ -609,6 +609,7 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   } fields[] = {
       {"submitted", s.submitted},         {"completed", s.completed},
       {"completedSpin", s.completed_spin}, {"completedReactor", s.completed_reactor},
+      {"completedPolled", s.completed_polled},
       {"completedHostfn", s.completed_hostfn}, {"completedSync", s.completed_sync},
       {"fallbacks", s.fallbacks},         {"faults", s.faults},
       {"waitsInserted", s.waits_inserted}, {"leaked", s.leaked},

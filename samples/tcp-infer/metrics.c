@@ -68,6 +68,9 @@ char *metrics_render(const server_t *s, size_t *len) {
   sample(f, "cuv_completed_by_path_total", "path", "hostfn", st.completed_hostfn);
   sample(f, "cuv_completed_by_path_total", "path", "sync", st.completed_sync);
   sample(f, "cuv_completed_by_path_total", "path", "event", st.completed_event);
+  metric(f, "cuv_completed_polled_total", "counter",
+         "Of the reactor's completions, those a polling loop saw first (cuv_poll).",
+         st.completed_polled);
   metric(f, "cuv_fallbacks_total", "counter",
          "Submissions the reactor could not take (pool full or flag write failed).", st.fallbacks);
   metric(f, "cuv_faults_total", "counter", "Submissions completed with a device fault.",
