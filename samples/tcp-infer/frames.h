@@ -7,8 +7,11 @@
  *                              rows 0 is the debug fault (POST /debug/fault): no payload.
  *   reply   (worker -> front): u64 id, i32 status, u32 rows, then rows x 16 float32 when
  *                              status is 0 (rows x 64 bytes); status is 0 or a cuv error code.
- *                              id 0 (status 0, rows 0) is the "ready" frame: the worker loaded
- *                              its kernels and uploaded the weights.
+ *                              id 0 is a control frame (rows 0): status 0 "ready" (the worker
+ *                              loaded its kernels and uploaded the weights); any other status
+ *                              "faulted" (its device hit a sticky fault, that status: it takes
+ *                              nothing more, answers what it holds and exits; the front starts
+ *                              the next worker at once instead of sending it more).
  *
  * A frame_reader_t takes bytes as they come (partial frames, several frames per read) and hands
  * out whole frames. */
@@ -21,7 +24,7 @@
 
 #define FRAME_REQUEST_HEAD 12u /* u64 id, u32 rows */
 #define FRAME_REPLY_HEAD 16u   /* u64 id, i32 status, u32 rows */
-#define FRAME_READY_ID 0u
+#define FRAME_CONTROL_ID 0u
 
 /* The worker's exit status after a sticky device fault (its context is dead: only a new process
  * gets a working device). Any other exit, or a signal, is a crash to the front. */

@@ -38,6 +38,7 @@ typedef struct wproc {
   request_t *head, *tail; /* outstanding at this worker, in send order */
   unsigned handles;       /* open handles */
   bool ready, exited, eof, gone, killed;
+  bool draining; /* it reported a fault: its successor may already run */
   int64_t exit_status;
   int term_signal;
 } wproc_t;
@@ -232,6 +233,21 @@ static void on_ready(wproc_t *w) {
     send_to(w, req);
 }
 
+/* The worker's device faulted: it answers what it holds and exits. New requests wait for its
+ * successor, which starts now, while it drains. */
+static void on_faulted(wproc_t *w) {
+  isolate_t *iso = w->iso;
+  w->draining = true;
+  if (iso->cur != w)
+    return;
+  iso->cur = NULL;
+  iso->ready = false;
+  iso->lost_at_ns = uv_hrtime();
+  iso->last_exit_unix_us = unix_us();
+  if (!iso->stopping)
+    spawn(iso);
+}
+
 /* The outstanding request with this id, taken off the list; NULL if there is none. Replies come
  * in about the order sent, so the search ends near the head. */
 static request_t *outstanding_take(wproc_t *w, uint64_t id) {
@@ -254,10 +270,13 @@ static void release_free(void *p) { free(p); }
 
 /* One reply frame; -1 when it makes no sense (the worker is then killed). */
 static int on_reply(wproc_t *w, const frame_t *f) {
-  if (f->id == FRAME_READY_ID) {
-    if (w->ready || f->status != 0)
+  if (f->id == FRAME_CONTROL_ID) {
+    if (f->status == 0 && !w->ready)
+      on_ready(w);
+    else if (f->status != 0 && !w->draining)
+      on_faulted(w);
+    else
       return -1;
-    on_ready(w);
     return 0;
   }
   request_t *req = outstanding_take(w, f->id);
@@ -340,13 +359,14 @@ static void maybe_gone(wproc_t *w) {
     return;
   isolate_t *iso = w->iso;
   w->gone = true;
-  if (iso->cur == w) {
+  bool was_cur = iso->cur == w; /* not when draining: its successor is cur */
+  if (was_cur) {
     iso->cur = NULL;
     iso->ready = false;
     iso->pid = 0;
+    iso->lost_at_ns = uv_hrtime();
+    iso->last_exit_unix_us = unix_us();
   }
-  iso->lost_at_ns = uv_hrtime();
-  iso->last_exit_unix_us = unix_us();
   bool clean = iso->stopping && w->exit_status == 0 && !w->term_signal;
   if (!w->term_signal && w->exit_status == WORKER_EXIT_FAULT)
     iso->fault_exits++;
@@ -367,7 +387,8 @@ static void maybe_gone(wproc_t *w) {
     log_end(w, lost);
   uv_close((uv_handle_t *)&w->pipe, on_handle_closed);
   uv_close((uv_handle_t *)&w->proc, on_handle_closed);
-  after_end(iso, w->ready);
+  if (was_cur || (iso->stopping && !iso->cur))
+    after_end(iso, w->ready);
 }
 
 static void on_worker_exit(uv_process_t *proc, int64_t exit_status, int term_signal) {
@@ -563,13 +584,13 @@ static void per_loop(FILE *f, const server_t *s) {
     if (s->loops[i].iso)
       fprintf(f, "tcp_infer_worker_queued{loop=\"%u\"} %u\n", i, s->loops[i].iso->queued_gauge);
   family(f, "tcp_infer_worker_last_exit_timestamp_seconds", "gauge",
-         "When the loop's last worker ended (fault, crash, kill); 0: never.");
+         "When the loop's worker last failed (its fault report, or its end); 0: never.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
       fprintf(f, "tcp_infer_worker_last_exit_timestamp_seconds{loop=\"%u\"} %.6f\n", i,
               (double)s->loops[i].iso->last_exit_unix_us / 1e6);
   family(f, "tcp_infer_worker_last_recovery_seconds", "gauge",
-         "From the loop's last worker end to its successor's ready frame.");
+         "From the loop's last worker failure to its successor's ready frame.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
       fprintf(f, "tcp_infer_worker_last_recovery_seconds{loop=\"%u\"} %.6f\n", i,

@@ -104,6 +104,11 @@ static void on_grace(uv_timer_t *timer) {
   _exit(WORKER_EXIT_FAULT);
 }
 
+static void on_control_sent(uv_write_t *w, int status) {
+  (void)status;
+  free(w);
+}
+
 static void enter_fault(struct worker_side *wk, int status) {
   if (wk->faulted)
     return;
@@ -112,6 +117,14 @@ static void enter_fault(struct worker_side *wk, int status) {
   fprintf(stderr, "tcp-infer worker %d: device fault (%s): answering the %u requests held, then "
           "exiting\n", (int)getpid(), cuv_err_name(status), wk->held);
   uv_timer_start(&wk->grace, on_grace, FAULT_GRACE_MS, 0);
+  /* Tell the front now, so that it queues new requests for the next worker, and starts that one
+   * while this one drains, rather than sending more here until the exit. */
+  static char faulted[FRAME_REPLY_HEAD];
+  frame_reply_head(faulted, FRAME_CONTROL_ID, status, 0);
+  uv_buf_t buf = uv_buf_init(faulted, FRAME_REPLY_HEAD);
+  uv_write_t *w = malloc(sizeof *w);
+  if (w && uv_write(w, (uv_stream_t *)&wk->pipe, &buf, 1, on_control_sent) != 0)
+    free(w);
 }
 
 /* ---- replies ------------------------------------------------------------------------------ */
@@ -293,7 +306,7 @@ static int setup(struct worker_side *wk, const char *ptx) {
       uv_read_start((uv_stream_t *)&wk->pipe, on_alloc, on_read) != 0)
     return CUV_EINVAL;
   static char ready[FRAME_REPLY_HEAD];
-  frame_reply_head(ready, FRAME_READY_ID, 0, 0);
+  frame_reply_head(ready, FRAME_CONTROL_ID, 0, 0);
   uv_buf_t buf = uv_buf_init(ready, FRAME_REPLY_HEAD);
   return uv_try_write((uv_stream_t *)&wk->pipe, &buf, 1) == FRAME_REPLY_HEAD ? 0 : CUV_EINVAL;
 }
