@@ -3,8 +3,9 @@
  *
  * One bridge = one cuv queue + three handles on the loop:
  * - async: the queue's notify hook sends it; its callback drains the whole queue (sends coalesce);
- * - idle:  while work submitted on the loop thread is younger than the spin budget, the loop polls
- *          the completion flags (cuv_poll) and the queue itself on every iteration (an active idle handle makes uv_run poll for I/O
+ * - idle:  while work submitted on the loop thread is young (the spin budget, or longer when the
+ *          loop's recent work took longer, see poll_window), the loop polls the completion flags
+ *          (cuv_poll) and the queue itself on every iteration (an active idle handle makes uv_run poll for I/O
  *          with timeout 0, so other I/O is still served and no callback ever spins); a completion
  *          then reaches its callback without a cross-thread wake-up;
  * - check: unreferenced, runs at the end of every loop iteration: it is how the loop thread learns
@@ -37,6 +38,7 @@ struct cuv_uv_s {
   unsigned draining;          /* loop thread inside cuv_queue_drain (callbacks may close) */
   unsigned handles_open;
   uint64_t budget_ns;         /* cuv_spin_budget_us() */
+  uint64_t recent_ns;         /* moving average of loop-thread work's submit-to-callback time */
   uint64_t young_until;       /* uv_hrtime() until which loop-thread work counts as young */
   cuv_uv_close_cb close_cb;
   void *close_arg;
@@ -47,7 +49,31 @@ typedef struct call {
   cuv_uv_t *bridge;
   cuv_done_fn done;
   void *arg;
+  uint64_t submitted_ns; /* uv_hrtime() of a loop-thread submission, else 0 */
 } call_t;
+
+/* CUV_UV_POLL_MAX_US (read once): the longest the loop polls for its work, default 1000. */
+static uint64_t poll_max_ns = 1000000;
+static uv_once_t poll_max_once = UV_ONCE_INIT;
+
+static void read_poll_max(void) {
+  const char *text = getenv("CUV_UV_POLL_MAX_US");
+  char *end;
+  unsigned long us = text && *text ? strtoul(text, &end, 10) : 0;
+  if (text && *text && *end == '\0' && us <= 1000000)
+    poll_max_ns = (uint64_t)us * 1000u;
+}
+
+/* How long the loop keeps polling after a loop-thread submission: the spin budget, or, when the
+ * loop's recent work took longer but short enough to be caught by polling (1.5 times its moving
+ * average, within CUV_UV_POLL_MAX_US), that long. Work that ends inside the window reaches its
+ * callback without the cross-thread wake of a sleeping loop (about 8 us on the H200, and several
+ * times that once the loop's core dozed off in a deeper idle state); longer work is left to the
+ * reactor thread rather than polled for in vain. */
+static uint64_t poll_window(const cuv_uv_t *b) {
+  uint64_t typical = b->recent_ns + b->recent_ns / 2;
+  return typical > b->budget_ns && typical <= poll_max_ns ? typical : b->budget_ns;
+}
 
 static bool on_loop_thread(const cuv_uv_t *b) {
   uv_thread_t self = uv_thread_self();
@@ -154,6 +180,10 @@ static void on_notify(cuv_queue_t *queue, void *arg) {
 static void on_done(int status, cuv_output_t *output, void *arg) {
   call_t call = *(call_t *)arg;
   free(arg);
+  if (call.submitted_ns) { /* on the loop thread, like every callback */
+    uint64_t took = uv_hrtime() - call.submitted_ns, *recent = &call.bridge->recent_ns;
+    *recent = *recent ? (*recent * 7 + took) / 8 : took;
+  }
   /* Counted out before the callback runs, so cuv_uv_pending inside it excludes itself. The
    * bridge cannot finish closing during the drain that runs it (maybe_finish waits for it). */
   atomic_fetch_sub(&call.bridge->in_flight, 1);
@@ -176,6 +206,7 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
   b->loop = loop;
   b->loop_thread = uv_thread_self();
   b->budget_ns = (uint64_t)cuv_spin_budget_us() * 1000u;
+  uv_once(&poll_max_once, read_poll_max);
   if (uv_mutex_init(&b->lock) != 0) {
     free(b);
     return CUV_ENOMEM;
@@ -217,7 +248,7 @@ static int enter(cuv_uv_t *b, bool loop_thread) {
     atomic_fetch_add(&b->in_flight, 1);
     sync_ref(b);
     if (b->budget_ns) {
-      b->young_until = uv_hrtime() + b->budget_ns;
+      b->young_until = uv_hrtime() + poll_window(b);
       if (!atomic_load(&b->polling)) {
         atomic_store(&b->polling, true);
         uv_idle_start(&b->idle, on_idle);
@@ -259,8 +290,8 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
     cuv_op_free(op);
     return CUV_ENOMEM;
   }
-  *call = (call_t){b, done, arg};
   bool loop_thread = on_loop_thread(b);
+  *call = (call_t){b, done, arg, loop_thread ? uv_hrtime() : 0};
   int rc = enter(b, loop_thread);
   if (rc < 0) {
     free(call);
