@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
   cuv_buffer_t *x;
   check("cuv_buffer_create", cuv_buffer_create(&x, dev, D * sizeof(float)));
   static const int all_ns[MAX_NS] = {1, 10, 100, 1000};
-  row_t rows[MAX_NS];
+  row_t rows[MAX_NS] = {0};
   int nrows = 0;
   for (int i = 0; i < MAX_NS && all_ns[i] <= max_n; i++) {
     rows[nrows].n = all_ns[i];
