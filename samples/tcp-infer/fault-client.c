@@ -8,11 +8,11 @@
  * were computed on the host, as tcp-infer-client does). For each event in turn (the faults, then
  * the kills), once `warmup` correct answers came since the last one:
  *   fault: POST /debug/fault on a control connection; kill: SIGKILL to the worker's pid read from
- *   GET /stats (tcp_infer_worker_pid).
+ *   GET /stats (cuv_infer_worker_pid).
  * The requests in flight at that moment are marked. The event is over when every marked request
  * was answered, the fault request was answered (with an error status), and a request sent after
  * the worker was certainly replaced (after the fault's reply, or after the kill) was answered
- * correctly; then GET /stats must say tcp_infer_worker_restarts_total = events so far.
+ * correctly; then GET /stats must say cuv_infer_worker_restarts_total = events so far.
  *
  * Every answer must be 200 with the host's result, or 500/503 (an error, never a wrong answer);
  * a request sent after its event's first correct answer (a new worker, serving) must be correct;
@@ -414,9 +414,9 @@ static void next_phase(phase_t ph) {
 /* The event's answers are all in: check the restart count. */
 static void on_stats_answer(void) {
   event_t *e = &g.events[g.ev];
-  e->restarts = stat_value("tcp_infer_worker_restarts_total");
+  e->restarts = stat_value("cuv_infer_worker_restarts_total");
   if (g.ctl_rd.status != 200 || e->restarts != (long)g.ev + 1) {
-    fail("GET /stats: tcp_infer_worker_restarts_total is %ld", e->restarts);
+    fail("GET /stats: cuv_infer_worker_restarts_total is %ld", e->restarts);
     return;
   }
   report(e, g.ev + 1);
@@ -453,7 +453,7 @@ static void step_warm(void) {
 static void step_pid(void) {
   if (g.ctl_busy)
     return;
-  g.pid = (int)stat_value("tcp_infer_worker_pid");
+  g.pid = (int)stat_value("cuv_infer_worker_pid");
   if (g.pid <= 0) {
     fail("no worker pid in GET /stats (%d)", g.pid);
     return;

@@ -571,46 +571,46 @@ static void total(FILE *f, const server_t *s, const char *name, const char *help
 }
 
 static void per_loop(FILE *f, const server_t *s) {
-  family(f, "tcp_infer_worker_pid", "gauge", "The loop's worker process (0: none running).");
+  family(f, "cuv_infer_worker_pid", "gauge", "The loop's worker process (0: none running).");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
-      fprintf(f, "tcp_infer_worker_pid{loop=\"%u\"} %d\n", i, (int)s->loops[i].iso->pid);
-  family(f, "tcp_infer_worker_ready", "gauge", "1 when the loop's worker takes requests.");
+      fprintf(f, "cuv_infer_worker_pid{loop=\"%u\"} %d\n", i, (int)s->loops[i].iso->pid);
+  family(f, "cuv_infer_worker_ready", "gauge", "1 when the loop's worker takes requests.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
-      fprintf(f, "tcp_infer_worker_ready{loop=\"%u\"} %d\n", i, s->loops[i].iso->ready ? 1 : 0);
-  family(f, "tcp_infer_worker_queued", "gauge", "Requests waiting for a ready worker.");
+      fprintf(f, "cuv_infer_worker_ready{loop=\"%u\"} %d\n", i, s->loops[i].iso->ready ? 1 : 0);
+  family(f, "cuv_infer_worker_queued", "gauge", "Requests waiting for a ready worker.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
-      fprintf(f, "tcp_infer_worker_queued{loop=\"%u\"} %u\n", i, s->loops[i].iso->queued_gauge);
-  family(f, "tcp_infer_worker_last_exit_timestamp_seconds", "gauge",
+      fprintf(f, "cuv_infer_worker_queued{loop=\"%u\"} %u\n", i, s->loops[i].iso->queued_gauge);
+  family(f, "cuv_infer_worker_last_exit_timestamp_seconds", "gauge",
          "When the loop's worker last failed (its fault report, or its end); 0: never.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
-      fprintf(f, "tcp_infer_worker_last_exit_timestamp_seconds{loop=\"%u\"} %.6f\n", i,
+      fprintf(f, "cuv_infer_worker_last_exit_timestamp_seconds{loop=\"%u\"} %.6f\n", i,
               (double)s->loops[i].iso->last_exit_unix_us / 1e6);
-  family(f, "tcp_infer_worker_last_recovery_seconds", "gauge",
+  family(f, "cuv_infer_worker_last_recovery_seconds", "gauge",
          "From the loop's last worker failure to its successor's ready frame.");
   for (unsigned i = 0; i < s->nloops; i++)
     if (s->loops[i].iso)
-      fprintf(f, "tcp_infer_worker_last_recovery_seconds{loop=\"%u\"} %.6f\n", i,
+      fprintf(f, "cuv_infer_worker_last_recovery_seconds{loop=\"%u\"} %.6f\n", i,
               (double)s->loops[i].iso->last_recovery_us / 1e6);
 }
 
 void isolate_metrics(const server_t *s, FILE *f) {
   if (!s || !f || !s->isolate || !s->loops)
     return;
-  total(f, s, "tcp_infer_worker_restarts_total", "Worker processes started after one ended.",
+  total(f, s, "cuv_infer_worker_restarts_total", "Worker processes started after one ended.",
         offsetof(isolate_t, restarts));
-  total(f, s, "tcp_infer_worker_fault_exits_total",
+  total(f, s, "cuv_infer_worker_fault_exits_total",
         "Workers that exited after a sticky device fault.", offsetof(isolate_t, fault_exits));
-  total(f, s, "tcp_infer_worker_crashes_total",
+  total(f, s, "cuv_infer_worker_crashes_total",
         "Workers that ended otherwise (a signal such as kill -9, another exit status).",
         offsetof(isolate_t, crashes));
-  total(f, s, "tcp_infer_worker_lost_requests_total",
+  total(f, s, "cuv_infer_worker_lost_requests_total",
         "Requests answered 503 because their worker ended before answering.",
         offsetof(isolate_t, lost));
-  total(f, s, "tcp_infer_worker_refused_total",
+  total(f, s, "cuv_infer_worker_refused_total",
         "Requests answered 503 because the queue for a worker was full.",
         offsetof(isolate_t, refused));
   per_loop(f, s);

@@ -110,7 +110,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_waiting", "gauge", "Complete requests waiting for a free workspace.",
          n->waiting);
   metric(f, "cuv_infer_workspaces", "gauge", "Device workspaces (one per request in flight).",
-         (uint64_t)s->workspaces_per_loop * s->nloops);
+         s->isolate ? 0 : (uint64_t)s->workspaces_per_loop * s->nloops); /* theirs: the workers' */
   metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.",
          n->free_workspaces);
   metric(f, "cuv_infer_responses_dropped_total", "counter",
@@ -119,7 +119,7 @@ char *metrics_render(const server_t *s, size_t *len) {
          "Requests cut short by the peer closing the connection.", n->truncated);
   metric(f, "cuv_infer_parse_errors_total", "counter", "Malformed requests (answered 400).",
          n->parse_errors);
-  isolate_metrics(s, f); /* --isolate: the worker processes (tcp_infer_worker_*) */
+  isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   if (fclose(f) != 0) {
     free(text);
     return NULL;
