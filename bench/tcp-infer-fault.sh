@@ -78,13 +78,17 @@ awk '
     for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
       if (x[k, j] < x[k, i]) { t = x[k, i]; x[k, i] = x[k, j]; x[k, j] = t }
   }
+  function median(x, m, k,   h) {
+    h = int((m + 1) / 2)
+    return m % 2 ? x[k, h] : (x[k, h] + x[k, h + 1]) / 2
+  }
   END {
     for (k in n) {
-      sort(a, n[k], k); sort(f, n[k], k); m = int((n[k] + 1) / 2)
+      sort(a, n[k], k); sort(f, n[k], k)
       printf "%-5s x%d: in flight answered %.1f ms median, %.1f worst; first correct answer " \
              "%.1f ms median, %.1f worst; in flight %d correct, %d errors\n",
-             k, n[k], a[k, m] / 1000, a[k, n[k]] / 1000, f[k, m] / 1000, f[k, n[k]] / 1000,
-             ok[k], err[k]
+             k, n[k], median(a, n[k], k) / 1000, a[k, n[k]] / 1000, median(f, n[k], k) / 1000,
+             f[k, n[k]] / 1000, ok[k], err[k]
     }
   }' "$log/out.txt"
 grep '^RESULT summary' "$log/out.txt"
