@@ -53,6 +53,7 @@ struct isolate {
   uv_timer_t timer; /* the back-off before a respawn; at shutdown, the grace period */
   unsigned backoff_ms;
   bool stopping, timer_closed;
+  bool unclean_stop; /* a worker ended otherwise than with status 0 at shutdown */
   uint64_t lost_at_ns; /* when the last worker was found gone (for the recovery time) */
   char **args;         /* argv of the worker */
   /* GET /stats, read on any loop's thread */
@@ -368,6 +369,8 @@ static void maybe_gone(wproc_t *w) {
     iso->last_exit_unix_us = unix_us();
   }
   bool clean = iso->stopping && w->exit_status == 0 && !w->term_signal;
+  if (iso->stopping && !clean && !w->draining)
+    iso->unclean_stop = true; /* e.g. a leak under ASan: the server's exit status says so */
   if (!w->term_signal && w->exit_status == WORKER_EXIT_FAULT)
     iso->fault_exits++;
   else if (!clean)
@@ -545,13 +548,15 @@ void isolate_stop(loop_t *lp) {
     kill_worker(w);
 }
 
-void isolate_free(loop_t *lp) {
+int isolate_free(loop_t *lp) {
   if (!lp || !lp->iso)
-    return;
+    return 0;
+  int rc = lp->iso->unclean_stop ? -1 : 0;
   free(lp->iso->args[0]);
   free(lp->iso->args);
   free(lp->iso);
   lp->iso = NULL;
+  return rc;
 }
 
 /* ---- GET /stats --------------------------------------------------------------------------- */

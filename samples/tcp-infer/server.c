@@ -310,8 +310,11 @@ int main(int argc, char **argv) {
          (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
          (unsigned long long)dropped);
   uv_sem_destroy(&s->ready);
-  for (unsigned i = 0; i < o.loops; i++)
-    isolate_free(&s->loops[i]); /* after every loop ended: /stats on any loop read them */
+  for (unsigned i = 0; i < o.loops; i++) /* after every loop ended: /stats on any loop read them */
+    if (isolate_free(&s->loops[i]) != 0) {
+      fprintf(stderr, "tcp-infer: loop %u's worker did not exit cleanly\n", i);
+      status = EXIT_FAILURE;
+    }
   free(s->loops);
   infer_free(s);
   if (s->dev)

@@ -169,7 +169,8 @@ cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
 /* isolate.c (the front, --isolate; loop thread unless said). */
 int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */
 void isolate_stop(loop_t *lp);  /* shutdown: the worker finishes its work and exits */
-void isolate_free(loop_t *lp);  /* after the loop ended */
+/* After the loop ended: -1 when its worker did not end cleanly (status 0) at shutdown. */
+int isolate_free(loop_t *lp);
 /* Takes a complete POST /infer or POST /debug/fault: to the worker, or queued until one is
  * ready, or answered 503 (queue full). */
 void isolate_start(loop_t *lp, request_t *req);
