@@ -126,6 +126,8 @@ void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --
 void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
 void isolate_metrics(const server_t *s, FILE *f) {}
 void worker_request_done(request_t *req) { CHECK(!"worker_request_done outside a worker"); }
+/* GET /stats: the harness does not batch (batch.c, --coalesce), so it has no batch metrics. */
+void batch_metrics(const server_t *s, FILE *f) {}
 
 /* The GPU finished running request i: with its outputs, or failed. */
 static void gpu_complete(size_t i, bool ok) {

@@ -11,7 +11,8 @@
  * submitted with cuv_uv_submit: its callback runs on the loop thread with the downloaded outputs.
  * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
  * libuv program does without the bridge, one worker blocked per request in flight. --offload
- * submits from the thread pool instead of the loop thread (see offload_work). */
+ * submits from the thread pool instead of the loop thread (see offload_work). --coalesce (batch.c)
+ * runs the rows of several requests through one workspace as one such op (infer_rows_op). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +71,11 @@ static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cu
   return cuv_launch(s->dense, grid_for(rows * out), CUV_DIM1(128), 0, args, 8);
 }
 
-/* The request's whole GPU work, as one op. The body is staged (copied into pinned memory) when
- * the op is built, so the caller may free it right after. */
-static cuv_op_t *infer_op(server_t *s, request_t *req) {
-  workspace_t *ws = req->ws;
-  unsigned rows = req->batch;
-  cuv_op_t *op = cuv_memcpy_htod(ws->in, 0, req->body, req->body_len, CUV_COPY_STAGE);
+/* The whole GPU work of `rows` input rows, as one op. The input is staged (copied into pinned
+ * memory) when the op is built, so the caller may reuse it right after. */
+cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, const void *in, unsigned rows) {
+  cuv_op_t *op = cuv_memcpy_htod(ws->in, 0, in, (size_t)rows * MLP_IN * sizeof(float),
+                                 CUV_COPY_STAGE);
   if (s->cublas_ctx) {
     op = cuv_seq(op, infer_cublas_layers(s, ws, rows));
   } else {
@@ -83,6 +83,10 @@ static cuv_op_t *infer_op(server_t *s, request_t *req) {
     op = cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
   }
   return cuv_seq(op, cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+}
+
+static cuv_op_t *infer_op(server_t *s, request_t *req) {
+  return infer_rows_op(s, req->ws, req->body, req->batch);
 }
 
 /* cuv: the completion, on the loop thread. */
@@ -174,6 +178,10 @@ static void run(loop_t *lp, request_t *req) {
 }
 
 void infer_start(loop_t *lp, request_t *req) {
+  if (lp->batcher) {
+    batch_add(lp, req); /* --coalesce: it joins the loop's next batch */
+    return;
+  }
   workspace_t *ws = lp->free_ws;
   if (!ws) {
     req->state = REQ_WAITING;
@@ -193,6 +201,8 @@ void infer_start(loop_t *lp, request_t *req) {
 }
 
 void infer_forget(loop_t *lp, request_t *req) {
+  if (lp->batcher && batch_forget(lp, req))
+    return; /* it was in the pending batch */
   request_t **p = &lp->wait_head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
@@ -298,7 +308,7 @@ int infer_loop_init(loop_t *lp) {
   lp->workspaces = calloc(n, sizeof *lp->workspaces);
   if (!lp->workspaces)
     return CUV_ENOMEM;
-  size_t rows = s->max_batch;
+  size_t rows = s->coalesce ? s->coalesce : s->max_batch; /* --coalesce: one per batch */
   for (unsigned i = 0; i < n; i++) {
     workspace_t *ws = &lp->workspaces[i];
     int rc;
@@ -310,10 +320,11 @@ int infer_loop_init(loop_t *lp) {
     lp->free_ws = ws;
     lp->n.free_workspaces++;
   }
-  return 0;
+  return s->coalesce ? batch_loop_init(lp) : 0;
 }
 
 void infer_loop_free(loop_t *lp) {
+  batch_loop_free(lp);
   for (unsigned i = 0; lp->workspaces && i < lp->srv->workspaces_per_loop; i++) {
     workspace_t *ws = &lp->workspaces[i];
     cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};

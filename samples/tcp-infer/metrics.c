@@ -120,6 +120,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_parse_errors_total", "counter", "Malformed requests (answered 400).",
          n->parse_errors);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
+  batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */
   if (fclose(f) != 0) {
     free(text);
     return NULL;

@@ -4,11 +4,13 @@
  *   tcp-infer [--port N] [--baseline|--offload] [--duration S|none] [--loops N] [--max-batch N]
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
  *             [--isolate [--isolate-queue N] [--debug-fault]]
+ *             [--coalesce [ROWS]]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
  * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
  * lets the GPU work in flight complete, frees everything and exits 0. Exit status 77 when no CUDA
  * driver can be loaded (run it with CUV_DRIVER=sim), 1 on any other start-up failure. */
+#include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
 #include <netinet/in.h>
@@ -22,6 +24,7 @@
 #include "server.h"
 
 #define EXIT_NO_DRIVER 77
+#define COALESCE_DEFAULT_ROWS 1024
 
 typedef struct options {
   int port;
@@ -30,6 +33,7 @@ typedef struct options {
   unsigned isolate_queue;
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
+  unsigned coalesce; /* rows per batch; 0: off */
   uint64_t seed;
   const char *ptx;
 } options_t;
@@ -50,8 +54,18 @@ static void usage(FILE *f) {
           "  --ptx FILE        the kernel's PTX (default: the one built beside the program)\n"
           "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
           "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
-          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault\n",
-          MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED);
+          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault\n"
+          "  --coalesce [ROWS] run the requests of one loop iteration as one GPU submission, up\n"
+          "                    to ROWS rows (default %u; at least --max-batch)\n",
+          MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
+}
+
+/* --coalesce's optional ROWS, as "--coalesce=ROWS" or as the next argument when it is a number. */
+static unsigned coalesce_rows(const char *arg, int argc, char **argv) {
+  if (!arg && optind < argc && isdigit((unsigned char)argv[optind][0]))
+    arg = argv[optind++];
+  unsigned rows = arg ? (unsigned)strtoul(arg, NULL, 10) : COALESCE_DEFAULT_ROWS;
+  return rows ? rows : 1; /* 0 is "on" too: one row, then at least --max-batch */
 }
 
 static int parse_options(int argc, char **argv, options_t *o) {
@@ -64,6 +78,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
       {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
       {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
+      {"coalesce", optional_argument, NULL, 'C'},
       {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
                    .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1,
@@ -86,6 +101,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
     case 'F': o->debug_fault = true; break;
     case 'W': o->worker = true; break;
     case 'Q': o->isolate_queue = (unsigned)strtoul(optarg, NULL, 10); break;
+    case 'C': o->coalesce = coalesce_rows(optarg, argc, argv); break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }
@@ -93,12 +109,15 @@ static int parse_options(int argc, char **argv, options_t *o) {
   if (optind != argc || o->port < 0 || o->port > 65535 || o->max_batch == 0 ||
       o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
       o->loops > 64 || (o->baseline && o->offload) ||
-      (o->debug_fault && !o->isolate && !o->worker)) { /* a fault in-process is for good */
+      (o->debug_fault && !o->isolate && !o->worker) || /* a fault in-process is for good */
+      o->coalesce > 65536 || (o->coalesce && o->offload)) {
     usage(stderr);
     return -1;
   }
   if (o->worker)
     o->isolate = false; /* the worker gets the front's options: it is the one that runs them */
+  if (o->coalesce && o->coalesce < o->max_batch)
+    o->coalesce = o->max_batch; /* a batch always takes any one request */
   return 0;
 }
 
@@ -221,7 +240,8 @@ int main(int argc, char **argv) {
   server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
                   .nloops = o.loops, .baseline = o.baseline, .offload = o.offload,
                   .isolate = o.isolate, .debug_fault = o.debug_fault,
-                  .isolate_queue = o.isolate_queue, .argc = argc, .argv = argv};
+                  .isolate_queue = o.isolate_queue, .argc = argc, .argv = argv,
+                  .coalesce = o.coalesce};
   server_t *s = &srv;
   bool cublas = false;
   if (!o.isolate) { /* --isolate: the front never opens the device, its workers do */
@@ -288,6 +308,9 @@ int main(int argc, char **argv) {
            o.loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
            cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o.seed, o.max_batch,
            o.workspaces);
+    if (s->coalesce)
+      printf("tcp-infer: coalescing the requests of each loop iteration, up to %u rows per GPU "
+             "submission\n", s->coalesce);
     printf("listening on 127.0.0.1:%d\n", port);
   }
 
@@ -302,7 +325,7 @@ int main(int argc, char **argv) {
     }
     requests += lp->n.requests_total;
     conns += lp->n.connections_total;
-    batches += lp->n.gpu_completed;
+    batches += s->coalesce && !s->isolate ? lp->n.batches : lp->n.gpu_completed;
     dropped += lp->n.responses_dropped;
   }
   printf("tcp-infer: served %llu requests on %llu connections (%llu GPU batches, %llu responses "

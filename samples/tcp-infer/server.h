@@ -8,6 +8,7 @@
  *   isolate.c  --isolate, the front: each loop's GPU work runs in a worker process it supervises
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
  *   frames.c   --isolate: the frames between them (frames.h)
+ *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
@@ -88,6 +89,9 @@ typedef struct counters {
   _Atomic uint64_t truncated;         /* connections closed in the middle of a request */
   _Atomic uint64_t parse_errors;
   _Atomic uint64_t refused;           /* the submission was refused (503) */
+  /* --coalesce: batches submitted, the requests and rows in them, batches by log2(rows) */
+  _Atomic uint64_t batches, batched_requests, batched_rows, batches_by_log2[17];
+  _Atomic unsigned batch_pending; /* gauge: requests in the pending batch */
   _Atomic unsigned open_conns, free_workspaces, waiting; /* gauges */
 } counters_t;
 
@@ -107,6 +111,7 @@ struct loop {
   conn_t *conns; /* open connections, for shutdown */
   struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
+  struct batcher *batcher; /* --coalesce: the pending batch, the batches in flight; else NULL */
   bool stopping;
   int setup_status;
   counters_t n;
@@ -121,6 +126,7 @@ struct server {
   cuv_buffer_t *w1, *b1, *w2, *b2;
   unsigned max_batch, workspaces_per_loop, nloops;
   bool baseline, offload;
+  unsigned coalesce; /* --coalesce: rows per batch (each workspace's size); 0: off */
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
@@ -154,6 +160,9 @@ void infer_start(loop_t *lp, request_t *req);
 void infer_forget(loop_t *lp, request_t *req);
 /* Gives the request's workspace back (next waiting request starts on it). */
 void infer_release(loop_t *lp, request_t *req);
+/* The GPU work of `rows` rows of input (in: rows x MLP_IN floats, staged) through ws, as one op
+ * whose output is the rows x MLP_OUT outputs. */
+cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, const void *in, unsigned rows);
 /* Registers the kernel's host twin with libcuv-sim (when linked); delay_us > 0 makes each launch
  * last at least that long on the simulator (a stand-in for a GPU's latency). */
 void infer_register_twin(unsigned delay_us);
@@ -184,6 +193,15 @@ void isolate_metrics(const server_t *s, FILE *f);
 int worker_main(server_t *s, const char *ptx);
 /* request_gpu_done for the worker's requests: the reply frame goes back to the front. */
 void worker_request_done(request_t *req);
+/* batch.c (--coalesce; loop thread). */
+int batch_loop_init(loop_t *lp); /* after the workspaces, on the loop's thread */
+void batch_loop_free(loop_t *lp); /* after the loop ran dry (closes its handles) */
+/* Takes a complete POST /infer into the pending batch (or the wait queue when that is full). */
+void batch_add(loop_t *lp, request_t *req);
+/* Removes a request from the pending batch; false when it was not there. */
+bool batch_forget(loop_t *lp, request_t *req);
+/* GET /stats (any thread): the batch counters, summed over the loops. */
+void batch_metrics(const server_t *s, FILE *f);
 
 /* metrics.c: the /stats body (malloc'd), summed over every loop. */
 char *metrics_render(const server_t *s, size_t *len);

@@ -1,0 +1,349 @@
+/* tcp-infer: --coalesce [ROWS], dynamic batching.
+ *
+ * Each request costs the loop thread the same few driver calls whatever its size (upload, two
+ * launches, download, the completion's flag), so under load the loop is bound by calls, not rows.
+ * With --coalesce a complete POST /infer does not run by itself: it joins the loop's pending batch,
+ * and a uv_check handle, which runs right after the poll phase (once the iteration read and parsed
+ * everything that was readable), submits the whole batch as ONE op:
+ *   htod(in, the bodies concatenated, staged) ; dense ; dense ; download(out)
+ * through one workspace sized for ROWS rows. The completion (loop thread) hands each request its
+ * slice of the downloaded outputs, one reference-counted output shared by the batch's responses
+ * (no copy), and answers each in turn with request_gpu_done.
+ *
+ * A request that would overflow the pending batch flushes it first. The workspaces are the loop's
+ * pool (one per batch in flight); when none is free the pending batch grows to ROWS, then the
+ * requests wait in the loop's FIFO queue, as without --coalesce. A workspace goes back to the pool
+ * only in the batch's completion, after cuv proved its GPU work complete, so no batch can write a
+ * workspace the GPU still reads for another.
+ *
+ * A request in the pending batch is REQ_WAITING (its connection's close takes it out, through
+ * infer_forget); once submitted it is REQ_RUNNING (its connection's close orphans it, and
+ * request_gpu_done frees it; the rest of the batch is answered as usual).
+ *
+ * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define ROW_IN (MLP_IN * sizeof(float))
+#define ROW_OUT (MLP_OUT * sizeof(float))
+
+typedef struct batch {
+  loop_t *lp;
+  workspace_t *ws;
+  request_t *reqs; /* in arrival order, linked by next_wait */
+  unsigned nreqs, rows;
+  char *host;      /* the inputs concatenated: ROWS rows */
+  int status;      /* --baseline: cuv_sync's result and output */
+  cuv_output_t out;
+  uv_work_t work;
+} batch_t;
+
+struct batcher {
+  uv_check_t check; /* flushes the pending batch after the iteration's reads */
+  uv_idle_t idle;   /* keeps the poll from blocking while a flush is due (see schedule) */
+  batch_t *batches; /* batches[i] runs on lp->workspaces[i] */
+  request_t *head, *tail; /* the pending batch */
+  unsigned rows;
+};
+
+/* One batch's downloaded outputs, shared by its requests' responses (each holds a reference in
+ * its req->out, released when the response is written or dropped; all on the loop thread). */
+typedef struct shared_out {
+  cuv_output_t whole;
+  unsigned refs;
+} shared_out_t;
+
+static void shared_unref(void *arg) {
+  shared_out_t *sh = arg;
+  if (--sh->refs)
+    return;
+  cuv_output_release(&sh->whole);
+  free(sh);
+}
+
+/* ---- the queues --------------------------------------------------------------------------- */
+
+static void pending_push(loop_t *lp, request_t *req) {
+  struct batcher *b = lp->batcher;
+  req->next_wait = NULL;
+  if (b->tail)
+    b->tail->next_wait = req;
+  else
+    b->head = req;
+  b->tail = req;
+  b->rows += req->batch;
+  lp->n.batch_pending++;
+}
+
+static void wait_push(loop_t *lp, request_t *req) {
+  req->next_wait = NULL;
+  if (lp->wait_tail)
+    lp->wait_tail->next_wait = req;
+  else
+    lp->wait_head = req;
+  lp->wait_tail = req;
+  lp->n.waiting++;
+}
+
+/* Moves waiting requests into the pending batch, in order, while they fit. */
+static void refill(loop_t *lp) {
+  struct batcher *b = lp->batcher;
+  request_t *req;
+  while (!lp->stopping && (req = lp->wait_head) && b->rows + req->batch <= lp->srv->coalesce) {
+    lp->wait_head = req->next_wait;
+    if (!lp->wait_head)
+      lp->wait_tail = NULL;
+    lp->n.waiting--;
+    pending_push(lp, req);
+  }
+}
+
+bool batch_forget(loop_t *lp, request_t *req) {
+  struct batcher *b = lp->batcher;
+  request_t **p = &b->head, *prev = NULL;
+  while (*p && *p != req) {
+    prev = *p;
+    p = &(*p)->next_wait;
+  }
+  if (!*p)
+    return false;
+  *p = req->next_wait;
+  if (b->tail == req)
+    b->tail = prev;
+  b->rows -= req->batch;
+  lp->n.batch_pending--;
+  return true;
+}
+
+/* ---- completion --------------------------------------------------------------------------- */
+
+static void schedule(loop_t *lp);
+
+/* Loop thread: every request of the batch gets the result (its slice of the outputs, or the
+ * error), in order; then the workspace goes back, since the GPU is proven done with it. */
+static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
+  loop_t *lp = bt->lp;
+  shared_out_t *sh = NULL;
+  if (status == 0 && !(sh = malloc(sizeof *sh)))
+    status = CUV_ENOMEM;
+  if (sh)
+    *sh = (shared_out_t){.whole = cuv_output_take(out), .refs = 1};
+  cuv_output_release(out);
+  size_t off = 0;
+  request_t *req = bt->reqs;
+  bt->reqs = NULL;
+  while (req) {
+    request_t *next = req->next_wait;
+    req->next_wait = NULL;
+    req->gpu_status = status;
+    if (sh) {
+      sh->refs++;
+      req->out = (cuv_output_t){(char *)sh->whole.data + off, shared_unref, sh};
+    }
+    off += req->batch * ROW_OUT;
+    request_gpu_done(req); /* may free req (an orphan) */
+    req = next;
+  }
+  if (sh)
+    shared_unref(sh);
+  bt->ws->next = lp->free_ws;
+  lp->free_ws = bt->ws;
+  lp->n.free_workspaces++;
+  bt->ws = NULL;
+  refill(lp);
+  if (lp->batcher->head)
+    schedule(lp);
+}
+
+static void on_gpu_done(int status, cuv_output_t *out, void *arg) { batch_done(arg, status, out); }
+
+/* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
+static void baseline_work(uv_work_t *work) {
+  batch_t *bt = work->data;
+  bt->status = cuv_sync(infer_rows_op(bt->lp->srv, bt->ws, bt->host, bt->rows), &bt->out);
+}
+
+static void baseline_after(uv_work_t *work, int status) {
+  batch_t *bt = work->data;
+  if (status < 0 && bt->status == 0)
+    bt->status = CUV_ECANCELED;
+  batch_done(bt, bt->status, &bt->out);
+}
+
+/* ---- submission --------------------------------------------------------------------------- */
+
+static void count(loop_t *lp, const batch_t *bt) {
+  unsigned log2 = 0;
+  while (log2 < 16 && bt->rows >> (log2 + 1))
+    log2++;
+  lp->n.batches++;
+  lp->n.batched_requests += bt->nreqs;
+  lp->n.batched_rows += bt->rows;
+  lp->n.batches_by_log2[log2]++;
+  lp->n.gpu_submitted += bt->nreqs;
+}
+
+/* Takes the pending batch into a free workspace's batch, its inputs concatenated. */
+static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
+  struct batcher *b = lp->batcher;
+  batch_t *bt = &b->batches[ws - lp->workspaces];
+  bt->ws = ws;
+  bt->reqs = b->head;
+  bt->rows = bt->nreqs = 0;
+  for (request_t *req = b->head; req; req = req->next_wait) {
+    memcpy(bt->host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN);
+    free(req->body); /* copied */
+    req->body = NULL;
+    req->state = REQ_RUNNING;
+    bt->rows += req->batch;
+    bt->nreqs++;
+  }
+  lp->n.batch_pending -= bt->nreqs;
+  b->head = b->tail = NULL;
+  b->rows = 0;
+  return bt;
+}
+
+/* Submits the pending batch; 0 when it left (submitted, or refused and answered), -1 when there
+ * is none or no workspace is free. */
+static int flush(loop_t *lp) {
+  workspace_t *ws = lp->free_ws;
+  if (!lp->batcher->head || !ws)
+    return -1;
+  lp->free_ws = ws->next;
+  lp->n.free_workspaces--;
+  batch_t *bt = take_pending(lp, ws);
+  count(lp, bt);
+  int rc;
+  if (lp->srv->baseline) {
+    bt->status = 0;
+    bt->work.data = bt;
+    rc = uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
+  } else {
+    /* staged: the host buffer is free again once the op is built */
+    cuv_op_t *op = infer_rows_op(lp->srv, ws, bt->host, bt->rows);
+    rc = cuv_uv_submit(lp->bridge, op, on_gpu_done, bt, NULL);
+  }
+  if (rc != 0) {
+    lp->n.refused += bt->nreqs;
+    batch_done(bt, rc, NULL); /* every request gets the error */
+  }
+  return 0;
+}
+
+/* ---- when to flush ------------------------------------------------------------------------ */
+
+/* As many batches as there are workspaces for; then nothing is due until a batch completes. */
+static void on_check(uv_check_t *check) {
+  loop_t *lp = check->data;
+  while (flush(lp) == 0)
+    refill(lp);
+  uv_check_stop(&lp->batcher->check);
+  uv_idle_stop(&lp->batcher->idle);
+}
+
+static void on_idle(uv_idle_t *idle) { (void)idle; }
+
+/* The check handle flushes at the end of this iteration when requests arrive in the poll phase
+ * (reads). A completion may run in another phase (the bridge also delivers from its own idle and
+ * check handles): the idle handle then keeps the next poll from blocking, so the check still runs
+ * without waiting for more I/O. */
+static void schedule(loop_t *lp) {
+  uv_check_start(&lp->batcher->check, on_check);
+  uv_idle_start(&lp->batcher->idle, on_idle);
+}
+
+void batch_add(loop_t *lp, request_t *req) {
+  struct batcher *b = lp->batcher;
+  unsigned limit = lp->srv->coalesce;
+  req->state = REQ_WAITING;
+  if (!lp->wait_head && b->rows + req->batch > limit)
+    flush(lp); /* it would overflow the pending batch: that one goes first */
+  if (lp->wait_head || b->rows + req->batch > limit) {
+    wait_push(lp, req); /* no workspace for the full batch: first come, first served */
+    return;
+  }
+  pending_push(lp, req);
+  if (b->rows < limit || flush(lp) != 0)
+    schedule(lp);
+}
+
+/* ---- set-up, metrics ---------------------------------------------------------------------- */
+
+int batch_loop_init(loop_t *lp) {
+  struct batcher *b = calloc(1, sizeof *b);
+  unsigned n = lp->srv->workspaces_per_loop;
+  if (!b || !(b->batches = calloc(n, sizeof *b->batches))) {
+    free(b);
+    return CUV_ENOMEM;
+  }
+  lp->batcher = b;
+  for (unsigned i = 0; i < n; i++) {
+    b->batches[i].lp = lp;
+    if (!(b->batches[i].host = malloc(lp->srv->coalesce * ROW_IN)))
+      return CUV_ENOMEM; /* batch_loop_free frees what was made */
+  }
+  uv_check_init(&lp->loop, &b->check); /* cannot fail */
+  uv_idle_init(&lp->loop, &b->idle);
+  b->check.data = b->idle.data = lp;
+  return 0;
+}
+
+void batch_loop_free(loop_t *lp) {
+  struct batcher *b = lp->batcher;
+  if (!b)
+    return;
+  if (b->check.loop) {
+    /* inactive once the loop ran dry: closed here, and one more iteration runs their close */
+    uv_close((uv_handle_t *)&b->check, NULL);
+    uv_close((uv_handle_t *)&b->idle, NULL);
+    uv_run(&lp->loop, UV_RUN_NOWAIT);
+  }
+  for (unsigned i = 0; b->batches && i < lp->srv->workspaces_per_loop; i++)
+    free(b->batches[i].host);
+  free(b->batches);
+  free(b);
+  lp->batcher = NULL;
+}
+
+void batch_metrics(const server_t *s, FILE *f) {
+  if (!s->coalesce || s->isolate)
+    return; /* --isolate: the front batches nothing, its worker processes do */
+  uint64_t batches = 0, requests = 0, rows = 0, pending = 0, by_log2[17] = {0};
+  for (unsigned i = 0; i < s->nloops; i++) {
+    const counters_t *n = &s->loops[i].n;
+    batches += n->batches;
+    requests += n->batched_requests;
+    rows += n->batched_rows;
+    pending += n->batch_pending;
+    for (int k = 0; k < 17; k++)
+      by_log2[k] += n->batches_by_log2[k];
+  }
+  static const struct {
+    const char *name, *type, *help;
+  } m[] = {
+      {"cuv_infer_batch_rows_limit", "gauge", "Rows per batch at most (--coalesce)."},
+      {"cuv_infer_batches_total", "counter", "Batches submitted (one GPU submission each)."},
+      {"cuv_infer_batch_requests_total", "counter", "Requests submitted in batches."},
+      {"cuv_infer_batch_rows_total", "counter", "Rows submitted in batches."},
+      {"cuv_infer_batch_pending", "gauge", "Requests in the pending batches, not submitted yet."},
+  };
+  const uint64_t v[] = {s->coalesce, batches, requests, rows, pending};
+  for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
+    fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name,
+            m[i].type, m[i].name, (unsigned long long)v[i]);
+  fprintf(f, "# HELP cuv_infer_batches_by_rows_total Batches submitted, by their rows (a range "
+             "of powers of two).\n# TYPE cuv_infer_batches_by_rows_total counter\n");
+  for (unsigned k = 0; k < 17 && (1u << k) <= s->coalesce; k++) {
+    unsigned lo = 1u << k, hi = (2u << k) - 1 < s->coalesce ? (2u << k) - 1 : s->coalesce;
+    char range[32];
+    if (lo == hi)
+      snprintf(range, sizeof range, "%u", lo);
+    else
+      snprintf(range, sizeof range, "%u-%u", lo, hi);
+    fprintf(f, "cuv_infer_batches_by_rows_total{rows=\"%s\"} %llu\n", range,
+            (unsigned long long)by_log2[k]);
+  }
+}
