@@ -471,6 +471,56 @@ static void disconnect_in_flight(bool abrupt) {
 static void test_disconnect_abrupt(void **state) { disconnect_in_flight(true); }
 static void test_disconnect_orderly(void **state) { disconnect_in_flight(false); }
 
+/* Requests of several connections that share batches (with --coalesce) or run side by side,
+ * and half of the connections go away (reset) while their work is pending or in flight: the
+ * others still get their right answers in order, every workspace comes back, the server serves
+ * on. Under ASan: the batch's slices of a shared output outlive neither their batch nor it them. */
+static void test_disconnect_mid_batch(void **state) {
+  enum { N = 8, DEPTH = 3 };
+  char *before = get_stats();
+  double submitted = metric(before, "cuv_infer_gpu_submitted_total");
+  free(before);
+  client_t *c[N];
+  batch_t b[N][DEPTH];
+  for (unsigned i = 0; i < N; i++) {
+    c[i] = dial();
+    for (unsigned d = 0; d < DEPTH; d++)
+      b[i][d] = make_batch(1 + (i * 7 + d * 5) % 23);
+  }
+  for (unsigned d = 0; d < DEPTH; d++)
+    for (unsigned i = 0; i < N; i++)
+      send_infer(c[i], &b[i][d], NULL);
+  for (;;) { /* until the server started some of the work */
+    char *s = get_stats();
+    double started = metric(s, "cuv_infer_gpu_submitted_total") - submitted;
+    free(s);
+    if (started >= 1)
+      break;
+    pause_ms(1);
+  }
+  for (unsigned i = 1; i < N; i += 2)
+    reset(c[i]);
+  for (unsigned i = 0; i < N; i += 2) {
+    for (unsigned d = 0; d < DEPTH; d++)
+      assert_infer_ok(c[i], &b[i][d]);
+    hang_up(c[i]);
+  }
+  for (unsigned i = 0; i < N; i++)
+    for (unsigned d = 0; d < DEPTH; d++)
+      free_batch(&b[i][d]);
+  char *s = wait_settled(0);
+  assert_int_equal(metric(s, "cuv_infer_gpu_failed_total"), 0);
+  assert_int_equal(metric(s, "cuv_infer_waiting"), 0);
+  if (strstr(s, "\ncuv_infer_batches_total ")) { /* --coalesce: every request went in a batch */
+    assert_int_equal(metric(s, "cuv_infer_batch_pending"), 0);
+    assert_int_equal(metric(s, "cuv_infer_batch_requests_total"),
+                     metric(s, "cuv_infer_gpu_submitted_total"));
+    assert_true(metric(s, "cuv_infer_batches_total") <= metric(s, "cuv_infer_gpu_submitted_total"));
+  }
+  free(s);
+  assert_serving();
+}
+
 /* Every sample has its # HELP and # TYPE, every name the cuv_ prefix. */
 static void test_stats_format(void **state) {
   char *s = get_stats();
@@ -522,6 +572,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_oversized),         cmocka_unit_test(test_wrong_dimension),
       cmocka_unit_test(test_malformed),         cmocka_unit_test(test_routes_and_methods),
       cmocka_unit_test(test_disconnect_abrupt), cmocka_unit_test(test_disconnect_orderly),
+      cmocka_unit_test(test_disconnect_mid_batch),
       cmocka_unit_test(test_stats_format),      cmocka_unit_test(test_settled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
