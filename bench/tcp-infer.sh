@@ -14,7 +14,11 @@
 #   cuv                             1 loop; cuv_uv_submit on the loop thread
 #   cuv-offload   --offload         1 loop; cuv_uv_submit from the thread pool, no waiting there
 #   cuv-4loops    --loops 4         4 loops on 4 threads, one bridge each
-# The simulator runs baseline and cuv only (a few seconds); its figures say little about a GPU.
+#   cuv-coalesce  --coalesce        1 loop; the requests of one loop iteration as one submission
+#   baseline-coalesce  --baseline --coalesce   the same batches through the thread pool
+#   cuv-4loops-coalesce  --loops 4 --coalesce  4 loops, each batching its own requests
+# The simulator runs baseline, cuv and cuv-coalesce only (a few seconds); its figures say little
+# about a GPU.
 #
 #   CUV_DRIVER                 sim: run on the simulator
 #   TCP_INFER_BENCH_SECONDS    seconds per point, a whole number (default 2, 1 on the simulator)
@@ -41,7 +45,9 @@ read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-1 16 64}"
 batch=${TCP_INFER_BENCH_BATCH:-8}
 max_threads=${TCP_INFER_BENCH_THREADS:-4}
 default_configs="baseline|--baseline;cuv|;cuv-offload|--offload;cuv-4loops|--loops 4"
-[ $sim = 1 ] && default_configs="baseline|--baseline;cuv|"
+default_configs+=";cuv-coalesce|--coalesce;baseline-coalesce|--baseline --coalesce"
+default_configs+=";cuv-4loops-coalesce|--loops 4 --coalesce"
+[ $sim = 1 ] && default_configs="baseline|--baseline;cuv|;cuv-coalesce|--coalesce"
 IFS=';' read -r -a configs <<<"${TCP_INFER_BENCH_CONFIGS:-$default_configs}"
 have_wrk=0
 command -v wrk >/dev/null 2>&1 && have_wrk=1
@@ -110,8 +116,9 @@ ref=${names[0]}
 echo "tcp-infer bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/$ref.err"), batch $batch," \
   "$secs s per point, 1 request in flight per connection; req/s, p99 ms, ratio of req/s to $ref"
 for name in "${names[@]}"; do
+  batching=$(grep -m 1 -o 'up to [0-9]* rows per GPU submission' "$log/$name.err")
   echo "  $name: $(grep -m 1 -o '^tcp-infer: .* mode' "$log/$name.err" | sed 's/^tcp-infer: //')," \
-    "$(grep -m 1 -o '[0-9]* loops*,' "$log/$name.err" | tr -d ,)"
+    "$(grep -m 1 -o '[0-9]* loops*,' "$log/$name.err" | tr -d ,)${batching:+, coalescing $batching}"
 done
 printf '%-7s %5s' load conns
 for name in "${names[@]}"; do printf ' | %-26s' "$name"; done
