@@ -21,6 +21,7 @@
  * Threads: every function may be called from any thread; cuv binds the device's primary context
  * itself. Objects are safe to share between threads, except that one op may be consumed once. */
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,12 @@ CUV_EXTERN const char *cuv_strerror(int status);
 CUV_EXTERN const char *cuv_err_name(int status);
 /* The CUresult behind a CUV_ECUDA(...) status, or 0 when status is not a driver failure. */
 CUV_EXTERN int cuv_cuda_result(int status);
+/* Whether status is a sticky device fault (illegal address, trap, launch failure, ECC error...):
+ * the context is dead, what the work held is leaked on purpose, and every later call in that
+ * context fails. On current drivers only a new process brings the device back (README:
+ * reliability); a server runs its GPU work in a process it can restart (samples/tcp-infer
+ * --isolate). */
+CUV_EXTERN bool cuv_status_is_fault(int status);
 CUV_EXTERN const char *cuv_version_string(void);
 
 /* Loads the driver once (thread-safe; every other call does it implicitly). CUV_DRIVER selects it:

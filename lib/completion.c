@@ -42,7 +42,7 @@ static bool inline_spin(cuv__submission_t *sub) {
     }
   } while (cuv__now_ns() < deadline);
   int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
-  if (!cuv__status_is_fault(status))
+  if (!cuv_status_is_fault(status))
     return false; /* running, just done, or a transient error (which proves nothing) */
   /* A fault: the flag will never land, and the slot stays out of the pool. */
   cuv__complete(sub, status, CUV__PATH_SPIN);
@@ -62,7 +62,7 @@ static void arm_hostfn(cuv__submission_t *sub) {
     return;
   cuv__reactor_unwatch(sub);
   /* Nothing can tell us when the work ends: the last resort is to wait for the whole stream. */
-  int status = cuv__status_is_fault(cuv__cu(r)) ? cuv__cu(r)
+  int status = cuv_status_is_fault(cuv__cu(r)) ? cuv__cu(r)
                                                 : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
   cuv__complete(sub, status, CUV__PATH_SYNC);
 }
@@ -75,7 +75,7 @@ void cuv__arm(cuv__submission_t *sub, bool may_spin) {
         cuv__reactor_register(sub);
       return;
     }
-    if (cuv__status_is_fault(rc)) {
+    if (cuv_status_is_fault(rc)) {
       cuv__complete(sub, rc, CUV__PATH_SYNC);
       return;
     }
@@ -147,7 +147,7 @@ static int wait_host_function(cuv__submission_t *sub) {
     bool spin = cuv__config.host_sync == CUV__HOST_SYNC_SPIN;
     for (rc = 0; rc == 0 && !wait_mark(mark, spin);) {
       int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
-      if (cuv__status_is_fault(status))
+      if (cuv_status_is_fault(status))
         rc = status; /* the mark may never be set (a transient error proves nothing) */
     }
   }
@@ -180,7 +180,7 @@ int cuv__wait_sync(cuv__submission_t *sub) {
   }
   /* No event to be had, or it failed to tell (a transient error proves nothing, and what the work
    * holds goes when this returns): the whole stream is the proof. A fault is final. */
-  if (rc < 0 && !cuv__status_is_fault(rc))
+  if (rc < 0 && !cuv_status_is_fault(rc))
     rc = cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
   return rc;
 }

@@ -46,3 +46,24 @@ CUV_EXTERN const char *cuv_err_name(int status) {
 }
 
 CUV_EXTERN const char *cuv_version_string(void) { return CUV_VERSION_STRING; }
+
+/* The driver errors after which the context is dead (sticky): the work's resources cannot be
+ * proven free, and nothing more runs in this context. */
+CUV_EXTERN bool cuv_status_is_fault(int status) {
+  switch (cuv_cuda_result(status)) {
+  case CUDA_ERROR_ILLEGAL_ADDRESS:
+  case CUDA_ERROR_LAUNCH_FAILED:
+  case CUDA_ERROR_HARDWARE_STACK_ERROR:
+  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
+  case CUDA_ERROR_MISALIGNED_ADDRESS:
+  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+  case CUDA_ERROR_INVALID_PC:
+  case CUDA_ERROR_ASSERT:
+  case CUDA_ERROR_LAUNCH_TIMEOUT:
+  case CUDA_ERROR_ECC_UNCORRECTABLE:
+  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+    return true;
+  default:
+    return false;
+  }
+}

@@ -80,7 +80,7 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   int wait = cuv__wait_sync(ex.sub);
   CUV__STAT_ADD(completed_sync, 1);
   int status = ex.sub->status < 0 ? ex.sub->status : wait;
-  if (cuv__status_is_fault(wait))
+  if (cuv_status_is_fault(wait))
     status = wait;
   return exec_deliver(ex.sub, status, out);
 }
@@ -148,7 +148,7 @@ void cuv__stream_reap(cuv_stream_t *stream) {
     pending = sub->next;
     sub->status = cuv__cu(cuv__drv.cuEventQuery(sub->done_event));
     /* Done, or faulted; not ready or a transient error (which proves nothing): kept. */
-    bool settled = sub->status == 0 || cuv__status_is_fault(sub->status);
+    bool settled = sub->status == 0 || cuv_status_is_fault(sub->status);
     cuv__submission_t **list = settled ? &done : &keep;
     sub->next = *list;
     *list = sub;

@@ -43,7 +43,7 @@ static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_o
     /* Without the join, completion on the executing stream proves nothing about this branch:
      * wait for it here, or the submission would release what the branch still uses. */
     int wait = cuv__cu(cuv__drv.cuStreamSynchronize(stream->cu));
-    if (cuv__status_is_fault(wait))
+    if (cuv_status_is_fault(wait))
       join = wait;
   }
   return rc < 0 ? rc : join;

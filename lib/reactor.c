@@ -288,7 +288,7 @@ static int stream_state(cuv__submission_t *sub) {
   if (cuv__bind(sub->dev) < 0)
     return 1;
   int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
-  return status == 0 ? 0 : cuv__status_is_fault(status) ? status : 1;
+  return status == 0 ? 0 : cuv_status_is_fault(status) ? status : 1;
 }
 
 /* Armed work made no progress for a while: a sticky fault never lets its flags land, so ask the
@@ -351,7 +351,7 @@ static void probe_watched(void) {
   size_t n = watched_streams(&streams);
   for (size_t i = 0; i < n; i++) {
     int state = cuv__bind(streams[i]->dev) < 0 ? 1 : cuv__cu(cuv__drv.cuStreamQuery(streams[i]->cu));
-    if (cuv__status_is_fault(state)) /* a transient error: its host function still runs */
+    if (cuv_status_is_fault(state)) /* a transient error: its host function still runs */
       complete_watched_on(streams[i], state);
     cuv__stream_unref(streams[i]);
   }

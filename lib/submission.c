@@ -130,27 +130,8 @@ void cuv__sub_leak(cuv__submission_t *sub) {
   cuv__device_sub_done(sub->dev, true);
 }
 
-bool cuv__status_is_fault(int status) {
-  switch (cuv_cuda_result(status)) {
-  case CUDA_ERROR_ILLEGAL_ADDRESS:
-  case CUDA_ERROR_LAUNCH_FAILED:
-  case CUDA_ERROR_HARDWARE_STACK_ERROR:
-  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-  case CUDA_ERROR_MISALIGNED_ADDRESS:
-  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-  case CUDA_ERROR_INVALID_PC:
-  case CUDA_ERROR_ASSERT:
-  case CUDA_ERROR_LAUNCH_TIMEOUT:
-  case CUDA_ERROR_ECC_UNCORRECTABLE:
-  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    return true;
-  default:
-    return false;
-  }
-}
-
 void cuv__sub_finish(cuv__submission_t *sub, int status) {
-  if (cuv__status_is_fault(status)) {
+  if (cuv_status_is_fault(status)) {
     CUV__STAT_ADD(faults, 1);
     cuv__sub_leak(sub);
   }

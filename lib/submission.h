@@ -67,7 +67,5 @@ void cuv__sub_retire(cuv__submission_t *sub);
 void cuv__sub_leak(cuv__submission_t *sub);
 /* Retires, or leaks when status says the context faulted. */
 void cuv__sub_finish(cuv__submission_t *sub, int status);
-/* True for driver errors that kill the context (sticky faults). */
-bool cuv__status_is_fault(int status);
 
 #endif

@@ -225,6 +225,18 @@ static void test_pipeline_without_failures(void **state) {
 
 /* The event cuv_sync records behind the work to learn its completion fails: cuv may fall back
  * to another proof or report the error, but it may not return before the work is done. */
+/* Which statuses mean a dead context: the sticky device faults, nothing else. */
+static void test_fault_statuses(void **state) {
+  (void)state;
+  const int sticky[] = {700, 719, 715, 716, 718, 710, 702, 214};
+  for (size_t i = 0; i < sizeof sticky / sizeof sticky[0]; i++)
+    assert_true(cuv_status_is_fault(CUV_ECUDA(sticky[i])));
+  const int not_sticky[] = {0, CUV_EINVAL, CUV_ENOMEM, CUV_ELOST, CUV_ECANCELED, CUV_ECUDA(1),
+                            CUV_ECUDA(2), CUV_ECUDA(600), CUV_ECUDA(201)};
+  for (size_t i = 0; i < sizeof not_sticky / sizeof not_sticky[0]; i++)
+    assert_false(cuv_status_is_fault(not_sticky[i]));
+}
+
 static void test_completion_event_failure_never_returns_early(void **state) {
   if (!cuvt_is_sim())
     skip();
@@ -254,6 +266,7 @@ int main(void) {
       cmocka_unit_test(test_failure_after_enqueued_work),
       cmocka_unit_test(test_launch_failure_is_a_cuda_error),
       cmocka_unit_test(test_pipeline_without_failures),
+      cmocka_unit_test(test_fault_statuses),
       INJECTION_TEST(0, "injected_cuMemAllocAsync"),
       INJECTION_TEST(1, "injected_cuMemcpyHtoDAsync"),
       INJECTION_TEST(2, "injected_cuLaunchKernel"),

@@ -52,27 +52,9 @@ static void register_fault_twin(void) {
 static void register_fault_twin(void) {}
 #endif
 
-/* The driver errors that leave the context dead (cuv's own list, lib/submission.c), and a
- * context already reset under us. */
+/* A context that died: a sticky fault, or one already reset under us. */
 static bool is_sticky_fault(int status) {
-  if (status == CUV_ELOST)
-    return true;
-  switch (cuv_cuda_result(status)) {
-  case CUDA_ERROR_ILLEGAL_ADDRESS:
-  case CUDA_ERROR_LAUNCH_FAILED:
-  case CUDA_ERROR_HARDWARE_STACK_ERROR:
-  case CUDA_ERROR_ILLEGAL_INSTRUCTION:
-  case CUDA_ERROR_MISALIGNED_ADDRESS:
-  case CUDA_ERROR_INVALID_ADDRESS_SPACE:
-  case CUDA_ERROR_INVALID_PC:
-  case CUDA_ERROR_ASSERT:
-  case CUDA_ERROR_LAUNCH_TIMEOUT:
-  case CUDA_ERROR_ECC_UNCORRECTABLE:
-  case CUDA_ERROR_CONTEXT_IS_DESTROYED:
-    return true;
-  default:
-    return false;
-  }
+  return status == CUV_ELOST || cuv_status_is_fault(status);
 }
 
 /* ---- ending --------------------------------------------------------------------------------- */
