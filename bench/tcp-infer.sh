@@ -17,6 +17,8 @@
 #   cuv-coalesce  --coalesce        1 loop; the requests of one loop iteration as one submission
 #   baseline-coalesce  --baseline --coalesce   the same batches through the thread pool
 #   cuv-4loops-coalesce  --loops 4 --coalesce  4 loops, each batching its own requests
+#   baseline-4loops  --baseline --loops 4      4 loops sharing the thread pool
+#   baseline-4loops-coalesce  --baseline --loops 4 --coalesce
 # The simulator runs baseline, cuv and cuv-coalesce only (a few seconds); its figures say little
 # about a GPU.
 #
@@ -47,6 +49,7 @@ max_threads=${TCP_INFER_BENCH_THREADS:-4}
 default_configs="baseline|--baseline;cuv|;cuv-offload|--offload;cuv-4loops|--loops 4"
 default_configs+=";cuv-coalesce|--coalesce;baseline-coalesce|--baseline --coalesce"
 default_configs+=";cuv-4loops-coalesce|--loops 4 --coalesce"
+default_configs+=";baseline-4loops|--baseline --loops 4;baseline-4loops-coalesce|--baseline --loops 4 --coalesce"
 [ $sim = 1 ] && default_configs="baseline|--baseline;cuv|;cuv-coalesce|--coalesce"
 IFS=';' read -r -a configs <<<"${TCP_INFER_BENCH_CONFIGS:-$default_configs}"
 have_wrk=0
