@@ -126,6 +126,9 @@ int main(int argc, char **argv) {
   if (!port[0]) { /* the server ended before listening */
     int wstatus = 0;
     waitpid(spid, &wstatus, 0);
+    if (out)
+      fclose(out);
+    free(server);
     int rc = status_of(wstatus);
     fprintf(stderr, "tcp-infer-run: the server exited with status %d before listening\n", rc);
     if (rc == EXIT_SKIP && tap) {
