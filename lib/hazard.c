@@ -192,7 +192,7 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind)
     rc = order_after(ex->sub, ex->stream, others, n, mode);
   free(others);
   cuv__access_t *a = NULL;
-  if (rc == 0 && !(a = calloc(1, sizeof *a)))
+  if (rc == 0 && !(a = cuv__zalloc(sizeof *a)))
     rc = CUV_ENOMEM;
   if (rc == 0)
     rc = cuv__sub_hold(ex->sub, access_release, a);

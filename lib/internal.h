@@ -11,6 +11,7 @@
 
 #include <cuv.h>
 
+#include "alloc.h"
 #include "driver.h"
 
 #define CUV__UNUSED(x) (void)(x)

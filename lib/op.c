@@ -10,7 +10,7 @@ static const cuv__op_vt_t error_vt = {"error", NULL, NULL};
 static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
-  cuv_op_t *op = calloc(1, size);
+  cuv_op_t *op = cuv__zalloc(size);
   if (op) {
     op->vt = vt;
     op->device = -1;
@@ -123,7 +123,7 @@ static void tuple_release(void *arg) {
 }
 
 cuv_output_t cuv__tuple_new(size_t n) {
-  cuv_tuple_t *tuple = calloc(1, sizeof *tuple + n * sizeof tuple->items[0]);
+  cuv_tuple_t *tuple = cuv__zalloc(sizeof *tuple + n * sizeof tuple->items[0]);
   if (!tuple)
     return (cuv_output_t){0};
   tuple->n = n;
