@@ -18,7 +18,7 @@ typedef struct launch_op {
   cuv_dim3_t grid, block;
   unsigned shared_bytes;
   size_t nargs;
-  launch_arg_t *args;
+  launch_arg_t *args;      /* these two point into the node's own allocation (one per op) */
   unsigned char *storage;
 } launch_op_t;
 
@@ -27,27 +27,35 @@ static void launch_drop(cuv_op_t *op) {
   for (size_t i = 0; i < l->nargs; i++)
     cuv_buffer_unref(l->args[i].buffer);
   cuv_kernel_release(l->kernel);
-  free(l->args);
-  free(l->storage);
+}
+
+/* The op's kernel reference moves to the submission; when the submission holds the kernel
+ * already (a chain of launches of one kernel), the op's reference is dropped with the op. */
+static int hold_kernel(cuv__submission_t *sub, launch_op_t *l) {
+  int rc = cuv__sub_hold_unique(sub, cuv__kernel_release, l->kernel);
+  if (rc == 0)
+    l->kernel = NULL;
+  return rc < 0 ? rc : 0;
 }
 
 static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   launch_op_t *l = (launch_op_t *)op;
+  cuv_kernel_t *kernel = l->kernel; /* alive until retirement: the op or the submission holds it */
   void *params_inline[16];
   void **params = l->nargs <= 16 ? params_inline : malloc(l->nargs * sizeof *params);
   int rc = params ? 0 : CUV_ENOMEM;
-  if (rc == 0 && l->kernel->mod->dev != ex->sub->dev)
+  if (rc == 0 && kernel->mod->dev != ex->sub->dev)
     rc = CUV_EDEVICE;
   for (size_t i = 0; rc == 0 && i < l->nargs; i++) {
     params[i] = l->storage + l->args[i].offset;
     if (l->args[i].buffer)
       rc = cuv__hold_buffer(ex, l->args[i].buffer, l->args[i].kind);
   }
-  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, cuv__kernel_release, l->kernel)) == 0)
-    cuv__kernel_ref(l->kernel);
+  if (rc == 0)
+    rc = hold_kernel(ex->sub, l);
   CUfunction fn = NULL;
   if (rc == 0)
-    rc = cuv__kernel_function(l->kernel, &fn);
+    rc = cuv__kernel_function(kernel, &fn);
   if (rc == 0)
     rc = cuv__cu(cuv__drv.cuLaunchKernel(fn, l->grid.x, l->grid.y, l->grid.z,
                                          l->block.x, l->block.y, l->block.z, l->shared_bytes,
@@ -91,18 +99,31 @@ static int check_args(const cuv_kernel_t *k, const cuv_arg_t *args, size_t nargs
   return 0;
 }
 
-/* Lays the arguments out in storage, each aligned to its size (at most 8). */
-static int pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
+/* Bytes of argument storage: each argument aligned to 8 (sizes are at most 8 or a scalar's). */
+static size_t storage_size(const cuv_arg_t *args, size_t nargs) {
   size_t total = 0;
   for (size_t i = 0; i < nargs; i++)
-    total += arg_size(&args[i]) + 8;
-  l->args = calloc(nargs ? nargs : 1, sizeof *l->args);
-  l->storage = malloc(total ? total : 1);
-  if (!l->args || !l->storage)
-    return CUV_ENOMEM;
+    total += (arg_size(&args[i]) + 7) & ~(size_t)7;
+  return total;
+}
+
+/* The node, its argument table and the storage in one allocation: a launch is the most frequent
+ * op, and three mallocs and frees per launch were most of its host cost. */
+static launch_op_t *launch_new(size_t nargs, size_t storage) {
+  size_t head = sizeof(launch_op_t) + nargs * sizeof(launch_arg_t);
+  head = (head + 7) & ~(size_t)7;
+  launch_op_t *l = (launch_op_t *)cuv__op_new(&launch_vt, head + storage);
+  if (l) {
+    l->args = (launch_arg_t *)(l + 1);
+    l->storage = (unsigned char *)l + head;
+  }
+  return l;
+}
+
+/* Lays the arguments out in storage, each aligned to 8. */
+static void pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
   size_t at = 0;
   for (size_t i = 0; i < nargs; i++, l->nargs++) {
-    at = (at + 7) & ~(size_t)7;
     l->args[i].kind = args[i].kind;
     l->args[i].offset = at;
     if (args[i].kind == CUV_ARG_KIND_SCALAR) {
@@ -112,9 +133,8 @@ static int pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
       memcpy(l->storage + at, &ptr, sizeof ptr);
       l->args[i].buffer = cuv_buffer_ref(args[i].buffer);
     }
-    at += arg_size(&args[i]);
+    at += (arg_size(&args[i]) + 7) & ~(size_t)7;
   }
-  return 0;
 }
 
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
@@ -126,7 +146,7 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
   int rc = check_args(kernel, args, nargs, device);
   if (rc < 0)
     return cuv__op_fail(rc);
-  launch_op_t *l = (launch_op_t *)cuv__op_new(&launch_vt, sizeof *l);
+  launch_op_t *l = launch_new(nargs, storage_size(args, nargs));
   if (!l)
     return cuv__op_fail(CUV_ENOMEM);
   l->kernel = cuv__kernel_ref(kernel);
@@ -134,9 +154,6 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
   l->block = block;
   l->shared_bytes = shared_bytes;
   l->op.device = device;
-  if (pack_args(l, args, nargs) < 0) {
-    cuv_op_free(&l->op);
-    return cuv__op_fail(CUV_ENOMEM);
-  }
+  pack_args(l, args, nargs);
   return &l->op;
 }

@@ -13,7 +13,7 @@ static void stream_in_flight_release(void *arg) {
 }
 
 int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
-  cuv__submission_t *sub = calloc(1, sizeof *sub);
+  cuv__submission_t *sub = cuv__zalloc(sizeof *sub);
   if (!sub)
     return CUV_ENOMEM;
   sub->holds = sub->inline_holds;
@@ -42,6 +42,18 @@ int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg) {
   }
   sub->holds[sub->n_holds++] = (cuv__hold_t){release, arg};
   return 0;
+}
+
+/* How far back cuv__sub_hold_unique looks: a few entries catch launches of one kernel with
+ * other holds (buffer accesses) in between, and keep the look constant-time. */
+#define UNIQUE_WINDOW 4
+
+int cuv__sub_hold_unique(cuv__submission_t *sub, cuv_release_fn release, void *arg) {
+  size_t stop = sub->n_holds > UNIQUE_WINDOW ? sub->n_holds - UNIQUE_WINDOW : 0;
+  for (size_t i = sub->n_holds; i-- > stop;)
+    if (sub->holds[i].release == release && sub->holds[i].arg == arg)
+      return 1;
+  return cuv__sub_hold(sub, release, arg);
 }
 
 int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream) {

@@ -52,6 +52,9 @@ int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream);
 /* Holds `arg` until retirement, then calls release(arg). On failure nothing is held and the
  * caller still owns arg. */
 int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg);
+/* As cuv__sub_hold, unless one of the latest holds is (release, arg) already: then nothing is
+ * added and it returns 1 (the caller keeps its reference to arg and drops it itself). */
+int cuv__sub_hold_unique(cuv__submission_t *sub, cuv_release_fn release, void *arg);
 /* Counts another stream (a fork branch) in flight for this submission and holds it. */
 int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream);
 /* An event from the device's pool, kept by the submission until retirement. */
