@@ -1,6 +1,7 @@
 /* tcp-infer-frames-test: the --isolate frame reader (frames.c) against byte streams cut every
  * way: one byte at a time, several frames in one read, a frame split across reads of every size;
- * and malformed frames (more rows than allowed). Exit 0, or 1 with the first failure. */
+ * the debug requests (no payload); and malformed frames (more rows than allowed). Exit 0, or 1
+ * with the first failure. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,12 +71,21 @@ static void requests_and_limits(void) {
   CHECK(frame_reader_init(&r, false, 4) == 0);
   char *base;
   size_t room;
-  CHECK(frame_reader_space(&r, 2 * FRAME_REQUEST_HEAD, &base, &room) == 0);
-  frame_request_head(base, 1, 0); /* the debug fault: no payload */
-  frame_request_head(base + FRAME_REQUEST_HEAD, 2, 5); /* over the limit of 4 rows */
-  frame_reader_fill(&r, 2 * FRAME_REQUEST_HEAD);
+  CHECK(frame_reader_space(&r, 3 * FRAME_REQUEST_HEAD, &base, &room) == 0);
+  frame_request_head(base, 1, FRAME_ROWS_FAULT); /* the debug fault: no payload */
+  frame_request_head(base + FRAME_REQUEST_HEAD, 9, FRAME_ROWS_HANG); /* the debug hang: none */
+  frame_request_head(base + 2 * FRAME_REQUEST_HEAD, 2, 5); /* over the limit of 4 rows */
+  frame_reader_fill(&r, 3 * FRAME_REQUEST_HEAD);
   frame_t f;
   CHECK(frame_next(&r, &f) == 1 && f.id == 1 && f.rows == 0 && f.payload_len == 0);
+  CHECK(frame_next(&r, &f) == 1 && f.id == 9 && f.rows == FRAME_ROWS_HANG && f.payload_len == 0);
+  CHECK(frame_next(&r, &f) == -1);
+  frame_reader_free(&r);
+  /* a reply never has the hang's rows */
+  CHECK(frame_reader_init(&r, true, 4) == 0);
+  CHECK(frame_reader_space(&r, FRAME_REPLY_HEAD, &base, &room) == 0);
+  frame_reply_head(base, 9, 0, FRAME_ROWS_HANG);
+  frame_reader_fill(&r, FRAME_REPLY_HEAD);
   CHECK(frame_next(&r, &f) == -1);
   frame_reader_free(&r);
   /* large requests make the buffer grow */

@@ -7,7 +7,9 @@
 
 #define READER_MIN_CAP (128u << 10)
 
-size_t frame_request_payload(uint32_t rows) { return (size_t)rows * MLP_IN * sizeof(float); }
+size_t frame_request_payload(uint32_t rows) {
+  return rows == FRAME_ROWS_HANG ? 0 : (size_t)rows * MLP_IN * sizeof(float);
+}
 
 size_t frame_reply_payload(int32_t status, uint32_t rows) {
   return status == 0 ? (size_t)rows * MLP_OUT * sizeof(float) : 0;
@@ -89,7 +91,7 @@ int frame_next(frame_reader_t *r, frame_t *f) {
   } else {
     memcpy(&f->rows, p + 8, 4);
   }
-  if (f->rows > r->max_rows)
+  if (f->rows > r->max_rows && (r->replies || f->rows != FRAME_ROWS_HANG))
     return -1;
   f->payload_len = r->replies ? frame_reply_payload(f->status, f->rows)
                               : frame_request_payload(f->rows);

@@ -4,7 +4,8 @@
  * a packed struct.
  *
  *   request (front -> worker): u64 id, u32 rows, then rows x 64 float32 (rows x 256 bytes).
- *                              rows 0 is the debug fault (POST /debug/fault): no payload.
+ *                              rows 0 is the debug fault (POST /debug/fault), rows
+ *                              FRAME_ROWS_HANG the debug hang (POST /debug/hang): no payload.
  *   reply   (worker -> front): u64 id, i32 status, u32 rows, then rows x 16 float32 when
  *                              status is 0 (rows x 64 bytes); status is 0 or a cuv error code.
  *                              id 0 is a control frame (rows 0): status 0 "ready" (the worker
@@ -25,6 +26,9 @@
 #define FRAME_REQUEST_HEAD 12u /* u64 id, u32 rows */
 #define FRAME_REPLY_HEAD 16u   /* u64 id, i32 status, u32 rows */
 #define FRAME_CONTROL_ID 0u
+/* The debug requests' rows: no payload, far from any real batch (at most 65536 rows). */
+#define FRAME_ROWS_FAULT 0u
+#define FRAME_ROWS_HANG UINT32_MAX
 
 /* The worker's exit status after a sticky device fault (its context is dead: only a new process
  * gets a working device). Any other exit, or a signal, is a crash to the front. */
@@ -60,7 +64,7 @@ int frame_next(frame_reader_t *r, frame_t *f);
 void frame_request_head(char *out, uint64_t id, uint32_t rows);
 void frame_reply_head(char *out, uint64_t id, int32_t status, uint32_t rows);
 
-/* Payload bytes of a request / a reply of `rows` rows. */
+/* Payload bytes of a request / a reply of `rows` rows (0 for the debug requests). */
 size_t frame_request_payload(uint32_t rows);
 size_t frame_reply_payload(int32_t status, uint32_t rows);
 
