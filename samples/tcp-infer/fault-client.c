@@ -1,25 +1,37 @@
 /* tcp-infer-fault-client: drives a `tcp-infer --isolate --debug-fault` server through worker
- * faults and kills under verified load, checks the recovery and measures it (libuv, one thread).
+ * faults, hangs and kills under verified load, checks the recovery and measures it (libuv, one
+ * thread).
  *
  *   tcp-infer-fault-client --port N [--connections 8] [--depth 8] [--batch 1-8] [--faults 2]
- *                          [--kills 1] [--warmup 200] [--seed 42] [--timeout 60]
+ *                          [--hangs 0] [--kills 1] [--spare] [--warmup 200] [--seed 42]
+ *                          [--timeout 60]
  *
  * Keeps `depth` verified requests pipelined on each connection (inputs from a pool whose outputs
- * were computed on the host, as tcp-infer-client does). For each event in turn (the faults, then
- * the kills), once `warmup` correct answers came since the last one:
- *   fault: POST /debug/fault on a control connection; kill: SIGKILL to the worker's pid read from
- *   GET /stats (cuv_infer_worker_pid).
+ * were computed on the host, as tcp-infer-client does). For each event in turn (the faults, the
+ * hangs, then the kills), once `warmup` correct answers came since the last one, it reads
+ * GET /stats (the workers' pids, one per loop; the counters so far) and triggers it:
+ *   fault: POST /debug/fault on a control connection (one loop's worker faults);
+ *   hang: POST /debug/hang (one loop's worker runs a kernel that never ends; the server's
+ *         watchdog, --isolate-timeout, must kill it: the request's answer is then a 503);
+ *   kill: SIGKILL to every loop's active worker (cuv_infer_worker_pid{loop="N"}).
+ * With --spare it first waits until every loop's spare is ready (cuv_infer_worker_spare_ready),
+ * and then requires each replacement to be a promotion (cuv_infer_worker_promotions_total).
  * The requests in flight at that moment are marked. The event is over when every marked request
- * was answered, the fault request was answered (with an error status), and a request sent after
- * the worker was certainly replaced (after the fault's reply, or after the kill) was answered
- * correctly; then GET /stats must say cuv_infer_worker_restarts_total = events so far.
+ * was answered, the debug request was answered (with an error status), and a request sent after
+ * the worker was certainly replaced (after the debug request's reply, or after the kill) was
+ * answered correctly; then GET /stats must count one restart per worker replaced
+ * (cuv_infer_worker_restarts_total: one per fault or hang, one per loop per kill; read again
+ * while it is short, as a loop may not have seen its worker's end yet).
  *
  * Every answer must be 200 with the host's result, or 500/503 (an error, never a wrong answer);
- * a request sent after its event's first correct answer (a new worker, serving) must be correct;
- * no connection may lose a request. Exit 0, or 1 with the reason. Per event one line:
+ * a request sent after its event is over must be correct: from the event's first correct answer
+ * on (a new worker serving), except for a kill of several loops' workers, where one loop may
+ * answer while another has not yet seen its worker's end: from the restart count's confirmation.
+ * No connection may lose a request. Exit 0, or 1 with the reason. Per event one line:
  *   RESULT event=fault n=1 inflight=N inflight_ok=A inflight_err=B answered_us=T1
- *          first_correct_us=T2 fault_status=S restarts=R
- * (times from the fault request's send, or the kill), then a RESULT summary line. */
+ *          first_correct_us=T2 debug_status=S restarts=R promoted=P
+ * (times from the debug request's send, or the kill; promoted: the replacements of this event
+ * that were spares' promotions), then a RESULT summary line. */
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -40,7 +52,8 @@
 
 typedef struct config {
   int port;
-  unsigned connections, depth, batch_min, batch_max, faults, kills, warmup;
+  unsigned connections, depth, batch_min, batch_max, faults, hangs, kills, warmup;
+  bool spare; /* wait for ready spares before each event; every replacement a promotion */
   uint64_t seed;
   double timeout;
 } config_t;
@@ -71,14 +84,20 @@ typedef struct lconn { /* a load connection */
   bool closed;
 } lconn_t;
 
-typedef enum { PH_WARM, PH_PID, PH_TRIGGERED, PH_STATS, PH_DRAIN, PH_DONE } phase_t;
+typedef enum { PH_WARM, PH_PRE, PH_TRIGGERED, PH_STATS, PH_DRAIN, PH_DONE } phase_t;
+
+typedef enum { EV_FAULT, EV_HANG, EV_KILL } ev_kind_t;
+static const char *const kind_names[] = {"fault", "hang", "kill"};
+
+#define MAX_LOOPS 64
 
 typedef struct event {
-  bool kill;
+  ev_kind_t kind;
   uint64_t t0, marker_ns, answered_ns, first_correct_ns;
   unsigned inflight, left, ok, err;
-  int fault_status; /* the fault request's HTTP status */
-  long restarts;
+  unsigned replaced;  /* workers this event replaces: 1, or every loop's for a kill */
+  int debug_status;   /* the debug request's HTTP status */
+  long restarts, promotions_before, promoted;
 } event_t;
 
 static struct {
@@ -102,7 +121,11 @@ static struct {
   event_t events[MAX_EVENTS];
   uint64_t strict_ns[MAX_EVENTS + 1]; /* requests of epoch k sent after it must be correct */
   uint64_t sent, correct, errors, status_counts[6];
-  int pid;
+  long pids[MAX_LOOPS];   /* the loops' active workers, from GET /stats */
+  unsigned nloops;
+  long restarts_expected; /* so far */
+  bool repoll;            /* GET /stats again at repoll_at */
+  uint64_t repoll_at;
   const char *failure;
   char why[256];
 } g;
@@ -219,6 +242,12 @@ static void mark_answered(const pending_t *p, bool ok, uint64_t now) {
     e->answered_ns = now;
 }
 
+/* Whether the event's first correct answer proves every affected loop serves again: not after
+ * a kill of several loops' workers (another loop may answer first). */
+static bool strict_at_first_correct(const event_t *e) {
+  return e->kind != EV_KILL || g.nloops == 1;
+}
+
 static void on_load_answer(lconn_t *c) {
   if (c->count == 0) {
     fail("a response nobody asked for");
@@ -243,7 +272,8 @@ static void on_load_answer(lconn_t *c) {
   event_t *e = &g.events[g.ev];
   if (ok && g.phase == PH_TRIGGERED && !e->first_correct_ns && p->sent_ns > e->marker_ns) {
     e->first_correct_ns = now;
-    g.strict_ns[g.ev + 1] = now; /* a new worker serves: what is sent from now on must be right */
+    if (strict_at_first_correct(e)) /* a new worker serves: from now on answers must be right */
+      g.strict_ns[g.ev + 1] = now;
   }
   if (ok)
     g.correct_in_phase++;
@@ -346,11 +376,12 @@ static void control(const char *method, const char *path) {
   }
 }
 
-/* A sample's value in the /stats body, summed over its label sets; -1 when absent. */
-static long stat_value(const char *name) {
+/* The values of a metric's samples in the /stats body, in order (one per label set, as
+ * cuv_infer_worker_pid{loop="N"}); how many there are (more than max are counted, not kept). */
+static unsigned stat_values(const char *name, long *out, unsigned max) {
   if (!g.ctl_rd.body)
-    return -1;
-  long sum = -1;
+    return 0;
+  unsigned count = 0;
   size_t n = strlen(name);
   for (const char *s = g.ctl_rd.body, *end = s + g.ctl_rd.len; s < end;) {
     const char *eol = memchr(s, '\n', (size_t)(end - s));
@@ -358,11 +389,41 @@ static long stat_value(const char *name) {
       eol = end;
     if ((size_t)(eol - s) > n && !strncmp(s, name, n) && (s[n] == ' ' || s[n] == '{')) {
       const char *v = memchr(s, ' ', (size_t)(eol - s));
-      sum = (sum < 0 ? 0 : sum) + (v ? strtol(v + 1, NULL, 10) : 0);
+      if (count < max)
+        out[count] = v ? strtol(v + 1, NULL, 10) : 0;
+      count++;
     }
     s = eol + 1;
   }
-  return sum;
+  return count;
+}
+
+/* A metric's value, summed over its label sets; -1 when absent. */
+static long stat_value(const char *name) {
+  long v[MAX_LOOPS], sum = 0;
+  unsigned n = stat_values(name, v, MAX_LOOPS);
+  for (unsigned i = 0; i < n && i < MAX_LOOPS; i++)
+    sum += v[i];
+  return n ? sum : -1;
+}
+
+/* GET /stats again in 10 ms (what it waits for is not there yet). */
+static void repoll(void) {
+  g.repoll_at = uv_hrtime() + 10000000u;
+  g.repoll = true;
+}
+
+/* True while a /stats answer is awaited (a re-poll due is sent here). */
+static bool stats_pending(void) {
+  if (g.ctl_busy)
+    return true;
+  if (!g.repoll)
+    return false;
+  if (uv_hrtime() >= g.repoll_at) {
+    g.repoll = false;
+    control("GET", "/stats");
+  }
+  return true;
 }
 
 /* ---- the events ----------------------------------------------------------------------------- */
@@ -384,25 +445,27 @@ static void trigger(void) {
   event_t *e = &g.events[g.ev];
   e->inflight = e->left = mark_in_flight();
   e->t0 = uv_hrtime();
-  e->marker_ns = UINT64_MAX; /* a fault: set when its reply comes (the old worker is done) */
-  e->fault_status = -1;
+  e->marker_ns = UINT64_MAX; /* a debug request: set when its reply comes (the old worker done) */
+  e->debug_status = -1;
+  e->replaced = e->kind == EV_KILL ? g.nloops : 1;
   g.phase = PH_TRIGGERED;
-  if (e->kill) {
-    if (kill(g.pid, SIGKILL) != 0)
-      fail("cannot kill the worker (pid %d)", g.pid);
+  if (e->kind == EV_KILL) {
+    for (unsigned i = 0; i < g.nloops; i++)
+      if (kill((pid_t)g.pids[i], SIGKILL) != 0)
+        fail("cannot kill loop %u's worker (pid %ld)", i, g.pids[i]);
     e->marker_ns = e->t0;
   } else {
-    control("POST", "/debug/fault");
+    control("POST", e->kind == EV_HANG ? "/debug/hang" : "/debug/fault");
   }
 }
 
 static void report(const event_t *e, unsigned n) {
   printf("RESULT event=%s n=%u inflight=%u inflight_ok=%u inflight_err=%u answered_us=%llu "
-         "first_correct_us=%llu fault_status=%d restarts=%ld\n",
-         e->kill ? "kill" : "fault", n, e->inflight, e->ok, e->err,
+         "first_correct_us=%llu debug_status=%d restarts=%ld promoted=%ld\n",
+         kind_names[e->kind], n, e->inflight, e->ok, e->err,
          (unsigned long long)((e->answered_ns ? e->answered_ns : e->t0) - e->t0) / 1000u,
-         (unsigned long long)(e->first_correct_ns - e->t0) / 1000u, e->fault_status,
-         e->restarts);
+         (unsigned long long)(e->first_correct_ns - e->t0) / 1000u, e->debug_status,
+         e->restarts, e->promoted);
 }
 
 static void next_phase(phase_t ph) {
@@ -411,14 +474,31 @@ static void next_phase(phase_t ph) {
   g.correct_in_phase = 0;
 }
 
-/* The event's answers are all in: check the restart count. */
-static void on_stats_answer(void) {
+/* The event's answers are all in: the restart count must reach one per worker replaced (read
+ * again while short: a loop may not have seen its worker's end yet), never more. */
+static void step_stats(void) {
+  if (stats_pending())
+    return;
   event_t *e = &g.events[g.ev];
+  long want = g.restarts_expected + (long)e->replaced;
   e->restarts = stat_value("cuv_infer_worker_restarts_total");
-  if (g.ctl_rd.status != 200 || e->restarts != (long)g.ev + 1) {
-    fail("GET /stats: cuv_infer_worker_restarts_total is %ld", e->restarts);
+  if (g.ctl_rd.status != 200 || e->restarts > want) {
+    fail("GET /stats: cuv_infer_worker_restarts_total is %ld, want %ld", e->restarts, want);
     return;
   }
+  if (e->restarts < want) {
+    repoll();
+    return;
+  }
+  e->promoted = stat_value("cuv_infer_worker_promotions_total") - e->promotions_before;
+  if (g.cfg.spare && e->promoted != (long)e->replaced) {
+    fail("%s %u: %ld of its %u replacements were spares' promotions", kind_names[e->kind],
+         g.ev + 1, e->promoted, e->replaced);
+    return;
+  }
+  g.restarts_expected = want;
+  if (!strict_at_first_correct(e)) /* every loop counted its restart: all of them serve */
+    g.strict_ns[g.ev + 1] = uv_hrtime();
   report(e, g.ev + 1);
   g.ev++;
   next_phase(g.ev == g.nev ? PH_DRAIN : PH_WARM);
@@ -426,14 +506,16 @@ static void on_stats_answer(void) {
 
 static void step_triggered(void) {
   event_t *e = &g.events[g.ev];
-  if (!e->kill && e->fault_status < 0 && g.ctl_done && !g.ctl_busy) {
-    e->fault_status = (int)g.ctl_rd.status;
+  if (e->kind != EV_KILL && e->debug_status < 0 && g.ctl_done && !g.ctl_busy) {
+    e->debug_status = (int)g.ctl_rd.status;
     e->marker_ns = uv_hrtime();
-    if (e->fault_status != 500 && e->fault_status != 503)
-      fail("POST /debug/fault answered %d (want an error status)", e->fault_status);
+    /* a hang ends with its worker killed (503); a fault answers its error (500, or 503) */
+    if (e->debug_status != 503 && (e->kind == EV_HANG || e->debug_status != 500))
+      fail("POST /debug/%s answered %d (want %s)", kind_names[e->kind], e->debug_status,
+           e->kind == EV_HANG ? "503: its worker killed" : "an error status");
   }
-  bool fault_in = e->kill || e->fault_status >= 0;
-  if (fault_in && e->left == 0 && e->first_correct_ns && !g.ctl_busy) {
+  bool debug_in = e->kind == EV_KILL || e->debug_status >= 0;
+  if (debug_in && e->left == 0 && e->first_correct_ns && !g.ctl_busy) {
     next_phase(PH_STATS);
     control("GET", "/stats");
   }
@@ -442,22 +524,33 @@ static void step_triggered(void) {
 static void step_warm(void) {
   if (g.correct_in_phase < g.cfg.warmup || g.ctl_busy)
     return;
-  if (!g.events[g.ev].kill) {
-    trigger();
-    return;
-  }
-  next_phase(PH_PID);
+  next_phase(PH_PRE);
   control("GET", "/stats");
 }
 
-static void step_pid(void) {
-  if (g.ctl_busy)
+/* Before an event: the loops' workers (every one running), the counters so far; with --spare,
+ * every loop's spare ready (read again until they are). */
+static void step_pre(void) {
+  if (stats_pending())
     return;
-  g.pid = (int)stat_value("cuv_infer_worker_pid");
-  if (g.pid <= 0) {
-    fail("no worker pid in GET /stats (%d)", g.pid);
+  long spares[MAX_LOOPS];
+  unsigned n = stat_values("cuv_infer_worker_pid", g.pids, MAX_LOOPS);
+  unsigned nspares = stat_values("cuv_infer_worker_spare_ready", spares, MAX_LOOPS);
+  long restarts = stat_value("cuv_infer_worker_restarts_total");
+  if (g.ctl_rd.status != 200 || n == 0 || n > MAX_LOOPS || restarts != g.restarts_expected) {
+    fail("GET /stats before event %u: %u worker pids, %ld restarts (want %ld)", g.ev + 1, n,
+         restarts, g.restarts_expected);
     return;
   }
+  bool waiting = false;
+  for (unsigned i = 0; i < n; i++)
+    waiting |= g.pids[i] <= 0 || (g.cfg.spare && (nspares != n || spares[i] != 1));
+  if (waiting) {
+    repoll();
+    return;
+  }
+  g.nloops = n;
+  g.events[g.ev].promotions_before = stat_value("cuv_infer_worker_promotions_total");
   trigger();
 }
 
@@ -490,12 +583,9 @@ static void on_tick(uv_timer_t *timer) {
     fail("timed out (phase %d)", (int)g.phase);
   switch (g.phase) {
   case PH_WARM: step_warm(); break;
-  case PH_PID: step_pid(); break;
+  case PH_PRE: step_pre(); break;
   case PH_TRIGGERED: step_triggered(); break;
-  case PH_STATS:
-    if (!g.ctl_busy)
-      on_stats_answer();
-    break;
+  case PH_STATS: step_stats(); break;
   case PH_DRAIN:
     if (all_answered() && !g.ctl_busy)
       g.phase = PH_DONE;
@@ -513,6 +603,7 @@ static int parse(int argc, char **argv) {
       {"port", required_argument, NULL, 'p'},  {"connections", required_argument, NULL, 'c'},
       {"depth", required_argument, NULL, 'd'}, {"batch", required_argument, NULL, 'b'},
       {"faults", required_argument, NULL, 'f'}, {"kills", required_argument, NULL, 'k'},
+      {"hangs", required_argument, NULL, 'H'},  {"spare", no_argument, NULL, 'S'},
       {"warmup", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
   g.cfg = (config_t){.port = 8080, .connections = 8, .depth = 8, .batch_min = 1, .batch_max = 8,
@@ -530,6 +621,8 @@ static int parse(int argc, char **argv) {
       break;
     case 'f': g.cfg.faults = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'k': g.cfg.kills = (unsigned)strtoul(optarg, NULL, 10); break;
+    case 'H': g.cfg.hangs = (unsigned)strtoul(optarg, NULL, 10); break;
+    case 'S': g.cfg.spare = true; break;
     case 'w': g.cfg.warmup = (unsigned)strtoul(optarg, NULL, 10); break;
     case 's': g.cfg.seed = strtoull(optarg, NULL, 0); break;
     case 't': g.cfg.timeout = atof(optarg); break;
@@ -539,7 +632,7 @@ static int parse(int argc, char **argv) {
   const config_t *c = &g.cfg;
   return optind == argc && c->port > 0 && c->port < 65536 && c->connections > 0 && c->depth > 0 &&
                  c->batch_min > 0 && c->batch_min <= c->batch_max && c->batch_max <= MAX_BATCH &&
-                 c->faults + c->kills <= MAX_EVENTS && c->timeout > 0
+                 c->faults + c->hangs + c->kills <= MAX_EVENTS && c->timeout > 0
              ? 0
              : -1;
 }
@@ -583,17 +676,19 @@ static void settings(http_parser_settings *s, http_cb complete) {
 int main(int argc, char **argv) {
   if (parse(argc, argv) != 0) {
     fprintf(stderr, "usage: tcp-infer-fault-client --port N [--connections C] [--depth D] "
-                    "[--batch MIN-MAX] [--faults F] [--kills K] [--warmup N] [--seed S] "
-                    "[--timeout SECONDS]\n");
+                    "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--spare] "
+                    "[--warmup N] [--seed S] [--timeout SECONDS]\n");
     return 2;
   }
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN);
   make_pool();
   g.rng = 0x9e3779b97f4a7c15ull;
-  g.nev = g.cfg.faults + g.cfg.kills;
+  g.nev = g.cfg.faults + g.cfg.hangs + g.cfg.kills;
   for (unsigned i = 0; i < g.nev; i++)
-    g.events[i].kill = i >= g.cfg.faults;
+    g.events[i].kind = i < g.cfg.faults                ? EV_FAULT
+                       : i < g.cfg.faults + g.cfg.hangs ? EV_HANG
+                                                        : EV_KILL;
   g.strict_ns[0] = 1; /* before the first event, every answer must be correct */
   settings(&g.settings, on_load_complete);
   settings(&g.ctl_settings, on_ctl_complete);
