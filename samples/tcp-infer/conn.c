@@ -363,6 +363,8 @@ static route_t route_of(const char *url) {
     return ROUTE_STATS;
   if (len == 12 && !strncmp(url, "/debug/fault", 12))
     return ROUTE_FAULT;
+  if (len == 11 && !strncmp(url, "/debug/hang", 11))
+    return ROUTE_HANG;
   return ROUTE_NONE;
 }
 
@@ -402,12 +404,13 @@ static int on_headers_complete(http_parser *p) {
   if (c->in_value)
     header_done(c);
   req->route = c->url_long ? ROUTE_NONE : route_of(c->url);
-  if (req->route == ROUTE_FAULT && !lp->srv->debug_fault)
-    req->route = ROUTE_NONE; /* the debug route exists only with --debug-fault */
+  bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
+  if (debug && !lp->srv->debug_fault)
+    req->route = ROUTE_NONE; /* the debug routes exist only with --debug-fault */
   const size_t row_bytes = MLP_IN * sizeof(float);
   if (req->route == ROUTE_NONE) {
     req->status = 404;
-  } else if (req->route == ROUTE_FAULT) {
+  } else if (debug) {
     if (p->method != HTTP_POST) { /* its body, if any, is read and dropped */
       req->status = 405;
       req->extra_header = "Allow: POST\r\n";
@@ -489,7 +492,7 @@ static int on_message_complete(http_parser *p) {
       respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
     else
       respond_error(req, 503, "out of memory");
-  } else if (lp->iso || req->route == ROUTE_FAULT) {
+  } else if (lp->iso || req->route == ROUTE_FAULT || req->route == ROUTE_HANG) {
     isolate_start(lp, req); /* --isolate: the worker process runs it */
   } else {
     lp->n.infer_rows_total += req->batch;
@@ -668,8 +671,11 @@ void request_gpu_done(request_t *req) {
     req->state = REQ_READY;
   } else {
     char message[160];
-    snprintf(message, sizeof message, "GPU work failed: %s (%s)", cuv_err_name(req->gpu_status),
-             cuv_strerror(req->gpu_status));
+    if (req->gpu_error) /* --isolate: the front's own words (the worker was lost, ...) */
+      snprintf(message, sizeof message, "%s", req->gpu_error);
+    else
+      snprintf(message, sizeof message, "GPU work failed: %s (%s)",
+               cuv_err_name(req->gpu_status), cuv_strerror(req->gpu_status));
     cuv_output_release(&req->out);
     respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
   }

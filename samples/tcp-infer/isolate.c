@@ -11,71 +11,58 @@
  * that arrive while no worker is ready wait in a bounded queue (--isolate-queue; beyond it 503),
  * sent in order once the new worker's ready frame arrives. A worker that dies before it was
  * ready takes the queue with it (503s, not an unbounded wait) and the next one starts after a
- * back-off, so a worker that cannot start does not spin. Everything runs on the loop's thread;
- * the counters are atomics for GET /stats on any loop. */
+ * back-off, so a worker that cannot start does not spin.
+ *
+ * Starting a worker costs a process, a CUDA context, the module and the weights: hundreds of ms
+ * on a GPU, during which its loop answers nothing. So (--isolate-spares 1, the default) each loop
+ * keeps a spare: a second worker, started once the active one is ready, that sent its ready frame
+ * and gets no requests. When the active worker reports a fault or ends, the spare is promoted at
+ * once (the queue goes to it) and a new spare starts in the background. A sticky fault is its
+ * process's context's, so the spare, on the same GPU, is untouched by it. A spare that ends is
+ * replaced after the back-off.
+ *
+ * A worker that neither answers nor ends (a kernel that never returns, a deadlock) would hold its
+ * requests for ever: the watchdog (--isolate-timeout) kills a worker whose oldest outstanding
+ * request waited that long, or one that is still not ready that long after its start while
+ * requests wait for it; its end is then handled like any other. It looks at the oldest request
+ * and not at the last reply, because one kernel that spins holds its own request while the
+ * others keep completing on other streams. Everything runs on the loop's thread; the counters
+ * are atomics for GET /stats on any loop. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "frames.h"
-#include "server.h"
+#include "isolate.h"
 
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 #define STOP_GRACE_MS 5000 /* at shutdown, a worker still running after this is killed */
 #define RETRY_AFTER "Retry-After: 1\r\n"
 
-typedef struct isolate isolate_t;
+typedef enum { AS_CUR, AS_SPARE } role_t;
 
-/* One worker process. Freed once both its handles closed. */
-typedef struct wproc {
-  isolate_t *iso;
-  uv_process_t proc;
-  uv_pipe_t pipe;
-  uv_shutdown_t shutdown;
-  frame_reader_t rd;
-  request_t *head, *tail; /* outstanding at this worker, in send order */
-  unsigned handles;       /* open handles */
-  bool ready, exited, eof, gone, killed;
-  bool draining; /* it reported a fault: its successor may already run */
-  int64_t exit_status;
-  int term_signal;
-} wproc_t;
-
-struct isolate {
-  loop_t *lp;
-  wproc_t *cur; /* the worker requests go to; NULL while none runs */
-  request_t *q_head, *q_tail;
-  unsigned queued;
-  uint64_t next_id;
-  unsigned spawned; /* workers started */
-  uv_timer_t timer; /* the back-off before a respawn; at shutdown, the grace period */
-  unsigned backoff_ms;
-  bool stopping, timer_closed;
-  bool unclean_stop; /* a worker ended otherwise than with status 0 at shutdown */
-  uint64_t lost_at_ns; /* when the last worker was found gone (for the recovery time) */
-  char **args;         /* argv of the worker */
-  /* GET /stats, read on any loop's thread */
-  _Atomic uint64_t restarts, fault_exits, crashes, lost, refused;
-  _Atomic uint64_t last_exit_unix_us, last_recovery_us;
-  _Atomic int pid;
-  _Atomic bool ready;
-  _Atomic unsigned queued_gauge;
-};
-
-static int spawn(isolate_t *iso);
+static int spawn(isolate_t *iso, role_t role);
 
 /* ---- answering requests ------------------------------------------------------------------- */
 
+/* The texts of the 503s the front makes itself (the client sees why, not a cuv error name). */
+static const char LOST[] = "GPU worker lost: it ended before answering (a new one takes over)";
+static const char FULL[] = "GPU worker restarting: too many requests are waiting for it";
+static const char NOT_STARTED[] = "GPU worker could not start";
+static const char STOPPING[] = "server shutting down";
+
 /* A request the front answers itself, as failed GPU work: counted as submitted so that the
- * in-flight gauge (submitted - completed - failed) stays right. */
-static void fail_request(loop_t *lp, request_t *req, int status, bool submitted) {
+ * in-flight gauge (submitted - completed - failed) stays right. `why`: CUV_ECLOSED's text. */
+static void fail_request(loop_t *lp, request_t *req, int status, bool submitted,
+                         const char *why) {
   if (!submitted)
     lp->n.gpu_submitted++;
   req->gpu_status = status;
-  if (status == CUV_ECLOSED)
+  if (status == CUV_ECLOSED) {
+    req->gpu_error = why;
     req->extra_header = RETRY_AFTER; /* a new worker is on its way */
+  }
   request_gpu_done(req);
 }
 
@@ -94,10 +81,10 @@ static request_t *queue_pop(isolate_t *iso) {
 }
 
 /* Every queued request: 503 (shutdown, or the worker they waited for died before it was ready). */
-static void fail_queue(isolate_t *iso) {
+static void fail_queue(isolate_t *iso, const char *why) {
   request_t *req;
   while ((req = queue_pop(iso)) != NULL)
-    fail_request(iso->lp, req, CUV_ECLOSED, false);
+    fail_request(iso->lp, req, CUV_ECLOSED, false, why);
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
@@ -135,14 +122,21 @@ static void outstanding_push(wproc_t *w, request_t *req) {
   w->tail = req;
 }
 
+/* The rows of the request's frame: its batch, or a debug request's mark. */
+static uint32_t frame_rows(const request_t *req) {
+  return req->route == ROUTE_INFER ? req->batch
+         : req->route == ROUTE_HANG ? FRAME_ROWS_HANG
+                                    : FRAME_ROWS_FAULT;
+}
+
 /* To the worker: the request is REQ_RUNNING and outstanding until its reply or the worker's end. */
 static void send_to(wproc_t *w, request_t *req) {
   loop_t *lp = w->iso->lp;
-  uint32_t rows = req->route == ROUTE_FAULT ? 0 : req->batch;
+  uint32_t rows = frame_rows(req);
   size_t payload = frame_request_payload(rows);
   send_req_t *sr = NULL;
-  if ((rows && (!req->body || req->body_len != payload)) || !(sr = malloc(sizeof *sr))) {
-    fail_request(lp, req, rows ? CUV_ENOMEM : CUV_EINVAL, false);
+  if ((payload && (!req->body || req->body_len != payload)) || !(sr = malloc(sizeof *sr))) {
+    fail_request(lp, req, payload ? CUV_ENOMEM : CUV_EINVAL, false, NULL);
     return;
   }
   req->iso_id = ++w->iso->next_id;
@@ -151,11 +145,12 @@ static void send_to(wproc_t *w, request_t *req) {
   req->body = NULL;
   sr->write.data = sr;
   req->state = REQ_RUNNING;
+  req->iso_sent_ns = uv_hrtime();
   lp->n.gpu_submitted++;
   outstanding_push(w, req);
   uv_buf_t bufs[2] = {uv_buf_init(sr->head, FRAME_REQUEST_HEAD),
                       uv_buf_init(sr->body, (unsigned)payload)};
-  if (uv_write(&sr->write, (uv_stream_t *)&w->pipe, bufs, rows ? 2 : 1, on_sent) != 0) {
+  if (uv_write(&sr->write, (uv_stream_t *)&w->pipe, bufs, payload ? 2 : 1, on_sent) != 0) {
     free(sr->body);
     free(sr);
     kill_worker(w); /* the request stays outstanding: answered 503 when the worker is gone */
@@ -167,7 +162,7 @@ void isolate_start(loop_t *lp, request_t *req) {
     return;
   isolate_t *iso = lp->iso;
   if (!iso) { /* POST /debug/fault reaches here only with --isolate; refuse it otherwise */
-    fail_request(lp, req, CUV_ENOTSUP, false);
+    fail_request(lp, req, CUV_ENOTSUP, false, NULL);
     return;
   }
   if (req->route == ROUTE_INFER)
@@ -177,7 +172,7 @@ void isolate_start(loop_t *lp, request_t *req) {
   } else if (iso->stopping || iso->queued >= lp->srv->isolate_queue) {
     iso->refused++;
     lp->n.refused++;
-    fail_request(lp, req, CUV_ECLOSED, false);
+    fail_request(lp, req, CUV_ECLOSED, false, iso->stopping ? STOPPING : FULL);
   } else {
     req->state = REQ_WAITING;
     req->next_wait = NULL;
@@ -212,7 +207,7 @@ void isolate_forget(loop_t *lp, request_t *req) {
   lp->n.waiting--;
 }
 
-/* ---- replies ------------------------------------------------------------------------------ */
+/* ---- the active worker and its spare ------------------------------------------------------ */
 
 static uint64_t unix_us(void) {
   struct timespec ts;
@@ -220,9 +215,18 @@ static uint64_t unix_us(void) {
   return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-static void on_ready(wproc_t *w) {
-  isolate_t *iso = w->iso;
-  w->ready = true;
+/* A spare starts only beside a ready active worker: while one is starting, a second start would
+ * only slow it down (both make a context on the same device), and it would be the spare. */
+static void ensure_spare(isolate_t *iso) {
+  if (iso->stopping || !iso->lp->srv->isolate_spares || iso->spare || !iso->cur ||
+      !iso->cur->ready || uv_is_active((uv_handle_t *)&iso->timer))
+    return;
+  spawn(iso, AS_SPARE);
+}
+
+/* The active worker is ready (its ready frame, or a ready spare promoted): the queue goes to it. */
+static void cur_ready(isolate_t *iso) {
+  wproc_t *w = iso->cur;
   iso->ready = true;
   iso->backoff_ms = 0;
   if (iso->lost_at_ns) {
@@ -232,22 +236,62 @@ static void on_ready(wproc_t *w) {
   request_t *req;
   while (!iso->stopping && w == iso->cur && !w->gone && (req = queue_pop(iso)) != NULL)
     send_to(w, req);
+  ensure_spare(iso);
 }
 
-/* The worker's device faulted: it answers what it holds and exits. New requests wait for its
- * successor, which starts now, while it drains. */
+static void set_cur(isolate_t *iso, wproc_t *w) {
+  iso->cur = w;
+  iso->pid = w->proc.pid;
+  if (iso->installed++)
+    iso->restarts++;
+}
+
+/* The active worker failed (cur is NULL): the spare takes over, ready or still starting (it is
+ * further on than a new one would be), or a new worker starts. */
+static void replace_cur(isolate_t *iso) {
+  wproc_t *s = iso->spare;
+  if (!s) {
+    spawn(iso, AS_CUR);
+    return;
+  }
+  iso->spare = NULL;
+  iso->spare_pid = 0;
+  iso->spare_ready = false;
+  set_cur(iso, s);
+  if (s->ready) {
+    iso->promotions++;
+    cur_ready(iso);
+  }
+}
+
+static void on_ready(wproc_t *w) {
+  isolate_t *iso = w->iso;
+  w->ready = true;
+  if (w == iso->spare) {
+    iso->spare_ready = true;
+    iso->spare_backoff_ms = 0;
+  } else if (w == iso->cur) {
+    cur_ready(iso);
+  }
+}
+
+/* The active worker's device faulted: it answers what it holds and exits. New requests go to its
+ * successor (the spare, or one that starts now), while it drains. */
 static void on_faulted(wproc_t *w) {
   isolate_t *iso = w->iso;
   w->draining = true;
   if (iso->cur != w)
-    return;
+    return; /* a spare runs nothing that could fault; its end is handled as any spare's */
   iso->cur = NULL;
   iso->ready = false;
+  iso->pid = 0;
   iso->lost_at_ns = uv_hrtime();
   iso->last_exit_unix_us = unix_us();
   if (!iso->stopping)
-    spawn(iso);
+    replace_cur(iso);
 }
+
+/* ---- replies ------------------------------------------------------------------------------ */
 
 /* The outstanding request with this id, taken off the list; NULL if there is none. Replies come
  * in about the order sent, so the search ends near the head. */
@@ -283,7 +327,7 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   request_t *req = outstanding_take(w, f->id);
   if (!req)
     return -1;
-  uint32_t rows = req->route == ROUTE_FAULT ? 0 : req->batch;
+  uint32_t rows = req->route == ROUTE_INFER ? req->batch : 0;
   req->gpu_status = f->status;
   if (f->status == 0 && f->rows != rows)
     req->gpu_status = CUV_EINVAL; /* never answer with the wrong shape */
@@ -312,62 +356,86 @@ static void on_handle_closed(uv_handle_t *handle) {
 
 static void on_timer_closed(uv_handle_t *handle) { (void)handle; }
 
-static void close_timer(isolate_t *iso) {
-  if (iso->timer_closed)
-    return;
-  iso->timer_closed = true;
-  uv_close((uv_handle_t *)&iso->timer, on_timer_closed);
+static void close_timers(isolate_t *iso) {
+  if (!iso->timer_closed)
+    uv_close((uv_handle_t *)&iso->timer, on_timer_closed);
+  if (!iso->watchdog_closed)
+    uv_close((uv_handle_t *)&iso->watchdog, on_timer_closed);
+  iso->timer_closed = iso->watchdog_closed = true;
 }
 
+/* The back-off ended: the active worker that could not start, or a spare, starts again. */
 static void on_respawn_timer(uv_timer_t *timer) {
   isolate_t *iso = timer->data;
-  if (!iso->stopping && !iso->cur)
-    spawn(iso);
+  if (iso->stopping)
+    return;
+  if (!iso->cur)
+    replace_cur(iso);
+  else
+    ensure_spare(iso);
 }
 
-static void log_end(const wproc_t *w, unsigned lost) {
+static unsigned next_backoff(unsigned ms) {
+  ms = ms ? ms * 2 : BACKOFF_MIN_MS;
+  return ms > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : ms;
+}
+
+static void log_end(const wproc_t *w, bool spare, unsigned lost) {
+  const char *role = spare ? "spare worker" : "worker";
   if (w->term_signal)
-    fprintf(stderr, "tcp-infer: worker %d killed by signal %d", w->proc.pid, w->term_signal);
+    fprintf(stderr, "tcp-infer: %s %d killed by signal %d", role, w->proc.pid, w->term_signal);
   else
-    fprintf(stderr, "tcp-infer: worker %d exited with status %lld%s", w->proc.pid,
+    fprintf(stderr, "tcp-infer: %s %d exited with status %lld%s", role, w->proc.pid,
             (long long)w->exit_status,
             w->exit_status == WORKER_EXIT_FAULT ? " (device fault)" : "");
   fprintf(stderr, ", %u request%s it held answered 503\n", lost, lost == 1 ? "" : "s");
 }
 
-/* What comes after a worker's end: a new one now (it had served), after a back-off (it never got
- * ready: maybe it cannot), or nothing (shutdown). */
-static void after_end(isolate_t *iso, bool was_ready) {
-  if (iso->stopping) {
-    close_timer(iso);
+/* What comes after the active worker's end: its successor now (it had served, or a ready spare
+ * waits), or after a back-off (it never got ready: maybe none can, and the queue it held goes). */
+static void after_cur_end(isolate_t *iso, bool was_ready) {
+  if (was_ready || (iso->spare && iso->spare->ready)) {
+    replace_cur(iso);
     return;
   }
-  if (!was_ready) {
-    fail_queue(iso);
-    iso->backoff_ms = iso->backoff_ms ? iso->backoff_ms * 2 : BACKOFF_MIN_MS;
-    if (iso->backoff_ms > BACKOFF_MAX_MS)
-      iso->backoff_ms = BACKOFF_MAX_MS;
-    uv_timer_start(&iso->timer, on_respawn_timer, iso->backoff_ms, 0);
-    return;
-  }
-  spawn(iso);
+  fail_queue(iso, NOT_STARTED);
+  iso->backoff_ms = next_backoff(iso->backoff_ms);
+  uv_timer_start(&iso->timer, on_respawn_timer, iso->backoff_ms, 0);
 }
 
-/* Once the pipe is at EOF (every reply read) and the exit was seen: the requests it still held
- * are answered 503, and a new worker starts. */
-static void maybe_gone(wproc_t *w) {
-  if (!w->exited || !w->eof || w->gone)
-    return;
-  isolate_t *iso = w->iso;
-  w->gone = true;
-  bool was_cur = iso->cur == w; /* not when draining: its successor is cur */
-  if (was_cur) {
+/* A spare ended (it runs no requests): another after the back-off, which grows while spares end
+ * before they are ready (a device that takes no second context, say). */
+static void after_spare_end(isolate_t *iso, bool was_ready) {
+  iso->spare_backoff_ms = was_ready ? BACKOFF_MIN_MS : next_backoff(iso->spare_backoff_ms);
+  if (!uv_is_active((uv_handle_t *)&iso->timer))
+    uv_timer_start(&iso->timer, on_respawn_timer, iso->spare_backoff_ms, 0);
+}
+
+static void live_remove(isolate_t *iso, wproc_t *w) {
+  for (wproc_t **p = &iso->live; *p; p = &(*p)->next_live)
+    if (*p == w) {
+      *p = w->next_live;
+      return;
+    }
+}
+
+/* The worker's role ends: cur or spare becomes NULL. The successor is chosen after. */
+static void drop_role(isolate_t *iso, wproc_t *w) {
+  if (iso->cur == w) {
     iso->cur = NULL;
     iso->ready = false;
     iso->pid = 0;
     iso->lost_at_ns = uv_hrtime();
     iso->last_exit_unix_us = unix_us();
+  } else if (iso->spare == w) {
+    iso->spare = NULL;
+    iso->spare_pid = 0;
+    iso->spare_ready = false;
   }
+}
+
+/* Counts the end; false when it was a clean exit at shutdown. */
+static bool count_end(isolate_t *iso, const wproc_t *w) {
   bool clean = iso->stopping && w->exit_status == 0 && !w->term_signal;
   if (iso->stopping && !clean && !w->draining)
     iso->unclean_stop = true; /* e.g. a leak under ASan: the server's exit status says so */
@@ -375,23 +443,42 @@ static void maybe_gone(wproc_t *w) {
     iso->fault_exits++;
   else if (!clean)
     iso->crashes++;
+  return !clean;
+}
+
+/* Once the pipe is at EOF (every reply read) and the exit was seen: the successor is chosen
+ * first (so that GET /stats counts the restart before a client sees a 503), then the requests it
+ * still held are answered 503. */
+static void maybe_gone(wproc_t *w) {
+  if (!w->exited || !w->eof || w->gone)
+    return;
+  isolate_t *iso = w->iso;
+  w->gone = true;
+  live_remove(iso, w);
+  bool was_cur = iso->cur == w, was_spare = iso->spare == w; /* neither when draining */
+  drop_role(iso, w);
+  bool failed = count_end(iso, w);
+  if (iso->stopping && !iso->live)
+    close_timers(iso);
+  else if (was_cur && !iso->stopping)
+    after_cur_end(iso, w->ready);
+  else if (was_spare && !iso->stopping)
+    after_spare_end(iso, w->ready);
   request_t *req = w->head;
   w->head = w->tail = NULL;
   unsigned lost = 0;
   while (req) { /* the list is detached: the answers may close connections, not touch it */
     request_t *next = req->next_wait;
     req->next_wait = NULL;
-    fail_request(iso->lp, req, CUV_ECLOSED, true);
+    fail_request(iso->lp, req, CUV_ECLOSED, true, LOST);
     lost++;
     req = next;
   }
   iso->lost += lost;
-  if (!clean)
-    log_end(w, lost);
+  if (failed)
+    log_end(w, was_spare, lost);
   uv_close((uv_handle_t *)&w->pipe, on_handle_closed);
   uv_close((uv_handle_t *)&w->proc, on_handle_closed);
-  if (was_cur || (iso->stopping && !iso->cur))
-    after_end(iso, w->ready);
 }
 
 static void on_worker_exit(uv_process_t *proc, int64_t exit_status, int term_signal) {
@@ -440,17 +527,76 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
+/* ---- the hang watchdog -------------------------------------------------------------------- */
+
+/* Why the worker counts as hung (NULL: it does not): its oldest outstanding request waited the
+ * timeout, or, active and still not ready that long after its start, requests wait for it. */
+static const char *hung(const isolate_t *iso, const wproc_t *w, uint64_t now, uint64_t limit) {
+  if (w->gone || w->killed || w->exited)
+    return NULL;
+  if (w->head && now - w->head->iso_sent_ns > limit)
+    return "left a request unanswered";
+  if (w == iso->cur && !w->ready && iso->queued && now - w->started_ns > limit)
+    return "was not ready, with requests waiting,";
+  return NULL;
+}
+
+static void on_watchdog(uv_timer_t *timer) {
+  isolate_t *iso = timer->data;
+  unsigned ms = iso->lp->srv->isolate_timeout_ms;
+  uint64_t now = uv_hrtime(), limit = (uint64_t)ms * 1000000u;
+  for (wproc_t *w = iso->live; w; w = w->next_live) {
+    const char *why = hung(iso, w, now, limit);
+    if (!why)
+      continue;
+    fprintf(stderr, "tcp-infer: worker %d %s for %u ms: killed\n", w->proc.pid, why, ms);
+    iso->hangs++;
+    kill_worker(w); /* its end comes through maybe_gone: 503s, the spare promoted */
+  }
+}
+
+/* Checks a few times per timeout: a hung worker is killed between 1 and 1.25 timeouts. */
+static void start_watchdog(isolate_t *iso) {
+  unsigned ms = iso->lp->srv->isolate_timeout_ms;
+  uv_timer_init(&iso->lp->loop, &iso->watchdog);
+  iso->watchdog.data = iso;
+  if (ms) {
+    uint64_t period = ms / 4 ? ms / 4 : 1;
+    uv_timer_start(&iso->watchdog, on_watchdog, period, period);
+  }
+}
+
 /* ---- starting and stopping ---------------------------------------------------------------- */
 
-static int spawn(isolate_t *iso) {
+/* The new worker takes its role; a failed start is retried after the back-off. */
+static void spawned(isolate_t *iso, wproc_t *w, role_t role) {
+  w->next_live = iso->live;
+  iso->live = w;
+  if (role == AS_CUR) {
+    set_cur(iso, w);
+  } else {
+    iso->spare = w;
+    iso->spare_pid = w->proc.pid;
+  }
+}
+
+static void spawn_failed(isolate_t *iso, role_t role) {
+  if (role == AS_CUR)
+    after_cur_end(iso, false);
+  else
+    after_spare_end(iso, false);
+}
+
+static int spawn(isolate_t *iso, role_t role) {
   loop_t *lp = iso->lp;
   wproc_t *w = calloc(1, sizeof *w);
   if (!w || frame_reader_init(&w->rd, true, lp->srv->max_batch) != 0) {
     free(w);
-    after_end(iso, false); /* a back-off, then another try */
+    spawn_failed(iso, role); /* a back-off, then another try */
     return CUV_ENOMEM;
   }
   w->iso = iso;
+  w->started_ns = uv_hrtime();
   uv_pipe_init(&lp->loop, &w->pipe, 0);
   w->pipe.data = w->proc.data = w;
   /* The worker's logs go where the front's go; fd 3 carries the frames both ways. */
@@ -474,13 +620,10 @@ static int spawn(isolate_t *iso) {
     w->gone = true;
     uv_close((uv_handle_t *)&w->pipe, on_handle_closed);
     uv_close((uv_handle_t *)&w->proc, on_handle_closed);
-    after_end(iso, false);
+    spawn_failed(iso, role);
     return CUV_ENOMEM;
   }
-  iso->cur = w;
-  iso->pid = w->proc.pid;
-  if (iso->spawned++)
-    iso->restarts++;
+  spawned(iso, w, role);
   return 0;
 }
 
@@ -511,15 +654,16 @@ int isolate_open(loop_t *lp) {
   iso->lp = lp;
   uv_timer_init(&lp->loop, &iso->timer);
   iso->timer.data = iso;
+  start_watchdog(iso);
   lp->iso = iso;
-  spawn(iso); /* a failure retries after a back-off */
+  spawn(iso, AS_CUR); /* a failure retries after a back-off; the spare follows its ready frame */
   return 0;
 }
 
 static void on_stop_timeout(uv_timer_t *timer) {
   isolate_t *iso = timer->data;
-  if (iso->cur)
-    kill_worker(iso->cur);
+  for (wproc_t *w = iso->live; w; w = w->next_live)
+    kill_worker(w);
 }
 
 static void on_shutdown(uv_shutdown_t *sh, int status) {
@@ -528,24 +672,28 @@ static void on_shutdown(uv_shutdown_t *sh, int status) {
     kill_worker(w);
 }
 
-/* Shutdown: nothing new goes out; the worker sees EOF, finishes what it holds (their replies
- * still free the orphaned requests) and exits 0; killed after a grace period. */
+/* Shutdown: nothing new goes out; every worker (the spare too) sees EOF, finishes what it holds
+ * (their replies still free the orphaned requests) and exits 0; killed after a grace period. */
 void isolate_stop(loop_t *lp) {
   if (!lp || !lp->iso || lp->iso->stopping)
     return;
   isolate_t *iso = lp->iso;
   iso->stopping = true;
-  fail_queue(iso);
+  fail_queue(iso, STOPPING);
   uv_timer_stop(&iso->timer);
-  wproc_t *w = iso->cur;
-  if (!w) {
-    close_timer(iso);
+  if (!iso->watchdog_closed)
+    uv_close((uv_handle_t *)&iso->watchdog, on_timer_closed); /* the grace period rules now */
+  iso->watchdog_closed = true;
+  if (!iso->live) {
+    close_timers(iso);
     return;
   }
   uv_timer_start(&iso->timer, on_stop_timeout, STOP_GRACE_MS, 0);
-  w->shutdown.data = w;
-  if (uv_shutdown(&w->shutdown, (uv_stream_t *)&w->pipe, on_shutdown) != 0)
-    kill_worker(w);
+  for (wproc_t *w = iso->live; w; w = w->next_live) {
+    w->shutdown.data = w;
+    if (uv_shutdown(&w->shutdown, (uv_stream_t *)&w->pipe, on_shutdown) != 0)
+      kill_worker(w);
+  }
 }
 
 int isolate_free(loop_t *lp) {
@@ -557,66 +705,4 @@ int isolate_free(loop_t *lp) {
   free(lp->iso);
   lp->iso = NULL;
   return rc;
-}
-
-/* ---- GET /stats --------------------------------------------------------------------------- */
-
-static void family(FILE *f, const char *name, const char *type, const char *help) {
-  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-}
-
-static void total(FILE *f, const server_t *s, const char *name, const char *help,
-                  size_t offset) {
-  uint64_t sum = 0;
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      sum += *(_Atomic uint64_t *)((char *)s->loops[i].iso + offset);
-  family(f, name, "counter", help);
-  fprintf(f, "%s %llu\n", name, (unsigned long long)sum);
-}
-
-static void per_loop(FILE *f, const server_t *s) {
-  family(f, "cuv_infer_worker_pid", "gauge", "The loop's worker process (0: none running).");
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "cuv_infer_worker_pid{loop=\"%u\"} %d\n", i, (int)s->loops[i].iso->pid);
-  family(f, "cuv_infer_worker_ready", "gauge", "1 when the loop's worker takes requests.");
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "cuv_infer_worker_ready{loop=\"%u\"} %d\n", i, s->loops[i].iso->ready ? 1 : 0);
-  family(f, "cuv_infer_worker_queued", "gauge", "Requests waiting for a ready worker.");
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "cuv_infer_worker_queued{loop=\"%u\"} %u\n", i, s->loops[i].iso->queued_gauge);
-  family(f, "cuv_infer_worker_last_exit_timestamp_seconds", "gauge",
-         "When the loop's worker last failed (its fault report, or its end); 0: never.");
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "cuv_infer_worker_last_exit_timestamp_seconds{loop=\"%u\"} %.6f\n", i,
-              (double)s->loops[i].iso->last_exit_unix_us / 1e6);
-  family(f, "cuv_infer_worker_last_recovery_seconds", "gauge",
-         "From the loop's last worker failure to its successor's ready frame.");
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "cuv_infer_worker_last_recovery_seconds{loop=\"%u\"} %.6f\n", i,
-              (double)s->loops[i].iso->last_recovery_us / 1e6);
-}
-
-void isolate_metrics(const server_t *s, FILE *f) {
-  if (!s || !f || !s->isolate || !s->loops)
-    return;
-  total(f, s, "cuv_infer_worker_restarts_total", "Worker processes started after one ended.",
-        offsetof(isolate_t, restarts));
-  total(f, s, "cuv_infer_worker_fault_exits_total",
-        "Workers that exited after a sticky device fault.", offsetof(isolate_t, fault_exits));
-  total(f, s, "cuv_infer_worker_crashes_total",
-        "Workers that ended otherwise (a signal such as kill -9, another exit status).",
-        offsetof(isolate_t, crashes));
-  total(f, s, "cuv_infer_worker_lost_requests_total",
-        "Requests answered 503 because their worker ended before answering.",
-        offsetof(isolate_t, lost));
-  total(f, s, "cuv_infer_worker_refused_total",
-        "Requests answered 503 because the queue for a worker was full.",
-        offsetof(isolate_t, refused));
-  per_loop(f, s);
 }

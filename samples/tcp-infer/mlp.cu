@@ -26,3 +26,18 @@ extern "C" __global__ void mlp_bias_act(unsigned rows, unsigned n, float *y, con
 // worker passes 0x10: the GPU's first page is never mapped), an illegal address, which is a
 // sticky fault: the context is dead for the rest of the worker process. Host twin: worker.c.
 extern "C" __global__ void mlp_fault(unsigned *bad) { *bad = 1u; }
+
+// tcp-infer --isolate --debug-fault (POST /debug/hang): a kernel that never ends, as far as the
+// front can tell: it spins on a flag nobody sets. The guard (guard_ns of the GPU's global timer,
+// the worker passes 60 s) ends it anyway, so that a machine whose front does not kill the worker
+// (--isolate-timeout 0) is not wedged for ever; killing the worker frees the GPU sooner (the
+// driver tears its context down). Host twin: worker.c.
+__device__ volatile unsigned mlp_hang_flag;
+
+extern "C" __global__ void mlp_hang(unsigned long long guard_ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (mlp_hang_flag == 0 && now - start < guard_ns);
+}

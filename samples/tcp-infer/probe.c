@@ -415,8 +415,10 @@ static void test_routes_and_methods(void **state) {
   client_t *c = dial();
   send_str(c, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_true(expect_status(c, 404));
-  /* the debug route exists only with --debug-fault, which no probe run uses */
+  /* the debug routes exist only with --debug-fault, which no probe run uses */
   send_str(c, "POST /debug/fault HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  assert_true(expect_status(c, 404));
+  send_str(c, "POST /debug/hang HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
   assert_true(expect_status(c, 404));
   send_str(c, "GET /infer HTTP/1.1\r\nHost: x\r\n\r\n");
   assert_true(expect_status(c, 405));

@@ -3,7 +3,8 @@
  *
  *   tcp-infer [--port N] [--baseline|--offload] [--duration S|none] [--loops N] [--max-batch N]
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
- *             [--isolate [--isolate-queue N] [--debug-fault]]
+ *             [--isolate [--isolate-queue N] [--isolate-spares 0|1] [--isolate-timeout MS]
+ *                        [--debug-fault]]
  *             [--coalesce [ROWS]]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
@@ -30,7 +31,7 @@ typedef struct options {
   int port;
   bool baseline, offload, cublas;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
-  unsigned isolate_queue;
+  unsigned isolate_queue, isolate_spares, isolate_timeout_ms;
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
   unsigned coalesce; /* rows per batch; 0: off */
@@ -54,7 +55,12 @@ static void usage(FILE *f) {
           "  --ptx FILE        the kernel's PTX (default: the one built beside the program)\n"
           "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
           "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
-          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault\n"
+          "  --isolate-spares N  0 or 1: a started, idle worker per loop that takes over at once\n"
+          "                    when the active one fails (default 1)\n"
+          "  --isolate-timeout MS  kill a worker that leaves a request unanswered this long\n"
+          "                    (default 10000; 0: never)\n"
+          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
+          "                    POST /debug/hang a kernel that never ends\n"
           "  --coalesce [ROWS] run the requests of one loop iteration as one GPU submission, up\n"
           "                    to ROWS rows (default %u; at least --max-batch)\n",
           MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
@@ -79,10 +85,12 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
       {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
       {"coalesce", optional_argument, NULL, 'C'},
+      {"isolate-spares", required_argument, NULL, 'S'},
+      {"isolate-timeout", required_argument, NULL, 'T'},
       {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
                    .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1,
-                   .isolate_queue = 1024};
+                   .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000};
   int ch;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
     switch (ch) {
@@ -102,6 +110,8 @@ static int parse_options(int argc, char **argv, options_t *o) {
     case 'W': o->worker = true; break;
     case 'Q': o->isolate_queue = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'C': o->coalesce = coalesce_rows(optarg, argc, argv); break;
+    case 'S': o->isolate_spares = (unsigned)strtoul(optarg, NULL, 10); break;
+    case 'T': o->isolate_timeout_ms = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'h': usage(stdout); exit(0);
     default: usage(stderr); return -1;
     }
@@ -110,7 +120,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
       o->loops > 64 || (o->baseline && o->offload) ||
       (o->debug_fault && !o->isolate && !o->worker) || /* a fault in-process is for good */
-      o->coalesce > 65536 || (o->coalesce && o->offload)) {
+      o->coalesce > 65536 || (o->coalesce && o->offload) || o->isolate_spares > 1) {
     usage(stderr);
     return -1;
   }
@@ -240,7 +250,8 @@ int main(int argc, char **argv) {
   server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
                   .nloops = o.loops, .baseline = o.baseline, .offload = o.offload,
                   .isolate = o.isolate, .debug_fault = o.debug_fault,
-                  .isolate_queue = o.isolate_queue, .argc = argc, .argv = argv,
+                  .isolate_queue = o.isolate_queue, .isolate_spares = o.isolate_spares,
+                  .isolate_timeout_ms = o.isolate_timeout_ms, .argc = argc, .argv = argv,
                   .coalesce = o.coalesce};
   server_t *s = &srv;
   bool cublas = false;
@@ -311,6 +322,13 @@ int main(int argc, char **argv) {
     if (s->coalesce)
       printf("tcp-infer: coalescing the requests of each loop iteration, up to %u rows per GPU "
              "submission\n", s->coalesce);
+    if (s->isolate && s->isolate_timeout_ms)
+      printf("tcp-infer: %u spare worker%s per loop; a worker that leaves a request unanswered "
+             "for %u ms is killed\n", s->isolate_spares, s->isolate_spares == 1 ? "" : "s",
+             s->isolate_timeout_ms);
+    else if (s->isolate)
+      printf("tcp-infer: %u spare worker%s per loop; no hang watchdog\n", s->isolate_spares,
+             s->isolate_spares == 1 ? "" : "s");
     printf("listening on 127.0.0.1:%d\n", port);
   }
 

@@ -6,6 +6,7 @@
  *              the same work in libuv's thread pool with a blocking cuv_sync)
  *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
  *   isolate.c  --isolate, the front: each loop's GPU work runs in a worker process it supervises
+ *              (a spare beside it, a hang watchdog); isolate-metrics.c: its GET /stats metrics
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
  *   frames.c   --isolate: the frames between them (frames.h)
  *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
@@ -49,7 +50,8 @@ typedef enum {
   REQ_WRITING, /* its response is being written (owned by the write) */
 } req_state_t;
 
-typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS, ROUTE_FAULT } route_t; /* FAULT: --debug-fault */
+/* FAULT, HANG: --debug-fault's POST /debug/fault and POST /debug/hang */
+typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS, ROUTE_FAULT, ROUTE_HANG } route_t;
 
 struct request {
   loop_t *lp;
@@ -76,6 +78,8 @@ struct request {
   uv_write_t write;
   uv_work_t work;     /* --baseline */
   uint64_t iso_id;    /* --isolate: its frame id at the worker process */
+  uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
+  const char *gpu_error; /* a failure's text instead of the cuv error's name (static) */
 };
 
 /* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
@@ -133,6 +137,8 @@ struct server {
   /* --isolate: the front opens no device; each loop spawns `argv[0] --worker argv[1..]` */
   bool isolate, debug_fault;
   unsigned isolate_queue; /* requests that may wait for a worker; more: 503 */
+  unsigned isolate_spares; /* ready workers kept idle per loop, promoted when the active fails */
+  unsigned isolate_timeout_ms; /* a request unanswered this long: its worker is killed; 0: off */
   int argc;
   char **argv;
 };

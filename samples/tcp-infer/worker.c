@@ -23,6 +23,9 @@
 
 #define FRAMES_FD 3
 #define FAULT_GRACE_MS 10000 /* after a fault: exit even if a request never resolved */
+/* POST /debug/hang's kernel ends by itself after this long, so that a test machine whose front
+ * does not kill the worker (--isolate-timeout 0) is not wedged for ever. */
+#define HANG_GUARD_NS 60000000000ull
 
 struct worker_side {
   loop_t *lp;
@@ -30,11 +33,14 @@ struct worker_side {
   uv_timer_t grace;
   frame_reader_t rd;
   cuv_kernel_t *fault; /* mlp_fault, with --debug-fault */
+  cuv_kernel_t *hang;  /* mlp_hang, with --debug-fault */
   unsigned held;       /* requests taken and not yet answered (reply written) */
   bool faulted, eof, closed;
 };
 
 #ifdef TCP_INFER_WITH_SIM
+#include <time.h>
+
 #include <cuv/sim.h>
 
 /* mlp_fault's host twin: what the GPU reports for its write through a bad pointer. */
@@ -44,12 +50,26 @@ static int twin_fault(const cuv_sim_launch_t *launch, void **params) {
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
-static void register_fault_twin(void) {
-  static const size_t sizes[1] = {sizeof(cuv_deviceptr_t)};
-  cuv_sim_register_kernel("mlp_fault", twin_fault, 1, sizes);
+/* mlp_hang's host twin: the kernel that spins until its guard, as a sleep of the stream's
+ * thread (the front's watchdog kills the process long before, as it would on a GPU). */
+static int twin_hang(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  unsigned long long guard_ns;
+  memcpy(&guard_ns, params[0], sizeof guard_ns);
+  struct timespec step = {.tv_nsec = 10000000};
+  for (unsigned long long slept = 0; slept < guard_ns; slept += 10000000u)
+    nanosleep(&step, NULL);
+  return 0;
+}
+
+static void register_debug_twins(void) {
+  static const size_t fault_sizes[1] = {sizeof(cuv_deviceptr_t)};
+  static const size_t hang_sizes[1] = {sizeof(unsigned long long)};
+  cuv_sim_register_kernel("mlp_fault", twin_fault, 1, fault_sizes);
+  cuv_sim_register_kernel("mlp_hang", twin_hang, 1, hang_sizes);
 }
 #else
-static void register_fault_twin(void) {}
+static void register_debug_twins(void) {}
 #endif
 
 /* A context that died: a sticky fault, or one already reset under us. */
@@ -171,23 +191,26 @@ void worker_request_done(request_t *req) {
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
-static void on_fault_done(int status, cuv_output_t *out, void *arg) {
+static void on_debug_done(int status, cuv_output_t *out, void *arg) {
   (void)out;
   request_t *req = arg;
   req->gpu_status = status;
   worker_request_done(req);
 }
 
-/* POST /debug/fault: a kernel that writes through a bad pointer (the GPU's first page is never
- * mapped), which makes the context's sticky fault. */
-static void start_fault(struct worker_side *wk, request_t *req) {
-  int rc = CUV_ENOTSUP; /* the worker runs it only when told --debug-fault too */
-  if (wk->lp->srv->debug_fault && wk->fault) {
-    unsigned long long bad = 0x10;
-    const cuv_arg_t args[] = {CUV_ARG_VALUE(bad)};
-    rc = cuv_uv_submit(wk->lp->bridge,
-                       cuv_launch(wk->fault, CUV_DIM1(1), CUV_DIM1(1), 0, args, 1),
-                       on_fault_done, req, NULL);
+/* The debug requests: one thread of one kernel with one 64-bit argument.
+ * POST /debug/fault: mlp_fault writes through a bad pointer (the GPU's first page is never
+ * mapped), which makes the context's sticky fault. POST /debug/hang: mlp_hang spins until its
+ * guard (a kernel that never ends, as far as the front's watchdog can tell). */
+static void start_debug(struct worker_side *wk, request_t *req) {
+  bool hang = req->route == ROUTE_HANG;
+  cuv_kernel_t *k = hang ? wk->hang : wk->fault;
+  int rc = CUV_ENOTSUP; /* the worker runs them only when told --debug-fault too */
+  if (wk->lp->srv->debug_fault && k) {
+    unsigned long long arg = hang ? HANG_GUARD_NS : 0x10; /* the guard, or the bad pointer */
+    const cuv_arg_t args[] = {CUV_ARG_VALUE(arg)};
+    rc = cuv_uv_submit(wk->lp->bridge, cuv_launch(k, CUV_DIM1(1), CUV_DIM1(1), 0, args, 1),
+                       on_debug_done, req, NULL);
     if (rc == 0)
       return;
   }
@@ -204,9 +227,9 @@ static void take_frame(struct worker_side *wk, const frame_t *f) {
   req->iso_id = f->id;
   req->state = REQ_RUNNING;
   wk->held++;
-  if (f->rows == 0) {
-    req->route = ROUTE_FAULT;
-    start_fault(wk, req);
+  if (f->rows == FRAME_ROWS_FAULT || f->rows == FRAME_ROWS_HANG) {
+    req->route = f->rows == FRAME_ROWS_HANG ? ROUTE_HANG : ROUTE_FAULT;
+    start_debug(wk, req);
     return;
   }
   req->route = ROUTE_INFER;
@@ -256,16 +279,18 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- start-up ----------------------------------------------------------------------------- */
 
-static int load_fault_kernel(struct worker_side *wk, const char *ptx) {
+/* The debug kernels; one that an older PTX lacks leaves its route answering CUV_ENOTSUP. */
+static int load_debug_kernels(struct worker_side *wk, const char *ptx) {
   cuv_module_t *mod;
-  register_fault_twin();
+  register_debug_twins();
   int rc = cuv_module_load_file(&mod, wk->lp->srv->dev, ptx);
   if (rc != 0)
     return rc;
-  rc = cuv_kernel_get(&wk->fault, mod, "mlp_fault");
-  cuv_module_unload(mod); /* the kernel keeps it */
-  if (rc != 0)
+  if (cuv_kernel_get(&wk->fault, mod, "mlp_fault") != 0)
     fprintf(stderr, "tcp-infer worker: %s has no mlp_fault: POST /debug/fault is refused\n", ptx);
+  if (cuv_kernel_get(&wk->hang, mod, "mlp_hang") != 0)
+    fprintf(stderr, "tcp-infer worker: %s has no mlp_hang: POST /debug/hang is refused\n", ptx);
+  cuv_module_unload(mod); /* the kernels keep it */
   return 0;
 }
 
@@ -276,7 +301,7 @@ static int setup(struct worker_side *wk, const char *ptx) {
   if (rc == 0) /* also in --baseline: the debug fault goes through it */
     rc = cuv_uv_open(&lp->bridge, &lp->loop);
   if (rc == 0 && lp->srv->debug_fault)
-    rc = load_fault_kernel(wk, ptx);
+    rc = load_debug_kernels(wk, ptx);
   if (rc != 0)
     return rc;
   if (frame_reader_init(&wk->rd, false, lp->srv->max_batch) != 0)
@@ -322,6 +347,8 @@ int worker_main(server_t *s, const char *ptx) {
   frame_reader_free(&wk.rd);
   if (wk.fault)
     cuv_kernel_release(wk.fault);
+  if (wk.hang)
+    cuv_kernel_release(wk.hang);
   free(lp);
   s->loops = NULL;
   s->nloops = 0;

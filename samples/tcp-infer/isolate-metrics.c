@@ -1,0 +1,82 @@
+/* tcp-infer --isolate: the worker metrics of GET /stats (any loop's thread), every one with the
+ * cuv_ prefix: counters summed over the loops, gauges per loop (loop="N"). */
+#include <stddef.h>
+#include <string.h>
+
+#include "isolate.h"
+
+static void family(FILE *f, const char *name, const char *type, const char *help) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void total(FILE *f, const server_t *s, const char *name, const char *help,
+                  size_t offset) {
+  uint64_t sum = 0;
+  for (unsigned i = 0; i < s->nloops; i++)
+    if (s->loops[i].iso)
+      sum += *(_Atomic uint64_t *)((char *)s->loops[i].iso + offset);
+  family(f, name, "counter", help);
+  fprintf(f, "%s %llu\n", name, (unsigned long long)sum);
+}
+
+static double pid_of(const isolate_t *iso) { return iso->pid; }
+static double ready_of(const isolate_t *iso) { return iso->ready; }
+static double spare_pid_of(const isolate_t *iso) { return iso->spare_pid; }
+static double spare_ready_of(const isolate_t *iso) { return iso->spare_ready; }
+static double queued_of(const isolate_t *iso) { return iso->queued_gauge; }
+static double last_exit_of(const isolate_t *iso) { return (double)iso->last_exit_unix_us / 1e6; }
+static double recovery_of(const isolate_t *iso) { return (double)iso->last_recovery_us / 1e6; }
+
+/* One gauge per loop: seconds to the microsecond, the rest (pids, flags, counts) as integers. */
+static void per_loop(FILE *f, const server_t *s, const char *name, const char *help,
+                     double (*value)(const isolate_t *)) {
+  int decimals = strstr(name, "_seconds") ? 6 : 0;
+  family(f, name, "gauge", help);
+  for (unsigned i = 0; i < s->nloops; i++)
+    if (s->loops[i].iso)
+      fprintf(f, "%s{loop=\"%u\"} %.*f\n", name, i, decimals, value(s->loops[i].iso));
+}
+
+static void gauges(FILE *f, const server_t *s) {
+  per_loop(f, s, "cuv_infer_worker_pid", "The loop's active worker process (0: none running).",
+           pid_of);
+  per_loop(f, s, "cuv_infer_worker_ready", "1 when the loop's active worker takes requests.",
+           ready_of);
+  per_loop(f, s, "cuv_infer_worker_spare_pid",
+           "The loop's spare worker process (0: none; --isolate-spares).", spare_pid_of);
+  per_loop(f, s, "cuv_infer_worker_spare_ready",
+           "1 when the loop's spare is ready to take over at once.", spare_ready_of);
+  per_loop(f, s, "cuv_infer_worker_queued", "Requests waiting for a ready worker.", queued_of);
+  per_loop(f, s, "cuv_infer_worker_last_exit_timestamp_seconds",
+           "When the loop's active worker last failed (its fault report, or its end); 0: never.",
+           last_exit_of);
+  per_loop(f, s, "cuv_infer_worker_last_recovery_seconds",
+           "From the loop's last worker failure to a ready successor taking requests.",
+           recovery_of);
+}
+
+void isolate_metrics(const server_t *s, FILE *f) {
+  if (!s || !f || !s->isolate || !s->loops)
+    return;
+  total(f, s, "cuv_infer_worker_restarts_total",
+        "Active workers replaced after one failed (by the spare, or by a new process).",
+        offsetof(isolate_t, restarts));
+  total(f, s, "cuv_infer_worker_promotions_total",
+        "Replacements done by promoting a ready spare (no process start waited for).",
+        offsetof(isolate_t, promotions));
+  total(f, s, "cuv_infer_worker_fault_exits_total",
+        "Workers that exited after a sticky device fault.", offsetof(isolate_t, fault_exits));
+  total(f, s, "cuv_infer_worker_crashes_total",
+        "Workers that ended otherwise (a signal such as kill -9, another exit status).",
+        offsetof(isolate_t, crashes));
+  total(f, s, "cuv_infer_worker_hangs_total",
+        "Workers killed by the watchdog: a request unanswered for --isolate-timeout.",
+        offsetof(isolate_t, hangs));
+  total(f, s, "cuv_infer_worker_lost_requests_total",
+        "Requests answered 503 because their worker ended before answering.",
+        offsetof(isolate_t, lost));
+  total(f, s, "cuv_infer_worker_refused_total",
+        "Requests answered 503 because the queue for a worker was full.",
+        offsetof(isolate_t, refused));
+  gauges(f, s);
+}

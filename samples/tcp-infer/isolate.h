@@ -1,0 +1,52 @@
+/* tcp-infer --isolate, the front's private state: shared by isolate.c (the supervisor) and
+ * isolate-metrics.c (GET /stats, which reads it from any loop's thread: hence the atomics). */
+#ifndef TCP_INFER_ISOLATE_H
+#define TCP_INFER_ISOLATE_H
+
+#include "frames.h"
+#include "server.h"
+
+typedef struct isolate isolate_t;
+
+/* One worker process. Freed once both its handles closed. */
+typedef struct wproc {
+  isolate_t *iso;
+  struct wproc *next_live; /* the loop's workers not yet gone (shutdown, the watchdog) */
+  uv_process_t proc;
+  uv_pipe_t pipe;
+  uv_shutdown_t shutdown;
+  frame_reader_t rd;
+  request_t *head, *tail; /* outstanding at this worker, in send order */
+  unsigned handles;       /* open handles */
+  uint64_t started_ns;
+  bool ready, exited, eof, gone, killed;
+  bool draining; /* it reported a fault: its successor may already run */
+  int64_t exit_status;
+  int term_signal;
+} wproc_t;
+
+struct isolate {
+  loop_t *lp;
+  wproc_t *cur;   /* the worker requests go to; NULL while none runs */
+  wproc_t *spare; /* --isolate-spares: started, given nothing, promoted when cur fails */
+  wproc_t *live;  /* every worker not yet gone: cur, spare, the draining and the dying */
+  request_t *q_head, *q_tail;
+  unsigned queued;
+  uint64_t next_id;
+  unsigned installed; /* workers made cur (the first is no restart) */
+  uv_timer_t timer;   /* the back-off before a respawn; at shutdown, the grace period */
+  uv_timer_t watchdog; /* --isolate-timeout */
+  unsigned backoff_ms, spare_backoff_ms;
+  bool stopping, timer_closed, watchdog_closed;
+  bool unclean_stop; /* a worker ended otherwise than with status 0 at shutdown */
+  uint64_t lost_at_ns; /* when the last worker was found gone (for the recovery time) */
+  char **args;         /* argv of the worker */
+  /* GET /stats, read on any loop's thread */
+  _Atomic uint64_t restarts, promotions, fault_exits, crashes, hangs, lost, refused;
+  _Atomic uint64_t last_exit_unix_us, last_recovery_us;
+  _Atomic int pid, spare_pid;
+  _Atomic bool ready, spare_ready;
+  _Atomic unsigned queued_gauge;
+};
+
+#endif
