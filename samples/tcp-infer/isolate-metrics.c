@@ -55,28 +55,37 @@ static void gauges(FILE *f, const server_t *s) {
            recovery_of);
 }
 
+/* The counters, summed over the loops. */
+static const struct counter {
+  const char *name, *help;
+  size_t offset;
+} counters[] = {
+    {"cuv_infer_worker_restarts_total",
+     "Active workers replaced after one failed (by the spare, or by a new process).",
+     offsetof(isolate_t, restarts)},
+    {"cuv_infer_worker_promotions_total",
+     "Replacements done by promoting a ready spare (no process start waited for).",
+     offsetof(isolate_t, promotions)},
+    {"cuv_infer_worker_fault_exits_total", "Workers that exited after a sticky device fault.",
+     offsetof(isolate_t, fault_exits)},
+    {"cuv_infer_worker_crashes_total",
+     "Workers that ended otherwise (a signal such as kill -9, another exit status).",
+     offsetof(isolate_t, crashes)},
+    {"cuv_infer_worker_hangs_total",
+     "Workers killed by the watchdog: a request unanswered for --isolate-timeout.",
+     offsetof(isolate_t, hangs)},
+    {"cuv_infer_worker_lost_requests_total",
+     "Requests answered 503 because their worker ended before answering.",
+     offsetof(isolate_t, lost)},
+    {"cuv_infer_worker_refused_total",
+     "Requests answered 503 because the queue for a worker was full.",
+     offsetof(isolate_t, refused)},
+};
+
 void isolate_metrics(const server_t *s, FILE *f) {
   if (!s || !f || !s->isolate || !s->loops)
     return;
-  total(f, s, "cuv_infer_worker_restarts_total",
-        "Active workers replaced after one failed (by the spare, or by a new process).",
-        offsetof(isolate_t, restarts));
-  total(f, s, "cuv_infer_worker_promotions_total",
-        "Replacements done by promoting a ready spare (no process start waited for).",
-        offsetof(isolate_t, promotions));
-  total(f, s, "cuv_infer_worker_fault_exits_total",
-        "Workers that exited after a sticky device fault.", offsetof(isolate_t, fault_exits));
-  total(f, s, "cuv_infer_worker_crashes_total",
-        "Workers that ended otherwise (a signal such as kill -9, another exit status).",
-        offsetof(isolate_t, crashes));
-  total(f, s, "cuv_infer_worker_hangs_total",
-        "Workers killed by the watchdog: a request unanswered for --isolate-timeout.",
-        offsetof(isolate_t, hangs));
-  total(f, s, "cuv_infer_worker_lost_requests_total",
-        "Requests answered 503 because their worker ended before answering.",
-        offsetof(isolate_t, lost));
-  total(f, s, "cuv_infer_worker_refused_total",
-        "Requests answered 503 because the queue for a worker was full.",
-        offsetof(isolate_t, refused));
+  for (size_t i = 0; i < sizeof counters / sizeof counters[0]; i++)
+    total(f, s, counters[i].name, counters[i].help, counters[i].offset);
   gauges(f, s);
 }
