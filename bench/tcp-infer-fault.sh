@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
 # tcp-infer --isolate: how fast the server comes back from a sticky device fault (POST
-# /debug/fault) and from a kill -9 of its worker process, under load. One server
-# (--isolate --debug-fault); tcp-infer-fault-client keeps verified requests pipelined on its
-# connections and triggers the events one after another, while wrk (when installed) adds load
-# on other connections. For each event: the time from the fault request's send (or the kill)
-# until every request in flight at that moment was answered, and until the first correct
-# answer from the new worker; how many of those in flight got a correct answer and how many an
-# error (500/503; never a wrong answer: the client checks every one and fails otherwise).
+# /debug/fault), a hung worker (POST /debug/hang: a kernel that never ends, killed by the
+# watchdog after --isolate-timeout) and a kill -9 of its worker process, under load. One server
+# (--isolate --debug-fault) per run; tcp-infer-fault-client keeps verified requests pipelined on
+# its connections and triggers the events one after another, while wrk (when installed) adds
+# load on other connections. For each event: the time from the debug request's send (or the
+# kill) until every request in flight at that moment was answered, and until the first correct
+# answer from the worker that took over; how many of those in flight got a correct answer and how
+# many an error (500/503; never a wrong answer: the client checks every one and fails otherwise);
+# whether the ready spare was promoted (promoted=1) or a new process had to start (promoted=0).
+#
+# Two runs: "spare" (the default --isolate-spares 1; before each event the client waits until the
+# spare is ready, and every recovery must be its promotion) and "no-spare" (--isolate-spares 0,
+# fewer events: each recovery waits for a new worker process), for comparison.
 #
 #   bench/tcp-infer-fault.sh [BUILD_DIR]     from the source tree (default build dir: build)
 #   samples/tcp-infer/tcp-infer-fault-bench  from the build tree (its copy; scripts/gpu runs it)
 #
 #   CUV_DRIVER                 sim: run on the simulator (its figures say little about a GPU)
 #   TCP_INFER_FAULT_FAULTS     debug faults (default 5)
+#   TCP_INFER_FAULT_HANGS      debug hangs (default 1), each found after TCP_INFER_FAULT_TIMEOUT
+#   TCP_INFER_FAULT_TIMEOUT    the server's --isolate-timeout in ms (default 1000)
 #   TCP_INFER_FAULT_KILLS      kills of the worker (default 2)
+#   TCP_INFER_FAULT_NOSPARE    0: skip the no-spare run; else its faults and kills (default 2: 2
+#                              faults and 2 kills)
 #   TCP_INFER_FAULT_CONNS      the verifying client's connections (default 16), depth 8 each
 #   TCP_INFER_FAULT_BATCH      rows per request (default 8)
 #   TCP_INFER_FAULT_WRK        0: no wrk even when installed; else its connections (default 32)
@@ -22,14 +32,13 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -x "$here/tcp-infer" ]; then
-  bin=$here
-else
-  bin=$(cd "$here/.." && pwd)/${1:-build}/samples/tcp-infer
-  [ -x "$bin/tcp-infer" ] || { echo "tcp-infer-fault bench: $bin/tcp-infer not built" >&2; exit 1; }
-fi
+. "$here/tcp-infer-bin.sh"
+tcp_infer_bin "tcp-infer-fault bench" "${1:-}"
 faults=${TCP_INFER_FAULT_FAULTS:-5}
+hangs=${TCP_INFER_FAULT_HANGS:-1}
+timeout_ms=${TCP_INFER_FAULT_TIMEOUT:-1000}
 kills=${TCP_INFER_FAULT_KILLS:-2}
+nospare=${TCP_INFER_FAULT_NOSPARE:-2}
 conns=${TCP_INFER_FAULT_CONNS:-16}
 batch=${TCP_INFER_FAULT_BATCH:-8}
 wrk_conns=${TCP_INFER_FAULT_WRK:-32}
@@ -51,56 +60,79 @@ load='port=$1; shift
 
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-BIN=$bin BATCH=$batch WRK_CONNS=$wrk_conns WRK_OUT=$log/wrk.txt \
-  "$bin/tcp-infer-run" "$bin/tcp-infer" --isolate --debug-fault \
-  -- bash -c "$load" load '{port}' --connections "$conns" --depth 8 --batch "$batch" \
-  --faults "$faults" --kills "$kills" --warmup 500 >"$log/out.txt" 2>"$log/err.txt"
+
+# Per kind: median and worst of both times, the requests in flight that got an answer or an
+# error, and how many recoveries were promotions.
+summarize() {
+  awk '
+    /^RESULT event/ {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
+      k = r["event"]; n[k]++
+      a[k, n[k]] = r["answered_us"]; f[k, n[k]] = r["first_correct_us"]
+      ok[k] += r["inflight_ok"]; err[k] += r["inflight_err"]; pr[k] += r["promoted"] > 0
+    }
+    function sort(x, m, k,   i, j, t) {
+      for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
+        if (x[k, j] < x[k, i]) { t = x[k, i]; x[k, i] = x[k, j]; x[k, j] = t }
+    }
+    function median(x, m, k,   h) {
+      h = int((m + 1) / 2)
+      return m % 2 ? x[k, h] : (x[k, h] + x[k, h + 1]) / 2
+    }
+    END {
+      for (k in n) {
+        sort(a, n[k], k); sort(f, n[k], k)
+        printf "  %-5s x%d: in flight answered %.1f ms median, %.1f worst; first correct answer " \
+               "%.1f ms median, %.1f worst; in flight %d correct, %d errors; spare promoted %d " \
+               "of %d\n", k, n[k], median(a, n[k], k) / 1000, a[k, n[k]] / 1000,
+               median(f, n[k], k) / 1000, f[k, n[k]] / 1000, ok[k], err[k], pr[k], n[k]
+      }
+    }' "$1"
+}
+
+# One run: NAME, then the server's extra options, --, the fault client's options. 0, 77 or 1.
+run() {
+  local name=$1 rc
+  shift
+  local -a server=()
+  while [ "$1" != -- ]; do server+=("$1"); shift; done
+  shift
+  BIN=$bin BATCH=$batch WRK_CONNS=$wrk_conns WRK_OUT=$log/wrk.txt \
+    "$bin/tcp-infer-run" "$bin/tcp-infer" --isolate --debug-fault "${server[@]}" \
+    -- bash -c "$load" load '{port}' --connections "$conns" --depth 8 --batch "$batch" \
+    --warmup 500 "$@" >"$log/out.txt" 2>"$log/err.txt"
+  rc=$?
+  [ $rc -eq 77 ] && return 77
+  echo "$name: tcp-infer ${server[*]}; tcp-infer-fault-client $*"
+  grep '^RESULT event' "$log/out.txt" | sed 's/^/  /'
+  summarize "$log/out.txt"
+  grep '^RESULT summary' "$log/out.txt" | sed 's/^/  /'
+  if [ "$wrk_conns" != 0 ] && [ -s "$log/wrk.txt" ]; then
+    echo "  wrk: $(grep -m 1 '^Requests/sec' "$log/wrk.txt"), $(grep -m 1 'requests in' \
+      "$log/wrk.txt" | sed 's/^ *//'), non-2xx: $(grep -m 1 -o 'Non-2xx or 3xx responses: [0-9]*' \
+      "$log/wrk.txt" | grep -o '[0-9]*$' || echo 0)"
+  fi
+  grep -h '^tcp-infer: \(spare \)\?worker [0-9]' "$log/err.txt" | sed 's/^/    /'
+  if [ $rc -ne 0 ]; then
+    echo "tcp-infer-fault bench: $name FAILED (status $rc):"
+    tail -n 20 "$log/err.txt"
+    return 1
+  fi
+  grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/err.txt" >"$log/device.txt"
+  return 0
+}
+
+echo "tcp-infer-fault bench: $conns verified connections x 8 in flight, batch $batch," \
+  "$([ "$wrk_conns" = 0 ] && echo "no wrk" || echo "wrk on $wrk_conns more connections")"
+run spare --isolate-timeout "$timeout_ms" -- --faults "$faults" --hangs "$hangs" \
+  --kills "$kills" --spare
 rc=$?
 if [ $rc -eq 77 ]; then
   echo "tcp-infer-fault bench: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
   exit 77
 fi
-
-echo "tcp-infer-fault bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/err.txt")," \
-  "$conns verified connections x 8 in flight, batch $batch," \
-  "$([ "$wrk_conns" = 0 ] && echo "no wrk" || echo "wrk on $wrk_conns more connections")"
-grep '^RESULT event' "$log/out.txt"
-# Per kind: median and worst of both times, and the requests in flight that got an answer or
-# an error.
-awk '
-  /^RESULT event/ {
-    for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
-    k = r["event"]; n[k]++
-    a[k, n[k]] = r["answered_us"]; f[k, n[k]] = r["first_correct_us"]
-    ok[k] += r["inflight_ok"]; err[k] += r["inflight_err"]
-  }
-  function sort(x, m, k,   i, j, t) {
-    for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
-      if (x[k, j] < x[k, i]) { t = x[k, i]; x[k, i] = x[k, j]; x[k, j] = t }
-  }
-  function median(x, m, k,   h) {
-    h = int((m + 1) / 2)
-    return m % 2 ? x[k, h] : (x[k, h] + x[k, h + 1]) / 2
-  }
-  END {
-    for (k in n) {
-      sort(a, n[k], k); sort(f, n[k], k)
-      printf "%-5s x%d: in flight answered %.1f ms median, %.1f worst; first correct answer " \
-             "%.1f ms median, %.1f worst; in flight %d correct, %d errors\n",
-             k, n[k], median(a, n[k], k) / 1000, a[k, n[k]] / 1000, median(f, n[k], k) / 1000,
-             f[k, n[k]] / 1000, ok[k], err[k]
-    }
-  }' "$log/out.txt"
-grep '^RESULT summary' "$log/out.txt"
-if [ "$wrk_conns" != 0 ] && [ -s "$log/wrk.txt" ]; then
-  echo "wrk: $(grep -m 1 '^Requests/sec' "$log/wrk.txt"), $(grep -m 1 'requests in' "$log/wrk.txt" |
-    sed 's/^ *//'), non-2xx: $(grep -m 1 -o 'Non-2xx or 3xx responses: [0-9]*' "$log/wrk.txt" |
-    grep -o '[0-9]*$' || echo 0)"
+if [ "$nospare" != 0 ]; then
+  run no-spare --isolate-spares 0 -- --faults "$nospare" --hangs 0 --kills "$nospare" || rc=1
 fi
-grep -h 'worker .*\(exited\|killed\)' "$log/err.txt" | sed 's/^/  /'
-if [ $rc -ne 0 ]; then
-  echo "tcp-infer-fault bench: FAILED (status $rc):"
-  tail -n 20 "$log/err.txt"
-  exit 1
-fi
-exit 0
+echo "tcp-infer-fault bench: $(cat "$log/device.txt" 2>/dev/null)"
+exit $rc

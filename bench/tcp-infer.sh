@@ -33,12 +33,8 @@
 set -uo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-if [ -x "$here/tcp-infer" ]; then
-  bin=$here
-else
-  bin=$(cd "$here/.." && pwd)/${1:-build}/samples/tcp-infer
-  [ -x "$bin/tcp-infer" ] || { echo "tcp-infer bench: $bin/tcp-infer not built" >&2; exit 1; }
-fi
+. "$here/tcp-infer-bin.sh"
+tcp_infer_bin "tcp-infer bench" "${1:-}"
 sim=0
 [ "${CUV_DRIVER:-}" = sim ] && sim=1
 secs=${TCP_INFER_BENCH_SECONDS:-$((sim ? 1 : 2))}
