@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The libuv bridge's host instructions per submission on the loop thread, on the simulator,
+# measured with callgrind: cuv-bench-submit runs K pipelines resubmitting an empty kernel from
+# their callbacks, twice, with N1 and N2 submissions, so start-up and first-use costs cancel:
+#   per submission = (I(N2) - I(N1)) / (N2 - N1)
+# Reported per submission, for the loop thread (thread 1):
+#   loop thread      everything it runs: building the op, cuv_uv_submit, the driver calls, libuv,
+#                    the drain, the callback, retirement
+#     in driver      ... inside the driver's entry points (the cu* functions of libcuv-sim)
+#     cuv + libuv    ... the rest
+#     libcuv self    ... instructions in libcuv's and libcuv-uv's own code alone
+# The inline spin is off (CUDA_ASYNC_SPIN_BUDGET_US=0, so the loop does not poll either): under
+# valgrind the polling count depends on timing. Completions then come from the reactor thread,
+# and how many a wake-up drains at once varies a little from run to run.
+#
+#   bench/submit-callgrind.sh [BUILD_DIR]
+#   N1, N2, K        submissions and pipelines (default 2000, 12000, 64)
+set -euo pipefail
+
+build=${1:-build}
+n1=${N1:-2000}
+n2=${N2:-12000}
+k=${K:-64}
+bench=$build/bench/cuv-bench-submit
+[ -x "$bench" ] || { echo "no $bench: build cuv with libuv first" >&2; exit 1; }
+command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# Of the loop thread's profile: "total, inclusive Ir in driver entry points, self Ir in libcuv*".
+measure() {
+  local f=$1
+  { awk '/^summary:/ { print "T", $2 }' "$f"
+    callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null | sed 's/^/I /'
+    callgrind_annotate --inclusive=no --threshold=100 "$f" 2>/dev/null | sed 's/^/S /'; } | awk '
+    { ir = $2; gsub(",", "", ir) }
+    $1 == "T" { total = $2 }
+    $1 == "I" && /libcuv-sim\.so/ && /:cu[A-Z][A-Za-z0-9_]* \[/ { driver += ir }
+    $1 == "S" && /\[[^]]*\/libcuv(-uv)?\.so[^]]*\]$/ { self += ir }
+    END { printf "%d %d %d\n", total, driver, self }'
+}
+
+for n in "$n1" "$n2"; do
+  CUV_DRIVER=sim CUDA_ASYNC_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
+    --callgrind-out-file="$work/cg.$n" "$bench" --submissions "$n" --pipelines "$k" \
+    >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; exit 1; }
+  read -r total driver self < <(measure "$work/cg.$n-01")
+  echo "N=$n: loop thread $total Ir (driver $driver, libcuv self $self)"
+  eval "total$n=$total driver$n=$driver self$n=$self"
+done
+
+per() { awk -v a="$1" -v b="$2" -v n="$((n2 - n1))" 'BEGIN { printf "%6.0f", (b - a) / n }'; }
+echo "instructions per submission, (I(N2)-I(N1)) / (N2-N1), N1=$n1 N2=$n2 K=$k"
+echo "  loop thread     $(per "$((total$n1))" "$((total$n2))")"
+echo "    in driver     $(per "$((driver$n1))" "$((driver$n2))")"
+echo "    cuv + libuv   $(per "$((total$n1 - driver$n1))" "$((total$n2 - driver$n2))")"
+echo "    libcuv self   $(per "$((self$n1))" "$((self$n2))")"
