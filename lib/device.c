@@ -38,10 +38,29 @@ static int device_create(cuv_device_t **out, int ordinal) {
   return 0;
 }
 
+/* An open device, with one more reference; NULL when the ordinal has none open. Every executor
+ * without a policy comes through here (for the device's default policy): an open device needs
+ * no driver call to count devices again. */
+static cuv_device_t *device_find(int ordinal) {
+  if (ordinal < 0 || ordinal >= CUV__MAX_DEVICES)
+    return NULL;
+  pthread_mutex_lock(&devices_lock);
+  cuv_device_t *dev = devices[ordinal];
+  if (dev)
+    atomic_fetch_add(&dev->refs, 1);
+  pthread_mutex_unlock(&devices_lock);
+  return dev;
+}
+
 int cuv__device_get(cuv_device_t **out, int ordinal) {
   int rc = cuv__driver_init();
   if (rc < 0)
     return rc;
+  cuv_device_t *open = device_find(ordinal);
+  if (open) {
+    *out = open;
+    return 0;
+  }
   int count = 0;
   rc = cuv__cu(cuv__drv.cuDeviceGetCount(&count));
   if (rc < 0)
@@ -83,6 +102,13 @@ static void device_destroy(cuv_device_t *dev) {
 void cuv__device_unref(cuv_device_t *dev) {
   if (!dev)
     return;
+  /* Not the last reference: dropped without the global lock (every submission's retirement
+   * comes here). Only the drop to zero, which must not race a cuv__device_get finding the
+   * device in the table, takes it. */
+  int refs = atomic_load(&dev->refs);
+  while (refs > 1)
+    if (atomic_compare_exchange_weak(&dev->refs, &refs, refs - 1))
+      return;
   pthread_mutex_lock(&devices_lock);
   bool last = atomic_fetch_sub(&dev->refs, 1) == 1;
   if (last)
