@@ -18,7 +18,6 @@ typedef struct wproc {
   frame_reader_t rd;
   request_t *head, *tail; /* outstanding at this worker, in send order */
   unsigned handles;       /* open handles */
-  uint64_t started_ns;
   bool ready, exited, eof, gone, killed;
   bool draining; /* it reported a fault: its successor may already run */
   int64_t exit_status;
