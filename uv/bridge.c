@@ -61,15 +61,16 @@ typedef struct call {
  * other thread touches the list, so it takes no lock, and malloc + free (about 150 instructions
  * of the loop thread's per submission) are saved. Off under AddressSanitizer, which must see
  * every free to find a use after it. */
+#define SPARE_CALLS_MAX 1024u
 #if defined(__SANITIZE_ADDRESS__)
-#define SPARE_CALLS_MAX 0u
+#define SPARE_CALLS 0
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define SPARE_CALLS_MAX 0u
+#define SPARE_CALLS 0
 #endif
 #endif
-#ifndef SPARE_CALLS_MAX
-#define SPARE_CALLS_MAX 1024u
+#ifndef SPARE_CALLS
+#define SPARE_CALLS 1
 #endif
 
 static call_t *call_new(cuv_uv_t *b, bool loop_thread) {
@@ -83,7 +84,7 @@ static call_t *call_new(cuv_uv_t *b, bool loop_thread) {
 
 /* Loop thread only. */
 static void call_free(cuv_uv_t *b, call_t *call) {
-  if (b->n_spare_calls >= SPARE_CALLS_MAX) {
+  if (!SPARE_CALLS || b->n_spare_calls >= SPARE_CALLS_MAX) {
     free(call);
     return;
   }
