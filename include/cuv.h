@@ -6,6 +6,8 @@
  * Ownership, in five sentences:
  * 1. An op (cuv_op_t) is a recipe; building it touches no stream. Every combinator and executor
  *    consumes the ops handed to it, also when that call fails; cuv_op_free drops one never used.
+ *    An op handed to a second owner while its first still holds it (cuv_seq(a, a); cuv_seq(a, x)
+ *    then cuv_sync(a)) is refused with CUV_ECONSUMED and stays with the first.
  * 2. An op's output (cuv_output_t) is a value with its release function. The executor hands it to
  *    you; you release it once with cuv_output_release (a completion callback's output is released
  *    by cuv after the callback returns unless the callback moves it out with cuv_output_take).

@@ -13,7 +13,7 @@ typedef struct then_op {
   bool checked;
 } then_op_t;
 
-static void then_drop(cuv_op_t *op) { cuv_op_free(((then_op_t *)op)->first); }
+static void then_drop(cuv_op_t *op) { cuv__op_drop(((then_op_t *)op)->first); }
 
 static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   then_op_t *t = (then_op_t *)op;
@@ -37,11 +37,16 @@ static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool check
     cuv_op_free(first);
     return cuv__op_fail(CUV_EINVAL);
   }
-  if (first->error)
+  int rc = cuv__op_take(first);
+  if (rc < 0)
+    return cuv__op_fail(rc);
+  if (first->error) {
+    cuv__op_untake(first);
     return first;
+  }
   then_op_t *t = (then_op_t *)cuv__op_new(&then_vt, sizeof *t);
   if (!t) {
-    cuv_op_free(first);
+    cuv__op_drop(first);
     return cuv__op_fail(CUV_ENOMEM);
   }
   t->first = first;
@@ -69,7 +74,7 @@ typedef struct map_op {
   void *arg;
 } map_op_t;
 
-static void map_drop(cuv_op_t *op) { cuv_op_free(((map_op_t *)op)->inner); }
+static void map_drop(cuv_op_t *op) { cuv__op_drop(((map_op_t *)op)->inner); }
 
 static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   map_op_t *m = (map_op_t *)op;
@@ -86,11 +91,16 @@ CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
     cuv_op_free(inner);
     return cuv__op_fail(CUV_EINVAL);
   }
-  if (inner->error)
+  int rc = cuv__op_take(inner);
+  if (rc < 0)
+    return cuv__op_fail(rc);
+  if (inner->error) {
+    cuv__op_untake(inner);
     return inner;
+  }
   map_op_t *m = (map_op_t *)cuv__op_new(&map_vt, sizeof *m);
   if (!m) {
-    cuv_op_free(inner);
+    cuv__op_drop(inner);
     return cuv__op_fail(CUV_ENOMEM);
   }
   m->inner = inner;
@@ -135,8 +145,11 @@ static const cuv__op_vt_t zip_vt = {"zip", zip_execute, zip_drop};
 cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n) {
   if (!ops || n == 0)
     return cuv__op_fail(CUV_EINVAL);
+  int rc = cuv__op_take_all(ops, n);
+  if (rc < 0)
+    return cuv__op_fail(rc);
   int device = -1;
-  int rc = cuv__op_first_error(ops, n);
+  rc = cuv__op_first_error(ops, n);
   for (size_t i = 0; rc == 0 && i < n; i++)
     rc = cuv__op_join_device(&device, ops[i]->device);
   zip_op_t *z = rc < 0 ? NULL : (zip_op_t *)cuv__op_new(vt, sizeof *z + n * sizeof z->ops[0]);

@@ -28,10 +28,12 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
 
 int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cuv__exec_t *ex) {
   int rc = 0;
+  if (!op)
+    return CUV_EINVAL;
+  if (op->taken)
+    return CUV_ECONSUMED; /* a combinator holds it: it stays there */
   if (cuv__exec_locked())
     rc = CUV_EREENTRANT;
-  else if (!op)
-    return CUV_EINVAL;
   else if (op->error)
     rc = op->error;
   else if ((rc = cuv__driver_init()) == 0)

@@ -31,7 +31,7 @@ static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_o
   if (rc == 0)
     rc = cuv__sub_order(ex->sub, ex->stream, stream);
   if (rc < 0) {
-    cuv_op_free(op);
+    cuv__op_drop(op);
     return rc;
   }
   cuv__exec_t branch = {ex->sub, stream, ex->policy};

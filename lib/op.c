@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__zalloc(size);
@@ -33,12 +33,77 @@ static void op_free_node(cuv_op_t *op) {
     free(op);
 }
 
-CUV_EXTERN void cuv_op_free(cuv_op_t *op) {
+/* Ownership marks. An op handed to a combinator (or to cuv_shared) is OP_TAKEN until its owner
+ * executes or drops it, so handing it to a second owner is refused with CUV_ECONSUMED instead of
+ * freeing it twice. After execution the node is freed memory: a use then is a use after free no
+ * mark can catch. The static out-of-memory op is never marked: it can be handed anywhere. */
+enum { OP_FREE, OP_TAKEN, OP_TAKING /* seen earlier in the list cuv__op_take_all is taking */ };
+
+void cuv__op_drop(cuv_op_t *op) {
   if (!op)
     return;
   if (!op->error && op->vt->drop)
     op->vt->drop(op);
   op_free_node(op);
+}
+
+CUV_EXTERN void cuv_op_free(cuv_op_t *op) {
+  if (op && op->taken == OP_FREE)
+    cuv__op_drop(op);
+}
+
+int cuv__op_take(cuv_op_t *op) {
+  if (op == &nomem_op)
+    return 0;
+  if (op->taken != OP_FREE)
+    return CUV_ECONSUMED;
+  op->taken = OP_TAKEN;
+  return 0;
+}
+
+void cuv__op_untake(cuv_op_t *op) {
+  if (op != &nomem_op)
+    op->taken = OP_FREE;
+}
+
+static bool listed_before(cuv_op_t *const *ops, size_t i) {
+  for (size_t k = 0; k < i; k++)
+    if (ops[k] == ops[i])
+      return true;
+  return false;
+}
+
+/* After a failed take: drops what this call marked, once per distinct op (a later duplicate is
+ * recognised by its pointer, never read: its node may be freed already). */
+static void drop_taking(cuv_op_t *const *ops, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (!ops[i] || ops[i] == &nomem_op || listed_before(ops, i) || ops[i]->taken != OP_TAKING)
+      continue;
+    ops[i]->taken = OP_FREE;
+    cuv__op_drop(ops[i]);
+  }
+}
+
+int cuv__op_take_all(cuv_op_t *const *ops, size_t n) {
+  int rc = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!ops[i])
+      rc = rc ? rc : CUV_EINVAL;
+    else if (ops[i] == &nomem_op)
+      continue;
+    else if (ops[i]->taken != OP_FREE)
+      rc = CUV_ECONSUMED; /* another owner's, or listed twice here */
+    else
+      ops[i]->taken = OP_TAKING;
+  }
+  if (rc < 0) {
+    drop_taking(ops, n);
+    return rc;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (ops[i] != &nomem_op)
+      ops[i]->taken = OP_TAKEN;
+  return 0;
 }
 
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op) { return op ? op->error : CUV_EINVAL; }
@@ -58,7 +123,7 @@ int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
 
 void cuv__op_drop_all(cuv_op_t *const *ops, size_t n) {
   for (size_t i = 0; ops && i < n; i++)
-    cuv_op_free(ops[i]);
+    cuv__op_drop(ops[i]);
 }
 
 int cuv__op_join_device(int *device, int child_device) {

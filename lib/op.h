@@ -22,6 +22,7 @@ struct cuv_op_s {
   const cuv__op_vt_t *vt;
   int error;   /* a failed constructor's error: executing reports it */
   int device;  /* ordinal of the device the op touches, or -1 */
+  unsigned char taken; /* OP_FREE, or held by a combinator or shared (op.c) */
 };
 
 /* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */
@@ -30,8 +31,19 @@ cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
 cuv_op_t *cuv__op_fail(int error);
 /* Executes and consumes op; on failure *out is left cleared. */
 int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
+/* Frees an op this code owns, executed or not (cuv_op_free refuses an op a combinator holds). */
+void cuv__op_drop(cuv_op_t *op);
 /* Drops n ops (NULLs allowed). */
 void cuv__op_drop_all(cuv_op_t *const *ops, size_t n);
+/* Takes a non-NULL op into a new owner (a combinator, a shared op): CUV_ECONSUMED when another
+ * owner holds it already; the op then stays with that owner and the caller must not free it. */
+int cuv__op_take(cuv_op_t *op);
+/* Gives back an op taken by cuv__op_take that the caller returns as it is (an error op). */
+void cuv__op_untake(cuv_op_t *op);
+/* Takes n ops into one new owner. On failure (a NULL: CUV_EINVAL; an op another owner holds, or
+ * the same op twice in the list: CUV_ECONSUMED) the ops this call could take are dropped, each
+ * once, and the others are left to their owners. */
+int cuv__op_take_all(cuv_op_t *const *ops, size_t n);
 /* Merges a child's device into a parent's; CUV_EDEVICE when they differ. */
 int cuv__op_join_device(int *device, int child_device);
 /* The first error among n ops (NULL counts as CUV_EINVAL), or 0. */

@@ -32,7 +32,7 @@ static void shared_unref(void *arg) {
   cuv_shared_t *sh = arg;
   if (atomic_fetch_sub(&sh->refs, 1) != 1)
     return;
-  cuv_op_free(sh->op);
+  cuv__op_drop(sh->op);
   cuv_output_release(&sh->value);
   if (sh->event && !cuv__stale(sh->dev, sh->epoch))
     cuv__event_put(sh->dev, sh->event);
@@ -120,14 +120,18 @@ CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
     cuv_op_free(op);
     return NULL;
   }
+  int taken = cuv__op_take(op); /* refused: a shared that fails with CUV_ECONSUMED */
   atomic_init(&sh->refs, 1);
   pthread_mutex_init(&sh->lock, NULL);
   pthread_cond_init(&sh->cond, NULL);
   sh->device = op->device;
-  if (op->error) {
+  if (taken < 0) {
+    sh->status = taken;
+    sh->state = SHARED_DONE;
+  } else if (op->error) {
     sh->status = op->error;
     sh->state = SHARED_DONE;
-    cuv_op_free(op);
+    cuv__op_drop(op);
   } else {
     sh->op = op;
   }

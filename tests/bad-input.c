@@ -4,10 +4,11 @@
  * own bridge, queues destroyed with work pending, closing twice, unknown tickets. Every refused op
  * is consumed exactly once (counted releases), and a failed executor leaves its output cleared.
  *
- * Using an op twice cannot be tested: every function that takes an op consumes it on every path,
- * failures included (test_op_consumed_on_every_path proves it), so a second use would be a use
- * after free that no API can detect; CUV_ECONSUMED is never returned. Closing a device, a stream or
- * a module one time too many is the same (reference counted: one close per open). */
+ * An op handed to a second owner while its first (a combinator, a shared op) still holds it is
+ * refused with CUV_ECONSUMED and stays with its first owner (test_op_used_twice); once an op was
+ * executed its node is freed, and a use after that is a use after free no API can detect. Closing
+ * a device, a stream or a module one time too many is the same (reference counted: one close per
+ * open). */
 #include <cuda.h>
 #include <uv.h>
 
@@ -225,6 +226,70 @@ static void test_op_consumed_on_every_path(void **state) {
   EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
   EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 6);
+}
+
+static void count_stray(int status, cuv_output_t *output, void *arg) { ++*(int *)arg; }
+
+/* An op used twice: handed to a second combinator or executor while the first still holds it, or
+ * twice in one call. The second use is refused with CUV_ECONSUMED; the op stays with its first
+ * owner, which still runs it; every value is released exactly once (counted). */
+static void test_op_used_twice(void **state) {
+  /* Twice in one call: the op is released once. */
+  atomic_store(&releases, 0);
+  cuv_op_t *a = counted();
+  EXPECT_OP(cuv_seq(a, a), CUV_ECONSUMED);
+  assert_int_equal(atomic_load(&releases), 1);
+  atomic_store(&releases, 0);
+  a = counted();
+  cuv_op_t *list[] = {a, counted(), a};
+  EXPECT_OP(cuv_zip(list, 3), CUV_ECONSUMED);
+  assert_int_equal(atomic_load(&releases), 2);
+  atomic_store(&releases, 0);
+  a = counted();
+  cuv_op_t *branches[] = {a, a};
+  EXPECT_OP(cuv_fork(branches, 2), CUV_ECONSUMED);
+  assert_int_equal(atomic_load(&releases), 1);
+
+  /* Held by a first combinator: every second owner refuses it, the first still runs it. */
+  atomic_store(&releases, 0);
+  a = counted();
+  cuv_op_t *first = cuv_seq(a, counted());
+  EXPECT_OP(cuv_seq(a, counted()), CUV_ECONSUMED); /* the other op of that call: released */
+  assert_int_equal(atomic_load(&releases), 1);
+  EXPECT_OP(cuv_then(a, then_unit, NULL), CUV_ECONSUMED);
+  EXPECT_OP(cuv_map(a, map_none, NULL), CUV_ECONSUMED);
+  cuv_op_t *again[] = {a};
+  EXPECT_OP(cuv_zip(again, 1), CUV_ECONSUMED);
+  EXPECT_OP(cuv_fork(again, 1), CUV_ECONSUMED);
+  cuv_output_t out = {(void *)1, NULL, NULL};
+  EXPECT(cuv_sync(a, &out), CUV_ECONSUMED);
+  assert_null(out.data);
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  int stray = 0;
+  EXPECT(cuv_submit(a, q, count_stray, &stray, NULL), CUV_ECONSUMED);
+  assert_int_equal(cuv_queue_drain(q), 0);
+  assert_int_equal(stray, 0);
+  assert_int_equal(cuv_queue_pending(q), 0);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  cuv_shared_t *sh = cuv_shared(a);
+  assert_non_null(sh);
+  EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), CUV_ECONSUMED);
+  cuv_shared_release(sh);
+  cuv_op_free(a); /* not the caller's any more: nothing happens */
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_cuv_ok(cuv_sync(first, NULL)); /* the first owner runs it, and releases both values */
+  assert_int_equal(atomic_load(&releases), 3);
+
+  /* Held by a shared op: a combinator refuses it; the shared op's clones still run it. */
+  atomic_store(&releases, 0);
+  a = counted();
+  sh = cuv_shared(a);
+  EXPECT_OP(cuv_seq(counted(), a), CUV_ECONSUMED);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_cuv_ok(cuv_sync(cuv_shared_clone(sh), NULL));
+  cuv_shared_release(sh);
+  assert_int_equal(atomic_load(&releases), 2);
 }
 
 /* ---- sizes and offsets ---- */
@@ -627,6 +692,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_null_arguments),
       cmocka_unit_test(test_op_consumed_on_every_path),
+      cmocka_unit_test(test_op_used_twice),
       cmocka_unit_test(test_zero_and_huge_sizes),
       cmocka_unit_test(test_offsets_out_of_range),
       cmocka_unit_test(test_kernel_wrong_arguments),
