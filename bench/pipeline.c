@@ -256,7 +256,23 @@ typedef struct row {
   double us[COLS];
   double graph_inst_us, raw_graph_inst_us;
   uint64_t uv_reactor, uv_polled; /* async-uv's completions by the reactor, and seen by the loop */
+  double paired[2][3]; /* async and async-uv over sync-chain, rep by rep: p25, median, p75 */
 } row_t;
+
+/* The columns alternate within each repetition, so a repetition's two times met the same machine
+ * state: the spread of their ratio over the repetitions says whether a difference of medians is
+ * more than noise. */
+static void paired_ratios(double out[3], const double *a, const double *b, int reps) {
+  double *r = malloc((size_t)reps * sizeof *r);
+  if (!r)
+    die("malloc", CUV_ENOMEM);
+  for (int i = 0; i < reps; i++)
+    r[i] = b[i] > 0 ? a[i] / b[i] : 0;
+  out[0] = percentile(r, reps, 0.25);
+  out[1] = percentile(r, reps, 0.5);
+  out[2] = percentile(r, reps, 0.75);
+  free(r);
+}
 
 static void measure(row_t *row, cuv_buffer_t *x, int reps) {
   int n = row->n;
@@ -300,6 +316,8 @@ static void measure(row_t *row, cuv_buffer_t *x, int reps) {
     t[RAW_CHAIN][r] = raw_sync_chain(xp, n);
     t[RAW_GRAPH][r] = raw_graph(exec);
   }
+  paired_ratios(row->paired[0], t[ASYNC], t[SYNC_CHAIN], reps); /* before percentile sorts */
+  paired_ratios(row->paired[1], t[ASYNC_UV], t[SYNC_CHAIN], reps);
   for (int c = 0; c < COLS; c++) {
     row->us[c] = percentile(t[c], reps, 0.5);
     free(t[c]);
@@ -350,6 +368,15 @@ static void print_table(const row_t *rows, int nrows, int reps) {
 #endif
   }
   printf("target: async never slower than sync-chain: %s\n", async_ok ? "met" : "MISSED");
+  printf("paired per-repetition ratios over sync-chain, median [p25, p75]:\n");
+  for (int i = 0; i < nrows; i++) {
+    const double(*p)[3] = rows[i].paired;
+    printf("  N=%-5d async %.3f [%.3f, %.3f]", rows[i].n, p[0][1], p[0][0], p[0][2]);
+#ifdef CUV_BENCH_WITH_UV
+    printf("   async-uv %.3f [%.3f, %.3f]", p[1][1], p[1][0], p[1][2]);
+#endif
+    printf("\n");
+  }
 #ifdef CUV_BENCH_WITH_UV
   printf("async-uv completions seen by the polling loop (cuv_poll) / by the reactor:");
   for (int i = 0; i < nrows; i++)
