@@ -112,17 +112,9 @@ static cuv_op_t *empty_op(void) { return cuv_launch(empty, CUV_DIM1(1), CUV_DIM1
 
 static void setup_cuv(void) {
   cuvt_register_twins(); /* for the simulator; harmless on a GPU */
-  int rc = cuv_init();
-  cuv_module_t *mod = NULL;
-  if (rc == 0)
-    rc = cuv_device_open(&dev, 0);
-  if (rc == 0)
-    rc = cuv_module_load_file(&mod, dev, CUV_BENCH_PTX_PATH);
-  if (rc == 0)
-    rc = cuv_kernel_get(&empty, mod, "empty_kernel");
+  int rc = bench_cuv_kernel(CUV_BENCH_PTX_PATH, "empty_kernel", &dev, &empty);
   if (rc < 0)
     die("setup", rc);
-  cuv_module_unload(mod); /* the kernel holds the module */
   loop = uv_default_loop();
 }
 

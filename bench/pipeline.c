@@ -61,18 +61,10 @@ static cuv_stream_t *stream; /* sync_on, graphs and the raw columns */
 
 static void setup_cuv(void) {
   cuvt_register_twins(); /* for the simulator; harmless on a GPU */
-  cuv_module_t *mod = NULL;
-  int rc = cuv_init();
-  if (rc == 0)
-    rc = cuv_device_open(&dev, 0);
-  if (rc == 0)
-    rc = cuv_module_load_file(&mod, dev, CUV_BENCH_PTX_PATH);
-  if (rc == 0)
-    rc = cuv_kernel_get(&scale, mod, "scale");
+  int rc = bench_cuv_kernel(CUV_BENCH_PTX_PATH, "scale", &dev, &scale);
   if (rc == 0)
     rc = cuv_stream_create(&stream, dev);
   check("setup", rc);
-  cuv_module_unload(mod); /* the kernel holds the module */
 }
 
 static cuv_op_t *scale_launch(cuv_buffer_t *x) {

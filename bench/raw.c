@@ -112,3 +112,18 @@ double percentile(double *v, int n, double p) {
   qsort(v, (size_t)n, sizeof *v, compare_doubles);
   return v[(int)(p * (n - 1) + 0.5)];
 }
+
+int bench_cuv_kernel(const char *ptx_path, const char *name, cuv_device_t **dev,
+                     cuv_kernel_t **kernel) {
+  cuv_module_t *mod = NULL;
+  int rc = cuv_init();
+  if (rc == 0)
+    rc = cuv_device_open(dev, 0);
+  if (rc == 0)
+    rc = cuv_module_load_file(&mod, *dev, ptx_path);
+  if (rc == 0)
+    rc = cuv_kernel_get(kernel, mod, name);
+  if (mod)
+    cuv_module_unload(mod); /* the kernel holds the module */
+  return rc;
+}

@@ -24,6 +24,11 @@ void raw_check(const char *what, CUresult r);
 /* Loads the PTX file at ptx_path again with raw calls and returns its kernel `name`. */
 CUfunction raw_kernel(const char *ptx_path, const char *name);
 
+/* cuv's side of every bench: cuv_init, device 0, and the kernel `name` of the PTX file at
+ * ptx_path (the module stays loaded while the kernel holds it). 0 or the failing call's status. */
+int bench_cuv_kernel(const char *ptx_path, const char *name, cuv_device_t **dev,
+                     cuv_kernel_t **kernel);
+
 /* CLOCK_MONOTONIC, in nanoseconds and in microseconds. */
 uint64_t now_ns(void);
 double now_us(void);

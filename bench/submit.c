@@ -14,6 +14,7 @@
 
 #include <cuv/uv.h>
 
+#include "raw.h"
 #include "twins.h"
 
 static cuv_kernel_t *empty;
@@ -28,19 +29,11 @@ static void die(const char *what, int rc) {
 static void setup(void) {
   cuvt_register_twins(); /* for the simulator; harmless on a GPU */
   cuv_device_t *dev = NULL;
-  cuv_module_t *mod = NULL;
-  int rc = cuv_init();
-  if (rc == 0)
-    rc = cuv_device_open(&dev, 0);
-  if (rc == 0)
-    rc = cuv_module_load_file(&mod, dev, CUV_BENCH_PTX_PATH);
-  if (rc == 0)
-    rc = cuv_kernel_get(&empty, mod, "empty_kernel");
+  int rc = bench_cuv_kernel(CUV_BENCH_PTX_PATH, "empty_kernel", &dev, &empty);
   if (rc == 0)
     rc = cuv_uv_open(&bridge, uv_default_loop());
   if (rc < 0)
     die("setup", rc);
-  cuv_module_unload(mod); /* the kernel holds the module */
 }
 
 static void on_done(int status, cuv_output_t *out, void *arg);

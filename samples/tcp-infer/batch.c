@@ -77,16 +77,6 @@ static void pending_push(loop_t *lp, request_t *req) {
   lp->n.batch_pending++;
 }
 
-static void wait_push(loop_t *lp, request_t *req) {
-  req->next_wait = NULL;
-  if (lp->wait_tail)
-    lp->wait_tail->next_wait = req;
-  else
-    lp->wait_head = req;
-  lp->wait_tail = req;
-  lp->n.waiting++;
-}
-
 /* Moves waiting requests into the pending batch, in order, while they fit. */
 static void refill(loop_t *lp) {
   struct batcher *b = lp->batcher;
@@ -262,7 +252,7 @@ void batch_add(loop_t *lp, request_t *req) {
   if (!lp->wait_head && b->rows + req->batch > limit)
     flush(lp); /* it would overflow the pending batch: that one goes first */
   if (lp->wait_head || b->rows + req->batch > limit) {
-    wait_push(lp, req); /* no workspace for the full batch: first come, first served */
+    infer_wait(lp, req); /* no workspace for the full batch: first come, first served */
     return;
   }
   pending_push(lp, req);

@@ -177,6 +177,17 @@ static void run(loop_t *lp, request_t *req) {
   request_gpu_done(req); /* refused: answered with the error */
 }
 
+void infer_wait(loop_t *lp, request_t *req) {
+  req->state = REQ_WAITING;
+  req->next_wait = NULL;
+  if (lp->wait_tail)
+    lp->wait_tail->next_wait = req;
+  else
+    lp->wait_head = req;
+  lp->wait_tail = req;
+  lp->n.waiting++;
+}
+
 void infer_start(loop_t *lp, request_t *req) {
   if (lp->batcher) {
     batch_add(lp, req); /* --coalesce: it joins the loop's next batch */
@@ -184,14 +195,7 @@ void infer_start(loop_t *lp, request_t *req) {
   }
   workspace_t *ws = lp->free_ws;
   if (!ws) {
-    req->state = REQ_WAITING;
-    req->next_wait = NULL;
-    if (lp->wait_tail)
-      lp->wait_tail->next_wait = req;
-    else
-      lp->wait_head = req;
-    lp->wait_tail = req;
-    lp->n.waiting++;
+    infer_wait(lp, req);
     return;
   }
   lp->free_ws = ws->next;

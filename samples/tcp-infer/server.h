@@ -162,6 +162,8 @@ int infer_loop_init(loop_t *lp);
 void infer_loop_free(loop_t *lp);
 /* Starts a complete POST /infer (body and batch valid): now, or once a workspace is free. */
 void infer_start(loop_t *lp, request_t *req);
+/* Queues req (REQ_WAITING) at the end of the loop's FIFO of requests waiting for a workspace. */
+void infer_wait(loop_t *lp, request_t *req);
 /* A request that never started (waiting) leaves the wait queue. */
 void infer_forget(loop_t *lp, request_t *req);
 /* Gives the request's workspace back (next waiting request starts on it). */
