@@ -210,6 +210,26 @@ CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t val
  * completion), released with the output. */
 CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t bytes);
 
+/* Host buffers: page-locked host memory from cuv's pinned pool, usable by every context, and
+ * reference counted like device buffers. A copy from or into one is a single DMA, with no staging
+ * copy (a server can assemble a batch in one and upload it as is), and every op that uses one
+ * holds a reference until its GPU work is proven complete, so dropping yours early is safe. The
+ * caller orders host accesses: write it only while no submission that reads it is in flight, and
+ * read what cuv_download_into wrote only after that submission completed. After a recovery of
+ * its device the memory is gone: data is NULL and ops on it fail with CUV_ELOST. */
+typedef struct cuv_host_buffer_s cuv_host_buffer_t;
+CUV_EXTERN int cuv_host_buffer_create(cuv_host_buffer_t **out, cuv_device_t *dev, size_t bytes);
+CUV_EXTERN void *cuv_host_buffer_data(const cuv_host_buffer_t *buf);
+CUV_EXTERN size_t cuv_host_buffer_size(const cuv_host_buffer_t *buf);
+CUV_EXTERN cuv_host_buffer_t *cuv_host_buffer_ref(cuv_host_buffer_t *buf);
+CUV_EXTERN void cuv_host_buffer_unref(cuv_host_buffer_t *buf);
+/* dst[dst_offset..+bytes) = src[src_offset..+bytes). Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_upload(cuv_buffer_t *dst, size_t dst_offset, cuv_host_buffer_t *src,
+                                size_t src_offset, size_t bytes);
+/* dst[dst_offset..+bytes) = src[src_offset..+bytes), defined once the submission completed. */
+CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset,
+                                       cuv_buffer_t *src, size_t src_offset, size_t bytes);
+
 /* ---- modules and kernels -------------------------------------------------------------------- */
 
 typedef struct cuv_module_s cuv_module_t;

@@ -45,18 +45,23 @@ void cuv__event_put(cuv_device_t *dev, CUevent event);
 
 
 
-/* staging.c: pinned host blocks (data) with their bookkeeping; given back with _free(block). */
-typedef struct cuv__staging {
+/* staging.c: pinned host blocks (data) with their bookkeeping; given back with _free(block).
+ * A public host buffer (host_buffer.c) is one such block. */
+typedef struct cuv_host_buffer_s {
   void *data;
   size_t cap;
+  size_t size;          /* the size asked for (a host buffer's) */
   unsigned cls;         /* size class; 0 when not pooled */
   unsigned epoch;       /* the device epoch its pinned memory belongs to */
   atomic_uint refs;     /* given back at the last _free (a download's: output and submission) */
   cuv_device_t *dev;
-  struct cuv__staging *next;
+  struct cuv_host_buffer_s *next;
 } cuv__staging_t;
 cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes);
 cuv__staging_t *cuv__staging_ref(cuv__staging_t *block);
 void cuv__staging_free(void *block);
 void cuv__staging_pool_destroy(cuv_device_t *dev);
+/* host_buffer.c: 0, or why [offset, offset + bytes) of buf cannot be used (CUV_EINVAL for NULL,
+ * CUV_ERANGE, CUV_ELOST after a recovery of its device). */
+int cuv__host_buffer_check(const cuv_host_buffer_t *buf, size_t offset, size_t bytes);
 #endif

@@ -157,6 +157,33 @@ CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t val
   return op;
 }
 
+/* A copy whose host side is a host buffer: the op holds a reference on it (as `staged`, which the
+ * submission takes over until completion), and nothing is staged. */
+static cuv_op_t *host_buffer_copy(enum copy_kind kind, cuv_buffer_t *dev_buf, size_t dev_offset,
+                                  cuv_host_buffer_t *host, size_t host_offset, size_t bytes) {
+  int rc = dev_buf ? cuv__host_buffer_check(host, host_offset, bytes) : CUV_EINVAL;
+  if (rc < 0)
+    return cuv__op_fail(rc);
+  cuv_op_t *op = kind == COPY_HTOD ? copy_new(kind, dev_buf, dev_offset, NULL, 0, bytes)
+                                   : copy_new(kind, NULL, 0, dev_buf, dev_offset, bytes);
+  if (op->error)
+    return op;
+  copy_op_t *c = (copy_op_t *)op;
+  c->staged = cuv__staging_ref(host);
+  c->host = (char *)host->data + host_offset;
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_upload(cuv_buffer_t *dst, size_t dst_offset, cuv_host_buffer_t *src,
+                                size_t src_offset, size_t bytes) {
+  return host_buffer_copy(COPY_HTOD, dst, dst_offset, src, src_offset, bytes);
+}
+
+CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset,
+                                       cuv_buffer_t *src, size_t src_offset, size_t bytes) {
+  return host_buffer_copy(COPY_DTOH, src, src_offset, dst, dst_offset, bytes);
+}
+
 CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t bytes) {
   if (!src || bytes == 0)
     return cuv__op_fail(CUV_EINVAL);

@@ -62,6 +62,7 @@ cuv__staging_t *cuv__staging_alloc(cuv_device_t *dev, size_t bytes) {
   if (!blk && !(blk = block_new(dev, bytes, cls)))
     return NULL;
   blk->dev = cuv__device_ref(dev);
+  blk->size = bytes;
   blk->next = NULL;
   atomic_init(&blk->refs, 1);
   return blk;

@@ -5,8 +5,11 @@
  * With --coalesce a complete POST /infer does not run by itself: it joins the loop's pending batch,
  * and a uv_check handle, which runs right after the poll phase (once the iteration read and parsed
  * everything that was readable), submits the whole batch as ONE op:
- *   htod(in, the bodies concatenated, staged) ; dense ; dense ; download(out)
- * through one workspace sized for ROWS rows. The completion (loop thread) hands each request its
+ *   upload(in, the bodies concatenated) ; dense ; dense ; download(out)
+ * through one workspace sized for ROWS rows. The bodies are concatenated straight into a pinned
+ * host buffer of the batch (cuv_host_buffer_t), so the upload is one DMA with no staging copy; the
+ * submission holds that buffer until its work completed, and the batch slot (with its workspace)
+ * is reused only after the completion. The completion (loop thread) hands each request its
  * slice of the downloaded outputs, one reference-counted output shared by the batch's responses
  * (no copy), and answers each in turn with request_gpu_done.
  *
@@ -34,7 +37,7 @@ typedef struct batch {
   workspace_t *ws;
   request_t *reqs; /* in arrival order, linked by next_wait */
   unsigned nreqs, rows;
-  char *host;      /* the inputs concatenated: ROWS rows */
+  cuv_host_buffer_t *host; /* pinned: the inputs concatenated, ROWS rows */
   int status;      /* --baseline: cuv_sync's result and output */
   cuv_output_t out;
   uv_work_t work;
@@ -149,10 +152,15 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
 
 static void on_gpu_done(int status, cuv_output_t *out, void *arg) { batch_done(arg, status, out); }
 
+static cuv_op_t *batch_op(batch_t *bt) {
+  cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->host, 0, bt->rows * ROW_IN);
+  return infer_rows_op(bt->lp->srv, bt->ws, upload, bt->rows);
+}
+
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
 static void baseline_work(uv_work_t *work) {
   batch_t *bt = work->data;
-  bt->status = cuv_sync(infer_rows_op(bt->lp->srv, bt->ws, bt->host, bt->rows), &bt->out);
+  bt->status = cuv_sync(batch_op(bt), &bt->out);
 }
 
 static void baseline_after(uv_work_t *work, int status) {
@@ -182,8 +190,9 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
   bt->ws = ws;
   bt->reqs = b->head;
   bt->rows = bt->nreqs = 0;
+  char *host = cuv_host_buffer_data(bt->host);
   for (request_t *req = b->head; req; req = req->next_wait) {
-    memcpy(bt->host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN);
+    memcpy(host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN);
     free(req->body); /* copied */
     req->body = NULL;
     req->state = REQ_RUNNING;
@@ -212,9 +221,7 @@ static int flush(loop_t *lp) {
     bt->work.data = bt;
     rc = uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   } else {
-    /* staged: the host buffer is free again once the op is built */
-    cuv_op_t *op = infer_rows_op(lp->srv, ws, bt->host, bt->rows);
-    rc = cuv_uv_submit(lp->bridge, op, on_gpu_done, bt, NULL);
+    rc = cuv_uv_submit(lp->bridge, batch_op(bt), on_gpu_done, bt, NULL);
   }
   if (rc != 0) {
     lp->n.refused += bt->nreqs;
@@ -272,8 +279,9 @@ int batch_loop_init(loop_t *lp) {
   lp->batcher = b;
   for (unsigned i = 0; i < n; i++) {
     b->batches[i].lp = lp;
-    if (!(b->batches[i].host = malloc(lp->srv->coalesce * ROW_IN)))
-      return CUV_ENOMEM; /* batch_loop_free frees what was made */
+    int rc = cuv_host_buffer_create(&b->batches[i].host, lp->srv->dev, lp->srv->coalesce * ROW_IN);
+    if (rc < 0)
+      return rc; /* batch_loop_free frees what was made */
   }
   uv_check_init(&lp->loop, &b->check); /* cannot fail */
   uv_idle_init(&lp->loop, &b->idle);
@@ -292,7 +300,7 @@ void batch_loop_free(loop_t *lp) {
     uv_run(&lp->loop, UV_RUN_NOWAIT);
   }
   for (unsigned i = 0; b->batches && i < lp->srv->workspaces_per_loop; i++)
-    free(b->batches[i].host);
+    cuv_host_buffer_unref(b->batches[i].host);
   free(b->batches);
   free(b);
   lp->batcher = NULL;

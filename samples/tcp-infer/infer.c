@@ -73,9 +73,8 @@ static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cu
 
 /* The whole GPU work of `rows` input rows, as one op. The input is staged (copied into pinned
  * memory) when the op is built, so the caller may reuse it right after. */
-cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, const void *in, unsigned rows) {
-  cuv_op_t *op = cuv_memcpy_htod(ws->in, 0, in, (size_t)rows * MLP_IN * sizeof(float),
-                                 CUV_COPY_STAGE);
+cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+  cuv_op_t *op = upload;
   if (s->cublas_ctx) {
     op = cuv_seq(op, infer_cublas_layers(s, ws, rows));
   } else {
@@ -86,7 +85,9 @@ cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, const void *in, unsigned r
 }
 
 static cuv_op_t *infer_op(server_t *s, request_t *req) {
-  return infer_rows_op(s, req->ws, req->body, req->batch);
+  size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
+  return infer_rows_op(s, req->ws, cuv_memcpy_htod(req->ws->in, 0, req->body, bytes,
+                                                   CUV_COPY_STAGE), req->batch);
 }
 
 /* cuv: the completion, on the loop thread. */

@@ -168,9 +168,10 @@ void infer_wait(loop_t *lp, request_t *req);
 void infer_forget(loop_t *lp, request_t *req);
 /* Gives the request's workspace back (next waiting request starts on it). */
 void infer_release(loop_t *lp, request_t *req);
-/* The GPU work of `rows` rows of input (in: rows x MLP_IN floats, staged) through ws, as one op
- * whose output is the rows x MLP_OUT outputs. */
-cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, const void *in, unsigned rows);
+/* The GPU work of `rows` rows of input through ws, as one op whose output is the rows x MLP_OUT
+ * outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats), the layers, the
+ * download. */
+cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows);
 /* Registers the kernel's host twin with libcuv-sim (when linked); delay_us > 0 makes each launch
  * last at least that long on the simulator (a stand-in for a GPU's latency). */
 void infer_register_twin(unsigned delay_us);
