@@ -253,6 +253,7 @@ static struct {
   int nested_submits;
   uint8_t host_src[MAX_BUF + 8];
   uint8_t host_dst[MAX_BUF + 8];
+  cuv_host_buffer_t *hbuf_src, *hbuf_dst; /* pinned, MAX_BUF + 8 bytes each, on device 0 */
 } S;
 
 static int free_slot(void **slots, size_t n) {
@@ -429,6 +430,11 @@ static void build(input_t *in) {
   case 3: {
     size_t off = pick_size(in, size), bytes = pick_size(in, size);
     unsigned flags = u8(in) % 3;
+    if (flags == 2 && u8(in) % 2) { /* from a host buffer (or none): range-checked on both sides */
+      cuv_host_buffer_t *hb = u8(in) % 4 ? S.hbuf_src : NULL;
+      op_put(cuv_upload(a, off, hb, pick_size(in, MAX_BUF + 8), bytes), OUT_OTHER, false);
+      break;
+    }
     const void *src = u8(in) % 4 ? S.host_src : NULL;
     /* A copy reads `bytes` of src: never more than the harness has (it would be the caller's
      * overflow, not cuv's); the op is refused anyway when bytes exceed the buffer. */
@@ -439,6 +445,11 @@ static void build(input_t *in) {
   }
   case 4: {
     size_t off = pick_size(in, size), bytes = pick_size(in, size);
+    if (u8(in) % 3 == 0) { /* into a host buffer (or none) */
+      cuv_host_buffer_t *hb = u8(in) % 4 ? S.hbuf_dst : NULL;
+      op_put(cuv_download_into(hb, pick_size(in, MAX_BUF + 8), a, off, bytes), OUT_OTHER, false);
+      break;
+    }
     void *dst = u8(in) % 4 ? S.host_dst : NULL;
     if (bytes > MAX_BUF && dst)
       bytes = MAX_BUF + 1;
@@ -1088,6 +1099,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   }
   for (size_t i = 0; i < sizeof S.host_src; i++)
     S.host_src[i] = (uint8_t)(i * 7);
+  CHECK(cuv_host_buffer_create(&S.hbuf_src, S.dev[0], MAX_BUF + 8) == 0);
+  CHECK(cuv_host_buffer_create(&S.hbuf_dst, S.dev[0], MAX_BUF + 8) == 0);
   CHECK(uv_loop_init(&S.loop) == 0);
   return 0;
 }
