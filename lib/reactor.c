@@ -121,8 +121,24 @@ bool cuv__reactor_flags_busy(CUcontext ctx) {
   return busy;
 }
 
+/* The device whose context the first arm runs in (init_once runs on that thread). */
+static __thread CUdevice arming_device;
+
+/* The flags live in the primary context of the device that armed first. Closing the last
+ * cuv_device_t of that device releases cuv's hold on its context, and a context whose last hold
+ * goes is destroyed with its memory: the flags would be freed under the next arm (another device
+ * still using them, or the same device opened again). So the reactor holds that context itself,
+ * for the life of the process, like the flags. A reset (recovery) still replaces the memory:
+ * cuv__reactor_rebuild allocates new flags then. */
+static int keep_owner_context(void) {
+  CUcontext ctx;
+  return cuv__cu(cuv__drv.cuDevicePrimaryCtxRetain(&ctx, arming_device));
+}
+
 static void init_once(void) {
   R.init_status = alloc_slots();
+  if (R.init_status == 0)
+    R.init_status = keep_owner_context();
   if (R.init_status == 0 && pthread_create(&R.thread, NULL, reactor_main, NULL) != 0)
     R.init_status = CUV_ETHREAD;
   if (R.init_status == 0) {
@@ -163,6 +179,7 @@ static void slot_put(uint32_t i) {
 }
 
 int cuv__reactor_arm(cuv__submission_t *sub) {
+  arming_device = sub->dev->cu;
   pthread_once(&R.once, init_once);
   if (R.init_status < 0)
     return R.init_status;
