@@ -40,6 +40,7 @@ struct cuv_uv_s {
   uint64_t budget_ns;         /* cuv_spin_budget_us() */
   uint64_t recent_ns;         /* moving average of loop-thread work's submit-to-callback time */
   uint64_t young_until;       /* uv_hrtime() until which loop-thread work counts as young */
+  uint64_t drain_ns;          /* uv_hrtime() of the drain's first callback, 0 before it */
   cuv_uv_close_cb close_cb;
   void *close_arg;
   struct call *spare_calls;  /* loop thread only: call_t's to reuse (see call_new) */
@@ -51,7 +52,7 @@ typedef struct call {
   cuv_uv_t *bridge;
   cuv_done_fn done;
   void *arg;
-  uint64_t submitted_ns; /* uv_hrtime() of a loop-thread submission, else 0 */
+  uint64_t submitted_ns; /* uv_hrtime() of a loop-thread submission when polling, else 0 */
   struct call *next;     /* in the bridge's spares */
 } call_t;
 
@@ -145,6 +146,7 @@ static void sync_ref(cuv_uv_t *b) {
 
 static void drain(cuv_uv_t *b) {
   b->draining++;
+  b->drain_ns = 0; /* read once, by the first callback that needs it (drain_time) */
   cuv_queue_drain(b->queue);
   b->draining--;
 }
@@ -228,11 +230,20 @@ static void on_notify(cuv_queue_t *queue, void *arg) {
     uv_async_send(&b->async);
 }
 
+/* When the running drain saw its completions: one clock read per drained batch, not per
+ * callback. Their submit-to-seen times are what the poll window is sized from. */
+static uint64_t drain_time(cuv_uv_t *b) {
+  if (!b->drain_ns)
+    b->drain_ns = uv_hrtime();
+  return b->drain_ns;
+}
+
 static void on_done(int status, cuv_output_t *output, void *arg) {
   call_t call = *(call_t *)arg;
   call_free(call.bridge, arg);
   if (call.submitted_ns) { /* on the loop thread, like every callback */
-    uint64_t took = uv_hrtime() - call.submitted_ns, *recent = &call.bridge->recent_ns;
+    uint64_t took = drain_time(call.bridge) - call.submitted_ns;
+    uint64_t *recent = &call.bridge->recent_ns;
     *recent = *recent ? (*recent * 7 + took) / 8 : took;
   }
   /* Counted out before the callback runs, so cuv_uv_pending inside it excludes itself. The
@@ -292,14 +303,14 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
 }
 
 /* Counts a submission in (before cuv_submit, so a completion can never count it out first). */
-static int enter(cuv_uv_t *b, bool loop_thread) {
+static int enter(cuv_uv_t *b, bool loop_thread, uint64_t now) {
   if (loop_thread) {
     if (b->closing)
       return CUV_ECLOSED;
     atomic_fetch_add(&b->in_flight, 1);
     sync_ref(b);
     if (b->budget_ns) {
-      b->young_until = uv_hrtime() + poll_window(b);
+      b->young_until = now + poll_window(b);
       if (!atomic_load(&b->polling)) {
         atomic_store(&b->polling, true);
         uv_idle_start(&b->idle, on_idle);
@@ -342,8 +353,11 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
     cuv_op_free(op);
     return CUV_ENOMEM;
   }
-  *call = (call_t){b, done, arg, loop_thread ? uv_hrtime() : 0, NULL};
-  int rc = enter(b, loop_thread);
+  /* The clock is read only where the poll window needs it (the loop thread, polling on), and
+   * once for both uses. */
+  uint64_t now = loop_thread && b->budget_ns ? uv_hrtime() : 0;
+  *call = (call_t){b, done, arg, now, NULL};
+  int rc = enter(b, loop_thread, now);
   if (rc < 0) {
     free(call);
     cuv_op_free(op);
