@@ -87,8 +87,8 @@ cuv_device_t *cuv__device_ref(cuv_device_t *dev) {
 static void device_destroy(cuv_device_t *dev) {
   /* The default policy's streams do not reference the device (that would be a cycle), so it
    * is torn down here, when the last real reference is gone. */
-  if (dev->policy)
-    cuv_policy_destroy(dev->policy);
+  cuv_policy_destroy(atomic_load(&dev->policy));
+  cuv__policy_destroy_retired(dev);
   cuv__bind(dev);
   for (size_t i = 0; i < dev->n_free_events; i++)
     cuv__drv.cuEventDestroy(dev->free_events[i]);

@@ -15,7 +15,11 @@ struct cuv_device_s {
   atomic_int refs;
   char name[256];
   pthread_mutex_t lock;          /* guards policy creation and the pools */
-  cuv_policy_t *policy;          /* default policy, created on first use */
+  /* The default policy, created on first use under the lock and read without it (every
+   * submission without a policy reads it). A recovery replaces it but keeps the old one in
+   * `retired` until the device goes: a submitter may have read it just before. */
+  _Atomic(cuv_policy_t *) policy;
+  cuv_policy_t *retired;         /* the default policies of earlier epochs (policy.c) */
   CUevent *free_events;          /* event pool (CU_EVENT_DISABLE_TIMING) */
   size_t n_free_events, cap_free_events;
   cuv__staging_pool_t *staging;  /* pinned host blocks by size class (staging.c) */
@@ -33,6 +37,10 @@ static inline bool cuv__stale(cuv_device_t *dev, unsigned epoch) {
  * recover automatically. */
 void cuv__device_sub_done(cuv_device_t *dev, bool faulted);
 
+/* policy.c: keeps a replaced default policy until the device goes (under dev->lock), and
+ * destroys those kept (when the device goes). */
+void cuv__policy_retire(cuv_device_t *dev, cuv_policy_t *p);
+void cuv__policy_destroy_retired(cuv_device_t *dev);
 /* The device of `ordinal`, opened (one more reference). */
 int cuv__device_get(cuv_device_t **dev, int ordinal);
 cuv_device_t *cuv__device_ref(cuv_device_t *dev);

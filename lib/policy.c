@@ -5,6 +5,7 @@
 struct cuv_policy_s {
   cuv_policy_ops_t ops;
   void *state;
+  cuv_policy_t *retired_next; /* in its device's retired default policies */
 };
 
 CUV_EXTERN int cuv_policy_create(cuv_policy_t **out, const cuv_policy_ops_t *ops, void *state) {
@@ -135,15 +136,39 @@ CUV_EXTERN int cuv_policy_single(cuv_policy_t **out, cuv_stream_t *stream) {
 
 /* ---- the device's default ---- */
 
+/* Created once under the device's lock. The device owns its default policy, whose streams
+ * therefore do not reference it. */
+static int default_policy_create(cuv_device_t *dev, cuv_policy_t **out) {
+  int rc = 0;
+  pthread_mutex_lock(&dev->lock);
+  cuv_policy_t *p = atomic_load(&dev->policy);
+  if (!p && (rc = pool_create(&p, dev, 4, false, round_robin_next)) == 0)
+    atomic_store_explicit(&dev->policy, p, memory_order_release);
+  pthread_mutex_unlock(&dev->lock);
+  *out = p;
+  return rc;
+}
+
+/* Without the lock once created: the release store above publishes a complete policy, and a
+ * policy read here is never freed before its device (a recovery retires it). */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
   if (!dev || !out)
     return CUV_EINVAL;
-  int rc = 0;
-  pthread_mutex_lock(&dev->lock);
-  /* The device owns its default policy, whose streams therefore do not reference it. */
-  if (!dev->policy)
-    rc = pool_create(&dev->policy, dev, 4, false, round_robin_next);
-  *out = dev->policy;
-  pthread_mutex_unlock(&dev->lock);
-  return rc;
+  *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
+  return *out ? 0 : default_policy_create(dev, out);
+}
+
+void cuv__policy_retire(cuv_device_t *dev, cuv_policy_t *p) {
+  if (!p)
+    return;
+  p->retired_next = dev->retired;
+  dev->retired = p;
+}
+
+void cuv__policy_destroy_retired(cuv_device_t *dev) {
+  while (dev->retired) {
+    cuv_policy_t *p = dev->retired;
+    dev->retired = p->retired_next;
+    cuv_policy_destroy(p);
+  }
 }

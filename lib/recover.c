@@ -7,14 +7,14 @@
 #include "internal.h"
 #include "reactor.h"
 
-/* Drops what the device pools hold from the dead context, without driver calls on it. */
-static cuv_policy_t *drop_owned(cuv_device_t *dev) {
+/* Drops what the device pools hold from the dead context, without driver calls on it. The
+ * default policy is retired, not destroyed: a submitter may have just read it (its streams are
+ * of the old epoch, so that submission fails with CUV_ELOST). */
+static void drop_owned(cuv_device_t *dev) {
   pthread_mutex_lock(&dev->lock);
-  cuv_policy_t *policy = dev->policy;
-  dev->policy = NULL;
+  cuv__policy_retire(dev, atomic_exchange(&dev->policy, NULL));
   dev->n_free_events = 0; /* their handles died with the context */
   pthread_mutex_unlock(&dev->lock);
-  return policy;
 }
 
 /* *reset: whether the old context is gone (also when a later step failed). */
@@ -41,7 +41,7 @@ CUV_EXTERN int cuv_device_recover(cuv_device_t *dev) {
   CUcontext old = dev->ctx;
   /* A new epoch first: from here on, objects of the old one skip driver calls on release. */
   atomic_fetch_add_explicit(&dev->epoch, 1, memory_order_release);
-  cuv_policy_destroy(drop_owned(dev));
+  drop_owned(dev);
   cuv__staging_pool_destroy(dev);
   bool reset;
   int rc = reset_context(dev, &reset);
