@@ -6,20 +6,21 @@
 #include "exec.h"
 
 /* The stream an op runs on: the given one, else the policy's (the op device's default policy
- * when none is given). */
-static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **stream) {
+ * when none is given). Opening that device may create it (no cuv_device_t open yet): *opened then
+ * holds the reference that keeps it, its default policy and the stream alive until the
+ * submission holds its own (cuv__sub_create). */
+static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **stream,
+                       cuv_device_t **opened) {
   if (*stream) {
     if (!*policy)
       return cuv_device_policy((*stream)->dev, policy);
     return 0;
   }
   if (!*policy) {
-    cuv_device_t *dev;
-    int rc = cuv__device_get(&dev, op->device < 0 ? 0 : op->device);
+    int rc = cuv__device_get(opened, op->device < 0 ? 0 : op->device);
     if (rc < 0)
       return rc;
-    rc = cuv_device_policy(dev, policy);
-    cuv__device_unref(dev); /* the policy's streams keep working: the device outlives them */
+    rc = cuv_device_policy(*opened, policy);
     if (rc < 0)
       return rc;
   }
@@ -28,6 +29,7 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
 
 int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cuv__exec_t *ex) {
   int rc = 0;
+  cuv_device_t *opened = NULL;
   if (!op)
     return CUV_EINVAL;
   if (op->taken)
@@ -37,7 +39,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   else if (op->error)
     rc = op->error;
   else if ((rc = cuv__driver_init()) == 0)
-    rc = pick_stream(op, &policy, &stream);
+    rc = pick_stream(op, &policy, &stream, &opened);
   if (rc == 0 && op->device >= 0 && op->device != stream->dev->ordinal)
     rc = CUV_EDEVICE;
   if (rc == 0 && cuv__stale(stream->dev, stream->epoch))
@@ -46,6 +48,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
     rc = cuv__bind(stream->dev);
   if (rc == 0)
     rc = cuv__sub_create(&ex->sub, stream);
+  cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
   if (rc < 0) {
     cuv_op_free(op);
     return rc;

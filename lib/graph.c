@@ -24,12 +24,14 @@ static void graph_unref(void *arg) {
     return;
   if (!cuv__stale(g->stream->dev, g->epoch) && cuv__bind(g->stream->dev) == 0)
     cuv__drv.cuGraphExecDestroy(g->exec);
-  cuv__sub_retire(g->capture);
   cuv__hazard_uses_free(g->uses);
   /* cuv_graph_update's copies hold the stream until reaped, which only a later enqueue or a
    * synchronize on it does: retire the finished ones now, or they and the stream never go. */
   cuv__stream_reap(g->stream);
   cuv__stream_unref(g->stream);
+  /* Last: the capture holds the device, which may be all that keeps the stream's default policy
+   * (a capture on no stream in a process that opened no device). */
+  cuv__sub_retire(g->capture);
   free(g);
 }
 
