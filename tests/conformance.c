@@ -170,6 +170,75 @@ static void test_event_orders_streams(void **state) {
   cuv__drv.cuStreamDestroy(b);
 }
 
+/* ---- streams run concurrently -------------------------------------------------------------- */
+
+/* What a wait_flag kernel (test_kernels.cu) writes to its result word. */
+enum { FLAG_SEEN = 1, FLAG_TIMED_OUT = 2 };
+/* How long a waiter spins before it reports FLAG_TIMED_OUT: a bound that keeps a serializing
+ * driver from hanging the test, never an assertion about time. */
+#define FLAG_TIMEOUT_NS 5000000000ull /* 5 s */
+
+static void launch_wait_flag(CUstream s, uint32_t value, CUdeviceptr flag, CUdeviceptr result) {
+  unsigned long long timeout = FLAG_TIMEOUT_NS;
+  unsigned v = value;
+  void *params[] = {&timeout, &v, &flag, &result};
+  cuvt_launch(s, "wait_flag", 1, params);
+}
+
+static void launch_set_flag(CUstream s, uint32_t value, CUdeviceptr flag) {
+  unsigned v = value;
+  void *params[] = {&v, &flag};
+  cuvt_launch(s, "set_flag", 1, params);
+}
+
+/* Four streams, a chain of waits across them: stream 0 waits for flag 0; stream k (1, 2) waits
+ * for flag k, then sets flag k-1; stream 3 sets flag 2. Launched in that order, so every waiter is
+ * queued before the kernel that releases it: waiter 0 sees its flag only while waiters 0, 1 and 2
+ * all run at once with stream 3's setter. A driver that runs one stream's work at a time (or two,
+ * or three) makes a waiter time out; each waiter's result says which. Behind each stream's
+ * kernels, a value it copies shows the stream also went on in order. */
+static void test_streams_run_concurrently(void **state) {
+  enum { STREAMS = 4, WAITERS = STREAMS - 1 };
+  CUdeviceptr flags = dev_alloc(WAITERS * sizeof(uint32_t));
+  CUdeviceptr results = dev_alloc(WAITERS * sizeof(uint32_t));
+  uint32_t *got = cuvt_pinned(WAITERS * sizeof(uint32_t));
+  uint32_t *flags_after = cuvt_pinned(WAITERS * sizeof(uint32_t));
+  uint32_t values[WAITERS];
+  CUstream s[STREAMS];
+  for (unsigned k = 0; k < STREAMS; k++)
+    s[k] = cuvt_stream_new();
+  for (unsigned k = 0; k < WAITERS; k++)
+    values[k] = cuvt_random_nonzero();
+  CU_OK(cuv__drv.cuMemsetD32Async(flags, 0, WAITERS, s[0]));
+  CU_OK(cuv__drv.cuMemsetD32Async(results, 0, WAITERS, s[0]));
+  CU_OK(cuv__drv.cuStreamSynchronize(s[0]));
+
+  for (unsigned k = 0; k < STREAMS; k++) {
+    if (k < WAITERS)
+      launch_wait_flag(s[k], values[k], flags + 4 * k, results + 4 * k);
+    if (k > 0)
+      launch_set_flag(s[k], values[k - 1], flags + 4 * (k - 1));
+  }
+  for (unsigned k = 0; k < STREAMS; k++)
+    CU_OK(cuv__drv.cuStreamSynchronize(s[k]));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(got, results, WAITERS * sizeof(uint32_t), s[0]));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(flags_after, flags, WAITERS * sizeof(uint32_t), s[0]));
+  CU_OK(cuv__drv.cuStreamSynchronize(s[0]));
+
+  for (unsigned k = 0; k < WAITERS; k++) {
+    if (got[k] != FLAG_SEEN)
+      print_error("waiter %u: %s\n", k, got[k] == FLAG_TIMED_OUT ? "timed out" : "did not run");
+    assert_int_equal(got[k], FLAG_SEEN);
+    assert_int_equal(flags_after[k], values[k]);
+  }
+  cuv__drv.cuMemFreeHost(got);
+  cuv__drv.cuMemFreeHost(flags_after);
+  cuv__drv.cuMemFree(flags);
+  cuv__drv.cuMemFree(results);
+  for (unsigned k = 0; k < STREAMS; k++)
+    cuv__drv.cuStreamDestroy(s[k]);
+}
+
 /* ---- host functions ------------------------------------------------------------------------ */
 
 enum { HOSTFN_PER_STREAM = 64 };
@@ -541,6 +610,8 @@ static const struct {
     {"add_one", 2, {0, 8}, {4, 8}},
     {"sleep_then_write", 3, {0, 8, 16}, {8, 4, 8}},
     {"fault_kernel", 1, {0}, {8}},
+    {"wait_flag", 4, {0, 8, 16, 24}, {8, 4, 8, 8}},
+    {"set_flag", 2, {0, 8}, {4, 8}},
 };
 
 static void test_param_info(void **state) {
@@ -568,6 +639,7 @@ int main(void) {
       cmocka_unit_test(test_fifo_kernel_chain),
       cmocka_unit_test(test_fifo_slow_kernel_then_copy),
       cmocka_unit_test(test_event_orders_streams),
+      cmocka_unit_test(test_streams_run_concurrently),
       cmocka_unit_test(test_host_functions),
       cmocka_unit_test(test_write_value_after_kernel),
       cmocka_unit_test(test_wait_value_blocks_stream),

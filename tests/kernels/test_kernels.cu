@@ -60,6 +60,38 @@ __global__ void sleep_then_write(unsigned long long ns, unsigned value, unsigned
   if (flag) *flag = value;
 }
 
+// The concurrency pair: wait_flag spins (one thread) until *flag == value, reading it through a
+// volatile pointer so that each poll loads what another kernel wrote, and gives up after
+// timeout_ns; it writes 1 to *result when it saw the value, 2 when it timed out. set_flag writes
+// the value. A driver that runs two streams' kernels one after the other makes a wait_flag
+// launched before its set_flag report 2 instead of hanging.
+__global__ void wait_flag(unsigned long long timeout_ns, unsigned value, const unsigned *flag,
+                          unsigned *result) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  const volatile unsigned *f = flag;
+  unsigned long long start;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  for (;;) {
+    if (*f == value) {
+      *result = 1u;
+      return;
+    }
+    unsigned long long now;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+    if (now - start >= timeout_ns) {
+      *result = 2u;
+      return;
+    }
+    __nanosleep(200);
+  }
+}
+
+__global__ void set_flag(unsigned value, unsigned *flag) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  *(volatile unsigned *)flag = value;
+  __threadfence();
+}
+
 // Writes through a bad pointer: an illegal address, the sticky fault.
 __global__ void fault_kernel(unsigned *bad) { *bad = 1u; }
 

@@ -86,6 +86,37 @@ static int sleep_then_write(const cuv_sim_launch_t *l, void **params) {
   return 0;
 }
 
+/* The flag is written by another stream's worker while this one polls: atomic accesses on both
+ * sides (the GPU's volatile accesses), and sleeps between polls so the spin leaves the CPU to the
+ * setter on a small machine. */
+static int wait_flag(const cuv_sim_launch_t *l, void **params) {
+  unsigned long long timeout_ns = P(0, unsigned long long);
+  unsigned value = P(1, unsigned);
+  const unsigned *flag = PTR(2, const unsigned);
+  unsigned *result = PTR(3, unsigned);
+  struct timespec start, now, pause = {0, 20000};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  for (;;) {
+    if (__atomic_load_n(flag, __ATOMIC_ACQUIRE) == value) {
+      *result = 1u;
+      return 0;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    unsigned long long elapsed = (unsigned long long)(now.tv_sec - start.tv_sec) * 1000000000ull +
+                                 (unsigned long long)(now.tv_nsec - start.tv_nsec);
+    if (elapsed >= timeout_ns) {
+      *result = 2u;
+      return 0;
+    }
+    nanosleep(&pause, NULL);
+  }
+}
+
+static int set_flag(const cuv_sim_launch_t *l, void **params) {
+  __atomic_store_n(PTR(1, unsigned), P(0, unsigned), __ATOMIC_RELEASE);
+  return 0;
+}
+
 static int fault_kernel(const cuv_sim_launch_t *l, void **params) {
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
@@ -108,4 +139,7 @@ void cuvt_register_twins(void) {
   cuv_sim_register_kernel("copy_f32", copy_f32, 3, p_u4_ptr_ptr);
   cuv_sim_register_kernel("sleep_then_write", sleep_then_write, 3, p_sleep);
   cuv_sim_register_kernel("fault_kernel", fault_kernel, 1, p_ptr);
+  static const size_t p_wait_flag[] = {8, 4, 8, 8};
+  cuv_sim_register_kernel("wait_flag", wait_flag, 4, p_wait_flag);
+  cuv_sim_register_kernel("set_flag", set_flag, 2, p_u4_ptr);
 }
