@@ -1,7 +1,12 @@
 /* fork (cuv_all): branches on different streams of the policy, so independent work overlaps
  * inside one submission. Each branch first waits for what the executing stream had enqueued
- * (it sees the chain's earlier results), and the executing stream waits for every branch, so
- * the submission's completion on its own stream proves the branches complete too. */
+ * before the fork (it sees the chain's earlier results), and the executing stream waits for every
+ * branch, so the submission's completion on its own stream proves the branches complete too.
+ * Every fork point is recorded before any branch enqueues work and every join after the last
+ * branch: a branch forked after branch 0 ran (on the executing stream) or after an earlier
+ * branch's join waited for that work, and the branches ran one after the other
+ * (tests/concurrency.c test_fork_branches_overlap). Branches that conflict on a buffer are still
+ * ordered by the hazard tracking (lib/hazard.c). */
 #include "internal.h"
 
 /* A stream for branch i: the executing stream for the first, else one the policy gives that no
@@ -24,20 +29,26 @@ static cuv_stream_t *branch_stream(cuv__exec_t *ex, cuv_stream_t **used, size_t 
   return pick;
 }
 
+/* The fork point: the branch's stream waits for what the executing stream enqueued so far. */
+static int fork_branch(cuv__exec_t *ex, cuv_stream_t *stream) {
+  if (stream == ex->stream)
+    return 0;
+  int rc = cuv__sub_use_stream(ex->sub, stream);
+  return rc < 0 ? rc : cuv__sub_order(ex->sub, ex->stream, stream);
+}
+
 static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *item) {
   if (stream == ex->stream)
     return cuv__op_execute(op, ex, item);
-  int rc = cuv__sub_use_stream(ex->sub, stream);
-  if (rc == 0)
-    rc = cuv__sub_order(ex->sub, ex->stream, stream);
-  if (rc < 0) {
-    cuv__op_drop(op);
-    return rc;
-  }
   cuv__exec_t branch = {ex->sub, stream, ex->policy};
-  rc = cuv__op_execute(op, &branch, item);
-  /* Joined back even when the branch failed midway: what it enqueued must finish before the
-   * submission can be proven complete. */
+  return cuv__op_execute(op, &branch, item);
+}
+
+/* Joined back even when the branch failed midway: what it enqueued must finish before the
+ * submission can be proven complete. */
+static int join_branch(cuv__exec_t *ex, cuv_stream_t *stream) {
+  if (stream == ex->stream)
+    return 0;
   int join = cuv__sub_order(ex->sub, stream, ex->stream);
   if (join < 0) {
     /* Without the join, completion on the executing stream proves nothing about this branch:
@@ -46,7 +57,7 @@ static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_o
     if (cuv_status_is_fault(wait))
       join = wait;
   }
-  return rc < 0 ? rc : join;
+  return join;
 }
 
 static void fork_drop(cuv_op_t *op) {
@@ -60,12 +71,22 @@ static int fork_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_stream_t **used = f->n <= 8 ? used_inline : calloc(f->n, sizeof *used);
   *out = cuv__tuple_new(f->n);
   int rc = used && out->data ? 0 : CUV_ENOMEM;
-  size_t i = 0;
-  for (; rc == 0 && i < f->n; i++) {
+  /* All fork points first; a failed one runs no branch. */
+  for (size_t i = 0; rc == 0 && i < f->n; i++) {
     used[i] = branch_stream(ex, used, i);
-    rc = run_branch(ex, used[i], f->ops[i], &((cuv_tuple_t *)out->data)->items[i]);
+    rc = fork_branch(ex, used[i]);
   }
-  cuv__op_drop_all(f->ops + i, f->n - i);
+  size_t ran = 0;
+  for (; rc == 0 && ran < f->n; ran++)
+    rc = run_branch(ex, used[ran], f->ops[ran], &((cuv_tuple_t *)out->data)->items[ran]);
+  /* A branch that failed midway enqueued work too: joined with the ones that ran. */
+  for (size_t i = 0; i < ran; i++) {
+    int join = join_branch(ex, used[i]);
+    rc = rc < 0 ? rc : join;
+  }
+  /* Not run (a fork point or an earlier branch failed): only the fork wait is on their stream,
+   * and it ends when the executing stream gets there. */
+  cuv__op_drop_all(f->ops + ran, f->n - ran);
   if (used != used_inline)
     free(used);
   return rc;
