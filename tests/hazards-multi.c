@@ -1,0 +1,233 @@
+/* Cross-stream hazards when one submission touches a buffer more than once (tests/hazards.c has
+ * one access per submission). lib/hazard.c records an access per (submission, stream, read or
+ * write) and skips a new one when the buffer's latest access is this submission's, on this stream
+ * and at least as strong (already_held). These tests prove each of those three conditions: a
+ * read then a write on one stream must leave the write tracked, a write on one fork branch and a
+ * read on another must be ordered, and a second submission on the same stream must track its own
+ * access. Every check is a result against a host reference on fresh random data, behind slow
+ * kernels, so a missing wait shows up as stale data rather than as luck. */
+#include <string.h>
+
+#include "counted.h"
+
+#define N 4099 /* not a multiple of the block size */
+#define REPS 6
+#define SLOW_MS 40
+
+/* dst = src, after `ms` milliseconds on the executing stream. */
+static cuv_op_t *slow_copy(cuv_buffer_t *dst, cuv_buffer_t *src, unsigned ms) {
+  return cuv_seq(cuvt_sleep(ms), cuvt_copy_f32(dst, src, N));
+}
+
+typedef struct fixture {
+  cuv_stream_t *a, *b;
+  cuv_queue_t *q;
+  cuv_buffer_t *src, *buf, *out;
+  float *data, *plus_one, *got;
+} fixture_t;
+
+static int setup(void **state) {
+  fixture_t *f = calloc(1, sizeof *f);
+  if (!f || cuv_stream_create(&f->a, cuvt_device()) || cuv_stream_create(&f->b, cuvt_device()) ||
+      cuv_queue_create(&f->q, NULL, NULL))
+    return -1;
+  f->src = cuvt_buffer(N * sizeof(float));
+  f->buf = cuvt_buffer(N * sizeof(float));
+  f->out = cuvt_buffer(N * sizeof(float));
+  f->data = malloc(N * sizeof(float));
+  f->plus_one = malloc(N * sizeof(float));
+  f->got = malloc(N * sizeof(float));
+  *state = f;
+  return f->data && f->plus_one && f->got ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  fixture_t *f = *state;
+  cuv_buffer_unref(f->src);
+  cuv_buffer_unref(f->buf);
+  cuv_buffer_unref(f->out);
+  cuv_stream_destroy(f->a);
+  cuv_stream_destroy(f->b);
+  int rc = cuv_queue_destroy(f->q);
+  free(f->data);
+  free(f->plus_one);
+  free(f->got);
+  free(f);
+  return rc;
+}
+
+typedef struct done_rec {
+  atomic_int calls;
+  int status;
+} done_rec_t;
+
+static void record_done(int status, cuv_output_t *output, void *arg) {
+  done_rec_t *d = arg;
+  d->status = status;
+  atomic_fetch_add(&d->calls, 1);
+}
+
+static void submit_on(fixture_t *f, cuv_stream_t *stream, cuv_op_t *op, done_rec_t *rec) {
+  cuv_submit_opts_t opts = {.stream = stream};
+  assert_cuv_ok(cuv_submit(op, f->q, record_done, rec, &opts));
+}
+
+static void wait_done(fixture_t *f, done_rec_t *rec) {
+  cuvt_drain_until(f->q, &rec->calls, 1);
+  assert_int_equal(atomic_load(&rec->calls), 1);
+  assert_cuv_ok(rec->status);
+}
+
+/* Fresh random data in src (data, and data + 1 in plus_one); buf and out cleared to zeros, so a
+ * read that overtakes a writer shows. */
+static void fresh(fixture_t *f) {
+  cuvt_random_ints(f->data, N);
+  for (size_t i = 0; i < N; i++)
+    f->plus_one[i] = f->data[i] + 1.0f;
+  cuvt_upload(f->src, 0, f->data, N * sizeof(float));
+  assert_cuv_ok(cuv_sync(cuv_memset32(f->buf, 0, 0, N), NULL));
+  assert_cuv_ok(cuv_sync(cuv_memset32(f->out, 0, 0, N), NULL));
+}
+
+static void assert_buffer(cuv_buffer_t *buf, float *got, const float *want) {
+  cuvt_read(got, buf, 0, N * sizeof(float));
+  cuvt_assert_floats_equal(got, want, N);
+}
+
+/* One submission on a reads buf (slowly) and then writes it; a reader on b must wait for the
+ * write, not only for the read: the write must be recorded although the submission's read of buf
+ * on that stream is already there (a read does not cover a later write). */
+static void test_read_then_write_on_one_stream(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    assert_cuv_ok(cuv_sync(cuvt_copy_f32(f->buf, f->src, N), NULL)); /* buf = data */
+    uint64_t waits = cuvt_waits_inserted();
+    done_rec_t rw = {0};
+    /* out = buf after SLOW_MS, then buf += 1: on a. */
+    submit_on(f, f->a, cuv_seq(slow_copy(f->out, f->buf, SLOW_MS), cuvt_add_one(f->buf, N)), &rw);
+    cuv_output_t seen;
+    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    assert_true(cuvt_waits_inserted() > waits);
+    wait_done(f, &rw);
+    cuvt_assert_floats_equal(seen.data, f->plus_one, N); /* after the write, not before it */
+    cuv_output_release(&seen);
+    assert_buffer(f->out, f->got, f->data); /* the read came before the write on a */
+  }
+}
+
+/* The same with the write inside a fork branch: out = buf (slowly) on a, then a fork whose
+ * second branch (another stream) adds one. A reader on b sees the branch's write. */
+static void test_read_then_write_in_a_fork_branch(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    assert_cuv_ok(cuv_sync(cuvt_copy_f32(f->buf, f->src, N), NULL));
+    atomic_int releases = 0;
+    cuv_op_t *branches[] = {cuvt_counted_value(7, &releases), cuvt_add_one(f->buf, N)};
+    done_rec_t rw = {0};
+    submit_on(f, f->a, cuv_seq(slow_copy(f->out, f->buf, SLOW_MS), cuv_fork(branches, 2)), &rw);
+    cuv_output_t seen;
+    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    wait_done(f, &rw);
+    assert_int_equal(atomic_load(&releases), 1); /* the fork's tuple, released with the output */
+    cuvt_assert_floats_equal(seen.data, f->plus_one, N);
+    cuv_output_release(&seen);
+    assert_buffer(f->out, f->got, f->data);
+  }
+}
+
+/* One submission on a writes buf (slowly) and then reads it; a writer on b must wait for both:
+ * the read on a sees the first write's data, never b's. */
+static void test_write_then_read_then_other_writer(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    uint64_t waits = cuvt_waits_inserted();
+    done_rec_t wr = {0};
+    /* buf = src after SLOW_MS, then out = buf: on a. */
+    submit_on(f, f->a, cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuvt_copy_f32(f->out, f->buf, N)),
+              &wr);
+    assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL)); /* buf += 1 on b */
+    assert_true(cuvt_waits_inserted() > waits);
+    wait_done(f, &wr);
+    assert_buffer(f->out, f->got, f->data);
+    assert_buffer(f->buf, f->got, f->plus_one);
+  }
+}
+
+/* A write (slowly) on a, then a fork whose second branch reads buf on another stream; a writer
+ * on b after it: the branch read sees the first write, the final contents are b's. */
+static void test_write_then_read_in_a_fork_then_other_writer(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    atomic_int releases = 0;
+    cuv_op_t *branches[] = {cuvt_counted_value(7, &releases), cuvt_copy_f32(f->out, f->buf, N)};
+    done_rec_t wr = {0};
+    submit_on(f, f->a, cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuv_fork(branches, 2)), &wr);
+    assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL));
+    wait_done(f, &wr);
+    assert_int_equal(atomic_load(&releases), 1);
+    assert_buffer(f->out, f->got, f->data);
+    assert_buffer(f->buf, f->got, f->plus_one);
+  }
+}
+
+/* Inside one fork, branch 1 writes buf slowly on its stream and branch 2 reads it on a third
+ * stream. Branch 2 waits only for the executing stream when it starts, so only the hazard
+ * tracking orders it after branch 1: the buffer's latest access is this submission's, but on
+ * another stream, which does not make the read safe. */
+static void test_fork_branches_write_then_read(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    atomic_int releases = 0;
+    cuv_op_t *branches[] = {cuvt_counted_value(7, &releases), slow_copy(f->buf, f->src, SLOW_MS),
+                            cuvt_copy_f32(f->out, f->buf, N)};
+    uint64_t waits = cuvt_waits_inserted();
+    cuv_output_t tuple;
+    assert_cuv_ok(cuv_sync_on(cuv_fork(branches, 3), f->a, &tuple));
+    assert_true(cuvt_waits_inserted() > waits);
+    assert_int_equal(cuvt_payload(cuv_tuple_get(&tuple, 0)), 7);
+    cuv_output_release(&tuple);
+    assert_int_equal(atomic_load(&releases), 1);
+    assert_buffer(f->out, f->got, f->data);
+  }
+}
+
+/* Two submissions on a, each writing buf: the first a quick fill, the second a slow copy. The
+ * second's access must be its own (the latest access on the stream being another submission's
+ * does not hold the buffer for this one): once the first is drained and retired, a reader on b
+ * still waits for the second. */
+static void test_second_submission_on_one_stream_is_tracked(void **state) {
+  fixture_t *f = *state;
+  for (int r = 0; r < REPS; r++) {
+    fresh(f);
+    unsigned word = cuvt_nonzero_u32();
+    done_rec_t first = {0}, second = {0};
+    submit_on(f, f->a, cuvt_fill_u32(f->buf, N, word), &first);
+    submit_on(f, f->a, slow_copy(f->buf, f->src, 4 * SLOW_MS), &second);
+    wait_done(f, &first); /* retired: its access is gone */
+    cuv_output_t seen;
+    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    cuvt_assert_floats_equal(seen.data, f->data, N);
+    cuv_output_release(&seen);
+    wait_done(f, &second);
+  }
+}
+
+int main(void) {
+  cuvt_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_read_then_write_on_one_stream, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_read_then_write_in_a_fork_branch, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_then_read_then_other_writer, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_write_then_read_in_a_fork_then_other_writer, setup,
+                                      teardown),
+      cmocka_unit_test_setup_teardown(test_fork_branches_write_then_read, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_second_submission_on_one_stream_is_tracked, setup,
+                                      teardown),
+  };
+  return cuvt_run(tests);
+}
