@@ -280,11 +280,12 @@ CUresult sim_ctx_fault(const struct sim_ctx *ctx) {
   return (CUresult)atomic_load_explicit(&ctx->fault, memory_order_acquire);
 }
 
-void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result) {
+void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result, const struct sim_stream *by) {
   int expected = CUDA_SUCCESS;
   if (result == CUDA_SUCCESS)
     return;
-  atomic_compare_exchange_strong(&ctx->fault, &expected, (int)result);
+  if (atomic_compare_exchange_strong(&ctx->fault, &expected, (int)result))
+    ctx->fault_stream = by;
   sim_wake_all(); /* release synchronize calls and event waits inside streams */
 }
 
@@ -375,6 +376,6 @@ CUresult CUDAAPI sim_cuCtxSynchronize_v2(CUcontext hctx) {
 CUV_SIM_EXTERN void cuv_sim_fault(int result) {
   sim_lock();
   struct sim_ctx *ctx = current ? current : &contexts[0];
-  sim_ctx_set_fault(ctx, (CUresult)result);
+  sim_ctx_set_fault(ctx, (CUresult)result, NULL);
   sim_unlock();
 }

@@ -1,8 +1,12 @@
 /* Host functions (cuLaunchHostFunc). As in the real driver, every host function of the process
  * runs on one driver callback thread, serialized, in the order the streams reach them, and the
  * stream does not continue until its function returned. The worker of the stream hands a job on
- * its own stack to the callback thread and waits for it. Host functions never run once their
- * context has a sticky fault. */
+ * its own stack to the callback thread and waits for it. A host function queued before a sticky
+ * fault on a stream other than the faulting one, behind a kernel that was running when the fault
+ * hit, still runs (the worker decides: sim_cmd_ops.after_fault), as on an H200 (driver 580;
+ * tests/fault.c and
+ * tests/conformance.c test_fault_runs_queued_host_work), although cuda.h says they "will not be
+ * called in the event of an error in the CUDA context". None runs once a reset began. */
 
 #include <stdlib.h>
 
@@ -32,7 +36,7 @@ static void *callback_main(void *arg) {
     jobs_head = job->next;
     if (!jobs_head)
       jobs_tail = NULL;
-    bool run = !sim_ctx_fault(job->ctx) && !job->ctx->resetting;
+    bool run = !job->ctx->resetting;
     sim_unlock();
     if (run)
       job->fn(job->data);
@@ -46,7 +50,7 @@ static void *callback_main(void *arg) {
 void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data) {
   struct sim_hostjob job = {.fn = fn, .data = data, .ctx = ctx};
   sim_lock();
-  if (sim_ctx_fault(ctx) || ctx->resetting) {
+  if (ctx->resetting) {
     sim_unlock();
     return;
   }
@@ -97,7 +101,8 @@ static void hostfn_run(struct sim_cmd *cmd, struct sim_stream *s) {
   sim_hostfn_call(s->obj.ctx, c->fn, c->data);
 }
 
-static const struct sim_cmd_ops hostfn_ops = {.run = hostfn_run, .app_code = true};
+static const struct sim_cmd_ops hostfn_ops = {
+    .run = hostfn_run, .app_code = true, .after_fault = true};
 
 CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
   SIM_ENTER(cuLaunchHostFunc);

@@ -1,7 +1,20 @@
 /* Stream memory operations: cuStreamWriteValue32 stores a value (atomic release store) when the
  * stream reaches it; cuStreamWaitValue32 holds the stream until a condition on a 32-bit word
  * holds, polling with acquire loads and short sleeps. A wait is released by a sticky fault or a
- * context reset; a write does not land after a sticky fault (commands are dropped). */
+ * context reset. A write queued before a sticky fault on another stream than the faulting one,
+ * behind a kernel that was running when it hit, still lands (as on an H200: sim/stream.c,
+ * tests/conformance.c test_fault_runs_queued_host_work); nothing can be queued after one.
+ *
+ * Delayed visibility (cuv_sim_set_write_delay_us, CUV_SIM_WRITE_DELAY_US): the stream passes the
+ * write at once, so cuStreamQuery and events behind it report the work done, and the store itself
+ * lands the delay later, from the cuv-sim-late thread, in the order the writes were passed (a late
+ * write never overtakes a later one). That is the late flag write cuv's reactor guards against
+ * with generations (lib/reactor.c): its probe completes a slot whose stream went idle and reuses
+ * it, and the old write lands on the re-armed slot. A late write that lands while a later write
+ * to the same word is queued on a stream, or waiting to land, is counted (cuv_sim_stale_writes).
+ * A late write whose memory was freed meanwhile is dropped. */
+
+#include <stdlib.h>
 
 #include "sim.h"
 
@@ -13,14 +26,146 @@ struct write_cmd {
   struct sim_cmd base;
   uint32_t *addr;
   uint32_t value;
+  uint64_t seq;        /* order of enqueueing, set by bind */
+  bool queued;         /* in the queued list (bound, not yet released) */
+  struct write_cmd *q_prev, *q_next;
 };
+
+/* ---- Delayed visibility ---- */
+
+struct late_write {
+  uint32_t *addr;
+  uint32_t value;
+  uint64_t seq;
+  uint64_t due_ns;
+  struct late_write *next;
+};
+
+static pthread_once_t delay_once = PTHREAD_ONCE_INIT;
+static atomic_uint write_delay_us;
+static atomic_ulong stale_writes;
+/* Lock held for all of these. */
+static uint64_t write_seq;
+static struct write_cmd *queued_writes; /* bound writes not yet executed or dropped */
+static struct late_write *late_head, *late_tail;
+static pthread_cond_t late_wake = PTHREAD_COND_INITIALIZER;
+static bool late_started;
+
+static void delay_from_env(void) {
+  const char *v = getenv("CUV_SIM_WRITE_DELAY_US");
+  if (v && *v)
+    atomic_store(&write_delay_us, (unsigned)strtoul(v, NULL, 10));
+}
+
+static unsigned write_delay(void) {
+  pthread_once(&delay_once, delay_from_env);
+  return atomic_load(&write_delay_us);
+}
+
+CUV_SIM_EXTERN void cuv_sim_set_write_delay_us(unsigned usec) {
+  pthread_once(&delay_once, delay_from_env); /* the environment never overrides a setting */
+  atomic_store(&write_delay_us, usec);
+}
+
+CUV_SIM_EXTERN unsigned long cuv_sim_stale_writes(void) { return atomic_load(&stale_writes); }
+
+/* Is a write to addr later than seq still to land: queued on a stream, or waiting here? */
+static bool later_write_pending(const struct late_write *w) {
+  for (const struct write_cmd *c = queued_writes; c; c = c->q_next)
+    if (c->addr == w->addr && c->seq > w->seq)
+      return true;
+  for (const struct late_write *l = w->next; l; l = l->next)
+    if (l->addr == w->addr)
+      return true;
+  return false;
+}
+
+/* Lands each late write when it is due, in order; lives until the process exits. */
+static void *late_main(void *arg) {
+  pthread_setname_np(pthread_self(), "cuv-sim-late");
+  sim_lock();
+  for (;;) {
+    while (!late_head)
+      sim_wait_on(&late_wake);
+    uint64_t now = sim_now_ns();
+    if (now < late_head->due_ns) {
+      uint64_t left = late_head->due_ns - now;
+      sim_unlock();
+      sim_sleep_ns(left < 1000000 ? left : 1000000);
+      sim_lock();
+      continue;
+    }
+    struct late_write *w = late_head;
+    if (sim_mem_valid((uintptr_t)w->addr, sizeof *w->addr)) {
+      if (later_write_pending(w))
+        atomic_fetch_add(&stale_writes, 1);
+      __atomic_store_n(w->addr, w->value, __ATOMIC_RELEASE);
+    }
+    late_head = w->next;
+    if (!late_head)
+      late_tail = NULL;
+    free(w);
+  }
+  return NULL;
+}
+
+/* Hands the write to the late thread; false when it cannot (then it lands now). Lock held. */
+static bool write_later(const struct write_cmd *c, unsigned delay_us) {
+  if (!late_started)
+    late_started = sim_thread_start(late_main, NULL);
+  struct late_write *w = late_started ? malloc(sizeof *w) : NULL;
+  if (!w)
+    return false;
+  *w = (struct late_write){c->addr, c->value, c->seq, sim_now_ns() + delay_us * 1000ull, NULL};
+  if (late_tail)
+    late_tail->next = w;
+  else
+    late_head = w;
+  late_tail = w;
+  pthread_cond_signal(&late_wake);
+  return true;
+}
 
 static void write_run(struct sim_cmd *cmd, struct sim_stream *s) {
   struct write_cmd *c = (struct write_cmd *)cmd;
+  unsigned delay = write_delay();
+  if (delay) {
+    sim_lock();
+    bool later = write_later(c, delay);
+    sim_unlock();
+    if (later)
+      return;
+  }
   __atomic_store_n(c->addr, c->value, __ATOMIC_RELEASE);
 }
 
-static const struct sim_cmd_ops write_ops = {.run = write_run};
+/* Enqueued for real (at the call, or a graph launch's copy): listed until executed or dropped. */
+static void write_bind(struct sim_cmd *cmd) {
+  struct write_cmd *c = (struct write_cmd *)cmd;
+  c->seq = ++write_seq;
+  c->queued = true;
+  c->q_prev = NULL;
+  c->q_next = queued_writes;
+  if (queued_writes)
+    queued_writes->q_prev = c;
+  queued_writes = c;
+}
+
+static void write_release(struct sim_cmd *cmd) {
+  struct write_cmd *c = (struct write_cmd *)cmd;
+  if (!c->queued)
+    return;
+  if (c->q_prev)
+    c->q_prev->q_next = c->q_next;
+  else
+    queued_writes = c->q_next;
+  if (c->q_next)
+    c->q_next->q_prev = c->q_prev;
+  c->queued = false;
+}
+
+static const struct sim_cmd_ops write_ops = {
+    .run = write_run, .bind = write_bind, .release = write_release, .after_fault = true};
 
 struct waitval_cmd {
   struct sim_cmd base;

@@ -1,7 +1,13 @@
 /* Kernels: the registry of host twins (cuv_sim_register_kernel), modules (PTX entry names are
  * remembered, any other image is accepted as is), function handles, parameter layout and
  * cuLaunchKernel. A launch copies its parameter values at call time, as the real driver does,
- * and the twin runs when the stream reaches the launch. */
+ * and the twin runs when the stream reaches the launch.
+ *
+ * A module unloaded while a launch of one of its functions is queued or running is a caller's
+ * bug (on a GPU the code may be gone under the launch): cuModuleUnload counts it
+ * (cuv_sim_unloads_with_pending_launches) and succeeds, its handles die at once, and the module
+ * itself lives on until the last launch command naming it is gone, so the pending launch still
+ * runs its twin. */
 
 #include <ctype.h>
 #include <limits.h>
@@ -113,6 +119,9 @@ struct sim_function;
 
 struct sim_module {
   struct sim_obj obj;
+  int refs;         /* the handle (until unloaded) + every launch command naming the module */
+  unsigned pending; /* launches enqueued on a stream and not yet executed or dropped */
+  bool unloaded;
   bool ptx;       /* PTX text: only the entries it declares resolve */
   char **entries; /* .entry names of a PTX image */
   size_t nentries;
@@ -214,11 +223,33 @@ static void module_free(struct sim_module *m) {
   free(m);
 }
 
+static atomic_ulong unloads_pending;
+
+CUV_SIM_EXTERN unsigned long cuv_sim_unloads_with_pending_launches(void) {
+  return atomic_load(&unloads_pending);
+}
+
+static void module_unref(struct sim_module *m) {
+  if (--m->refs == 0)
+    module_free(m);
+}
+
+/* The handle and its functions' handles go now; the memory with the last launch naming it. */
+static void module_unload(struct sim_module *m) {
+  if (m->pending > 0)
+    atomic_fetch_add(&unloads_pending, 1);
+  sim_handle_remove(&m->obj);
+  for (struct sim_function *f = m->funcs; f; f = f->next)
+    sim_handle_remove(&f->obj);
+  m->unloaded = true;
+  module_unref(m);
+}
+
 void sim_module_reset_ctx(struct sim_ctx *ctx) {
   size_t n;
   struct sim_obj **mods = sim_handle_take_all(ctx, SIM_OBJ_MODULE, &n);
   for (size_t i = 0; i < n; i++)
-    module_free((struct sim_module *)mods[i]);
+    module_unload((struct sim_module *)mods[i]);
   free(mods);
 }
 
@@ -254,6 +285,7 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
   if (r == CUDA_SUCCESS) {
     m->obj.type = SIM_OBJ_MODULE;
     m->obj.ctx = ctx;
+    m->refs = 1;
     if (!sim_handle_add(&m->obj))
       r = CUDA_ERROR_OUT_OF_MEMORY;
   }
@@ -272,10 +304,8 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
   CUresult r = m ? sim_ctx_fault(m->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
   if (r == CUDA_SUCCESS)
     r = sim_capture_check_unsafe();
-  if (r == CUDA_SUCCESS) {
-    sim_handle_remove(&m->obj);
-    module_free(m);
-  }
+  if (r == CUDA_SUCCESS)
+    module_unload(m);
   sim_unlock();
   return r;
 }
@@ -352,6 +382,8 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *
  * those offsets. Self-contained, so cloning for graph launches is a plain memberwise copy. */
 struct kernel_cmd {
   struct sim_cmd base;
+  struct sim_module *mod; /* referenced by every copy of the command */
+  bool bound;             /* enqueued on a stream: counted in mod->pending */
   cuv_sim_kernel_fn fn;
   cuv_sim_launch_t launch;
   unsigned usec;
@@ -388,7 +420,7 @@ static void kernel_run(struct sim_cmd *cmd, struct sim_stream *s) {
   }
   if (rc != 0) {
     sim_lock();
-    sim_ctx_set_fault(s->obj.ctx, (CUresult)rc);
+    sim_ctx_set_fault(s->obj.ctx, (CUresult)rc, s);
     sim_unlock();
   } else if (c->usec) {
     sleep_until(start + (uint64_t)c->usec * 1000u, s);
@@ -398,7 +430,28 @@ static void kernel_run(struct sim_cmd *cmd, struct sim_stream *s) {
     free(params);
 }
 
-static const struct sim_cmd_ops kernel_ops = {.run = kernel_run};
+static void kernel_bind(struct sim_cmd *cmd) {
+  struct kernel_cmd *c = (struct kernel_cmd *)cmd;
+  c->bound = true;
+  c->mod->pending++;
+}
+
+static bool kernel_dup(struct sim_cmd *copy) {
+  struct kernel_cmd *c = (struct kernel_cmd *)copy;
+  c->bound = false;
+  c->mod->refs++;
+  return true;
+}
+
+static void kernel_release(struct sim_cmd *cmd) {
+  struct kernel_cmd *c = (struct kernel_cmd *)cmd;
+  if (c->bound)
+    c->mod->pending--;
+  module_unref(c->mod);
+}
+
+static const struct sim_cmd_ops kernel_ops = {
+    .run = kernel_run, .bind = kernel_bind, .dup = kernel_dup, .release = kernel_release};
 
 static CUresult launch_validate(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                 unsigned bz, unsigned shared) {
@@ -431,8 +484,8 @@ static CUresult extra_buffer(void **extra, const void **buf, size_t *size) {
 
 /* Builds the command, copying each parameter value from kernelParams, or from the packed buffer
  * of `extra` laid out as cuFuncGetParamInfo reports (lock held: the kernel's sizes are read). */
-static CUresult kernel_cmd_new(const struct sim_kernel *k, void **kernelParams, void **extra,
-                               struct kernel_cmd **out) {
+static CUresult kernel_cmd_new(struct sim_module *mod, const struct sim_kernel *k,
+                               void **kernelParams, void **extra, struct kernel_cmd **out) {
   const void *buf;
   size_t buf_size;
   size_t data_offset = (k->nparams * sizeof(size_t) + 15) / 16 * 16;
@@ -454,6 +507,8 @@ static CUresult kernel_cmd_new(const struct sim_kernel *k, void **kernelParams, 
     memcpy(c->payload + data_offset, buf, data_size);
   for (size_t i = 0; !buf && i < k->nparams; i++)
     memcpy(c->payload + data_offset + offsets[i], kernelParams[i], k->sizes[i]);
+  c->mod = mod;
+  mod->refs++;
   c->fn = k->fn;
   c->usec = k->usec;
   c->nparams = k->nparams;
@@ -477,7 +532,7 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
     r = launch_validate(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                         sharedMemBytes);
   if (r == CUDA_SUCCESS)
-    r = kernel_cmd_new(fn->kernel, kernelParams, extra, &c);
+    r = kernel_cmd_new(fn->mod, fn->kernel, kernelParams, extra, &c);
   if (r == CUDA_SUCCESS) {
     c->launch = (cuv_sim_launch_t){.grid = {gridDimX, gridDimY, gridDimZ},
                                    .block = {blockDimX, blockDimY, blockDimZ},

@@ -151,6 +151,9 @@ struct sim_ctx {
   int retain;                 /* primary-context retain count */
   _Atomic bool active;        /* initialized: by a retain, until a reset or the last release */
   _Atomic int fault;          /* sticky CUresult, 0 while healthy; never cleared (atomic) */
+  /* The stream whose command made the fault (NULL: cuv_sim_fault); only compared, never
+   * dereferenced: nothing behind the fault on it runs, host functions and writes included. */
+  const struct sim_stream *fault_stream;
   struct sim_stream *streams; /* every stream whose worker is alive, incl. draining and null */
   struct sim_stream *null_stream;
   int workers;     /* live worker threads of this context */
@@ -167,8 +170,10 @@ SIM_HIDDEN struct sim_ctx *sim_ctx_current(void);
 SIM_HIDDEN CUresult sim_ctx_require(struct sim_ctx **out);
 /* The sticky fault of ctx, CUDA_SUCCESS when none (no lock needed). */
 SIM_HIDDEN CUresult sim_ctx_fault(const struct sim_ctx *ctx);
-/* Makes ctx's sticky fault (lock held); the first fault wins. */
-SIM_HIDDEN void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result);
+/* Makes ctx's sticky fault (lock held); the first fault wins. `by` is the stream whose command
+ * faulted (NULL when none). */
+SIM_HIDDEN void sim_ctx_set_fault(struct sim_ctx *ctx, CUresult result,
+                                  const struct sim_stream *by);
 /* Is no worker of ctx in the middle of a command (host functions aside)? (lock held) */
 SIM_HIDDEN bool sim_ctx_idle(const struct sim_ctx *ctx);
 /* Returns ctx's sticky fault, first waiting (lock held) until no command of ctx is in progress
@@ -185,7 +190,8 @@ struct sim_cmd;
 /* A kind of stream command. Commands are small malloc'd structs embedding struct sim_cmd first;
  * `size` lets a captured command be cloned for each graph launch. */
 struct sim_cmd_ops {
-  /* Executes the command on the stream's worker, lock NOT held. Not called after a sticky fault. */
+  /* Executes the command on the stream's worker, lock NOT held. Not called after a sticky fault,
+   * unless after_fault (and then only as that flag says). */
   void (*run)(struct sim_cmd *cmd, struct sim_stream *s);
   /* Called (lock held) when the command is really enqueued, at the API call or at graph launch:
    * resolves things that are fixed at submission time (event record generations). May be NULL. */
@@ -197,6 +203,12 @@ struct sim_cmd_ops {
   /* Runs application code (host functions): synchronize calls after a sticky fault do not wait
    * for it, as the real driver does not. */
   bool app_code;
+  /* Still runs when its stream reaches it after a sticky fault (it was queued before: nothing is
+   * queued after one), unless its stream is the one whose command faulted or dropped a command
+   * since the fault. Host functions and flag writes behind a kernel that was running when the
+   * fault hit, as an H200 runs them (tests/fault.c); queued kernels, copies, memsets and waits
+   * are dropped. */
+  bool after_fault;
   /* Graph memory nodes (memory.c), lock held; may be NULL. instantiated(+1) is called for each
    * node when its graph is instantiated (it may refuse), instantiated(-1) when the executable
    * graph is destroyed; launch_check before each launch of the executable graph. */
@@ -226,6 +238,9 @@ struct sim_stream {
   bool destroyed;       /* cuStreamDestroy was called: drain, then exit */
   _Atomic bool stop;    /* context reset: drop everything and exit now (atomic) */
   bool busy;            /* the worker is running a command other than a host function */
+  bool dropped;         /* a command was dropped after the sticky fault: no host function or
+                           flag write behind it runs either (it would report work done that was
+                           not) */
   struct sim_cmd *head; /* FIFO of queued commands */
   struct sim_cmd *tail;
   uint64_t submitted; /* commands enqueued */
@@ -253,8 +268,9 @@ SIM_HIDDEN void sim_stream_push(struct sim_stream *s, struct sim_cmd *cmd);
 SIM_HIDDEN void sim_stream_ref(struct sim_stream *s);
 SIM_HIDDEN void sim_stream_unref(struct sim_stream *s);
 /* Has s finished the work up to `target` as far as a synchronize call must wait (lock held)?
- * After a sticky fault, queued commands are dropped, so it is enough that the worker is not in
- * the middle of one: nothing touches memory after the call returns. */
+ * After a sticky fault, queued commands are dropped (host functions and flag writes aside), so it
+ * is enough that the worker is not in the middle of one: no kernel, copy or memset touches memory
+ * after the call returns. */
 SIM_HIDDEN bool sim_stream_settled(struct sim_stream *s, uint64_t target);
 /* Creates a stream of ctx with its worker (lock held). */
 SIM_HIDDEN CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool is_null,
@@ -300,8 +316,8 @@ SIM_HIDDEN void sim_module_reset_ctx(struct sim_ctx *ctx);
 
 /* ---- Host functions (hostfn.c) ---------------------------------------------------------------- */
 
-/* Runs fn(data) on the driver callback thread and returns when it returned, or at once when the
- * context has faulted (lock NOT held). */
+/* Runs fn(data) on the driver callback thread and returns when it returned, also after a sticky
+ * fault (as an H200 runs host functions queued before one); not during a reset (lock NOT held). */
 SIM_HIDDEN void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data);
 /* Drops queued, not yet started host functions of ctx (reset; lock held). */
 SIM_HIDDEN void sim_hostfn_reset_ctx(struct sim_ctx *ctx);

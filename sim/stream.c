@@ -3,7 +3,11 @@
  * Enqueueing appends a small malloc'd command under the lock and signals the worker's condition
  * variable, so a round trip costs microseconds. The worker executes each command with the lock
  * released, then counts it completed and wakes every waiter. After the context's sticky fault,
- * commands are dropped (counted completed without running).
+ * commands are dropped (counted completed without running), except host functions and flag
+ * writes that an H200 still runs: on a stream other than the faulting one, with nothing dropped
+ * in front of them since the fault (behind a kernel that was running when it hit, whose twin runs
+ * to its end; tests/fault.c). A write behind dropped work must not land: its reader would take
+ * the work for done (cuv's reactor does; samples/tcp-infer's fault tests answered wrongly).
  *
  * The NULL stream (also CU_STREAM_LEGACY and CU_STREAM_PER_THREAD) is one more worker per context,
  * created on first use. It does NOT implement the legacy stream's implicit synchronization with
@@ -78,8 +82,11 @@ static void *worker_main(void *arg) {
     if (atomic_load(&s->stop) || !s->head)
       break;
     struct sim_cmd *cmd = queue_pop(s);
-    /* Decided under the lock with `busy`: once a fault is visible, no command starts. */
-    bool run = sim_ctx_fault(ctx) == CUDA_SUCCESS;
+    /* Decided under the lock with `busy`: once a fault is visible, no kernel, copy or memset
+     * starts. */
+    bool faulted = sim_ctx_fault(ctx) != CUDA_SUCCESS;
+    bool run = !faulted || (cmd->ops->after_fault && ctx->fault_stream != s && !s->dropped);
+    s->dropped = s->dropped || !run;
     s->busy = run && !cmd->ops->app_code;
     sim_unlock();
     if (run)

@@ -83,6 +83,7 @@ static void test_sticky_fault(void **state) {
   CUevent ev;
   CU_OK(cuv__drv.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING));
   enqueue_busy_work(b, d + 4 * FLAG_QUEUED, queued_value);
+  cuvt_sleep_ms(50); /* b's kernel has started when the fault hits (set-up, not an assertion) */
 
   STEP("launching fault_kernel, synchronizing its stream");
   CUdeviceptr bad = BAD_POINTER;
@@ -110,13 +111,13 @@ static void test_sticky_fault(void **state) {
           (int)fault, ran_before, queued_flag ? "landed" : "did not land");
   assert_int_equal(atomic_load(&host_calls[ENQUEUED_AFTER]), 0);
   assert_int_equal(cuvt_load(&w[FLAG_LATE]), 0);
-  /* What was queued before the fault behind b's busy kernel: the simulator drops it (DESIGN.md
-   * section 7; cuda.h says host functions "will not be called in the event of an error in the
-   * CUDA context"). An H200 (driver 580) ran b's host function and landed its write anyway, so
-   * on the GPU this is only reported (above), not asserted. */
+  /* What was queued before the fault behind b's busy kernel: an H200 (driver 580) ran b's host
+   * function and landed its write, although cuda.h says host functions "will not be called in
+   * the event of an error in the CUDA context"; the simulator does the same (sim/hostfn.c). On
+   * the GPU this is only reported (above); tests/conformance.c asserts it on both drivers. */
   if (cuvt_is_sim()) {
-    assert_int_equal(ran_before, 0);
-    assert_int_equal(queued_flag, 0);
+    assert_int_equal(ran_before, 1);
+    assert_int_equal(queued_flag, queued_value);
   }
 
   STEP("checking every stream, the event and the context");

@@ -51,8 +51,31 @@ CUV_SIM_EXTERN void cuv_sim_fail_clear(void);
 /* Calls made so far to `entry` (counted also when they failed). */
 CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry);
 
-/* Makes the context's sticky fault now, as a faulting kernel would. */
+/* Makes the context's sticky fault now, as a faulting kernel would. Queued kernels, copies,
+ * memsets and waits are dropped, and nothing can be queued after. As on an H200, host functions
+ * and cuStreamWriteValue32 writes queued behind a kernel that was running when the fault hit
+ * still run, on every stream but the faulting kernel's, unless something in front of them on
+ * their stream was dropped. */
 CUV_SIM_EXTERN void cuv_sim_fault(int result);
+
+/* Delayed flag visibility: every cuStreamWriteValue32 executed from now on lands `usec`
+ * microseconds after its stream passed it (0, the default: at once). The stream does not wait for
+ * it: cuStreamQuery, cuStreamSynchronize and events behind the write already report the work
+ * done while the word still holds its old value, and late writes land in the order their streams
+ * passed them (a late write that finds its memory freed is dropped). The environment variable
+ * CUV_SIM_WRITE_DELAY_US sets the same, read at the first write; this call overrides it. For
+ * testing what a late flag write does to a reader that reused the word (cuv's reactor slots). */
+CUV_SIM_EXTERN void cuv_sim_set_write_delay_us(unsigned usec);
+/* Late writes that landed while a later cuStreamWriteValue32 to the same word was already
+ * enqueued (queued on a stream, or passed and waiting to land): the old value overwrote a word
+ * its reader had armed again. Counted since the process started. */
+CUV_SIM_EXTERN unsigned long cuv_sim_stale_writes(void);
+
+/* cuModuleUnload calls that found a launch of one of the module's functions still queued or
+ * running (a caller's bug: the GPU may lose the code under the launch). The simulator lets the
+ * pending launches run their twins and frees the module after the last; the handle dies at
+ * once. Counted since the process started. */
+CUV_SIM_EXTERN unsigned long cuv_sim_unloads_with_pending_launches(void);
 /* Number of devices the simulator reports (default 1; set before cuInit). */
 CUV_SIM_EXTERN void cuv_sim_set_device_count(int count);
 
