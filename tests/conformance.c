@@ -724,8 +724,11 @@ static void test_param_info(void **state) {
  * process, so the parent's other cases must not share it. */
 #define CHILD_ENV "CUVT_CONFORMANCE_CHILD"
 
-/* How long stream b's kernel is busy when the fault hits (on a GPU the fault ends it early). */
-#define FAULT_BUSY_NS 300000000ull /* 300 ms */
+/* How long stream b's kernel is busy (on a GPU the fault ends it early), and how long a kernel
+ * in front of the faulting one is: set-up bounds, so that b's kernel has started when the fault
+ * hits and a's queued work is enqueued before it (calls of microseconds). Never asserted on. */
+#define FAULT_BUSY_NS 1000000000ull /* 1 s */
+#define FAULT_AFTER_NS 200000000ull /* 200 ms */
 
 static atomic_uint fault_host_calls[2]; /* by stream: 0 the faulting one, 1 the other */
 
@@ -753,11 +756,11 @@ static void test_fault_child(void **state) {
   launch_sleep_then_write(b, FAULT_BUSY_NS, 0, 0);
   CU_OK(cuv__drv.cuLaunchHostFunc(b, count_fault_host_call, (void *)&stream_id[1]));
   CU_OK(cuv__drv.cuStreamWriteValue32(b, d + 4 * FLAG_B, value_b, 0));
-  /* Set-up, not an assertion: b's kernel (300 ms) has started when the fault hits. A kernel not
-   * yet started is dropped, and what is queued behind it with it (sim/stream.c). */
-  cuvt_sleep_ms(50);
   CUdeviceptr bad = 0x10; /* the GPU's first page is never mapped */
   void *params[] = {&bad};
+  /* A kernel not yet started when the fault hits is dropped, and what is queued behind it with
+   * it (sim/stream.c): b's has, after a's first kernel. */
+  launch_sleep_then_write(a, FAULT_AFTER_NS, 0, 0);
   cuvt_launch(a, "fault_kernel", 1, params);
   CU_OK(cuv__drv.cuLaunchHostFunc(a, count_fault_host_call, (void *)&stream_id[0]));
   CU_OK(cuv__drv.cuStreamWriteValue32(a, d + 4 * FLAG_A, value_a, 0));
