@@ -199,7 +199,10 @@ enum {
 /* Copies; each takes its own reference on the buffers. Output: unit. */
 CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const void *src,
                                      size_t bytes, unsigned flags);
-/* dst must stay valid until the submission completes; its contents are defined only then. */
+/* dst must stay valid until the submission completes; its contents are defined only then. Into
+ * pageable memory the driver returns only once the copy ran, so the submitting thread waits for
+ * the stream's earlier work (and what it waits on): from a loop thread, copy into pinned memory
+ * (cuv_download_into a host buffer, or cuv_download). */
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);

@@ -467,10 +467,26 @@ CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, s
   return copy_async(hStream, (void *)(uintptr_t)dstDevice, srcHost, ByteCount, true, false);
 }
 
+/* Whether host memory at p came from cuMemHostAlloc (pinned). */
+static bool host_pinned(const void *p) {
+  sim_lock();
+  struct sim_alloc *a = alloc_containing((uintptr_t)p);
+  bool pinned = a && a->kind == ALLOC_HOST;
+  sim_unlock();
+  return pinned;
+}
+
 CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount,
                                    CUstream hStream) {
   SIM_ENTER(cuMemcpyDtoHAsync);
-  return copy_async(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, false, true);
+  CUresult r =
+      copy_async(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, false, true);
+  /* Into pageable memory the real driver returns only once the copy has run: the calling thread
+   * waits for all the stream's earlier work, and for what that waits on in other streams (seen
+   * on the H200: tests/stats.c's gated reader held its cuv_submit until the gate's bound). */
+  if (r == CUDA_SUCCESS && ByteCount > 0 && !host_pinned(dstHost))
+    r = sim_stream_wait_copy(hStream);
+  return r;
 }
 
 CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice, size_t ByteCount,

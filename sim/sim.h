@@ -272,6 +272,9 @@ SIM_HIDDEN void sim_stream_unref(struct sim_stream *s);
  * is enough that the worker is not in the middle of one: no kernel, copy or memset touches memory
  * after the call returns. */
 SIM_HIDDEN bool sim_stream_settled(struct sim_stream *s, uint64_t target);
+/* Returns once the copy just queued on h (and everything before it) has run, as the real driver
+ * does for a copy into pageable host memory; nothing while h is capturing (lock not held). */
+SIM_HIDDEN CUresult sim_stream_wait_copy(CUstream h);
 /* Creates a stream of ctx with its worker (lock held). */
 SIM_HIDDEN CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool is_null,
                                       struct sim_stream **out);

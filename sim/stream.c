@@ -305,6 +305,21 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
   return r;
 }
 
+/* Waits for everything queued on the stream so far (lock held); the status a synchronize call
+ * returns. */
+static CUresult stream_wait_queued(struct sim_stream *s) {
+  struct sim_ctx *ctx = s->obj.ctx;
+  uint64_t target = s->submitted;
+  sim_stream_ref(s);
+  while (!sim_stream_settled(s, target))
+    sim_wait();
+  CUresult r = sim_ctx_settle(ctx);
+  if (r == CUDA_SUCCESS && s->completed < target)
+    r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* reset while waiting */
+  sim_stream_unref(s);
+  return r;
+}
+
 CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   SIM_ENTER_SYNC(cuStreamSynchronize);
   struct sim_stream *s;
@@ -313,17 +328,18 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
   CUresult r = sim_stream_get(hStream, &s);
   if (r == CUDA_SUCCESS && !sim_ctx_fault(s->obj.ctx))
     r = check_not_capturing(s);
-  if (r == CUDA_SUCCESS) {
-    struct sim_ctx *ctx = s->obj.ctx;
-    uint64_t target = s->submitted;
-    sim_stream_ref(s);
-    while (!sim_stream_settled(s, target))
-      sim_wait();
-    r = sim_ctx_settle(ctx);
-    if (r == CUDA_SUCCESS && s->completed < target)
-      r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* reset while waiting */
-    sim_stream_unref(s);
-  }
+  if (r == CUDA_SUCCESS)
+    r = stream_wait_queued(s);
+  sim_unlock();
+  return r;
+}
+
+CUresult sim_stream_wait_copy(CUstream h) {
+  struct sim_stream *s;
+  sim_lock();
+  CUresult r = sim_stream_get(h, &s);
+  if (r == CUDA_SUCCESS && !s->cap)
+    r = stream_wait_queued(s);
   sim_unlock();
   return r;
 }

@@ -261,16 +261,17 @@ static void test_fifo(void) {
   CUstream s;
   CUdeviceptr buf;
   uint32_t *gate = gate_new();
-  unsigned char host[256], back[256];
+  unsigned char host[256], *back; /* pinned: into pageable memory the copy would wait */
+  OK(d.cuMemHostAlloc((void **)&back, sizeof host, 0));
   OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
   OK(d.cuMemAlloc(&buf, sizeof host));
-  memset(back, 0, sizeof back);
+  memset(back, 0, sizeof host);
   for (int i = 0; i < 256; i++)
     host[i] = (unsigned char)i;
   gate_block(s, gate);
   OK(d.cuMemsetD8Async(buf, 7, sizeof host, s));
   OK(d.cuMemcpyHtoDAsync(buf, host, 128, s));
-  OK(d.cuMemcpyDtoHAsync(back, buf, sizeof back, s));
+  OK(d.cuMemcpyDtoHAsync(back, buf, sizeof host, s));
   for (int i = 0; i < 1000; i++)
     OK(d.cuLaunchHostFunc(s, log_fn, (void *)(intptr_t)i));
   sleep_us(2000);
@@ -289,10 +290,11 @@ static void test_fifo(void) {
   OK(d.cuMemsetD32Async(buf, 0, 0, s));
   /* Device ranges are checked. */
   CHECK_CU(d.cuMemcpyHtoDAsync(buf + 200, host, 100, s), CUDA_ERROR_INVALID_VALUE);
-  CHECK_CU(d.cuMemcpyDtoHAsync(back, (CUdeviceptr)(uintptr_t)back, 1, s), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(d.cuMemcpyDtoHAsync(back, (CUdeviceptr)(uintptr_t)host, 1, s), CUDA_ERROR_INVALID_VALUE);
   OK(d.cuMemFree(buf));
   CHECK_CU(d.cuMemFree(buf), CUDA_ERROR_INVALID_VALUE);
   OK(d.cuMemFreeHost(gate));
+  OK(d.cuMemFreeHost(back));
   OK(d.cuStreamDestroy(s));
   CHECK_CU(d.cuStreamQuery(s), CUDA_ERROR_INVALID_HANDLE);
 }
@@ -303,7 +305,7 @@ static void test_events(void) {
   CUevent e, never;
   CUdeviceptr buf;
   uint32_t *gate = gate_new();
-  uint32_t value = 0, out = 0;
+  uint32_t value = 0, *out; /* pinned: into pageable memory the copy would wait for the gate */
   OK(d.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
   OK(d.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
   OK(d.cuStreamCreate(&s3, CU_STREAM_NON_BLOCKING));
@@ -313,6 +315,8 @@ static void test_events(void) {
   OK(d.cuEventSynchronize(never));
   OK(d.cuStreamWaitEvent(s2, never, 0)); /* no-op */
   OK(d.cuMemAlloc(&buf, 4));
+  OK(d.cuMemHostAlloc((void **)&out, sizeof *out, 0));
+  *out = 0;
   OK(d.cuMemsetD32Async(buf, 0, 1, s1));
   gate_block(s1, gate);
   value = 42;
@@ -320,7 +324,7 @@ static void test_events(void) {
   OK(d.cuEventRecord(e, s1));
   OK(d.cuStreamWaitEvent(s2, e, 0));  /* generation 1: behind the gate */
   OK(d.cuEventRecord(e, s3));         /* generation 2: completes at once */
-  OK(d.cuMemcpyDtoHAsync(&out, buf, 4, s2));
+  OK(d.cuMemcpyDtoHAsync(out, buf, 4, s2));
   OK(d.cuStreamSynchronize(s3));
   OK(d.cuEventSynchronize(e)); /* waits for generation 2 only */
   sleep_us(2000);
@@ -328,7 +332,7 @@ static void test_events(void) {
   CHECK_CU(d.cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
   gate_open(gate);
   OK(d.cuStreamSynchronize(s2));
-  CHECK(out == 42);
+  CHECK(*out == 42);
   OK(d.cuEventRecord(e, s1));
   OK(d.cuCtxSynchronize());
   OK(d.cuEventQuery(e));
@@ -337,6 +341,7 @@ static void test_events(void) {
   OK(d.cuEventDestroy(never));
   OK(d.cuMemFree(buf));
   OK(d.cuMemFreeHost(gate));
+  OK(d.cuMemFreeHost(out));
   OK(d.cuStreamDestroy(s1));
   OK(d.cuStreamDestroy(s2));
   OK(d.cuStreamDestroy(s3));

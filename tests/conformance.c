@@ -738,10 +738,10 @@ static void CUDA_CB count_fault_host_call(void *arg) {
 
 /* Stream b is busy with a kernel, then has a host function and a flag write queued, when a kernel
  * on stream a faults; behind the faulting kernel, a has a host function and a flag write too.
- * What an H200 does (driver 580, seen first in tests/fault.c): b's host function runs once and
- * its write lands; the write queued behind the faulting kernel on its own stream never lands (cuv's
- * reactor relies on that: tests/uv-fault.c passes on the H200), nor, in the simulator, the host
- * function there. The simulator does the same (sim/stream.c). The
+ * What an H200 does (driver 580): b's host function and write ran in some runs (tests/fault.c)
+ * and not in others; the write queued behind the faulting kernel on its own stream never lands
+ * (cuv's reactor relies on that: tests/uv-fault.c passes on the H200), nor, in the simulator, the
+ * host function there. The simulator runs b's queued work every time (sim/stream.c). The
  * waits are bounds that keep a broken driver from hanging the test; a's queued work would have
  * run before b's (it has nothing but the faulting kernel in front of it, and host functions run
  * in the order their streams reach them), so once b's has run, a's never will. */
@@ -768,26 +768,30 @@ static void test_fault_child(void **state) {
   CUresult fault = cuv__drv.cuStreamSynchronize(a);
   assert_true(fault == CUDA_ERROR_ILLEGAL_ADDRESS || fault == CUDA_ERROR_LAUNCH_FAILED);
 
-  uint32_t landed_b = cuvt_poll(&w[FLAG_B], value_b, 10000);
-  uint64_t deadline = cuvt_now_ms() + 10000;
+  uint32_t landed_b = cuvt_poll(&w[FLAG_B], value_b, 3000);
+  uint64_t deadline = cuvt_now_ms() + 3000;
   while (atomic_load(&fault_host_calls[1]) == 0 && cuvt_now_ms() < deadline)
     cuvt_sleep_ms(1);
   assert_int_equal(cuv__drv.cuStreamSynchronize(b), fault);
-  assert_int_equal(landed_b, value_b);
-  assert_int_equal(atomic_load(&fault_host_calls[1]), 1);
-  assert_int_equal(cuvt_load(&w[FLAG_A]), 0);
-  /* a's host function: the simulator never runs it; not yet seen on a GPU, so only reported. */
+  bool kernel_b_done = cuvt_load(&w[KERNEL_B]) == value_kernel_b;
+  fprintf(stderr, "# other stream: kernel %s, host function ran %u time(s), write %s\n",
+          kernel_b_done ? "finished" : "ended early", atomic_load(&fault_host_calls[1]),
+          landed_b == value_b ? "landed" : "did not land");
   fprintf(stderr, "# host function behind the faulting kernel ran %u time(s)\n",
           atomic_load(&fault_host_calls[0]));
-  if (cuvt_is_sim())
+  /* What cuv's reactor relies on, on both drivers: a write behind the faulting kernel never
+   * lands, and one that lands on another stream proves the work in front of it finished. */
+  assert_int_equal(cuvt_load(&w[FLAG_A]), 0);
+  if (landed_b == value_b)
+    assert_true(kernel_b_done);
+  /* The H200 ran b's queued work in one run and not in the next (driver 580): whether it runs is
+   * not defined there. The simulator takes the first answer, every time. */
+  if (cuvt_is_sim()) {
+    assert_int_equal(landed_b, value_b);
+    assert_true(kernel_b_done);
+    assert_int_equal(atomic_load(&fault_host_calls[1]), 1);
     assert_int_equal(atomic_load(&fault_host_calls[0]), 0);
-  /* Whether b's kernel finished its work or was ended by the fault while the work queued behind
-   * it still ran: in the second case a flag that lands would not prove the work before it (cuv's
-   * reactor takes it as proof). Reported, so the H200's answer is on record (tests/README.md). */
-  fprintf(stderr, "# the kernel running on the other stream %s\n",
-          cuvt_load(&w[KERNEL_B]) == value_kernel_b ? "finished its work" : "was ended early");
-  if (cuvt_is_sim())
-    assert_int_equal(cuvt_load(&w[KERNEL_B]), value_kernel_b);
+  }
   /* Nothing is freed: after a fault the driver refuses to. */
 }
 
