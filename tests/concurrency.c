@@ -38,13 +38,6 @@ static cuv_buffer_t *words(size_t n) {
   return buf;
 }
 
-static unsigned nonzero(void) {
-  unsigned v;
-  while ((v = cuvt_random_u32()) == 0) {
-  }
-  return v;
-}
-
 static void assert_seen(const unsigned *results, size_t n) {
   for (size_t k = 0; k < n; k++) {
     if (results[k] != FLAG_SEEN)
@@ -66,7 +59,7 @@ static void test_fork_branches_overlap(void **state) {
   cuv_buffer_t *flags = words(WAITERS), *results = words(WAITERS);
   unsigned values[WAITERS];
   for (size_t k = 0; k < WAITERS; k++)
-    values[k] = nonzero();
+    values[k] = cuvt_nonzero_u32();
   cuv_policy_t *policy = NULL;
   assert_cuv_ok(cuv_policy_round_robin(&policy, cuvt_device(), BRANCHES));
 
@@ -133,7 +126,7 @@ static void test_submits_overlap(void **state) {
   int calls = 0;
 
   for (size_t r = 0; r < ROUNDS; r++) {
-    unsigned value = nonzero();
+    unsigned value = cuvt_nonzero_u32();
     cuv_submit_opts_t opts = {.policy = policy};
     cuv_op_t *wait = cuv_seq(wait_op(flags, results, r, value),
                              cuv_download(results, r * sizeof(unsigned), sizeof(unsigned)));

@@ -164,4 +164,19 @@ static inline unsigned cuvt_nonzero_u32(void) {
   return v;
 }
 
+/* One submission's callback as its draining thread saw it: calls, status, and the first word of
+ * the output (a download's), read on the test thread after the drain. */
+typedef struct cuvt_seen {
+  int calls;
+  int status;
+  unsigned got;
+} cuvt_seen_t;
+
+static inline void cuvt_record_seen(int status, cuv_output_t *output, void *arg) {
+  cuvt_seen_t *s = arg;
+  s->calls++;
+  s->status = status;
+  s->got = status == 0 && output && output->data ? *(const unsigned *)output->data : 0;
+}
+
 #endif

@@ -24,32 +24,12 @@
 #define MAX_ROUNDS 60
 #define GPU_ROUNDS 8
 
-typedef struct seen {
-  int calls;
-  int status;
-  unsigned got;
-} seen_t;
-
-static void record(int status, cuv_output_t *output, void *arg) {
-  seen_t *s = arg;
-  s->calls++;
-  s->status = status;
-  s->got = status == 0 && output && output->data ? *(const unsigned *)output->data : 0;
-}
-
-static unsigned nonzero(void) {
-  unsigned v;
-  while ((v = cuvt_random_u32()) == 0) {
-  }
-  return v;
-}
-
 /* The slow writer, then a download of what it wrote. */
 static cuv_op_t *slow_write_then_read(cuv_buffer_t *buf, unsigned value) {
   return cuv_seq(cuvt_slow_write(KERNEL_MS, value, buf), cuv_download(buf, 0, sizeof(unsigned)));
 }
 
-static void wait_calls(cuv_queue_t *q, const seen_t *seen, size_t n) {
+static void wait_calls(cuv_queue_t *q, const cuvt_seen_t *seen, size_t n) {
   for (;;) {
     int done = 1;
     for (size_t i = 0; i < n; i++)
@@ -68,7 +48,7 @@ static void test_late_writes_on_reused_slot(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  seen_t *seen = calloc(MAX_ROUNDS, sizeof *seen);
+  cuvt_seen_t *seen = calloc(MAX_ROUNDS, sizeof *seen);
   unsigned *want = calloc(MAX_ROUNDS, sizeof *want);
   assert_non_null(seen);
   assert_non_null(want);
@@ -78,8 +58,8 @@ static void test_late_writes_on_reused_slot(void **state) {
 
   size_t rounds = 0;
   while (rounds < (cuvt_is_sim() ? MAX_ROUNDS : GPU_ROUNDS)) {
-    want[rounds] = nonzero();
-    assert_cuv_ok(cuv_submit(slow_write_then_read(buf, want[rounds]), q, record, &seen[rounds],
+    want[rounds] = cuvt_nonzero_u32();
+    assert_cuv_ok(cuv_submit(slow_write_then_read(buf, want[rounds]), q, cuvt_record_seen, &seen[rounds],
                              NULL));
     wait_calls(q, &seen[rounds], 1);
     rounds++;
@@ -125,12 +105,12 @@ static void test_bursts_mixed_paths(void **state) {
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
 
   for (size_t b = 0; b < BURSTS; b++) {
-    seen_t seen[BURST] = {{0}};
+    cuvt_seen_t seen[BURST] = {{0}};
     unsigned want[BURST];
     for (size_t i = 0; i < BURST; i++) {
-      want[i] = nonzero();
+      want[i] = cuvt_nonzero_u32();
       cuv_submit_opts_t opts = {.policy = policy};
-      assert_cuv_ok(cuv_submit(slow_write_then_read(bufs[i], want[i]), q, record, &seen[i],
+      assert_cuv_ok(cuv_submit(slow_write_then_read(bufs[i], want[i]), q, cuvt_record_seen, &seen[i],
                                &opts));
     }
     wait_calls(q, seen, BURST);

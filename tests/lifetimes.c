@@ -9,26 +9,6 @@
 
 #define SLOW_MS 80u
 
-typedef struct seen {
-  int calls;
-  int status;
-  unsigned got;
-} seen_t;
-
-static void record(int status, cuv_output_t *output, void *arg) {
-  seen_t *s = arg;
-  s->calls++;
-  s->status = status;
-  s->got = status == 0 && output && output->data ? *(const unsigned *)output->data : 0;
-}
-
-static unsigned nonzero(void) {
-  unsigned v;
-  while ((v = cuvt_random_u32()) == 0) {
-  }
-  return v;
-}
-
 /* sleep_then_write from the caller's own module. */
 static cuv_op_t *slow_write(cuv_kernel_t *k, unsigned ms, unsigned value, cuv_buffer_t *buf) {
   unsigned long long ns = (unsigned long long)ms * 1000000ull;
@@ -50,7 +30,7 @@ static unsigned long unload_calls(void) {
   return cuvt_is_sim() ? cuv_sim_calls("cuModuleUnload") : 0;
 }
 
-static void wait_calls(cuv_queue_t *q, const seen_t *seen) {
+static void wait_calls(cuv_queue_t *q, const cuvt_seen_t *seen) {
   while (seen->calls == 0) {
     int rc = cuv_queue_wait(q, 10000);
     assert_true(rc == 0 || rc == CUV_EBUSY);
@@ -67,12 +47,12 @@ static void test_release_after_submit(void **state) {
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   unsigned long pending_before = unloads_pending(), calls_before = unload_calls();
-  unsigned value = nonzero();
-  seen_t seen = {0};
+  unsigned value = cuvt_nonzero_u32();
+  cuvt_seen_t seen = {0};
 
   cuv_op_t *op = cuv_seq(slow_write(k, SLOW_MS, value, buf),
                          cuv_download(buf, 0, sizeof(unsigned)));
-  assert_cuv_ok(cuv_submit(op, q, record, &seen, NULL));
+  assert_cuv_ok(cuv_submit(op, q, cuvt_record_seen, &seen, NULL));
   cuv_kernel_release(k);
   cuv_module_unload(mod);
   wait_calls(q, &seen);
@@ -104,7 +84,7 @@ static void test_release_chain_of_launches(void **state) {
   unsigned values[LAUNCHES];
   cuv_op_t *op = NULL;
   for (size_t i = 0; i < LAUNCHES; i++) {
-    values[i] = nonzero();
+    values[i] = cuvt_nonzero_u32();
     unsigned long long ns = (unsigned long long)SLOW_MS / LAUNCHES * 1000000ull;
     cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(values[i]),
                         {CUV_ARG_KIND_WRITE, buf, i * sizeof(unsigned), NULL, 0}};
@@ -114,14 +94,14 @@ static void test_release_chain_of_launches(void **state) {
   op = cuv_seq(op, cuv_download(buf, 0, LAUNCHES * sizeof(unsigned)));
   cuv_kernel_release(k); /* the ops hold it now */
   cuv_module_unload(mod);
-  seen_t seen = {0};
+  cuvt_seen_t seen = {0};
   unsigned got[LAUNCHES] = {0};
 
-  assert_cuv_ok(cuv_submit(op, q, record, &seen, NULL));
+  assert_cuv_ok(cuv_submit(op, q, cuvt_record_seen, &seen, NULL));
   wait_calls(q, &seen);
   assert_int_equal(seen.calls, 1);
   assert_cuv_ok(seen.status);
-  assert_int_equal(seen.got, values[0]); /* record() keeps the first word; all are read below */
+  assert_int_equal(seen.got, values[0]); /* cuvt_record_seen keeps the first word; all are read below */
   cuvt_read(got, buf, 0, sizeof got);
   for (size_t i = 0; i < LAUNCHES; i++)
     assert_int_equal(got[i], values[i]);
