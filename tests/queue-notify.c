@@ -107,10 +107,65 @@ static void test_one_notify_per_transition(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
+/* Finished submissions wait in the list in the order they finished, and one drain runs their
+ * callbacks in that order (cuv_submit's contract). Each submission is made only once the one
+ * before was claimed, so the finishing order is the submission order, whatever the stream or the
+ * slot: with CUV_SUBMIT_NO_SPIN every submission is completed by the reactor thread, which pushes
+ * one submission (under its scan lock) before it claims the next; and each starts with a 2 ms
+ * kernel, so even a completion taking another path could not overtake the push before it. None
+ * is drained until all were claimed: the first drain holds them all (or all but a last one still
+ * being pushed), and a list that ran them newest first would show here. */
+#define ORDERED 6
+
+typedef struct order {
+  int payloads[ORDERED];
+  atomic_int calls;
+} order_t;
+
+static void record_order(int status, cuv_output_t *output, void *arg) {
+  order_t *o = arg;
+  int i = atomic_fetch_add(&o->calls, 1);
+  if (i < ORDERED)
+    o->payloads[i] = status == 0 ? cuvt_payload(output) : status;
+}
+
+static void test_drain_runs_in_finishing_order(void **state) {
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuv_stream_t *s;
+  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
+  cuv_submit_opts_t opts = {.stream = s, .flags = CUV_SUBMIT_NO_SPIN};
+  order_t o = {0};
+  atomic_int releases = 0;
+  for (int i = 0; i < ORDERED; i++) {
+    uint64_t base = claimed();
+    assert_cuv_ok(cuv_submit(cuv_seq(cuvt_sleep(2), cuvt_counted_value(i, &releases)), q,
+                             record_order, &o, &opts));
+    wait_claimed(base + 1);
+  }
+  assert_int_equal(atomic_load(&o.calls), 0); /* nothing runs before a drain */
+  assert_cuv_ok(cuv_queue_wait(q, -1));
+  int first = cuv_queue_drain(q);
+  print_message("# the first drain ran %d of %d\n", first, ORDERED);
+  assert_true(first >= ORDERED - 1);
+  cuvt_drain_until(q, &o.calls, ORDERED);
+  assert_int_equal(atomic_load(&o.calls), ORDERED);
+  for (int i = 0; i < ORDERED; i++) {
+    if (o.payloads[i] != i)
+      print_error("callback %d ran for submission %d\n", i, o.payloads[i]);
+    assert_int_equal(o.payloads[i], i);
+  }
+  assert_int_equal(atomic_load(&releases), ORDERED); /* each output released once */
+  assert_cuv_ok(cuv_stream_synchronize(s));
+  cuv_stream_destroy(s);
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_one_notify_per_transition),
+      cmocka_unit_test(test_drain_runs_in_finishing_order),
   };
   return cuvt_run(tests);
 }
