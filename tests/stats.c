@@ -8,55 +8,29 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "counted.h"
+#include "gate.h"
 
 #define D(field) ((int64_t)(now.field - before.field))
 
-static const unsigned long long gate_timeout_ns = 30000000000ull; /* a bound, asserted never */
-
+/* tests/gate.h's gate, and the stream its waiter holds. */
 typedef struct gate {
-  cuv_buffer_t *flag, *result;
-  cuv_stream_t *held, *opener;
-  unsigned value;
+  cuvt_gate_t gate;
+  cuv_stream_t *held;
 } gate_t;
 
 static void gate_init(gate_t *g) {
-  g->flag = cuvt_buffer(sizeof(unsigned));
-  g->result = cuvt_buffer(sizeof(unsigned));
-  /* The kernels talk through these on purpose: ordering them would serialize the pair. */
-  assert_cuv_ok(cuv_buffer_set_hazard_mode(g->flag, CUV_HAZARD_NONE));
-  assert_cuv_ok(cuv_buffer_set_hazard_mode(g->result, CUV_HAZARD_NONE));
-  assert_cuv_ok(cuv_sync(cuv_memset32(g->flag, 0, 0, 1), NULL));
-  assert_cuv_ok(cuv_sync(cuv_memset32(g->result, 0, 0, 1), NULL));
+  cuvt_gate_init(&g->gate);
   assert_cuv_ok(cuv_stream_create(&g->held, cuvt_device()));
-  assert_cuv_ok(cuv_stream_create(&g->opener, cuvt_device()));
-  g->value = cuvt_nonzero_u32();
 }
 
-/* The op that holds g->held until the gate opens. */
-static cuv_op_t *gate_wait(gate_t *g) {
-  cuv_arg_t args[] = {CUV_ARG_VALUE(gate_timeout_ns), CUV_ARG_VALUE(g->value),
-                      CUV_ARG_READ(g->flag), CUV_ARG_WRITE(g->result)};
-  return cuv_launch(cuvt_kernel_ok("wait_flag"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 4);
-}
+static cuv_op_t *gate_wait(gate_t *g) { return cuvt_gate_wait(&g->gate); }
 
-static void gate_open(gate_t *g) {
-  cuv_arg_t args[] = {CUV_ARG_VALUE(g->value), CUV_ARG_WRITE(g->flag)};
-  assert_cuv_ok(cuv_sync_on(cuv_launch(cuvt_kernel_ok("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0,
-                                       args, 2),
-                            g->opener, NULL));
-}
+static void gate_open(gate_t *g) { cuvt_gate_open(&g->gate); }
 
-/* After the gated work finished: the waiter saw the flag (1), it did not time out (2). */
 static void gate_close(gate_t *g) {
   assert_cuv_ok(cuv_stream_synchronize(g->held));
-  unsigned result = 0;
-  cuvt_read(&result, g->result, 0, sizeof result);
-  assert_int_equal(result, 1);
-  cuv_buffer_unref(g->flag);
-  cuv_buffer_unref(g->result);
+  cuvt_gate_close(&g->gate);
   cuv_stream_destroy(g->held);
-  cuv_stream_destroy(g->opener);
 }
 
 static void count_done(int status, cuv_output_t *output, void *arg) {
