@@ -223,12 +223,142 @@ static void test_close_inside_a_drain_of_many(void **state) {
   assert_int_equal(uv_loop_close(&l.loop), 0);
 }
 
+/* ---- a submission between counting itself in and reaching the queue ---- */
+
+/* Another thread's cuv_uv_submit counts itself in (in flight) before cuv_submit reaches the
+ * queue (cuv_queue_pending counts it only once accepted). In between, cuv_submit asks the
+ * policy for a stream: a policy of the test's own holds the submitting thread there, on a
+ * semaphore, while the loop thread closes the bridge and runs the loop once. The bridge must not
+ * finish (destroy its queue, close its handles, free itself) under that submission: it waits for
+ * it, which is then accepted (the queue's closed check came before) and delivered, before
+ * close_cb (bridge-close-with-work-in-flight: finishing on an empty queue alone frees the queue
+ * and the bridge that the held thread goes on to use). */
+typedef struct held_policy {
+  cuv_stream_t *stream;
+  uv_sem_t entered, release;
+  int asked;
+} held_policy_t;
+
+static int held_next_stream(void *state, const cuv_op_t *op, cuv_stream_t **stream) {
+  held_policy_t *h = state;
+  (void)op;
+  h->asked++; /* the submitting thread only; read after the join */
+  uv_sem_post(&h->entered);
+  uv_sem_wait(&h->release);
+  *stream = h->stream;
+  return 0;
+}
+
+static cuv_device_t *held_device(void *state) {
+  (void)state;
+  return cuvt_device();
+}
+
+static void held_destroy(void *state) { (void)state; }
+
+typedef struct held_submitter {
+  uvt_loop_t *l;
+  cuv_policy_t *policy;
+  uvt_call_t call;
+  int rc;
+} held_submitter_t;
+
+static void held_submit(void *arg) {
+  held_submitter_t *s = arg;
+  cuv_submit_opts_t opts = {.policy = s->policy};
+  s->rc = cuv_uv_submit(s->l->bridge, uvt_value(7), uvt_done, &s->call, &opts);
+}
+
+static void test_close_waits_for_a_submission_not_yet_queued(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  held_policy_t h = {0};
+  assert_int_equal(uv_sem_init(&h.entered, 0), 0);
+  assert_int_equal(uv_sem_init(&h.release, 0), 0);
+  assert_cuv_ok(cuv_stream_create(&h.stream, cuvt_device()));
+  static const cuv_policy_ops_t ops = {held_next_stream, held_device, held_destroy};
+  held_submitter_t s = {.l = &l, .call = {.loop = &l}, .rc = 1};
+  assert_cuv_ok(cuv_policy_create(&s.policy, &ops, &h));
+  uv_thread_t submitter;
+  assert_int_equal(uv_thread_create(&submitter, held_submit, &s), 0);
+  uv_sem_wait(&h.entered); /* in flight, not yet on the queue */
+  assert_int_equal(cuv_uv_pending(l.bridge), 1);
+  assert_cuv_ok(cuv_uv_close(l.bridge, uvt_on_close, &l));
+  /* One iteration: close callbacks of handles closed so far would run in it. */
+  uv_run(&l.loop, UV_RUN_NOWAIT);
+  if (l.close_calls != 0)
+    /* The bridge is gone under the held thread: it is left held (releasing it would use the
+     * freed queue); the process ends with this run. */
+    fail_msg("the bridge finished closing with a submission in flight (close_cb ran %d times)",
+             l.close_calls);
+  uv_sem_post(&h.release);
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_thread_join(&submitter), 0);
+  assert_int_equal(s.rc, 0);
+  assert_int_equal(h.asked, 1);
+  uvt_assert_all_ok(&s.call, 1);
+  assert_int_equal(s.call.payload, 7);
+  assert_int_equal(l.close_calls, 1);
+  assert_true(s.call.seq < l.close_seq);
+  uvt_release_outputs(&s.call, 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+  cuv_policy_destroy(s.policy);
+  cuv_stream_destroy(h.stream);
+  uv_sem_destroy(&h.entered);
+  uv_sem_destroy(&h.release);
+}
+
+/* ---- a closing bridge keeps its loop alive ---- */
+
+/* The last callback in flight closes the bridge: nothing is in flight any more (it was counted
+ * out before it ran) and the handles cannot close yet (it runs inside a drain), so only the
+ * bridge's reference says that the loop must keep running until close_cb. The loop has no other
+ * handle: uv_loop_alive, read in the callback right after cuv_uv_close, must still be true
+ * (bridge-closing-unreferenced: only work in flight references it, and the loop reads dead). */
+typedef struct last_closer {
+  uvt_loop_t *l;
+  uvt_call_t call;
+  int close_rc;
+  unsigned pending_seen;
+  int alive_after;
+} last_closer_t;
+
+static void close_as_last_done(int status, cuv_output_t *output, void *arg) {
+  last_closer_t *c = arg;
+  uvt_done(status, output, &c->call);
+  c->pending_seen = cuv_uv_pending(c->l->bridge);
+  c->close_rc = cuv_uv_close(c->l->bridge, uvt_on_close, c->l);
+  c->alive_after = uv_loop_alive(&c->l->loop);
+}
+
+static void test_closing_bridge_keeps_loop_alive(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  last_closer_t c = {.l = &l, .call = {.loop = &l}, .close_rc = 1};
+  assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value(11), close_as_last_done, &c, NULL));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  uvt_assert_all_ok(&c.call, 1);
+  assert_int_equal(c.call.payload, 11);
+  assert_int_equal(c.close_rc, 0);
+  assert_int_equal(c.pending_seen, 0);
+  assert_true(c.alive_after != 0);  /* closing: alive until the handles are closed */
+  assert_int_equal(l.close_calls, 1);
+  assert_true(c.call.seq < l.close_seq);
+  uvt_release_outputs(&c.call, 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loop_polls_its_young_work),
       cmocka_unit_test(test_refused_submission_leaves_loop_free),
       cmocka_unit_test(test_close_inside_a_drain_of_many),
+      cmocka_unit_test(test_closing_bridge_keeps_loop_alive),
+      /* Last: against its bug it fails leaving a thread held. */
+      cmocka_unit_test(test_close_waits_for_a_submission_not_yet_queued),
   };
   return cuvt_run(tests);
 }
