@@ -7,7 +7,11 @@
  *   the other callbacks still run with their own results, then close_cb, once. The bug it was
  *   written for (bridge-finish-inside-drain) is declared equivalent there: the queue's pending
  *   count already keeps the bridge from finishing inside a drain; this case and CI's ASan pass
- *   catch the use after free should that ever change. */
+ *   catch the use after free should that ever change;
+ * - a close waits for another thread's submission that counted itself in but has not reached the
+ *   queue yet (bridge-close-with-work-in-flight);
+ * - a bridge closed by its last callback still keeps the loop alive until its handles close
+ *   (bridge-closing-unreferenced). */
 #include <time.h>
 
 #include "uvt.h"
