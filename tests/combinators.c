@@ -620,6 +620,33 @@ static void test_shared_of_failed_op(void **state) {
   cuv_op_free(op);
 }
 
+/* An op that fails when it runs (not when built): every clone reports that failure, the op ran
+ * once, and the then that failed was called once. */
+static atomic_int failing_calls;
+
+static cuv_op_t *fail_when_run(cuv_output_t *in, void *arg) {
+  (void)in;
+  atomic_fetch_add(&failing_calls, 1);
+  return cuv_fail(*(int *)arg);
+}
+
+static void test_shared_failing_when_run(void **state) {
+  static const int codes[] = {CUV_EIO, CUV_ENOMEM, CUV_ERANGE};
+  int code = codes[cuvt_random_u32() % 3];
+  atomic_store(&failing_calls, 0);
+  cuv_shared_t *sh = cuv_shared(cuv_then(cuv_value(NULL, NULL), fail_when_run, &code));
+  assert_non_null(sh);
+  cuv_output_t out = {.data = &code};
+  assert_int_equal(cuv_sync(cuv_shared_clone(sh), &out), code);
+  assert_null(out.data);
+  assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), code);
+  cuv_op_t *ops[] = {cuv_shared_clone(sh), cuv_value(NULL, NULL)};
+  assert_int_equal(cuv_sync(cuv_zip(ops, 2), NULL), code);
+  assert_int_equal(cuv_shared_runs(sh), 1);
+  assert_int_equal(atomic_load(&failing_calls), 1);
+  cuv_shared_release(sh);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -641,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_shared_clone_on_another_stream_is_ordered),
       cmocka_unit_test(test_shared_diamond),
       cmocka_unit_test(test_shared_of_failed_op),
+      cmocka_unit_test(test_shared_failing_when_run),
   };
   return cuvt_run(tests);
 }

@@ -217,6 +217,38 @@ static void test_second_submission_on_one_stream_is_tracked(void **state) {
   }
 }
 
+/* A copy's destination is written: a download of it on another stream waits for the copy, which
+ * its stream reaches only after a slow kernel (an unordered download would read the cleared
+ * contents). A host-to-device and a device-to-device copy, each behind its own slow kernel. */
+static void test_copy_destination_orders_readers(void **state) {
+  enum { COPY_N = 1024, COPY_BYTES = COPY_N * sizeof(unsigned) };
+  unsigned *fresh = malloc(COPY_BYTES);
+  assert_non_null(fresh);
+  for (int i = 0; i < COPY_N; i++)
+    fresh[i] = cuvt_nonzero_u32();
+  cuv_stream_t *a, *b;
+  assert_cuv_ok(cuv_stream_create(&a, cuvt_device()));
+  assert_cuv_ok(cuv_stream_create(&b, cuvt_device()));
+  cuv_buffer_t *x = cuvt_buffer(COPY_BYTES), *src = cuvt_buffer(COPY_BYTES);
+  cuvt_upload(src, 0, fresh, COPY_BYTES);
+  for (int device_source = 0; device_source < 2; device_source++) {
+    assert_cuv_ok(cuv_sync(cuv_memset32(x, 0, 0, COPY_N), NULL));
+    cuv_op_t *copy = device_source ? cuv_memcpy_dtod(x, 0, src, 0, COPY_BYTES)
+                                   : cuv_memcpy_htod(x, 0, fresh, COPY_BYTES, 0);
+    assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_sleep(SLOW_MS), copy), a, NULL));
+    cuv_output_t out;
+    assert_cuv_ok(cuv_sync_on(cuv_download(x, 0, COPY_BYTES), b, &out));
+    assert_memory_equal(out.data, fresh, COPY_BYTES);
+    cuv_output_release(&out);
+    assert_cuv_ok(cuv_stream_synchronize(a));
+  }
+  cuv_buffer_unref(x);
+  cuv_buffer_unref(src);
+  cuv_stream_destroy(a);
+  cuv_stream_destroy(b);
+  free(fresh);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -226,6 +258,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_write_then_read_in_a_fork_then_other_writer, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(test_fork_branches_write_then_read, setup, teardown),
+      cmocka_unit_test(test_copy_destination_orders_readers),
       cmocka_unit_test_setup_teardown(test_second_submission_on_one_stream_is_tracked, setup,
                                       teardown),
   };
