@@ -11,6 +11,7 @@
 
 #include <ctype.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -262,6 +263,25 @@ static bool module_declares(const struct sim_module *m, const char *name) {
   return false;
 }
 
+/* ---- Lookup errors ---------------------------------------------------------------------------- */
+
+/* Why this thread's last cuModuleGetFunction found no kernel ("" after one that did): a name
+ * resolves only with both a host twin and, in a PTX module, its `.entry`, and CUDA_ERROR_NOT_FOUND
+ * alone does not say which one a program forgot. */
+static __thread char lookup_error[256];
+
+static CUresult lookup_not_found(const char *name, bool twin, bool entry) {
+  snprintf(lookup_error, sizeof lookup_error, "kernel \"%.128s\": %s%s%s", name,
+           twin ? "" : "no host twin registered (cuv_sim_register_kernel)",
+           !twin && !entry ? ", and " : "",
+           entry ? "" : "the module's PTX declares no .entry of that name");
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUV_SIM_EXTERN const char *cuv_sim_lookup_error(void) {
+  return lookup_error[0] ? lookup_error : NULL;
+}
+
 /* ---- Module entry points ---------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
@@ -314,14 +334,16 @@ CUresult CUDAAPI cuModuleUnload(CUmodule hmod) {
  * handle is returned for repeated lookups of one name in one module. */
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name) {
   SIM_ENTER(cuModuleGetFunction);
+  lookup_error[0] = '\0';
   if (!hfunc || !name)
     return CUDA_ERROR_INVALID_VALUE;
   sim_lock();
   struct sim_module *m = (struct sim_module *)sim_handle_get(hmod, SIM_OBJ_MODULE);
   CUresult r = m ? sim_ctx_fault(m->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
   struct sim_kernel *k = r == CUDA_SUCCESS ? kernel_find(name) : NULL;
-  if (r == CUDA_SUCCESS && (!k || !k->fn || !module_declares(m, name)))
-    r = CUDA_ERROR_NOT_FOUND;
+  bool twin = k && k->fn, entry = m && module_declares(m, name);
+  if (r == CUDA_SUCCESS && (!twin || !entry))
+    r = lookup_not_found(name, twin, entry);
   struct sim_function *f = NULL;
   if (r == CUDA_SUCCESS) {
     for (f = m->funcs; f && f->kernel != k;)

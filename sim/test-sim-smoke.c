@@ -1,8 +1,8 @@
 /* Smoke test of libcuv-sim, dependency-free: it links the simulator, resolves every entry point of
  * lib/driver_funcs.h through cuGetProcAddress (as lib/driver.c does) and checks the semantics cuv
  * relies on: stream FIFO order, event waits across streams, write/wait value, host function order,
- * a registered kernel on random data, failure injection, the sticky fault and reset, capture and
- * replay, and concurrent use from several threads. */
+ * a registered kernel on random data, why a kernel name does not resolve, failure injection, the
+ * sticky fault and reset, capture and replay, and concurrent use from several threads. */
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -153,7 +153,8 @@ static const char ptx[] = "//\n"
                           ".entry fault(\n"
                           ") { ret; }\n"
                           ".visible .entry incr(.param .u64 c) { ret; }\n"
-                          ".visible .entry slow(.param .u64 f) { ret; }\n";
+                          ".visible .entry slow(.param .u64 f) { ret; }\n"
+                          ".visible .entry no_twin() { ret; }\n";
 
 static CUmodule module;
 static CUfunction f_saxpy, f_fault, f_incr, f_slow;
@@ -169,6 +170,11 @@ static void register_kernels(void) {
   CHECK(cuv_sim_register_kernel(NULL, incr_twin, 0, NULL) == -1);
 }
 
+static void *lookup_error_of_new_thread(void *arg) {
+  *(const char **)arg = cuv_sim_lookup_error();
+  return NULL;
+}
+
 static void load_module(void) {
   OK(d.cuModuleLoadData(&module, ptx));
   OK(d.cuModuleGetFunction(&f_saxpy, module, "saxpy"));
@@ -178,9 +184,27 @@ static void load_module(void) {
   CUfunction again;
   OK(d.cuModuleGetFunction(&again, module, "saxpy"));
   CHECK(again == f_saxpy);
+  CHECK(cuv_sim_lookup_error() == NULL);
+  /* A name that does not resolve says which half is missing: the twin, the .entry, or both. */
   CHECK_CU(d.cuModuleGetFunction(&again, module, "not_declared"), CUDA_ERROR_NOT_FOUND);
+  CHECK(strcmp(cuv_sim_lookup_error(), "kernel \"not_declared\": the module's PTX declares no "
+                                       ".entry of that name") == 0);
+  CHECK_CU(d.cuModuleGetFunction(&again, module, "no_twin"), CUDA_ERROR_NOT_FOUND);
+  CHECK(strcmp(cuv_sim_lookup_error(), "kernel \"no_twin\": no host twin registered "
+                                       "(cuv_sim_register_kernel)") == 0);
   CHECK_CU(d.cuModuleGetFunction(&again, module, "also_not_declared"), CUDA_ERROR_NOT_FOUND);
+  CHECK(strcmp(cuv_sim_lookup_error(),
+               "kernel \"also_not_declared\": no host twin registered (cuv_sim_register_kernel), "
+               "and the module's PTX declares no .entry of that name") == 0);
   CHECK_CU(d.cuModuleGetFunction(&again, module, "unregistered"), CUDA_ERROR_NOT_FOUND);
+  CHECK(strstr(cuv_sim_lookup_error(), "\"unregistered\": no host twin") != NULL);
+  /* Per thread, and cleared by the next lookup that resolves. */
+  pthread_t other;
+  const char *seen = "unset";
+  CHECK(pthread_create(&other, NULL, lookup_error_of_new_thread, &seen) == 0);
+  CHECK(pthread_join(other, NULL) == 0 && seen == NULL);
+  OK(d.cuModuleGetFunction(&again, module, "incr"));
+  CHECK(again == f_incr && cuv_sim_lookup_error() == NULL);
 }
 
 /* ---- Tests ------------------------------------------------------------------------------------ */

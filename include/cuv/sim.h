@@ -40,6 +40,11 @@ typedef int (*cuv_sim_kernel_fn)(const cuv_sim_launch_t *launch, void **params);
  * cuFuncGetParamInfo). Registering a name again replaces it. Returns 0 or -1. */
 CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
                                            const size_t *param_sizes);
+/* Why this thread's last cuModuleGetFunction (cuv_kernel_get: CUV_ENOTFOUND) found no kernel:
+ * the text names the kernel and says whether its host twin is not registered, the module's PTX
+ * declares no `.entry` of that name, or both. NULL when that lookup succeeded or failed otherwise.
+ * Valid until the thread's next lookup. */
+CUV_SIM_EXTERN const char *cuv_sim_lookup_error(void);
 /* Every launch of `name` takes at least `usec` microseconds on its stream (0: as fast as it runs). */
 CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec);
 
