@@ -155,7 +155,7 @@ CUresult sim_capture_check_unsafe(void) {
   return r;
 }
 
-/* ---- Entry points ----------------------------------------------------------------------------- */
+/* ---- Entry points ---------------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode) {
   SIM_ENTER(cuStreamBeginCapture);

@@ -21,7 +21,7 @@ CUV_SIM_EXTERN void cuv_sim_set_device_count(int count) {
                                                                                : count);
 }
 
-/* ---- Initialization and devices --------------------------------------------------------------- */
+/* ---- Initialization and devices -------------------------------------------------------------- */
 
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   SIM_ENTER_NOINIT(cuInit);
@@ -149,7 +149,7 @@ CUresult CUDAAPI cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevi
   return CUDA_SUCCESS;
 }
 
-/* ---- Primary contexts ------------------------------------------------------------------------- */
+/* ---- Primary contexts ------------------------------------------------------------------------ */
 
 /* Destroys everything the context owns: stops its workers (queued work is dropped), frees its
  * streams, events, graphs, modules and memory, and leaves the context uninitialized until the
@@ -216,7 +216,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-/* ---- Current context -------------------------------------------------------------------------- */
+/* ---- Current context ------------------------------------------------------------------------- */
 
 static struct sim_ctx *ctx_from_handle(CUcontext h) {
   for (int i = 0; i < ndevices; i++)
@@ -274,7 +274,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext *pctx) {
   return CUDA_SUCCESS;
 }
 
-/* ---- Synchronization and the sticky fault ----------------------------------------------------- */
+/* ---- Synchronization and the sticky fault ---------------------------------------------------- */
 
 CUresult sim_ctx_fault(const struct sim_ctx *ctx) {
   return (CUresult)atomic_load_explicit(&ctx->fault, memory_order_acquire);

@@ -48,8 +48,8 @@
   X(CUDA_ERROR_UNSUPPORTED_EXEC_AFFINITY, "the provided execution affinity is not supported")    \
   X(CUDA_ERROR_UNSUPPORTED_DEVSIDE_SYNC, "the provided PTX contains unsupported call to "         \
                                          "cudaDeviceSynchronize")                                \
-  X(CUDA_ERROR_CONTAINED, "an exception occurred on the device that is now contained by the GPU's " \
-                          "error containment capability")                                        \
+  X(CUDA_ERROR_CONTAINED, "an exception occurred on the device that is now contained by the "    \
+                          "GPU's error containment capability")                                  \
   X(CUDA_ERROR_INVALID_SOURCE, "device kernel image is invalid")                                 \
   X(CUDA_ERROR_FILE_NOT_FOUND, "file not found")                                                 \
   X(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND, "shared object symbol not found")                 \

@@ -13,7 +13,7 @@
 
 #include "sim.h"
 
-/* ---- Tokens ----------------------------------------------------------------------------------- */
+/* ---- Tokens ---------------------------------------------------------------------------------- */
 
 static struct sim_token *token_new(struct sim_ctx *ctx) {
   struct sim_token *t = calloc(1, sizeof *t);
@@ -29,7 +29,7 @@ void sim_token_unref(struct sim_token *t) {
     free(t);
 }
 
-/* ---- Events ----------------------------------------------------------------------------------- */
+/* ---- Events ---------------------------------------------------------------------------------- */
 
 static void event_clear_capture(struct sim_event *e) {
   if (!e->cap)
@@ -62,7 +62,7 @@ static struct sim_capture *event_live_capture(const struct sim_event *e) {
   return e->cap && !e->cap->ended && !e->cap->invalidated ? e->cap : NULL;
 }
 
-/* ---- Commands --------------------------------------------------------------------------------- */
+/* ---- Commands -------------------------------------------------------------------------------- */
 
 /* Record: the token is marked done when the command is released, which happens right after the
  * worker reached it, or when it is dropped (sticky fault, reset): either way nothing it captured
@@ -129,7 +129,7 @@ static void wait_release(struct sim_cmd *cmd) {
 static const struct sim_cmd_ops wait_ops = {
     .run = wait_run, .bind = wait_bind, .dup = wait_dup, .release = wait_release};
 
-/* ---- Entry points ----------------------------------------------------------------------------- */
+/* ---- Entry points ---------------------------------------------------------------------------- */
 
 #define SIM_EVENT_FLAGS                                                                          \
   (CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS)

@@ -74,7 +74,7 @@ void sim_graph_reset_ctx(struct sim_ctx *ctx) {
   }
 }
 
-/* ---- Entry points ----------------------------------------------------------------------------- */
+/* ---- Entry points ---------------------------------------------------------------------------- */
 
 #define SIM_INSTANTIATE_FLAGS                                                                    \
   (CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH | CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |         \

@@ -88,7 +88,7 @@ void sim_hostfn_reset_ctx(struct sim_ctx *ctx) {
   sim_wake_all();
 }
 
-/* ---- Entry point ------------------------------------------------------------------------------ */
+/* ---- Entry point ----------------------------------------------------------------------------- */
 
 struct hostfn_cmd {
   struct sim_cmd base;

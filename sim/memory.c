@@ -39,7 +39,7 @@ static size_t nallocs;
 static size_t allocs_capacity;
 static uint64_t device_bytes[SIM_MAX_DEVICES];
 
-/* ---- The allocation table (lock held) --------------------------------------------------------- */
+/* ---- The allocation table (lock held) -------------------------------------------------------- */
 
 /* Index of the first allocation whose base is > addr. */
 static size_t upper_bound(uintptr_t addr) {
@@ -121,7 +121,7 @@ void sim_mem_reset_ctx(struct sim_ctx *ctx) {
       alloc_free(allocs[i]);
 }
 
-/* ---- Allocation entry points ------------------------------------------------------------------ */
+/* ---- Allocation entry points ----------------------------------------------------------------- */
 
 /* Current context, healthy: the preamble of the allocating calls (lock held). */
 static CUresult ctx_live(struct sim_ctx **ctx) {
@@ -241,9 +241,9 @@ CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *pdptr, void *p, unsigned
   return r;
 }
 
-/* ---- Stream-ordered allocation ---------------------------------------------------------------- */
+/* ---- Stream-ordered allocation --------------------------------------------------------------- */
 
-/* ---- Graph memory nodes ----------------------------------------------------------------------- */
+/* ---- Graph memory nodes ---------------------------------------------------------------------- */
 
 /* cuMemAllocAsync / cuMemFreeAsync captured into a graph. The allocation is made at capture time
  * and keeps its address for the graph's life (as a graph allocation's virtual address does); the
@@ -308,7 +308,7 @@ static CUresult gmem_capture(struct sim_stream *s, struct sim_alloc *a, bool is_
   return sim_capture_append(s, &c->base);
 }
 
-/* ---- Stream-ordered allocation ---------------------------------------------------------------- */
+/* ---- Stream-ordered allocation --------------------------------------------------------------- */
 
 static CUresult alloc_captured(struct sim_stream *s, size_t bytesize, void **out) {
   if (s->cap->invalidated)
@@ -391,7 +391,7 @@ CUresult CUDAAPI cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream) {
   return r;
 }
 
-/* ---- Copies and memsets ----------------------------------------------------------------------- */
+/* ---- Copies and memsets ---------------------------------------------------------------------- */
 
 struct copy_cmd {
   struct sim_cmd base;

@@ -17,7 +17,7 @@
 
 #include "sim.h"
 
-/* ---- Kernel registry -------------------------------------------------------------------------- */
+/* ---- Kernel registry ------------------------------------------------------------------------- */
 
 /* Entries live as long as the process: function handles point to them. */
 struct sim_kernel {
@@ -114,7 +114,7 @@ static size_t params_layout(const struct sim_kernel *k, size_t *offsets) {
   return off;
 }
 
-/* ---- Modules ---------------------------------------------------------------------------------- */
+/* ---- Modules --------------------------------------------------------------------------------- */
 
 struct sim_function;
 
@@ -263,7 +263,7 @@ static bool module_declares(const struct sim_module *m, const char *name) {
   return false;
 }
 
-/* ---- Lookup errors ---------------------------------------------------------------------------- */
+/* ---- Lookup errors --------------------------------------------------------------------------- */
 
 /* Why this thread's last cuModuleGetFunction found no kernel ("" after one that did): a name
  * resolves only with both a host twin and, in a PTX module, its `.entry`, and CUDA_ERROR_NOT_FOUND
@@ -282,7 +282,7 @@ CUV_SIM_EXTERN const char *cuv_sim_lookup_error(void) {
   return lookup_error[0] ? lookup_error : NULL;
 }
 
-/* ---- Module entry points ---------------------------------------------------------------------- */
+/* ---- Module entry points --------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuModuleLoadData(CUmodule *module, const void *image) {
   SIM_ENTER(cuModuleLoadData);
@@ -398,7 +398,7 @@ CUresult CUDAAPI cuFuncGetParamInfo(CUfunction func, size_t paramIndex, size_t *
   return r;
 }
 
-/* ---- Launch ----------------------------------------------------------------------------------- */
+/* ---- Launch ---------------------------------------------------------------------------------- */
 
 /* A launch with its parameter values copied: payload holds nparams offsets, then the values at
  * those offsets. Self-contained, so cloning for graph launches is a plain memberwise copy. */

@@ -67,7 +67,7 @@ static int entry_find(const char *name) {
   return -1;
 }
 
-/* ---- Call counting and failure injection ------------------------------------------------------ */
+/* ---- Call counting and failure injection ----------------------------------------------------- */
 
 /* A failure rule. Counting is relative to the rule: `start` is the entry's call count when the
  * rule was added, so nth = 1 fails the next call. */
@@ -156,7 +156,7 @@ CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry) {
   return id < 0 ? 0 : atomic_load_explicit(&calls[id], memory_order_relaxed);
 }
 
-/* ---- cuGetProcAddress ------------------------------------------------------------------------- */
+/* ---- cuGetProcAddress ------------------------------------------------------------------------ */
 
 /* CUV_SIM_HIDE=name,name... makes lookups of those entry points fail as on an older driver that
  * lacks them (to test cuv's handling of optional entry points). Read at each lookup. */

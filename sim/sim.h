@@ -31,7 +31,7 @@
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
 
-/* ---- Entry points (proc.c) -------------------------------------------------------------------- */
+/* ---- Entry points (proc.c) ------------------------------------------------------------------- */
 
 /* Every base name the simulator answers to, for call counting and failure injection: the names of
  * lib/driver_funcs.h plus the variants the real driver also resolves (cuGraphInstantiateWithFlags)
@@ -98,7 +98,7 @@ SIM_HIDDEN CUresult CUDAAPI sim_cuGraphInstantiate_v2(CUgraphExec *phGraphExec, 
                                                       CUgraphNode *phErrorNode, char *logBuffer,
                                                       size_t bufferSize);
 
-/* ---- Global lock ------------------------------------------------------------------------------ */
+/* ---- Global lock ----------------------------------------------------------------------------- */
 
 SIM_HIDDEN void sim_lock(void);
 SIM_HIDDEN void sim_unlock(void);
@@ -111,7 +111,7 @@ SIM_HIDDEN void sim_wait_on(pthread_cond_t *cond);
 /* Starts a detached internal thread with every signal blocked (signals are the application's). */
 SIM_HIDDEN bool sim_thread_start(void *(*fn)(void *), void *arg);
 
-/* ---- Handle registry (handle.c) --------------------------------------------------------------- */
+/* ---- Handle registry (handle.c) -------------------------------------------------------------- */
 
 enum sim_obj_type {
   SIM_OBJ_STREAM = 1,
@@ -140,7 +140,7 @@ SIM_HIDDEN struct sim_obj *sim_handle_get(const void *h, enum sim_obj_type t);
 SIM_HIDDEN struct sim_obj **sim_handle_take_all(struct sim_ctx *ctx, enum sim_obj_type t,
                                                 size_t *count);
 
-/* ---- Contexts (context.c) --------------------------------------------------------------------- */
+/* ---- Contexts (context.c) -------------------------------------------------------------------- */
 
 #define SIM_MAX_DEVICES 16
 
@@ -183,7 +183,7 @@ SIM_HIDDEN CUresult sim_ctx_settle(struct sim_ctx *ctx);
  * until no command is in progress (lock held). Returns the fault or CUDA_SUCCESS. */
 SIM_HIDDEN CUresult sim_ctx_drain(struct sim_ctx *ctx);
 
-/* ---- Commands and streams (stream.c) ---------------------------------------------------------- */
+/* ---- Commands and streams (stream.c) --------------------------------------------------------- */
 
 struct sim_cmd;
 
@@ -281,7 +281,7 @@ SIM_HIDDEN CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool 
 /* Tells every worker of ctx to stop and waits until all exited (lock held). */
 SIM_HIDDEN void sim_stream_stop_all(struct sim_ctx *ctx);
 
-/* ---- Events (event.c) ------------------------------------------------------------------------- */
+/* ---- Events (event.c) ------------------------------------------------------------------------ */
 
 /* The work captured by one cuEventRecord: done once the stream passed the record. */
 struct sim_token {
@@ -306,18 +306,18 @@ SIM_HIDDEN void sim_event_unref(struct sim_event *e);
 /* Destroys every event of ctx (reset; lock held). */
 SIM_HIDDEN void sim_event_reset_ctx(struct sim_ctx *ctx);
 
-/* ---- Memory (memory.c) ------------------------------------------------------------------------ */
+/* ---- Memory (memory.c) ----------------------------------------------------------------------- */
 
 /* Is [addr, addr+n) inside one live allocation (device or host) of the simulator? (lock held) */
 SIM_HIDDEN bool sim_mem_valid(uintptr_t addr, size_t n);
 /* Frees every allocation of ctx (reset; lock held, no worker of ctx running). */
 SIM_HIDDEN void sim_mem_reset_ctx(struct sim_ctx *ctx);
 
-/* ---- Modules and kernels (module.c) ----------------------------------------------------------- */
+/* ---- Modules and kernels (module.c) ---------------------------------------------------------- */
 
 SIM_HIDDEN void sim_module_reset_ctx(struct sim_ctx *ctx);
 
-/* ---- Host functions (hostfn.c) ---------------------------------------------------------------- */
+/* ---- Host functions (hostfn.c) --------------------------------------------------------------- */
 
 /* Runs fn(data) on the driver callback thread and returns when it returned, also after a sticky
  * fault (as an H200 runs host functions queued before one); not during a reset (lock NOT held). */
@@ -325,7 +325,7 @@ SIM_HIDDEN void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data);
 /* Drops queued, not yet started host functions of ctx (reset; lock held). */
 SIM_HIDDEN void sim_hostfn_reset_ctx(struct sim_ctx *ctx);
 
-/* ---- Stream capture (capture.c) and graphs (graph.c) ------------------------------------------ */
+/* ---- Stream capture (capture.c) and graphs (graph.c) ----------------------------------------- */
 
 struct sim_graph {
   struct sim_obj obj; /* SIM_OBJ_GRAPH or SIM_OBJ_GRAPH_EXEC */
@@ -370,7 +370,7 @@ SIM_HIDDEN struct sim_graph *sim_graph_new(struct sim_ctx *ctx, enum sim_obj_typ
 SIM_HIDDEN void sim_graph_free(struct sim_graph *g);
 SIM_HIDDEN void sim_graph_reset_ctx(struct sim_ctx *ctx);
 
-/* ---- Small helpers ---------------------------------------------------------------------------- */
+/* ---- Small helpers --------------------------------------------------------------------------- */
 
 /* Monotonic time in nanoseconds. */
 SIM_HIDDEN uint64_t sim_now_ns(void);

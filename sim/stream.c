@@ -21,7 +21,7 @@
 
 #include "sim.h"
 
-/* ---- Commands --------------------------------------------------------------------------------- */
+/* ---- Commands -------------------------------------------------------------------------------- */
 
 void *sim_cmd_new(const struct sim_cmd_ops *ops, size_t size) {
   struct sim_cmd *cmd = calloc(1, size);
@@ -51,7 +51,7 @@ void sim_cmd_free(struct sim_cmd *cmd) {
   free(cmd);
 }
 
-/* ---- Worker ----------------------------------------------------------------------------------- */
+/* ---- Worker ---------------------------------------------------------------------------------- */
 
 static struct sim_cmd *queue_pop(struct sim_stream *s) {
   struct sim_cmd *cmd = s->head;
@@ -117,7 +117,7 @@ bool sim_stream_settled(struct sim_stream *s, uint64_t target) {
          (sim_ctx_fault(s->obj.ctx) && !s->busy);
 }
 
-/* ---- Lifetime --------------------------------------------------------------------------------- */
+/* ---- Lifetime -------------------------------------------------------------------------------- */
 
 void sim_stream_ref(struct sim_stream *s) { s->refs++; }
 
@@ -174,7 +174,7 @@ void sim_stream_stop_all(struct sim_ctx *ctx) {
   }
 }
 
-/* ---- Resolving and submitting ----------------------------------------------------------------- */
+/* ---- Resolving and submitting ---------------------------------------------------------------- */
 
 static bool is_null_handle(CUstream h) {
   return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
@@ -238,7 +238,7 @@ CUresult sim_submit(CUstream h, struct sim_cmd *cmd) {
   return r;
 }
 
-/* ---- Entry points ----------------------------------------------------------------------------- */
+/* ---- Entry points ---------------------------------------------------------------------------- */
 
 CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
   SIM_ENTER(cuStreamCreate);

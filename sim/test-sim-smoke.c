@@ -16,7 +16,7 @@
 
 #include "driver_funcs.h"
 
-/* ---- Checks ----------------------------------------------------------------------------------- */
+/* ---- Checks ---------------------------------------------------------------------------------- */
 
 static atomic_int checks;
 
@@ -46,8 +46,8 @@ static const char *result_name(CUresult r) {
     checks++;                                                                                    \
     CUresult r_ = (call);                                                                        \
     if (r_ != (expected)) {                                                                      \
-      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d)\n", __FILE__, __LINE__, #call,    \
-              result_name(r_), (int)r_, result_name(expected), (int)(expected));                 \
+      fprintf(stderr, "%s:%d: %s returned %s (%d), expected %s (%d)\n", __FILE__, __LINE__,       \
+              #call, result_name(r_), (int)r_, result_name(expected), (int)(expected));          \
       exit(1);                                                                                   \
     }                                                                                            \
   } while (0)
@@ -102,7 +102,7 @@ static void gate_block(CUstream s, uint32_t *gate) {
 
 static void gate_open(uint32_t *gate) { __atomic_store_n(gate, 1, __ATOMIC_RELEASE); }
 
-/* ---- Kernels (host twins) --------------------------------------------------------------------- */
+/* ---- Kernels (host twins) -------------------------------------------------------------------- */
 
 /* saxpy(float a, const float *x, float *y, int n): y = a * x + y */
 static int saxpy_twin(const cuv_sim_launch_t *launch, void **params) {
@@ -207,7 +207,7 @@ static void load_module(void) {
   CHECK(again == f_incr && cuv_sim_lookup_error() == NULL);
 }
 
-/* ---- Tests ------------------------------------------------------------------------------------ */
+/* ---- Tests ----------------------------------------------------------------------------------- */
 
 static void test_before_init(void) {
   void *p = (void *)1;

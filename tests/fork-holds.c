@@ -70,7 +70,9 @@ static void fork_counts_branch_stream(pool_fn make) {
   cuvt_gate_close(&g);
 }
 
-static void test_round_robin_fork(void **state) { fork_counts_branch_stream(cuv_policy_round_robin); }
+static void test_round_robin_fork(void **state) {
+  fork_counts_branch_stream(cuv_policy_round_robin);
+}
 
 static void test_least_loaded_fork(void **state) {
   fork_counts_branch_stream(cuv_policy_least_loaded);

@@ -59,8 +59,8 @@ static void test_late_writes_on_reused_slot(void **state) {
   size_t rounds = 0;
   while (rounds < (cuvt_is_sim() ? MAX_ROUNDS : GPU_ROUNDS)) {
     want[rounds] = cuvt_nonzero_u32();
-    assert_cuv_ok(cuv_submit(slow_write_then_read(buf, want[rounds]), q, cuvt_record_seen, &seen[rounds],
-                             NULL));
+    assert_cuv_ok(cuv_submit(slow_write_then_read(buf, want[rounds]), q, cuvt_record_seen,
+                             &seen[rounds], NULL));
     wait_calls(q, &seen[rounds], 1);
     rounds++;
     if (cuvt_is_sim() && cuv_sim_stale_writes() - stale_before >= WANT_STALE)
@@ -110,8 +110,8 @@ static void test_bursts_mixed_paths(void **state) {
     for (size_t i = 0; i < BURST; i++) {
       want[i] = cuvt_nonzero_u32();
       cuv_submit_opts_t opts = {.policy = policy};
-      assert_cuv_ok(cuv_submit(slow_write_then_read(bufs[i], want[i]), q, cuvt_record_seen, &seen[i],
-                               &opts));
+      assert_cuv_ok(cuv_submit(slow_write_then_read(bufs[i], want[i]), q, cuvt_record_seen,
+                               &seen[i], &opts));
     }
     wait_calls(q, seen, BURST);
     for (size_t i = 0; i < BURST; i++) {

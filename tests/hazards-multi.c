@@ -88,8 +88,8 @@ static void test_write_then_read_then_other_writer(void **state) {
     uint64_t waits = cuvt_waits_inserted();
     done_rec_t wr = {0};
     /* buf = src after SLOW_MS, then out = buf: on a. */
-    submit_on(f, f->a, cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuvt_copy_f32(f->out, f->buf, N)),
-              &wr);
+    submit_on(f, f->a,
+              cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuvt_copy_f32(f->out, f->buf, N)), &wr);
     assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL)); /* buf += 1 on b */
     assert_true(cuvt_waits_inserted() > waits);
     wait_done(f, &wr);

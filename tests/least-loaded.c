@@ -76,7 +76,8 @@ static void test_busy_stream_passes_its_turn_on(void **state) {
 }
 
 /* Submissions through the policy spread evenly: from loads (3, 0, 0, 0), nine more make every
- * stream carry exactly 3; one more goes to the stream whose turn it is. Every callback runs once. */
+ * stream carry exactly 3; one more goes to the stream whose turn it is. Every callback runs
+ * once. */
 static void test_submissions_spread_by_load(void **state) {
   cuv_policy_t *policy;
   assert_cuv_ok(cuv_policy_least_loaded(&policy, cuvt_device(), POOL));

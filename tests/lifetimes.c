@@ -101,7 +101,8 @@ static void test_release_chain_of_launches(void **state) {
   wait_calls(q, &seen);
   assert_int_equal(seen.calls, 1);
   assert_cuv_ok(seen.status);
-  assert_int_equal(seen.got, values[0]); /* cuvt_record_seen keeps the first word; all are read below */
+  /* cuvt_record_seen keeps the first word; all are read below */
+  assert_int_equal(seen.got, values[0]);
   cuvt_read(got, buf, 0, sizeof got);
   for (size_t i = 0; i < LAUNCHES; i++)
     assert_int_equal(got[i], values[i]);

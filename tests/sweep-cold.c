@@ -153,8 +153,8 @@ static int step_host_buffer(cold_t *c, int *wrong) {
     rc = cuv_buffer_create(&dev, c->dev, bytes);
   if (rc == 0) {
     memcpy(cuv_host_buffer_data(in), c->x, bytes);
-    rc = cuv_sync(cuv_seq(cuv_upload(dev, 0, in, 0, bytes), cuv_download_into(out, 0, dev, 0, bytes)),
-                  NULL);
+    rc = cuv_sync(
+        cuv_seq(cuv_upload(dev, 0, in, 0, bytes), cuv_download_into(out, 0, dev, 0, bytes)), NULL);
   }
   if (rc == 0 && memcmp(cuv_host_buffer_data(out), c->x, bytes) != 0)
     *wrong = 1;

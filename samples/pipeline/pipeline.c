@@ -290,7 +290,8 @@ int main(int argc, char **argv) {
       return fail("cuv_uv_submit", rc);
   }
   printf("[%7.2f ms] submitted %u pipelines of n=%u (2 uploads, 2 branches on 2 streams, "
-         "3 kernels + 3 delays of %llu us, 1 download each); the timer ticks every %" PRIu64 " ms\n",
+         "3 kernels + 3 delays of %llu us, 1 download each); the timer ticks every %" PRIu64
+         " ms\n",
          ms_since(&app), app.count, app.n, app.stage_ns / 1000u, tick_ms);
 
   uv_run(&app.loop, UV_RUN_DEFAULT); /* returns once the last callback closed the bridge */
