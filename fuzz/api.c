@@ -6,7 +6,7 @@
  * device: the simulator has two), combine them (also error ops and ops of two devices), execute
  * them through every executor (cuv_sync*, cuv_enqueue_on, cuv_submit into a queue then drained,
  * the libuv bridge, graph capture), release outputs, close and destroy things in any order, inject
- * driver failures (cuv_sim_fail) and recover the device.
+ * driver failures (cuv_sim_fail).
  *
  * The oracle: every call returns 0 or a code cuv_err_name knows (never crashes, hangs or leaks,
  * under ASan, UBSan and LeakSanitizer); every constructor returns an op; every accepted
@@ -156,12 +156,6 @@ static void range_remove(cuv_buffer_t *buf) {
   pthread_mutex_unlock(&ranges_lock);
 }
 
-static void ranges_clear(void) {
-  pthread_mutex_lock(&ranges_lock);
-  nranges = 0;
-  pthread_mutex_unlock(&ranges_lock);
-}
-
 /* Bytes writable at p: inside a buffer the harness holds, else 0. */
 static size_t writable(uintptr_t p) {
   size_t n = 0;
@@ -226,7 +220,7 @@ typedef struct op_slot {
 
 typedef struct policy_slot {
   cuv_policy_t *policy;
-  bool borrowed; /* a device's default policy: never destroyed here, forgotten on recovery */
+  bool borrowed; /* a device's default policy: never destroyed here */
 } policy_slot_t;
 
 typedef struct custom_policy {
@@ -947,7 +941,7 @@ static void module_action(input_t *in) {
 
 static void device_action(input_t *in) {
   cuv_device_t *dev = S.dev[u8(in) % NDEV], *other = NULL;
-  switch (u8(in) % 5) {
+  switch (u8(in) % 4) {
   case 0: {
     int rc = cuv_device_open(&other, (int)(u8(in) % 5) - 1);
     CHECK_RC(rc);
@@ -961,7 +955,7 @@ static void device_action(input_t *in) {
     break;
   }
   case 2: CHECK_RC(cuv_device_bind(dev)); break; /* cuCtxSetCurrent may be failing */
-  case 3: { /* injected driver failures, cleared at the end of the input. Not cuStreamEndCapture:
+  default: { /* injected driver failures, cleared at the end of the input. Not cuStreamEndCapture:
              * an injected failure leaves the simulated stream capturing for good, which no
              * driver does (a failed end still ends the capture). Indexes stay put (regressions) */
     static const char *const entries[] = {
@@ -984,17 +978,6 @@ static void device_action(input_t *in) {
     const char *entry = entries[u8(in) % (sizeof entries / sizeof entries[0])];
     unsigned nth = 1 + u8(in) % 4;
     cuv_sim_fail(entry, nth, results[u8(in) % 5]);
-    break;
-  }
-  default: { /* recovery: refused while work is in flight; else every object so far is lost */
-    int rc = cuv_device_recover(u8(in) % 8 ? dev : NULL);
-    CHECK_RC(rc);
-    if (rc != CUV_EBUSY && rc != CUV_EINVAL) {
-      ranges_clear(); /* the reset freed the simulated memory */
-      for (int i = 0; i < NPOLICY; i++)
-        if (S.policy[i].borrowed) /* destroyed and rebuilt by the recovery */
-          S.policy[i] = (policy_slot_t){0};
-    }
     break;
   }
   }

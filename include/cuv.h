@@ -27,6 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <cuv/config.h>
 #include <cuv/errors.h>
 #include <cuv/export.h>
 #include <cuv/version.h>
@@ -56,10 +57,8 @@ CUV_EXTERN int cuv_cuda_result(int status);
 CUV_EXTERN bool cuv_status_is_fault(int status);
 CUV_EXTERN const char *cuv_version_string(void);
 
-/* Loads the driver once (thread-safe; every other call does it implicitly). CUV_DRIVER selects it:
- * unset loads libcuda.so.1, "sim" loads libcuv-sim, anything else is a path to a library. */
-CUV_EXTERN int cuv_init(void);
-/* "cuda", "sim" or the path given in CUV_DRIVER; NULL before a successful cuv_init. */
+/* Initialization (cuv_init, cuv_init_with) and the settings: include/cuv/config.h. */
+/* "cuda", "sim" or the driver's path (cuv_config_t.driver); NULL before a successful init. */
 CUV_EXTERN const char *cuv_driver_name(void);
 CUV_EXTERN int cuv_driver_is_sim(void);
 /* The driver's CUDA version (13000 for 13.0). */
@@ -83,21 +82,11 @@ CUV_EXTERN struct CUctx_st *cuv_device_context(const cuv_device_t *dev);
  * code that calls the driver directly). */
 CUV_EXTERN int cuv_device_bind(cuv_device_t *dev);
 
-/* Recovery after a sticky device fault (illegal address, trap: the context is dead). Every
- * submission on it resolves with the fault; once none is in flight on the device (else CUV_EBUSY:
- * retry after their callbacks ran), this resets the primary context and starts a new epoch.
- * cuv rebuilds what it owns: the default policy and its streams, its event and staging pools,
- * the reactor's flags, and every module (reloaded from its image on first use, so kernels keep
- * working). The application rebuilds the rest: buffers, streams and policies it created, graphs
- * and shared ops of the old epoch report CUV_ELOST when used (and are safe to release). Memory of
- * work that faulted stays leaked (cuv_stats().leaked). Do not submit to the device while it
- * recovers. */
-CUV_EXTERN int cuv_device_recover(cuv_device_t *dev);
-/* Recovers automatically, on the thread that finishes the last in-flight submission of a faulted
- * device (the draining thread, or a blocking executor's caller). */
-CUV_EXTERN int cuv_device_set_auto_recover(cuv_device_t *dev, int enable);
-/* Bumped by each recovery: objects made before the current epoch are lost. */
-CUV_EXTERN unsigned cuv_device_epoch(const cuv_device_t *dev);
+/* Faults: a sticky device fault (illegal address, trap) kills the device's context, and driver
+ * 580 cannot revive it in the same process. cuv fails every submission on it with the driver's
+ * error (cuv_status_is_fault says which errors these are) and leaks on purpose what the GPU may
+ * still touch (cuv_stats().leaked). Serving on is the application's job: run GPU work in a worker
+ * process and replace it when it faults, as apps/tcp-infer --isolate does. */
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
@@ -134,7 +123,9 @@ CUV_EXTERN cuv_output_t cuv_output_take(cuv_output_t *out);
 /* zip and fork output a tuple: data is a cuv_tuple_t whose release releases every item. */
 typedef struct cuv_tuple {
   size_t n;
+#ifndef __cplusplus /* C++ has no flexible array member: it reads items with cuv_tuple_get */
   cuv_output_t items[];
+#endif
 } cuv_tuple_t;
 
 /* Item i of a tuple output, or NULL when out is not a tuple of more than i items. */
@@ -218,8 +209,7 @@ CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t b
  * copy (a server can assemble a batch in one and upload it as is), and every op that uses one
  * holds a reference until its GPU work is proven complete, so dropping yours early is safe. The
  * caller orders host accesses: write it only while no submission that reads it is in flight, and
- * read what cuv_download_into wrote only after that submission completed. After a recovery of
- * its device the memory is gone: data is NULL and ops on it fail with CUV_ELOST. */
+ * read what cuv_download_into wrote only after that submission completed. */
 typedef struct cuv_host_buffer_s cuv_host_buffer_t;
 CUV_EXTERN int cuv_host_buffer_create(cuv_host_buffer_t **out, cuv_device_t *dev, size_t bytes);
 CUV_EXTERN void *cuv_host_buffer_data(const cuv_host_buffer_t *buf);
@@ -372,13 +362,16 @@ typedef void (*cuv_done_fn)(int status, cuv_output_t *output, void *arg);
 CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void *notify_arg);
 /* Runs the callbacks of every finished submission on the calling thread; returns how many ran. */
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
-/* Submissions delivered to this queue and not yet drained (in flight plus finished). */
+/* Submissions of this queue whose callback has not started: counted from the moment cuv_submit
+ * starts (before the work reaches a stream) until the drain takes them, just before their
+ * callback runs (a callback does not count itself). Any thread. */
 CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
 /* Blocks until at least one submission of this queue has finished, or timeout_ms passed
  * (negative: forever). For owners that have no loop; returns 0 or CUV_EBUSY on timeout. */
 CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
 /* Marks the queue closed: later submissions fail with CUV_ECLOSED; submissions in flight still
- * complete and are drained. Destroy once cuv_queue_pending is 0 (CUV_EBUSY otherwise). */
+ * complete and are drained. Destroy once cuv_queue_pending is 0 (CUV_EBUSY otherwise); once
+ * destroy returned 0, no notify of the queue is running or will run. */
 CUV_EXTERN void cuv_queue_close(cuv_queue_t *queue);
 CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *queue);
 
@@ -386,6 +379,11 @@ enum {
   /* Do not spin on the submitting thread for young work: its owner polls instead (the libuv
    * bridge keeps its loop awake while work is young rather than stall the loop's I/O). */
   CUV_SUBMIT_NO_SPIN = 1u << 0,
+  /* The queue's owner polls for this submission while it is young (cuv_queue_young), on the
+   * thread that drains: the queue stamps it and learns from its submit-to-drain time how long
+   * polling pays off. Implies CUV_SUBMIT_NO_SPIN. The libuv bridge sets it for work submitted on
+   * its loop thread. */
+  CUV_SUBMIT_POLLED = 1u << 1,
 };
 
 /* Names one accepted submission of a queue, for cuv_cancel. */
@@ -415,8 +413,15 @@ CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, vo
  * thread was scanning at that moment. Any thread; never calls the driver. */
 CUV_EXTERN int cuv_poll(void);
 
-/* The inline spin budget in microseconds (CUDA_ASYNC_SPIN_BUDGET_US, read once; default 20). */
+/* The inline spin budget in microseconds: cuv_config_get's spin_budget_us (default 20). */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
+
+/* Whether the queue's latest CUV_SUBMIT_POLLED submission is young: submitted less than the
+ * poll window ago, which is the spin budget, or 1.5 times the queue's recent submit-to-drain
+ * time of polled work when that is longer and at most cuv_config_t's uv_poll_max_us. An owner
+ * polls (cuv_poll, then cuv_queue_drain) while it has work pending and this holds; false when
+ * the spin budget is 0. Any thread. */
+CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *queue);
 
 /* Cancels a submission of `queue`: its done callback still runs exactly once, with CUV_ECANCELED
  * and no output (the output is released first). The GPU work is not interrupted: everything it
@@ -468,7 +473,6 @@ typedef struct cuv_stats {
   uint64_t in_flight;          /* submissions not yet proven complete */
   uint64_t slots_in_use;       /* reactor slots armed now */
   uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
-  uint64_t recoveries;         /* device recoveries (cuv_device_recover, or automatic) */
 } cuv_stats_t;
 
 CUV_EXTERN void cuv_stats(cuv_stats_t *stats);

@@ -14,7 +14,6 @@ static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, si
   buf->size = bytes;
   buf->alloc_stream = alloc_stream ? cuv__stream_ref(alloc_stream) : NULL;
   buf->hazard_mode = cuv__config.strict_hazards ? CUV_HAZARD_STRICT : CUV_HAZARD_ORDER;
-  buf->epoch = atomic_load(&dev->epoch);
   pthread_mutex_init(&buf->lock, NULL);
   *out = buf;
   return 0;
@@ -22,7 +21,7 @@ static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, si
 
 /* Frees the memory on `stream` (stream-ordered) or at once. */
 static void buffer_destroy(cuv_buffer_t *buf, cuv_stream_t *stream) {
-  if (!cuv__stale(buf->dev, buf->epoch) && cuv__bind(buf->dev) == 0) {
+  if (cuv__bind(buf->dev) == 0) {
     if (stream)
       cuv__drv.cuMemFreeAsync(buf->ptr, stream->cu);
     else
@@ -122,10 +121,6 @@ static void free_drop(cuv_op_t *op) { cuv_buffer_unref(((free_op_t *)op)->buf); 
 
 static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_buffer_t *buf = ((free_op_t *)op)->buf;
-  if (cuv__stale(buf->dev, buf->epoch)) {
-    cuv_buffer_unref(buf);
-    return CUV_ELOST;
-  }
   if (buf->dev != ex->sub->dev) {
     cuv_buffer_unref(buf);
     return CUV_EDEVICE;

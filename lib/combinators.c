@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "combinators.h"
 
 /* ---- then / then_unchecked ---- */
 

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "completion.h"
 #include "queue.h"
 #include "reactor.h"
 
@@ -35,8 +36,8 @@ void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
 static bool inline_spin(cuv__submission_t *sub) {
   uint64_t deadline = cuv__now_ns() + (uint64_t)cuv__config.spin_budget_us * 1000u;
   do {
-    if (cuv__reactor_landed(sub)) {
-      cuv__reactor_disarm(sub);
+    if (cuv__reactor_landed(sub->slot)) {
+      cuv__reactor_disarm(sub->slot);
       cuv__complete(sub, 0, CUV__PATH_SPIN);
       return true;
     }
@@ -49,18 +50,22 @@ static bool inline_spin(cuv__submission_t *sub) {
   return true;
 }
 
+/* The reactor's firing: the slot's write landed, or the stream faulted. */
+static void reactor_fired(void *sub, int status) { cuv__complete(sub, status, CUV__PATH_REACTOR); }
+
 static void CUDA_CB hostfn_done(void *arg) {
   cuv__submission_t *sub = arg;
-  cuv__reactor_unwatch(sub);
+  cuv__reactor_unwatch(&sub->watch);
   cuv__complete(sub, 0, CUV__PATH_HOSTFN);
 }
 
 static void arm_hostfn(cuv__submission_t *sub) {
-  cuv__reactor_watch(sub); /* before the launch: the function may run at once and unwatch */
+  sub->watch = (cuv__watch_t){.stream = sub->stream, .fn = reactor_fired, .token = sub};
+  cuv__reactor_watch(&sub->watch); /* before the launch: the function may run at once */
   CUresult r = cuv__drv.cuLaunchHostFunc(sub->stream->cu, hostfn_done, sub);
   if (r == CUDA_SUCCESS)
     return;
-  cuv__reactor_unwatch(sub);
+  cuv__reactor_unwatch(&sub->watch);
   /* Nothing can tell us when the work ends: the last resort is to wait for the whole stream. */
   int status = cuv_status_is_fault(cuv__cu(r)) ? cuv__cu(r)
                                                 : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
@@ -68,11 +73,11 @@ static void arm_hostfn(cuv__submission_t *sub) {
 }
 
 void cuv__arm(cuv__submission_t *sub, bool may_spin) {
-  if (cuv__config.host_sync == CUV__HOST_SYNC_OFF) {
-    int rc = cuv__reactor_arm(sub);
+  if (cuv__config.host_sync == CUV_HOST_SYNC_OFF) {
+    int rc = cuv__reactor_arm(sub->stream, &sub->slot);
     if (rc == 0) {
       if (!(may_spin && cuv__config.spin_budget_us && inline_spin(sub)))
-        cuv__reactor_register(sub);
+        cuv__reactor_register(sub->slot, reactor_fired, sub);
       return;
     }
     if (cuv_status_is_fault(rc)) {
@@ -144,7 +149,7 @@ static int wait_host_function(cuv__submission_t *sub) {
   pthread_cond_init(&mark->cond, NULL);
   int rc = 1;
   if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, mark) == CUDA_SUCCESS) {
-    bool spin = cuv__config.host_sync == CUV__HOST_SYNC_SPIN;
+    bool spin = cuv__config.host_sync == CUV_HOST_SYNC_SPIN;
     for (rc = 0; rc == 0 && !wait_mark(mark, spin);) {
       int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
       if (cuv_status_is_fault(status))
@@ -164,7 +169,7 @@ static int wait_host_function(cuv__submission_t *sub) {
 }
 
 int cuv__wait_sync(cuv__submission_t *sub) {
-  if (cuv__config.host_sync != CUV__HOST_SYNC_OFF) {
+  if (cuv__config.host_sync != CUV_HOST_SYNC_OFF) {
     int rc = wait_host_function(sub);
     if (rc <= 0)
       return rc;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "staging.h"
 
 static pthread_mutex_t devices_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuv_device_t *devices[CUV__MAX_DEVICES];
@@ -88,7 +89,6 @@ static void device_destroy(cuv_device_t *dev) {
   /* The default policy's streams do not reference the device (that would be a cycle), so it
    * is torn down here, when the last real reference is gone. */
   cuv_policy_destroy(atomic_load(&dev->policy));
-  cuv__policy_destroy_retired(dev);
   cuv__bind(dev);
   for (size_t i = 0; i < dev->n_free_events; i++)
     cuv__drv.cuEventDestroy(dev->free_events[i]);

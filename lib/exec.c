@@ -1,8 +1,9 @@
 /* Executors. Each one schedules the op (a given stream, or a policy's pick), enqueues the tree
  * with a submission that holds what it touches, and then differs only in how completion is
- * learned: waited for here (sync, sync_on), left to an event (enqueue_on), or armed for a queue
- * (submit, in submit.c). */
+ * learned: waited for here (sync, sync_on), left to an event (enqueue_on, in enqueue.c), or armed
+ * for a queue (submit, in submit.c). */
 #include "internal.h"
+#include "completion.h"
 #include "exec.h"
 
 /* The stream an op runs on: the given one, else the policy's (the op device's default policy
@@ -42,8 +43,6 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
     rc = pick_stream(op, &policy, &stream, &opened);
   if (rc == 0 && op->device >= 0 && op->device != stream->dev->ordinal)
     rc = CUV_EDEVICE;
-  if (rc == 0 && cuv__stale(stream->dev, stream->epoch))
-    rc = CUV_ELOST;
   if (rc == 0)
     rc = cuv__bind(stream->dev);
   if (rc == 0)
@@ -59,8 +58,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   return 0;
 }
 
-/* Enqueues the tree; the output lands in ex->sub->output, the status in ex->sub->status. */
-static void exec_run(cuv_op_t *op, cuv__exec_t *ex) {
+void cuv__exec_run(cuv_op_t *op, cuv__exec_t *ex) {
   ex->sub->status = cuv__op_execute(op, ex, &ex->sub->output);
 }
 
@@ -80,7 +78,7 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   int rc = cuv__exec_begin(op, policy, stream, &ex);
   if (rc < 0)
     return rc;
-  exec_run(op, &ex);
+  cuv__exec_run(op, &ex);
   /* Wait also after a failure midway: what was enqueued must finish before its resources go. */
   int wait = cuv__wait_sync(ex.sub);
   CUV__STAT_ADD(completed_sync, 1);
@@ -110,60 +108,4 @@ CUV_EXTERN int cuv_sync_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out
     return CUV_EINVAL;
   }
   return sync_run(op, NULL, stream, out);
-}
-
-CUV_EXTERN int cuv_enqueue_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out) {
-  if (out)
-    *out = (cuv_output_t){0};
-  if (!stream) {
-    cuv_op_free(op);
-    return CUV_EINVAL;
-  }
-  cuv__stream_reap(stream);
-  cuv__exec_t ex;
-  int rc = cuv__exec_begin(op, NULL, stream, &ex);
-  if (rc < 0)
-    return rc;
-  exec_run(op, &ex);
-  int status = ex.sub->status;
-  if (status == 0 && out)
-    *out = cuv_output_take(&ex.sub->output);
-  cuv_output_release(&ex.sub->output);
-  int record = cuv__sub_record(ex.sub);
-  if (record < 0) {
-    /* No event, no proof: wait here rather than free what the GPU may use. */
-    int wait = cuv__cu(cuv__drv.cuStreamSynchronize(stream->cu));
-    CUV__STAT_ADD(completed_sync, 1);
-    cuv__sub_finish(ex.sub, wait);
-    return status < 0 ? status : record;
-  }
-  pthread_mutex_lock(&stream->lock);
-  ex.sub->next = stream->detached;
-  stream->detached = ex.sub;
-  pthread_mutex_unlock(&stream->lock);
-  return status;
-}
-
-void cuv__stream_reap(cuv_stream_t *stream) {
-  pthread_mutex_lock(&stream->lock);
-  cuv__submission_t *pending = stream->detached, *keep = NULL, *done = NULL;
-  stream->detached = NULL;
-  while (pending) {
-    cuv__submission_t *sub = pending;
-    pending = sub->next;
-    sub->status = cuv__cu(cuv__drv.cuEventQuery(sub->done_event));
-    /* Done, or faulted; not ready or a transient error (which proves nothing): kept. */
-    bool settled = sub->status == 0 || cuv_status_is_fault(sub->status);
-    cuv__submission_t **list = settled ? &done : &keep;
-    sub->next = *list;
-    *list = sub;
-  }
-  stream->detached = keep;
-  pthread_mutex_unlock(&stream->lock);
-  while (done) {
-    cuv__submission_t *sub = done;
-    done = sub->next;
-    CUV__STAT_ADD(completed_event, 1);
-    cuv__sub_finish(sub, sub->status);
-  }
 }

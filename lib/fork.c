@@ -8,6 +8,7 @@
  * (tests/concurrency.c test_fork_branches_overlap). Branches that conflict on a buffer are still
  * ordered by the hazard tracking (lib/hazard.c). */
 #include "internal.h"
+#include "combinators.h"
 
 /* A stream for branch i: the executing stream for the first, else one the policy gives that no
  * other branch uses (falling back to sharing, which is still correct, only serial). */

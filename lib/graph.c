@@ -3,6 +3,7 @@
  * as the holder of what the captured work touches, and retired with the graph. The buffers the
  * capture touched are not tracked by it (hazard.c): each replay holds them instead. */
 #include "internal.h"
+#include "hazard.h"
 
 struct cuv_graph_s {
   atomic_int refs;
@@ -10,7 +11,6 @@ struct cuv_graph_s {
   CUgraphExec exec;
   cuv__submission_t *capture;
   cuv__uses_t *uses;  /* the captured buffer accesses, held again by each replay */
-  unsigned epoch;     /* the device epoch exec belongs to */
 };
 
 static cuv_graph_t *graph_ref(cuv_graph_t *g) {
@@ -22,7 +22,7 @@ static void graph_unref(void *arg) {
   cuv_graph_t *g = arg;
   if (atomic_fetch_sub(&g->refs, 1) != 1)
     return;
-  if (!cuv__stale(g->stream->dev, g->epoch) && cuv__bind(g->stream->dev) == 0)
+  if (cuv__bind(g->stream->dev) == 0)
     cuv__drv.cuGraphExecDestroy(g->exec);
   cuv__hazard_uses_free(g->uses);
   /* cuv_graph_update's copies hold the stream until reaped, which only a later enqueue or a
@@ -100,7 +100,6 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   }
   atomic_init(&g->refs, 1);
   g->capture = ex.sub;
-  g->epoch = ex.sub->epoch;
   g->uses = uses;
   if (out)
     *out = output;
@@ -120,8 +119,6 @@ static void launch_graph_drop(cuv_op_t *op) { graph_unref(((launch_graph_op_t *)
 static int launch_graph_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_graph_t *g = ((launch_graph_op_t *)op)->graph;
   int rc = g->stream->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
-  if (rc == 0 && cuv__stale(g->stream->dev, g->epoch))
-    rc = CUV_ELOST; /* captured in a context that was reset since: capture again */
   /* The submission takes over the op's reference: the graph lives until the replay is proven. */
   if (rc == 0 && (rc = cuv__sub_hold(ex->sub, graph_unref, g)) == 0) {
     rc = cuv__hazard_replay(ex, g->uses); /* ordered after conflicting work, and tracked */

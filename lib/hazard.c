@@ -8,6 +8,7 @@
  * error: the capture only notes what it touches, and each replay of the graph holds those buffers
  * like a launch does, so replays are ordered and tracked on whatever stream they run. */
 #include "internal.h"
+#include "hazard.h"
 
 struct cuv__access {
   cuv__access_t *next, **pprev;
@@ -174,8 +175,6 @@ static bool already_held(const cuv_buffer_t *buf, const cuv__exec_t *ex, bool wr
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->sub->dev)
     return CUV_EDEVICE;
-  if (cuv__stale(buf->dev, buf->epoch))
-    return CUV_ELOST;
   bool write = kind != CUV_ARG_KIND_READ;
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);

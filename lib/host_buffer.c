@@ -2,9 +2,8 @@
  * count is the buffer's, so an op holds one the same way an upload holds its staged copy, and the
  * last unref gives the block back to the device's pool. */
 #include "internal.h"
-
-/* Pinned memory from before a recovery of its device went with the reset. */
-static bool lost(const cuv_host_buffer_t *buf) { return cuv__stale(buf->dev, buf->epoch); }
+#include "staging.h"
+#include "host_buffer.h"
 
 CUV_EXTERN int cuv_host_buffer_create(cuv_host_buffer_t **out, cuv_device_t *dev, size_t bytes) {
   if (!out)
@@ -20,7 +19,7 @@ CUV_EXTERN int cuv_host_buffer_create(cuv_host_buffer_t **out, cuv_device_t *dev
 }
 
 CUV_EXTERN void *cuv_host_buffer_data(const cuv_host_buffer_t *buf) {
-  return buf && !lost(buf) ? buf->data : NULL;
+  return buf ? buf->data : NULL;
 }
 
 CUV_EXTERN size_t cuv_host_buffer_size(const cuv_host_buffer_t *buf) { return buf ? buf->size : 0; }
@@ -36,5 +35,5 @@ int cuv__host_buffer_check(const cuv_host_buffer_t *buf, size_t offset, size_t b
     return CUV_EINVAL;
   if (offset > buf->size || bytes > buf->size - offset)
     return CUV_ERANGE;
-  return lost(buf) ? CUV_ELOST : 0;
+  return 0;
 }

@@ -5,6 +5,7 @@
 
 #include "internal.h"
 #include "module.h"
+#include "hazard.h"
 
 typedef struct launch_arg {
   enum cuv_arg_kind kind;
@@ -53,11 +54,8 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   }
   if (rc == 0)
     rc = hold_kernel(ex->sub, l);
-  CUfunction fn = NULL;
   if (rc == 0)
-    rc = cuv__kernel_function(kernel, &fn);
-  if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuLaunchKernel(fn, l->grid.x, l->grid.y, l->grid.z,
+    rc = cuv__cu(cuv__drv.cuLaunchKernel(kernel->fn, l->grid.x, l->grid.y, l->grid.z,
                                          l->block.x, l->block.y, l->block.z, l->shared_bytes,
                                          ex->stream->cu, l->nargs ? params : NULL, NULL));
   if (params != params_inline)

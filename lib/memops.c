@@ -4,6 +4,9 @@
 #include <string.h>
 
 #include "internal.h"
+#include "hazard.h"
+#include "staging.h"
+#include "host_buffer.h"
 
 enum copy_kind { COPY_HTOD, COPY_DTOH, COPY_DTOD, SET8, SET32, DOWNLOAD };
 

@@ -1,7 +1,5 @@
 /* Modules and kernels. A kernel holds its module, and a launch holds its kernel in the
- * submission, so a module is unloaded only once no launch can still run its code. A module keeps
- * its image: after a device recovery (recover.c) it is loaded again on first use, so kernels
- * survive a reset that the application's buffers do not. */
+ * submission, so a module is unloaded only once no launch can still run its code. */
 #include <stdio.h>
 #include <string.h>
 
@@ -21,27 +19,23 @@ CUV_EXTERN int cuv_module_load_data(cuv_module_t **out, cuv_device_t *dev, const
     return CUV_EINVAL;
   cuv_module_t *mod = calloc(1, sizeof *mod);
   size_t bytes = image_bytes(image, size);
-  if (mod)
-    mod->image = malloc(bytes + 1);
-  if (!mod || !mod->image) {
+  char *copy = mod ? malloc(bytes + 1) : NULL;
+  if (!copy) {
     free(mod);
     return CUV_ENOMEM;
   }
-  memcpy(mod->image, image, bytes);
-  ((char *)mod->image)[bytes] = '\0'; /* a PTX image given with its length but no NUL */
-  mod->image_size = bytes;
+  memcpy(copy, image, bytes);
+  copy[bytes] = '\0'; /* a PTX image given with its length but no NUL */
   int rc = cuv__bind(dev);
   if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, mod->image));
+    rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, copy));
+  free(copy);
   if (rc < 0) {
-    free(mod->image);
     free(mod);
     return rc;
   }
   atomic_init(&mod->refs, 1);
-  pthread_mutex_init(&mod->lock, NULL);
   mod->dev = cuv__device_ref(dev);
-  mod->epoch = atomic_load(&dev->epoch);
   *out = mod;
   return 0;
 }
@@ -90,31 +84,17 @@ cuv_module_t *cuv__module_ref(cuv_module_t *mod) {
 CUV_EXTERN void cuv_module_unload(cuv_module_t *mod) {
   if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1)
     return;
-  if (!cuv__stale(mod->dev, mod->epoch) && cuv__bind(mod->dev) == 0)
+  if (cuv__bind(mod->dev) == 0)
     cuv__drv.cuModuleUnload(mod->cu);
   cuv__device_unref(mod->dev);
-  pthread_mutex_destroy(&mod->lock);
-  free(mod->image);
   free(mod);
 }
 
-/* Looks the kernel's function up in the current epoch, loading the module's image again after a
- * recovery. Under the module's lock: launches of one kernel may race here after a recovery. */
 static int lookup(cuv_kernel_t *k) {
-  cuv_module_t *mod = k->mod;
-  pthread_mutex_lock(&mod->lock);
-  unsigned now = atomic_load(&mod->dev->epoch);
-  int rc = 0;
-  if (mod->epoch != now && (rc = cuv__bind(mod->dev)) == 0 &&
-      (rc = cuv__cu(cuv__drv.cuModuleLoadData(&mod->cu, mod->image))) == 0)
-    mod->epoch = now;
-  CUresult r = rc == 0 ? cuv__drv.cuModuleGetFunction(&k->fn, mod->cu, k->name) : CUDA_SUCCESS;
-  if (rc == 0 && r != CUDA_SUCCESS)
-    rc = r == CUDA_ERROR_NOT_FOUND ? CUV_ENOTFOUND : cuv__cu(r);
-  if (rc == 0)
-    __atomic_store_n(&k->epoch, now, __ATOMIC_RELEASE); /* after fn: readers check it first */
-  pthread_mutex_unlock(&mod->lock);
-  return rc;
+  CUresult r = cuv__drv.cuModuleGetFunction(&k->fn, k->mod->cu, k->name);
+  if (r == CUDA_ERROR_NOT_FOUND)
+    return CUV_ENOTFOUND;
+  return cuv__cu(r);
 }
 
 /* Parameter sizes as the driver reports them (CUDA 12.4+), for argument checking. */
@@ -152,14 +132,6 @@ CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char 
   query_params(k);
   *out = k;
   return 0;
-}
-
-int cuv__kernel_function(cuv_kernel_t *k, CUfunction *fn) {
-  int rc = 0;
-  if (cuv__stale(k->mod->dev, __atomic_load_n(&k->epoch, __ATOMIC_ACQUIRE)))
-    rc = lookup(k);
-  *fn = k->fn;
-  return rc;
 }
 
 cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k) {

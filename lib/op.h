@@ -49,17 +49,6 @@ int cuv__op_join_device(int *device, int child_device);
 /* The first error among n ops (NULL counts as CUV_EINVAL), or 0. */
 int cuv__op_first_error(cuv_op_t *const *ops, size_t n);
 
-/* A node holding n child ops (zip, seq, fork). */
-typedef struct cuv__multi_op {
-  struct cuv_op_s op;
-  size_t n;
-  bool keep_last_only; /* seq: the output is the last op's output, not a tuple */
-  cuv_op_t *ops[];
-} cuv__multi_op_t;
-
-/* Takes the n ops (consumed on every path) into a multi node with `vt`, checking their errors
- * and devices. */
-cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n);
 /* A tuple output of n cleared items; NULL data when out of memory. */
 cuv_output_t cuv__tuple_new(size_t n);
 

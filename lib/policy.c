@@ -5,7 +5,6 @@
 struct cuv_policy_s {
   cuv_policy_ops_t ops;
   void *state;
-  cuv_policy_t *retired_next; /* in its device's retired default policies */
 };
 
 CUV_EXTERN int cuv_policy_create(cuv_policy_t **out, const cuv_policy_ops_t *ops, void *state) {
@@ -150,25 +149,10 @@ static int default_policy_create(cuv_device_t *dev, cuv_policy_t **out) {
 }
 
 /* Without the lock once created: the release store above publishes a complete policy, and a
- * policy read here is never freed before its device (a recovery retires it). */
+ * policy read here is never freed before its device. */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
   if (!dev || !out)
     return CUV_EINVAL;
   *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
   return *out ? 0 : default_policy_create(dev, out);
-}
-
-void cuv__policy_retire(cuv_device_t *dev, cuv_policy_t *p) {
-  if (!p)
-    return;
-  p->retired_next = dev->retired;
-  dev->retired = p;
-}
-
-void cuv__policy_destroy_retired(cuv_device_t *dev) {
-  while (dev->retired) {
-    cuv_policy_t *p = dev->retired;
-    dev->retired = p->retired_next;
-    cuv_policy_destroy(p);
-  }
 }

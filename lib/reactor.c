@@ -1,7 +1,8 @@
 /* The flag-write reactor. Arming a slot enqueues cuStreamWriteValue32(slot, generation) behind a
  * submission's work; one thread, cuv-reactor, scans the armed slots with plain loads and completes
- * the submission whose generation landed. Generations, not a bare 1, so a late write can never
- * complete a reused slot.
+ * the (function, token) pair its armer registered once the slot's generation landed. Generations,
+ * not a bare 1, so a late write can never complete a reused slot. The reactor knows streams, not
+ * what runs on them: whoever arms decides what a firing means (completion.c).
  *
  * Order (the seed's lessons): reset the flag before the write is enqueued; publish the slot's
  * submission and expected value, count it armed, and only then set its active bit (release);
@@ -15,7 +16,6 @@
 #include <time.h>
 
 #include "internal.h"
-#include "queue.h"
 #include "reactor.h"
 
 #define SPIN_NS 200000ull       /* keep scanning this long after the last progress */
@@ -24,7 +24,9 @@
 #define BACKOFF_MAX_NS 20000ull /* so long work is seen at most ~20 us late */
 
 typedef struct slot {
-  cuv__submission_t *sub;
+  cuv_stream_t *stream; /* where the write was enqueued (kept alive by the armer until it fires) */
+  cuv__reactor_fn fn;
+  void *token;
   uint32_t expect;
   uint32_t generation;  /* the last generation handed out */
   uint32_t next_free;
@@ -51,7 +53,7 @@ static struct {
   atomic_bool stop;
   pthread_t thread;
   pthread_mutex_t watch_lock;
-  cuv__submission_t *watch_head;
+  cuv__watch_t *watch_head;
 } R = {.once = PTHREAD_ONCE_INIT,
        .scan_lock = PTHREAD_MUTEX_INITIALIZER,
        .free_lock = PTHREAD_MUTEX_INITIALIZER,
@@ -99,28 +101,6 @@ static int alloc_slots(void) {
   return 0;
 }
 
-int cuv__reactor_rebuild(CUcontext old) {
-  if (!R.slots || R.init_status < 0 || (R.flags && R.owner != old))
-    return 0; /* not started, or its flags live in another device's context */
-  pthread_mutex_lock(&R.scan_lock); /* no scan reads the flags while they change */
-  pthread_mutex_lock(&R.free_lock);
-  int rc = atomic_load(&R.armed) ? CUV_EBUSY : alloc_flags();
-  if (rc == 0)
-    reset_free_list(); /* slots a fault kept out of the pool come back: their writes died too */
-  else
-    R.flags = NULL; /* the reset freed them: never written or scanned again */
-  pthread_mutex_unlock(&R.free_lock);
-  pthread_mutex_unlock(&R.scan_lock);
-  return rc;
-}
-
-bool cuv__reactor_flags_busy(CUcontext ctx) {
-  pthread_mutex_lock(&R.free_lock);
-  bool busy = R.flags && R.owner == ctx && atomic_load(&R.armed) != 0;
-  pthread_mutex_unlock(&R.free_lock);
-  return busy;
-}
-
 /* The device whose context the first arm runs in (init_once runs on that thread). */
 static __thread CUdevice arming_device;
 
@@ -128,8 +108,7 @@ static __thread CUdevice arming_device;
  * cuv_device_t of that device releases cuv's hold on its context, and a context whose last hold
  * goes is destroyed with its memory: the flags would be freed under the next arm (another device
  * still using them, or the same device opened again). So the reactor holds that context itself,
- * for the life of the process, like the flags. A reset (recovery) still replaces the memory:
- * cuv__reactor_rebuild allocates new flags then. */
+ * for the life of the process, like the flags. */
 static int keep_owner_context(void) {
   CUcontext ctx;
   return cuv__cu(cuv__drv.cuDevicePrimaryCtxRetain(&ctx, arming_device));
@@ -163,7 +142,7 @@ __attribute__((destructor)) static void reactor_shutdown(void) {
 
 static uint32_t slot_take(void) {
   pthread_mutex_lock(&R.free_lock);
-  uint32_t i = R.flags ? R.free_head : UINT32_MAX; /* no flags: a rebuild failed */
+  uint32_t i = R.flags ? R.free_head : UINT32_MAX;
   if (i != UINT32_MAX)
     R.free_head = R.slots[i].next_free;
   pthread_mutex_unlock(&R.free_lock);
@@ -171,15 +150,16 @@ static uint32_t slot_take(void) {
 }
 
 static void slot_put(uint32_t i) {
-  R.slots[i].sub = NULL;
+  R.slots[i].stream = NULL;
+  R.slots[i].fn = NULL;
   pthread_mutex_lock(&R.free_lock);
   R.slots[i].next_free = R.free_head;
   R.free_head = i;
   pthread_mutex_unlock(&R.free_lock);
 }
 
-int cuv__reactor_arm(cuv__submission_t *sub) {
-  arming_device = sub->dev->cu;
+int cuv__reactor_arm(cuv_stream_t *stream, uint32_t *armed) {
+  arming_device = stream->dev->cu;
   pthread_once(&R.once, init_once);
   if (R.init_status < 0)
     return R.init_status;
@@ -193,21 +173,22 @@ int cuv__reactor_arm(cuv__submission_t *sub) {
   slot->expect = gen;
   slot->idle_seen = false;
   __atomic_store_n(&R.flags[i], 0, __ATOMIC_RELAXED);
-  CUresult r = cuv__drv.cuStreamWriteValue32(sub->stream->cu, R.flags_dev + i * sizeof(uint32_t),
-                                             gen, CU_STREAM_WRITE_VALUE_DEFAULT);
+  CUresult r = cuv__drv.cuStreamWriteValue32(stream->cu, R.flags_dev + i * sizeof(uint32_t), gen,
+                                             CU_STREAM_WRITE_VALUE_DEFAULT);
   if (r != CUDA_SUCCESS) {
     slot_put(i);
     return cuv__cu(r);
   }
-  sub->slot = i;
+  slot->stream = stream;
+  *armed = i;
   return 0;
 }
 
-bool cuv__reactor_landed(const cuv__submission_t *sub) {
-  return __atomic_load_n(&R.flags[sub->slot], __ATOMIC_ACQUIRE) == R.slots[sub->slot].expect;
+bool cuv__reactor_landed(uint32_t slot) {
+  return __atomic_load_n(&R.flags[slot], __ATOMIC_ACQUIRE) == R.slots[slot].expect;
 }
 
-void cuv__reactor_disarm(cuv__submission_t *sub) { slot_put(sub->slot); }
+void cuv__reactor_disarm(uint32_t slot) { slot_put(slot); }
 
 /* Wakes the thread if it parked. Called by whoever moved `armed` from 0: the thread parks only
  * while armed is 0, checked under the park lock, so taking that lock here cannot miss it. */
@@ -218,9 +199,9 @@ static void wake(void) {
   pthread_mutex_unlock(&R.park_lock);
 }
 
-void cuv__reactor_register(cuv__submission_t *sub) {
-  uint32_t i = sub->slot;
-  R.slots[i].sub = sub;
+void cuv__reactor_register(uint32_t i, cuv__reactor_fn fn, void *token) {
+  R.slots[i].fn = fn;
+  R.slots[i].token = token;
   CUV__STAT_ADD(slots_in_use, 1);
   unsigned before = atomic_fetch_add(&R.armed, 1); /* counted before the bit is set */
   atomic_fetch_or_explicit(&R.active[i / 64], 1ull << (i % 64), memory_order_release);
@@ -228,58 +209,59 @@ void cuv__reactor_register(cuv__submission_t *sub) {
     wake();
 }
 
-void cuv__reactor_watch(cuv__submission_t *sub) {
+void cuv__reactor_watch(cuv__watch_t *w) {
   pthread_once(&R.once, init_once);
   if (R.init_status < 0)
     return; /* no thread to probe: host callbacks still complete work that does not fault */
   /* Counted before it is linked, as a slot before its bit: the probe may unlink it at once. */
   unsigned before = atomic_fetch_add(&R.armed, 1);
   pthread_mutex_lock(&R.watch_lock);
-  sub->watched = true;
-  sub->watch_prev = NULL;
-  sub->watch_next = R.watch_head;
+  w->watched = true;
+  w->prev = NULL;
+  w->next = R.watch_head;
   if (R.watch_head)
-    R.watch_head->watch_prev = sub;
-  R.watch_head = sub;
+    R.watch_head->prev = w;
+  R.watch_head = w;
   pthread_mutex_unlock(&R.watch_lock);
   if (before == 0)
     wake();
 }
 
-/* Unlinks a watched submission; the caller holds watch_lock. */
-static void unlink_watched(cuv__submission_t *sub) {
-  if (sub->watch_prev)
-    sub->watch_prev->watch_next = sub->watch_next;
+/* Unlinks a watch; the caller holds watch_lock. */
+static void unlink_watched(cuv__watch_t *w) {
+  if (w->prev)
+    w->prev->next = w->next;
   else
-    R.watch_head = sub->watch_next;
-  if (sub->watch_next)
-    sub->watch_next->watch_prev = sub->watch_prev;
-  sub->watch_prev = sub->watch_next = NULL;
-  sub->watched = false;
+    R.watch_head = w->next;
+  if (w->next)
+    w->next->prev = w->prev;
+  w->prev = w->next = NULL;
+  w->watched = false;
   atomic_fetch_sub(&R.armed, 1);
 }
 
-void cuv__reactor_unwatch(cuv__submission_t *sub) {
+void cuv__reactor_unwatch(cuv__watch_t *w) {
   pthread_mutex_lock(&R.watch_lock);
-  if (sub->watched)
-    unlink_watched(sub);
+  if (w->watched)
+    unlink_watched(w);
   pthread_mutex_unlock(&R.watch_lock);
 }
 
 /* ---- the thread ---- */
 
-/* Retires armed slot i: clears its bit and completes its submission with `status`. A slot whose
- * write may still land (a fault) is not reused. */
+/* Retires armed slot i: clears its bit and fires its pair with `status`. A slot whose write may
+ * still land (a fault) is not reused. */
 static void slot_retire(uint32_t i, int status, bool reuse, bool polled) {
   atomic_fetch_and_explicit(&R.active[i / 64], ~(1ull << (i % 64)), memory_order_relaxed);
-  cuv__submission_t *sub = R.slots[i].sub;
+  cuv__reactor_fn fn = R.slots[i].fn;
+  void *token = R.slots[i].token;
   if (reuse)
     slot_put(i);
   CUV__STAT_SUB(slots_in_use, 1);
   atomic_fetch_sub(&R.armed, 1);
   if (polled)
     CUV__STAT_ADD(completed_polled, 1);
-  cuv__complete(sub, status, CUV__PATH_REACTOR);
+  fn(token, status);
 }
 
 /* Completes every armed slot whose write landed. The caller holds scan_lock. */
@@ -301,10 +283,10 @@ static unsigned scan(bool polled) {
 
 /* The stream's state for a probe: 0 idle, 1 busy, or the fault. A transient error proves
  * nothing: busy. */
-static int stream_state(cuv__submission_t *sub) {
-  if (cuv__bind(sub->dev) < 0)
+static int stream_state(cuv_stream_t *stream) {
+  if (cuv__bind(stream->dev) < 0)
     return 1;
-  int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
+  int status = cuv__cu(cuv__drv.cuStreamQuery(stream->cu));
   return status == 0 ? 0 : cuv_status_is_fault(status) ? status : 1;
 }
 
@@ -317,7 +299,7 @@ static void probe_slots(void) {
     while (bits) {
       uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
       bits &= bits - 1;
-      int state = stream_state(R.slots[i].sub);
+      int state = stream_state(R.slots[i].stream);
       if (state < 0)
         slot_retire(i, state, false, false);
       else if (state == 0 && R.slots[i].idle_seen)
@@ -332,31 +314,31 @@ static void probe_slots(void) {
 static size_t watched_streams(cuv_stream_t ***out) {
   size_t max = 0, n = 0;
   pthread_mutex_lock(&R.watch_lock);
-  for (cuv__submission_t *sub = R.watch_head; sub; sub = sub->watch_next)
+  for (cuv__watch_t *w = R.watch_head; w; w = w->next)
     max++;
   cuv_stream_t **streams = max ? malloc(max * sizeof *streams) : NULL;
-  for (cuv__submission_t *sub = R.watch_head; streams && sub; sub = sub->watch_next) {
+  for (cuv__watch_t *w = R.watch_head; streams && w; w = w->next) {
     bool seen = false;
     for (size_t i = 0; i < n && !seen; i++)
-      seen = streams[i] == sub->stream;
+      seen = streams[i] == w->stream;
     if (!seen)
-      streams[n++] = cuv__stream_ref(sub->stream);
+      streams[n++] = cuv__stream_ref(w->stream);
   }
   pthread_mutex_unlock(&R.watch_lock);
   *out = streams;
   return n;
 }
 
-/* Completes the watched work of a faulted stream. No driver call under watch_lock: a host function
+/* Fires the watches of a faulted stream. No driver call under watch_lock: a host function
  * takes that lock, and the driver may hold a query of its stream until the function returns.
  * (Completing under it nests the queue's lock inside; nothing takes them the other way round.) */
 static void complete_watched_on(cuv_stream_t *stream, int status) {
   pthread_mutex_lock(&R.watch_lock);
-  for (cuv__submission_t *sub = R.watch_head, *next; sub; sub = next) {
-    next = sub->watch_next;
-    if (sub->stream == stream) {
-      unlink_watched(sub);
-      cuv__complete(sub, status, CUV__PATH_REACTOR);
+  for (cuv__watch_t *w = R.watch_head, *next; w; w = next) {
+    next = w->next;
+    if (w->stream == stream) {
+      unlink_watched(w);
+      w->fn(w->token, status);
     }
   }
   pthread_mutex_unlock(&R.watch_lock);

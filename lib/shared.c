@@ -18,7 +18,6 @@ struct cuv_shared_s {
   cuv_stream_t *stream; /* where the op ran */
   cuv_device_t *dev;
   CUevent event;        /* recorded on stream behind the op's work */
-  unsigned epoch;       /* the device epoch event belongs to */
   atomic_uint runs;
   int device;
 };
@@ -34,7 +33,7 @@ static void shared_unref(void *arg) {
     return;
   cuv__op_drop(sh->op);
   cuv_output_release(&sh->value);
-  if (sh->event && !cuv__stale(sh->dev, sh->epoch))
+  if (sh->event)
     cuv__event_put(sh->dev, sh->event);
   if (sh->stream)
     cuv__stream_unref(sh->stream);
@@ -55,7 +54,6 @@ static int produce(cuv_shared_t *sh, cuv__exec_t *ex) {
     rc = cuv__event_get(ex->sub->dev, &sh->event);
   if (rc == 0) {
     sh->dev = cuv__device_ref(ex->sub->dev);
-    sh->epoch = ex->sub->epoch;
     rc = cuv__cu(cuv__drv.cuEventRecord(sh->event, ex->stream->cu));
   }
   if (rc == 0)

@@ -1,11 +1,11 @@
 /* Pinned host staging blocks, pooled per device by power-of-two size class. Pinned memory is what
  * lets an async copy stay async (a pageable source makes the driver synchronize first), and
  * cuMemHostAlloc is far too slow to call per copy. A block's bookkeeping lives in ordinary memory
- * beside the pinned data, so a block from before a device recovery (whose pinned memory the reset
- * took away) can still be given back safely. */
+ * beside the pinned data. */
 #include <string.h>
 
 #include "internal.h"
+#include "staging.h"
 
 #define MIN_CLASS 8   /* 256 bytes */
 #define MAX_CLASS 26  /* 64 MiB; larger blocks are not pooled */
@@ -41,7 +41,6 @@ static cuv__staging_t *block_new(cuv_device_t *dev, size_t bytes, unsigned cls) 
     return NULL;
   blk->cap = cls ? (size_t)1 << cls : bytes;
   blk->cls = cls;
-  blk->epoch = atomic_load(&dev->epoch);
   if (cuv__bind(dev) < 0 ||
       cuv__drv.cuMemHostAlloc(&blk->data, blk->cap, CU_MEMHOSTALLOC_PORTABLE) != CUDA_SUCCESS) {
     free(blk);
@@ -50,9 +49,8 @@ static cuv__staging_t *block_new(cuv_device_t *dev, size_t bytes, unsigned cls) 
   return blk;
 }
 
-static void block_destroy(cuv_device_t *dev, cuv__staging_t *blk) {
-  if (blk->epoch == atomic_load(&dev->epoch)) /* else the reset already took the memory */
-    cuv__drv.cuMemFreeHost(blk->data);
+static void block_destroy(cuv__staging_t *blk) {
+  cuv__drv.cuMemFreeHost(blk->data);
   free(blk);
 }
 
@@ -78,8 +76,7 @@ static bool pool_give(cuv_device_t *dev, cuv__staging_t *blk) {
   pthread_mutex_lock(&dev->lock);
   if (!dev->staging)
     dev->staging = calloc(1, sizeof *dev->staging);
-  if (dev->staging && blk->cls && dev->staging->n_free[blk->cls] < KEEP_PER_CLASS &&
-      blk->epoch == atomic_load(&dev->epoch)) {
+  if (dev->staging && blk->cls && dev->staging->n_free[blk->cls] < KEEP_PER_CLASS) {
     blk->next = dev->staging->free[blk->cls];
     dev->staging->free[blk->cls] = blk;
     dev->staging->n_free[blk->cls]++;
@@ -95,11 +92,11 @@ void cuv__staging_free(void *arg) {
     return;
   cuv_device_t *dev = blk->dev;
   if (!pool_give(dev, blk))
-    block_destroy(dev, blk);
+    block_destroy(blk);
   cuv__device_unref(dev);
 }
 
-/* Drops the pool: at device destruction, or after a reset (when the memory is already gone). */
+/* Drops the pool, at device destruction. */
 void cuv__staging_pool_destroy(cuv_device_t *dev) {
   pthread_mutex_lock(&dev->lock);
   cuv__staging_pool_t *pool = dev->staging;
@@ -111,7 +108,7 @@ void cuv__staging_pool_destroy(cuv_device_t *dev) {
     while (pool->free[cls]) {
       cuv__staging_t *blk = pool->free[cls];
       pool->free[cls] = blk->next;
-      block_destroy(dev, blk);
+      block_destroy(blk);
     }
   }
   free(pool);

@@ -6,7 +6,7 @@
 #define CUV__STATS_FIELDS(X)                                                                      \
   X(submitted) X(completed) X(completed_spin) X(completed_reactor) X(completed_polled) X(completed_hostfn)            \
   X(completed_sync) X(completed_event) X(fallbacks) X(faults) X(waits_inserted) X(leaked)         \
-  X(in_flight) X(slots_in_use) X(reactor_wakeups) X(recoveries)
+  X(in_flight) X(slots_in_use) X(reactor_wakeups)
 
 typedef struct cuv__stats {
 #define CUV__STAT_MEMBER(name) atomic_uint_fast64_t name;

@@ -15,7 +15,6 @@ static int stream_init(cuv_stream_t **out, cuv_device_t *dev, CUstream cu, bool 
   stream->holds_device = holds_device;
   stream->cu = cu;
   stream->owned = owned;
-  stream->epoch = atomic_load(&dev->epoch);
   *out = stream;
   return 0;
 }
@@ -42,6 +41,14 @@ CUV_EXTERN int cuv_stream_wrap(cuv_stream_t **stream, cuv_device_t *dev, struct 
   return stream_init(stream, dev, raw, false, true);
 }
 
+void cuv__stream_reap(cuv_stream_t *stream) {
+  pthread_mutex_lock(&stream->lock);
+  void (*reap)(cuv_stream_t *) = stream->reap;
+  pthread_mutex_unlock(&stream->lock);
+  if (reap)
+    reap(stream);
+}
+
 /* cuv_enqueue_on work holds the stream until it is reaped, and only a later use of the stream
  * reaps it: without this, the caller's last handle would leave the stream, the work and all it
  * holds alive for good. The caller synchronizes enqueue_on work; here that is waited for. */
@@ -64,7 +71,7 @@ void cuv__stream_unref(cuv_stream_t *stream) {
     return;
   /* Last reference: no submission uses it any more, so detached work is all that may remain. */
   stream_settle_detached(stream);
-  if (stream->owned && !cuv__stale(stream->dev, stream->epoch) && cuv__bind(stream->dev) == 0)
+  if (stream->owned && cuv__bind(stream->dev) == 0)
     cuv__drv.cuStreamDestroy(stream->cu);
   pthread_mutex_destroy(&stream->lock);
   if (stream->holds_device)

@@ -19,8 +19,6 @@ int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
   sub->holds = sub->inline_holds;
   sub->cap_holds = CUV__INLINE_HOLDS;
   sub->dev = cuv__device_ref(stream->dev);
-  sub->epoch = atomic_load(&stream->dev->epoch);
-  atomic_fetch_add(&sub->dev->in_flight, 1);
   sub->stream = cuv__stream_ref(stream);
   atomic_fetch_add(&stream->in_flight, 1);
   CUV__STAT_ADD(in_flight, 1);
@@ -57,8 +55,6 @@ int cuv__sub_hold_unique(cuv__submission_t *sub, cuv_release_fn release, void *a
 }
 
 int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream) {
-  if (cuv__stale(stream->dev, stream->epoch))
-    return CUV_ELOST;
   int rc = cuv__sub_hold(sub, stream_in_flight_release, stream);
   if (rc == 0) {
     cuv__stream_ref(stream);
@@ -106,7 +102,6 @@ static void sub_free(cuv__submission_t *sub) {
   CUV__STAT_SUB(in_flight, 1);
   cuv_device_t *dev = sub->dev;
   free(sub);
-  cuv__device_sub_done(dev, false);
   cuv__device_unref(dev);
 }
 
@@ -114,11 +109,9 @@ void cuv__sub_retire(cuv__submission_t *sub) {
   for (size_t i = sub->n_holds; i-- > 0;)
     if (sub->holds[i].release)
       sub->holds[i].release(sub->holds[i].arg);
-  /* Events of a context that was reset since are gone with it: never back into the pool. */
-  bool stale = cuv__stale(sub->dev, sub->epoch);
-  if (sub->done_event && !stale)
+  if (sub->done_event)
     cuv__event_put(sub->dev, sub->done_event);
-  for (size_t i = 0; i < sub->n_events && !stale; i++)
+  for (size_t i = 0; i < sub->n_events; i++)
     cuv__event_put(sub->dev, sub->events[i]);
   CUV__STAT_ADD(completed, 1);
   sub_free(sub);
@@ -139,7 +132,6 @@ void cuv__sub_leak(cuv__submission_t *sub) {
    * context still names may point at it. The stream's count is corrected so policies go on. */
   atomic_fetch_sub(&sub->stream->in_flight, 1);
   CUV__STAT_SUB(in_flight, 1);
-  cuv__device_sub_done(sub->dev, true);
 }
 
 void cuv__sub_finish(cuv__submission_t *sub, int status) {

@@ -1,6 +1,8 @@
 #ifndef CUV_LIB_SUBMISSION_H
 #define CUV_LIB_SUBMISSION_H
 
+#include "reactor.h"
+
 /* One execution of an op tree: the streams it ran on and everything it touched, held until its
  * completion is proven (cuv__sub_retire), or leaked on purpose when it cannot be (cuv__sub_leak). */
 
@@ -22,7 +24,6 @@ enum cuv__path {
 
 struct cuv__submission {
   cuv_device_t *dev;
-  unsigned epoch;        /* the device epoch it ran in */
   cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
   cuv__hold_t *holds;
   size_t n_holds, cap_holds;
@@ -40,11 +41,11 @@ struct cuv__submission {
   cuv__submission_t *next;  /* link in a queue or a stream's detached list */
   uint32_t slot;            /* reactor slot index, when armed there */
   atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
-  cuv__submission_t *watch_prev, *watch_next; /* reactor's fault watch of host-callback work */
-  bool watched;
+  cuv__watch_t watch;       /* the reactor's fault watch of host-callback work */
   cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
   cuv_ticket_t ticket;
   bool cancelled;           /* under the queue's lock */
+  uint64_t submitted_ns;    /* cuv__now_ns() of a CUV_SUBMIT_POLLED submission, else 0 */
 };
 
 /* A submission on `stream` (which it references and counts in flight). */

@@ -4,7 +4,7 @@
  * path (a fallback), and a submission that may spin finds its flag within the budget. The gate is
  * tests/concurrency.c's pair: a wait_flag kernel holds its stream until a set_flag kernel on
  * another stream writes the flag, so "in flight" states are held on purpose, not by timing. The
- * last two tests reset the device (a recovery) and fault it, so they run last. */
+ * last test faults the device, so it runs last. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -78,7 +78,6 @@ static void test_executors(void **state) {
   assert_int_equal(D(leaked), 0);
   assert_int_equal(D(waits_inserted), 0);
   assert_int_equal(D(slots_in_use), 0);
-  assert_int_equal(D(recoveries), 0);
   cuv_stream_destroy(s);
 }
 
@@ -254,44 +253,7 @@ static void test_reactor_wakeups(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
-/* recoveries: refused while work is in flight (not counted), counted once when it succeeds. The
- * device is healthy, so the reset normally succeeds; whatever it answers, the count follows it. */
-static void test_recoveries(void **state) {
-  gate_t g;
-  gate_init(&g);
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  atomic_int calls = 0;
-  cuv_submit_opts_t held = {.stream = g.held, .flags = CUV_SUBMIT_NO_SPIN};
-  cuv_stats_t before = cuvt_stats(), now;
-  assert_cuv_ok(cuv_submit(gate_wait(&g), q, count_done, &calls, &held));
-  assert_int_equal(cuv_device_recover(cuvt_device()), CUV_EBUSY);
-  now = cuvt_stats();
-  assert_int_equal(D(recoveries), 0);
-  gate_open(&g);
-  cuvt_drain_until(q, &calls, 1);
-  gate_close(&g);
-  assert_cuv_ok(cuv_queue_destroy(q));
-  unsigned epoch = cuv_device_epoch(cuvt_device());
-  int rc = cuv_device_recover(cuvt_device());
-  print_message("# healthy recover: %s\n", cuv_err_name(rc));
-  now = cuvt_stats();
-  assert_int_equal(D(recoveries), rc == 0 ? 1 : 0);
-  /* A refusal (CUV_EBUSY) comes before the new epoch; a failed reset after it. */
-  assert_int_equal(cuv_device_epoch(cuvt_device()), rc == CUV_EBUSY ? epoch : epoch + 1);
-  if (rc == 0) { /* a new buffer and the reloaded kernels work */
-    cuv_buffer_t *buf = cuvt_buffer(16 * sizeof(unsigned));
-    unsigned value = cuvt_nonzero_u32(), got[16];
-    assert_cuv_ok(cuv_sync(cuvt_fill_u32(buf, 16, value), NULL));
-    cuvt_read(got, buf, 0, sizeof got);
-    for (int i = 0; i < 16; i++)
-      assert_int_equal(got[i], value);
-    cuv_buffer_unref(buf);
-  }
-}
-
-/* faults and leaked: one faulting submission counts one of each, and is not counted completed;
- * a recovery after it counts as it answers. */
+/* faults and leaked: one faulting submission counts one of each, and is not counted completed. */
 static void test_fault_and_leak(void **state) {
   cuv_stats_t before = cuvt_stats(), now;
   unsigned long long bad = 0x10; /* never mapped */
@@ -306,10 +268,6 @@ static void test_fault_and_leak(void **state) {
   assert_int_equal(D(leaked), 1);
   assert_int_equal(D(completed), 0);
   assert_int_equal(D(in_flight), 0);
-  rc = cuv_device_recover(cuvt_device());
-  print_message("# recover after the fault: %s\n", cuv_err_name(rc));
-  now = cuvt_stats();
-  assert_int_equal(D(recoveries), rc == 0 ? 1 : 0);
 }
 
 int main(void) {
@@ -322,7 +280,6 @@ int main(void) {
       cmocka_unit_test(test_slots_fallback_hostfn_polled),
       cmocka_unit_test(test_waits_inserted),
       cmocka_unit_test(test_reactor_wakeups),
-      cmocka_unit_test(test_recoveries),
       cmocka_unit_test(test_fault_and_leak),
   };
   return cuvt_run(tests);

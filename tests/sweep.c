@@ -53,7 +53,7 @@ static const char *why_not_called(const char *entry) {
       {"cuDeviceGetName", "when a device is first opened"},
       {"cuDevicePrimaryCtxRetain", "when a device is first opened"},
       {"cuDevicePrimaryCtxRelease", "when a device's last reference goes"},
-      {"cuDevicePrimaryCtxReset", "recovery after a sticky fault (own process)"},
+      {"cuDevicePrimaryCtxReset", "not called by the runtime (the simulator's smoke test)"},
       {"cuCtxSynchronize", "not called by the runtime (conformance tests)"},
       {"cuStreamWaitValue32", "not called by the runtime (conformance tests)"},
       {"cuStreamIsCapturing", "not called by the runtime (conformance tests)"},

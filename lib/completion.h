@@ -1,0 +1,15 @@
+#ifndef CUV_LIB_COMPLETION_H
+#define CUV_LIB_COMPLETION_H
+
+/* completion.c: how a submission's end is learned (inline spin, reactor, host function, blocking
+ * wait). */
+
+/* Arms the submission's completion (spin, reactor or host callback); it is then delivered to
+ * sub->queue exactly once. */
+void cuv__arm(cuv__submission_t *sub, bool may_spin);
+/* Delivers the submission to its queue if no other path did (the first caller wins). */
+void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path);
+/* Blocks until the submission's work is done (inline spin, then a blocking wait). */
+int cuv__wait_sync(cuv__submission_t *sub);
+
+#endif

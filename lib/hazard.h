@@ -1,0 +1,19 @@
+#ifndef CUV_LIB_HAZARD_H
+#define CUV_LIB_HAZARD_H
+
+/* hazard.c: the buffer accesses in flight, and the orders between streams they call for. */
+
+/* Holds a reference on buf in the submission and records the access; an access that conflicts
+ * with one in flight on another stream is ordered after it (an event wait), or refused with
+ * CUV_ECONFLICT in strict mode. Call before enqueuing the access. */
+int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
+/* For graph.c: while `capture` executes into a stream capture on this thread, its buffer
+ * accesses are noted in *uses (each buffer once, with the strongest access) instead of being
+ * ordered and tracked; each replay holds them again with cuv__hazard_replay. */
+typedef struct cuv__uses cuv__uses_t;
+int cuv__hazard_capture_begin(cuv__submission_t *capture, cuv__uses_t **uses);
+void cuv__hazard_capture_end(void);
+int cuv__hazard_replay(cuv__exec_t *ex, const cuv__uses_t *uses);
+void cuv__hazard_uses_free(cuv__uses_t *uses);
+
+#endif
