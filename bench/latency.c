@@ -1,5 +1,5 @@
 /* cuv-bench-latency: how fast GPU completions reach a libuv loop, against the raw driver in the
- * same run (shared/anchors/latency.c measured the raw floor; this program puts cuv beside it).
+ * same run: the raw rows are the floor (the driver calls alone), and cuv's rows stand beside them.
  *
  *   cuv-bench-latency [--iters N] [--tp-ms MS] [--idle-ms MS]
  *
@@ -14,7 +14,7 @@
  * 2. Throughput: K = 1, 4, 16, 64, 256 independent pipelines into one loop thread, each
  *    resubmitting its empty kernel from its callback, for MS milliseconds: completions/s of the
  *    bridge against raw launch + cuStreamWriteValue32 polled by a spinning thread that wakes the
- *    loop (shared/anchors/latency.c's tp_test), and against raw launch + cuLaunchHostFunc.
+ *    loop (tp_poller below), and against raw launch + cuLaunchHostFunc.
  * 3. Reactor CPU with nothing in flight: the cuv-reactor thread's CPU time over MS idle
  *    milliseconds after the work (it must park), and the whole process's.
  *

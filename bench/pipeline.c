@@ -1,4 +1,4 @@
-/* cuv-bench-pipeline: the cutile-rs paper's pipeline table (section 5.2, part A) with cuv.
+/* cuv-bench-pipeline: chains of N dependent kernels through each executor, beside the raw driver.
  *
  * N dependent small kernels (the test module's `scale` on 2048 floats, one buffer), N = 1, 10,
  * 100, 1000, median of R repetitions (default 51), executed as:
@@ -10,7 +10,7 @@
  *                callback runs on the loop thread)
  *   graph        the chain captured once (cuv_graph_capture), replayed with cuv_sync_on
  * and, in the same run and through the same driver (the library cuv loaded, CUV_DRIVER, opened
- * again with dlopen + cuGetProcAddress_v2), the raw columns of shared/anchors/pipeline.c:
+ * again with dlopen + cuGetProcAddress_v2), the raw columns (raw.h):
  * cuLaunchKernel + cuStreamSynchronize each, N cuLaunchKernel + one synchronize, and a captured
  * graph's cuGraphLaunch + synchronize; graph-inst is capture + instantiate + upload.
  *
@@ -19,8 +19,8 @@
  *
  *   cuv-bench-pipeline [--max-n N] [--reps R] [--hazard-ops K]
  *
- * Targets (DESIGN.md section 8): async never slower than sync-chain; graph replay at least 4x
- * faster than sync-indiv at N = 1000. They are reported, never fatal. */
+ * Targets (bench/RESULTS.md): async never slower than sync-chain; graph replay at least 4x faster
+ * than sync-indiv at N = 1000. They are reported, never fatal. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
