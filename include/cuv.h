@@ -300,6 +300,8 @@ CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
  * clone outputs a view of the same value (data identical; the value is released when the shared
  * handle and every clone output are gone). */
 typedef struct cuv_shared_s cuv_shared_t;
+/* Never NULL: without an op (CUV_EINVAL) or memory (CUV_ENOMEM) it returns a handle whose clones
+ * fail with that status, as an error op does. */
 CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op);
 CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *shared);
 CUV_EXTERN void cuv_shared_release(cuv_shared_t *shared);

@@ -20,7 +20,15 @@ struct cuv_shared_s {
   CUevent event;        /* recorded on stream behind the op's work */
   atomic_uint runs;
   int device;
+  bool failed;          /* one of the static shared ops below: no references, no state */
 };
+
+/* What cuv_shared returns when it cannot make a shared op (no op, no memory): never NULL, but a
+ * handle whose clones fail with the status, like an error op; releasing it does nothing. */
+static cuv_shared_t shared_einval = {.status = CUV_EINVAL, .state = SHARED_DONE, .device = -1,
+                                     .failed = true};
+static cuv_shared_t shared_enomem = {.status = CUV_ENOMEM, .state = SHARED_DONE, .device = -1,
+                                     .failed = true};
 
 static cuv_shared_t *shared_ref(cuv_shared_t *sh) {
   atomic_fetch_add(&sh->refs, 1);
@@ -112,11 +120,11 @@ static const cuv__op_vt_t clone_vt = {"shared_clone", clone_execute, clone_drop}
 
 CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
   if (!op)
-    return NULL;
+    return &shared_einval;
   cuv_shared_t *sh = calloc(1, sizeof *sh);
   if (!sh) {
     cuv_op_free(op);
-    return NULL;
+    return &shared_enomem;
   }
   int taken = cuv__op_take(op); /* refused: a shared that fails with CUV_ECONSUMED */
   atomic_init(&sh->refs, 1);
@@ -139,6 +147,8 @@ CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
 CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *sh) {
   if (!sh)
     return cuv__op_fail(CUV_EINVAL);
+  if (sh->failed)
+    return cuv__op_fail(sh->status);
   clone_op_t *c = (clone_op_t *)cuv__op_new(&clone_vt, sizeof *c);
   if (!c)
     return cuv__op_fail(CUV_ENOMEM);
@@ -148,7 +158,7 @@ CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *sh) {
 }
 
 CUV_EXTERN void cuv_shared_release(cuv_shared_t *sh) {
-  if (sh)
+  if (sh && !sh->failed)
     shared_unref(sh);
 }
 

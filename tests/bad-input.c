@@ -135,7 +135,11 @@ static void test_null_arguments(void **state) {
   EXPECT_OP(cuv_seq(NULL, NULL), CUV_EINVAL);
   EXPECT_OP(cuv_zip(NULL, 2), CUV_EINVAL);
   EXPECT_OP(cuv_fork(NULL, 2), CUV_EINVAL);
-  assert_null(cuv_shared(NULL));
+  cuv_shared_t *no_op = cuv_shared(NULL); /* never NULL: its clones carry the error */
+  assert_non_null(no_op);
+  EXPECT_OP(cuv_shared_clone(no_op), CUV_EINVAL);
+  assert_int_equal(cuv_shared_runs(no_op), 0);
+  cuv_shared_release(no_op);
   EXPECT(cuv_op_error(NULL), CUV_EINVAL);
   EXPECT(cuv_op_device(NULL, &v), CUV_EINVAL);
   cuv_op_t *unit = cuv_value(NULL, NULL);

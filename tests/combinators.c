@@ -614,7 +614,11 @@ static void test_shared_of_failed_op(void **state) {
   assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), CUV_EINVAL);
   assert_int_equal(cuv_shared_runs(sh), 0);
   cuv_shared_release(sh);
-  assert_null(cuv_shared(NULL));
+  sh = cuv_shared(NULL); /* never NULL: a handle whose clones fail, as an error op does */
+  assert_non_null(sh);
+  assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), CUV_EINVAL);
+  cuv_shared_release(sh);
+  cuv_shared_release(sh); /* does nothing, however often */
   cuv_op_t *op = cuv_shared_clone(NULL);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   cuv_op_free(op);
