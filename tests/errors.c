@@ -231,7 +231,7 @@ static void test_fault_statuses(void **state) {
   const int sticky[] = {700, 719, 715, 716, 718, 710, 702, 214};
   for (size_t i = 0; i < sizeof sticky / sizeof sticky[0]; i++)
     assert_true(cuv_status_is_fault(CUV_ECUDA(sticky[i])));
-  const int not_sticky[] = {0, CUV_EINVAL, CUV_ENOMEM, CUV_ELOST, CUV_ECANCELED, CUV_ECUDA(1),
+  const int not_sticky[] = {0, CUV_EINVAL, CUV_ENOMEM, CUV_EBUSY, CUV_ECANCELED, CUV_ECUDA(1),
                             CUV_ECUDA(2), CUV_ECUDA(600), CUV_ECUDA(201)};
   for (size_t i = 0; i < sizeof not_sticky / sizeof not_sticky[0]; i++)
     assert_false(cuv_status_is_fault(not_sticky[i]));

@@ -1,35 +1,46 @@
 #ifndef CUV_ERRORS_H
 #define CUV_ERRORS_H
 
-/* Every cuv function that can fail returns 0 or a negative code. One table, CUV_ERRNO_MAP,
- * generates the enum, cuv_strerror and cuv_err_name: it is the one place to add a code.
+/* Every cuv function that can fail returns 0 or a negative code, and the codes are libuv's: a
+ * program that already handles libuv's errors handles cuv's, and libuv's errors pass through cuv
+ * unchanged. One table, CUV_ERRNO_MAP, generates the enum, cuv_strerror and cuv_err_name: it is
+ * the one place to add a code. Three ranges that never overlap:
  *
- * A failure of a CUDA driver call keeps its CUresult: the status is CUV_ECUDA(result), a value at
- * or below CUV_ECUDA_BASE. cuv_cuda_result() gives the CUresult back, and cuv_strerror /
- * cuv_err_name describe it with the driver's own words (CUDA_ERROR_ILLEGAL_ADDRESS, ...). */
+ *  - a code with a POSIX meaning is libuv's (negative errno, as uv.h defines them on Linux):
+ *    CUV_EINVAL == UV_EINVAL == -EINVAL. Its text is libuv's (cuv_strerror(UV_EPIPE) is
+ *    uv_strerror's "broken pipe"), and cuv_strerror names libuv's other codes too (UV_EOF ...);
+ *  - cuv's own codes, those with no POSIX meaning, are -9001 to -9099: below every libuv code
+ *    (libuv's lowest is UV_EOF, -4095) and above the CUDA range;
+ *  - a failure of a CUDA driver call keeps its CUresult: the status is CUV_ECUDA(result), a value
+ *    at or below CUV_ECUDA_BASE. cuv_cuda_result() gives the CUresult back, and cuv_strerror /
+ *    cuv_err_name describe it with the driver's own words (CUDA_ERROR_ILLEGAL_ADDRESS, ...). */
 
+#include <errno.h>
+
+/* XX(name, value, text). The comment after a libuv code says what it means from cuv. */
 #define CUV_ERRNO_MAP(XX)                                                                        \
-  XX(EINVAL, -1, "invalid argument")                                                             \
-  XX(ENOMEM, -2, "out of memory")                                                                \
-  XX(ENODRIVER, -3, "no CUDA driver could be loaded: is there a GPU? set CUV_DRIVER=sim to run "  \
-                    "on the CPU simulator")                                                      \
-  XX(EDRIVER, -4, "the CUDA driver lacks an entry point cuv needs (driver too old?)")            \
-  XX(ENODEV, -5, "no such device")                                                               \
-  XX(ECONSUMED, -6, "operation already consumed by a combinator or executor")                   \
-  XX(EREENTRANT, -7, "cannot execute an operation from inside a then callback (execution lock)") \
-  XX(ECONFLICT, -8, "conflicting access to a buffer in flight on another stream (strict mode)")  \
-  XX(ECANCELED, -9, "operation canceled")                                                        \
-  XX(ECLOSED, -10, "queue or bridge is closed")                                                  \
-  XX(EBUSY, -11, "object still has work in flight")                                              \
-  XX(ENOTFOUND, -12, "no such kernel in the module")                                             \
-  XX(EARGS, -13, "kernel arguments do not match the kernel's parameters")                         \
-  XX(ERANGE, -14, "offset or size outside the buffer")                                           \
-  XX(EDEVICE, -15, "objects of different devices used together")                                \
-  XX(ENOTSUP, -16, "not supported by this driver")                                               \
-  XX(ELOST, -17, "object belongs to a device context that was reset")                            \
-  XX(EIO, -18, "cannot read file")                                                               \
-  XX(ETHREAD, -19, "cannot start a thread")                                                      \
-  XX(ENOENT, -20, "no such submission: unknown ticket, or its callback already ran")
+  XX(EINVAL, -EINVAL, "invalid argument")                 /* a bad argument or configuration */ \
+  XX(ENOMEM, -ENOMEM, "not enough memory")                /* host memory */                     \
+  XX(ENODEV, -ENODEV, "no such device")                   /* a device ordinal out of range */   \
+  XX(ECANCELED, -ECANCELED, "operation canceled")         /* cuv_cancel, a close */             \
+  XX(EBUSY, -EBUSY, "resource busy or locked")            /* work in flight; init done */       \
+  XX(ERANGE, -ERANGE, "result too large")                 /* offset or size outside a buffer */ \
+  XX(ENOTSUP, -ENOTSUP, "operation not supported on socket") /* not by this driver */           \
+  XX(EIO, -EIO, "i/o error")                              /* a file cannot be read */           \
+  XX(ENOENT, -ENOENT, "no such file or directory")        /* an unknown or finished ticket */   \
+  XX(ENODRIVER, -9001, "no CUDA driver could be loaded (cuv_init_error says which and why): is "  \
+                       "there a GPU? set CUV_DRIVER=sim to run on the CPU simulator")            \
+  XX(EDRIVER, -9002, "the CUDA driver lacks an entry point cuv needs (driver too old?)")         \
+  XX(ECONSUMED, -9003, "operation already consumed by a combinator or executor")                 \
+  XX(EREENTRANT, -9004, "cannot execute an operation from inside a then callback (execution "     \
+                        "lock)")                                                                 \
+  XX(ECONFLICT, -9005, "conflicting access to a buffer in flight on another stream (strict "     \
+                       "mode)")                                                                  \
+  XX(ECLOSED, -9006, "queue or bridge is closed")                                                \
+  XX(ENOTFOUND, -9007, "no such kernel in the module")                                           \
+  XX(EARGS, -9008, "kernel arguments do not match the kernel's parameters")                      \
+  XX(EDEVICE, -9009, "objects of different devices used together")                              \
+  XX(ETHREAD, -9010, "cannot start a thread")
 
 typedef enum {
 #define CUV__ERR_ENUM(name, value, text) CUV_##name = (value),
@@ -41,5 +52,8 @@ typedef enum {
 /* A CUDA driver failure: CUV_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS) == -10700. */
 #define CUV_ECUDA(cu_result) (CUV_ECUDA_BASE - (int)(cu_result))
 #define CUV_IS_ECUDA(status) ((status) <= CUV_ECUDA_BASE)
+
+/* Gone with in-process device recovery; kept only until apps/tcp-infer stops naming it. */
+#define CUV_ELOST (-9098)
 
 #endif
