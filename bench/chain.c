@@ -3,7 +3,7 @@
  *   cuv-bench-chain --chains K   runs exactly K chains after one warm-up chain and prints
  *                                nothing else of note: run it under callgrind with two values of
  *                                K, and (I(K2) - I(K1)) / ((K2 - K1) * 100) is instructions per
- *                                op with every set-up cost cancelled (scripts/bench-chain-callgrind)
+ *                                op with every set-up cost cancelled (bench/chain-callgrind.sh)
  *   cuv-bench-chain [--reps R]   wall time per op of the chain (built and run with cuv_sync)
  *                                against the raw driver in the same run: 100 cuLaunchKernel on one
  *                                stream + one cuStreamSynchronize, through the driver cuv loaded

@@ -10,7 +10,7 @@
  * release/acquire bit give the orders the model relies on). Work under a mutex is one atomic step;
  * steps on data only one thread owns at the time (a taken slot, the reactor's locals) are merged.
  *
- * Checked by scripts/check-model: the assertions and the watchdog, exhaustively (the watchdog's
+ * Checked by model/check: the assertions and the watchdog, exhaustively (the watchdog's
  * check of every stuck state is the liveness property, see README.md); with --ltl also `live`
  * under weak fairness.
  *

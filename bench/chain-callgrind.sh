@@ -12,7 +12,7 @@
 #                    calls, and the benchmark's own loop (a few instructions per op)
 #     libcuv self    ... instructions in libcuv's own code alone (no libc)
 #
-#   scripts/bench-chain-callgrind [BUILD_DIR] [-- extra cuv-bench-chain args, e.g. --seq]
+#   bench/chain-callgrind.sh [BUILD_DIR] [-- extra cuv-bench-chain args, e.g. --seq]
 #   K1, K2            chain counts (default 20 and 120)
 # The inline spin is disabled (CUDA_ASYNC_SPIN_BUDGET_US=0): under valgrind its polling count
 # depends on timing, which would make the figure noisy rather than say more.
