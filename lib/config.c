@@ -1,44 +1,162 @@
-/* Environment variables are read once, when the driver is first loaded, so the completion path
- * of a process never changes under its feet. */
+/* Configuration: the defaults, the environment (CUV_* names first, the seed's CUDA_ASYNC_* names
+ * as aliases), the checks, and the one configuration in force. It is applied once, when the
+ * driver is initialized (lib/driver.c), so the completion path of a process never changes under
+ * its feet. Nothing here calls another part of cuv. */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
 #include "internal.h"
 
-cuv__config_t cuv__config = {
-    .spin_budget_us = 20, .host_sync = CUV__HOST_SYNC_OFF, .reactor_slots = 4096};
+#define SPIN_BUDGET_MAX_US 1000000u
+#define REACTOR_SLOTS_MAX (1u << 20)
+#define UV_POLL_MAX_US 1000000u
 
-static unsigned env_unsigned(const char *name, unsigned fallback, unsigned max) {
+#define DEFAULTS                                                                                  \
+  {.driver = "cuda",                                                                              \
+   .spin_budget_us = 20,                                                                          \
+   .host_sync = CUV_HOST_SYNC_OFF,                                                                \
+   .reactor_slots = 4096,                                                                         \
+   .strict_hazards = false,                                                                       \
+   .uv_poll_max_us = 1000}
+
+static const cuv_config_t defaults = DEFAULTS;
+static char driver_copy[PATH_MAX];
+cuv_config_t cuv__config = DEFAULTS;
+
+/* The value of a setting's variable: its CUV_* name, else its alias; NULL when both are unset or
+ * empty. *used gets the name read, for messages. */
+static const char *env_value(const char *name, const char *alias, const char **used) {
   const char *text = getenv(name);
-  if (!text || !*text)
-    return fallback;
-  char *end;
-  unsigned long value = strtoul(text, &end, 10);
-  if (*end != '\0' || value > max)
-    return fallback;
-  return (unsigned)value;
+  *used = name;
+  if ((!text || !*text) && alias) {
+    text = getenv(alias);
+    *used = alias;
+  }
+  return text && *text ? text : NULL;
 }
 
-void cuv__config_load(void) {
-  cuv__config.spin_budget_us = env_unsigned("CUDA_ASYNC_SPIN_BUDGET_US", 20, 1000000);
-  cuv__config.reactor_slots = env_unsigned("CUV_REACTOR_SLOTS", 4096, 1u << 20);
-  const char *sync = getenv("CUDA_ASYNC_HOST_SYNC");
-  if (sync && strcmp(sync, "spin") == 0)
-    cuv__config.host_sync = CUV__HOST_SYNC_SPIN;
-  else if (sync && strcmp(sync, "block") == 0)
-    cuv__config.host_sync = CUV__HOST_SYNC_BLOCK;
-  const char *strict = getenv("CUV_STRICT_HAZARDS");
-  cuv__config.strict_hazards = strict && strcmp(strict, "1") == 0;
+/* A decimal number in [min, max] (no sign, no trailing characters). */
+static bool parse_unsigned(const char *text, unsigned min, unsigned max, unsigned *out) {
+  if (*text < '0' || *text > '9')
+    return false;
+  char *end;
+  unsigned long value = strtoul(text, &end, 10);
+  if (*end != '\0' || value < min || value > max)
+    return false;
+  *out = (unsigned)value;
+  return true;
+}
+
+static bool parse_host_sync(const char *text, cuv_host_sync_t *out) {
+  static const char *const names[] = {"off", "spin", "block"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(text, names[i]) == 0) {
+      *out = (cuv_host_sync_t)i;
+      return true;
+    }
+  return false;
+}
+
+static bool parse_bool(const char *text, bool *out) {
+  if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
+    return false;
+  *out = text[0] == '1';
+  return true;
+}
+
+/* Records the first bad variable in why; the field keeps its default. */
+static int refuse_env(const char *name, const char *text, const char *range, char *why,
+                      size_t n) {
+  if (why && n && !*why)
+    snprintf(why, n, "%s=%s is out of range: %s", name, text, range);
+  return CUV_EINVAL;
+}
+
+int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
+  if (why && n)
+    why[0] = '\0';
+  if (!c)
+    return CUV_EINVAL;
+  *c = defaults;
+  int rc = 0;
+  const char *name, *text;
+  if ((text = env_value("CUV_DRIVER", NULL, &name)))
+    c->driver = text; /* checked by cuv__config_check: any string may name a path */
+  if ((text = env_value("CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", &name)) &&
+      !parse_unsigned(text, 0, SPIN_BUDGET_MAX_US, &c->spin_budget_us))
+    rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
+  if ((text = env_value("CUV_HOST_SYNC", "CUDA_ASYNC_HOST_SYNC", &name)) &&
+      !parse_host_sync(text, &c->host_sync))
+    rc = refuse_env(name, text, "off, spin or block", why, n);
+  if ((text = env_value("CUV_REACTOR_SLOTS", NULL, &name)) &&
+      !parse_unsigned(text, 1, REACTOR_SLOTS_MAX, &c->reactor_slots))
+    rc = refuse_env(name, text, "slots from 1 to 1048576", why, n);
+  if ((text = env_value("CUV_STRICT_HAZARDS", NULL, &name)) &&
+      !parse_bool(text, &c->strict_hazards))
+    rc = refuse_env(name, text, "0 or 1", why, n);
+  if ((text = env_value("CUV_UV_POLL_MAX_US", NULL, &name)) &&
+      !parse_unsigned(text, 0, UV_POLL_MAX_US, &c->uv_poll_max_us))
+    rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
+  return rc;
+}
+
+CUV_EXTERN int cuv_config_default(cuv_config_t *config) {
+  return cuv__config_from_env(config, NULL, 0);
+}
+
+/* "cuda", "sim", or a path: a name with a '/' that fits a path buffer. */
+static bool driver_valid(const char *driver) {
+  if (!driver || strcmp(driver, "cuda") == 0 || strcmp(driver, "sim") == 0)
+    return true;
+  return strchr(driver, '/') && strlen(driver) < sizeof driver_copy;
+}
+
+int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
+  const char *bad = NULL;
+  if (!c)
+    bad = "no configuration (NULL)";
+  else if (!driver_valid(c->driver))
+    bad = "driver: neither \"cuda\", \"sim\" nor the path of a library (with a '/')";
+  else if (c->spin_budget_us > SPIN_BUDGET_MAX_US)
+    bad = "spin_budget_us: more than 1000000";
+  else if (c->host_sync != CUV_HOST_SYNC_OFF && c->host_sync != CUV_HOST_SYNC_SPIN &&
+           c->host_sync != CUV_HOST_SYNC_BLOCK)
+    bad = "host_sync: not a cuv_host_sync_t";
+  else if (c->reactor_slots < 1 || c->reactor_slots > REACTOR_SLOTS_MAX)
+    bad = "reactor_slots: not from 1 to 1048576";
+  else if (c->uv_poll_max_us > UV_POLL_MAX_US)
+    bad = "uv_poll_max_us: more than 1000000";
+  if (!bad)
+    return 0;
+  if (why && n) {
+    if (c && c->driver && strstr(bad, "driver") == bad)
+      snprintf(why, n, "invalid configuration: %s: \"%s\"", bad, c->driver);
+    else
+      snprintf(why, n, "invalid configuration: %s", bad);
+  }
+  return CUV_EINVAL;
+}
+
+static const char *driver_name(const char *driver) { return driver ? driver : "cuda"; }
+
+void cuv__config_apply(const cuv_config_t *c) {
+  cuv__config = *c;
+  snprintf(driver_copy, sizeof driver_copy, "%s", driver_name(c->driver));
+  cuv__config.driver = driver_copy;
+}
+
+bool cuv__config_equal(const cuv_config_t *c) {
+  const cuv_config_t *a = &cuv__config;
+  return strcmp(driver_name(c->driver), a->driver) == 0 &&
+         c->spin_budget_us == a->spin_budget_us && c->host_sync == a->host_sync &&
+         c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
+         c->uv_poll_max_us == a->uv_poll_max_us;
 }
 
 uint64_t cuv__now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
-}
-
-CUV_EXTERN unsigned cuv_spin_budget_us(void) {
-  cuv__driver_init(); /* the environment is read there, once */
-  return cuv__config.spin_budget_us;
 }

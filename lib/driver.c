@@ -1,10 +1,13 @@
 /* The driver table. libcuda is never linked: it is opened with dlopen and every entry point is
  * resolved through cuGetProcAddress at the CUDA version of the headers we were built with (except
  * where driver_funcs.h says otherwise), so each pointer has exactly the prototype cuda.h declares.
- * CUV_DRIVER=sim swaps in libcuv-sim. */
+ * The driver "sim" swaps in libcuv-sim. Initialization lives here too: it applies the one
+ * configuration of the process (lib/config.c) and then loads the driver it names, once. */
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +16,24 @@
 
 cuv__driver_t cuv__drv;
 
-static pthread_once_t init_once = PTHREAD_ONCE_INIT;
-static int init_status;
-
 #define SIM_SONAME "libcuv-sim.so.0"
+
+/* A message into why[n] (n may be 0: nobody asked). */
+__attribute__((format(printf, 3, 4))) static void say(char *why, size_t n, const char *fmt, ...) {
+  if (!why || !n)
+    return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, n, fmt, ap);
+  va_end(ap);
+}
+
+/* What a driver name made cuv look for, for messages: a path speaks for itself. */
+static const char *looked_for(const char *name) {
+  if (strcmp(name, "cuda") == 0)
+    return " (libcuda.so.1)";
+  return strcmp(name, "sim") == 0 ? " (" SIM_SONAME ", on the library path or beside libcuv)" : "";
+}
 
 /* libcuv-sim next to this library (installed) or in the build tree's sim/ folder. */
 static void *open_sim_beside_us(void) {
@@ -62,7 +79,7 @@ static void *open_library(const char *path, cuv__driver_t *table) {
 typedef CUresult (*get_proc_fn)(const char *, void **, int, cuuint64_t,
                                 CUdriverProcAddressQueryResult *);
 
-static int resolve_all(cuv__driver_t *table, get_proc_fn get_proc) {
+static int resolve_all(cuv__driver_t *table, get_proc_fn get_proc, const char **missing) {
 #define CUV__RESOLVE(fn)                                                                          \
   do {                                                                                            \
     CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;                  \
@@ -72,23 +89,35 @@ static int resolve_all(cuv__driver_t *table, get_proc_fn get_proc) {
         found != CU_GET_PROC_ADDRESS_SUCCESS)                                                     \
       ptr = NULL;                                                                                 \
     memcpy(&table->fn, &ptr, sizeof ptr); /* ISO C has no cast from object to function pointer */ \
-    if (!ptr && !CUV__DRIVER_OPTIONAL(#fn))                                                       \
+    if (!ptr && !CUV__DRIVER_OPTIONAL(#fn)) {                                                     \
+      *missing = #fn;                                                                             \
       return CUV_EDRIVER;                                                                         \
+    }                                                                                             \
   } while (0);
   CUV__DRIVER_FUNCS(CUV__RESOLVE)
 #undef CUV__RESOLVE
   return 0;
 }
 
-int cuv__driver_load(cuv__driver_t *table, const char *path) {
+/* Loads path into table; on failure, a sentence naming what was tried goes into why[n]. */
+static int load(cuv__driver_t *table, const char *path, char *why, size_t n) {
   memset(table, 0, sizeof *table);
+  dlerror(); /* clear: the message below must be this load's */
   void *handle = open_library(path, table);
-  if (!handle)
+  if (!handle) {
+    const char *reason = dlerror();
+    const char *name = path && *path ? path : "cuda";
+    say(why, n, "cannot load the driver \"%s\"%s: %s", name, looked_for(name),
+        reason ? reason : "not found");
+    memset(table, 0, sizeof *table);
     return CUV_ENODRIVER;
+  }
   get_proc_fn get_proc;
   *(void **)&get_proc = dlsym(handle, "cuGetProcAddress_v2"); /* the POSIX idiom for functions */
-  int rc = get_proc ? resolve_all(table, get_proc) : CUV_EDRIVER;
+  const char *missing = "cuGetProcAddress_v2";
+  int rc = get_proc ? resolve_all(table, get_proc, &missing) : CUV_EDRIVER;
   if (rc < 0) {
+    say(why, n, "the driver \"%s\" lacks %s", table->name, missing);
     dlclose(handle);
     memset(table, 0, sizeof *table);
     return rc;
@@ -97,34 +126,113 @@ int cuv__driver_load(cuv__driver_t *table, const char *path) {
   return 0;
 }
 
+int cuv__driver_load(cuv__driver_t *table, const char *path) { return load(table, path, NULL, 0); }
+
 void cuv__driver_unload(cuv__driver_t *table) {
   if (table->handle)
     dlclose(table->handle);
   memset(table, 0, sizeof *table);
 }
 
-static void init_once_fn(void) {
-  cuv__config_load();
-  int rc = cuv__driver_load(&cuv__drv, getenv("CUV_DRIVER"));
-  if (rc == 0) {
-    CUresult r = cuv__drv.cuInit(0);
-    /* A driver without a usable device is, for the user, the same as no driver. */
-    if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY)
-      rc = CUV_ENODRIVER;
-    else if (r != CUDA_SUCCESS)
-      rc = cuv__cu(r);
-    if (rc == 0)
-      rc = cuv__cu(cuv__drv.cuDriverGetVersion(&cuv__drv.version));
+/* ---- initialization: one configuration, applied once per process ---- */
+
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_bool init_done;
+static int init_status;
+static char init_error[PATH_MAX + 256]; /* why the last initialization failed; "" otherwise */
+
+/* cuInit on the loaded table; a driver without a usable device is, for the user, no driver. */
+static int start_driver(void) {
+  CUresult r = cuv__drv.cuInit(0);
+  int rc = 0;
+  if (r == CUDA_ERROR_NO_DEVICE || r == CUDA_ERROR_STUB_LIBRARY)
+    rc = CUV_ENODRIVER;
+  else if (r != CUDA_SUCCESS)
+    rc = cuv__cu(r);
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuDriverGetVersion(&cuv__drv.version));
+  if (rc < 0) {
+    const char *name = NULL;
+    if (r != CUDA_SUCCESS && cuv__drv.cuGetErrorName)
+      cuv__drv.cuGetErrorName(r, &name);
+    say(init_error, sizeof init_error, "the driver \"%s\" did not start: %s (%s)", cuv__drv.name,
+        r != CUDA_SUCCESS ? "cuInit failed" : "cuDriverGetVersion failed",
+        name ? name : "no usable device or an unknown error");
   }
+  return rc;
+}
+
+/* With init_lock held and nothing initialized: config (NULL: the environment's) checked, applied
+ * and the driver loaded. A refused configuration initializes nothing. */
+static int init_locked(const cuv_config_t *config) {
+  cuv_config_t env;
+  int rc = 0;
+  if (!config) {
+    rc = cuv__config_from_env(&env, init_error, sizeof init_error);
+    config = &env;
+  }
+  if (rc == 0)
+    rc = cuv__config_check(config, init_error, sizeof init_error);
+  if (rc < 0)
+    return rc;
+  cuv__config_apply(config);
+  init_error[0] = '\0';
+  rc = load(&cuv__drv, cuv__config.driver, init_error, sizeof init_error);
+  if (rc == 0)
+    rc = start_driver();
   init_status = rc;
+  atomic_store_explicit(&init_done, true, memory_order_release);
+  return rc;
+}
+
+static int init_with(const cuv_config_t *config) {
+  pthread_mutex_lock(&init_lock);
+  int rc;
+  if (!atomic_load_explicit(&init_done, memory_order_relaxed))
+    rc = init_locked(config);
+  else if (config && !cuv__config_equal(config))
+    rc = CUV_EBUSY;
+  else
+    rc = init_status;
+  pthread_mutex_unlock(&init_lock);
+  return rc;
 }
 
 int cuv__driver_init(void) {
-  pthread_once(&init_once, init_once_fn);
-  return init_status;
+  if (atomic_load_explicit(&init_done, memory_order_acquire))
+    return init_status;
+  return init_with(NULL);
 }
 
 CUV_EXTERN int cuv_init(void) { return cuv__driver_init(); }
+
+CUV_EXTERN int cuv_init_with(const cuv_config_t *config) {
+  if (!config)
+    return CUV_EINVAL;
+  return init_with(config);
+}
+
+CUV_EXTERN int cuv_config_get(cuv_config_t *config) {
+  if (!config)
+    return CUV_EINVAL;
+  int rc = cuv__driver_init();
+  if (!atomic_load_explicit(&init_done, memory_order_acquire))
+    return rc; /* the environment's configuration was refused: none is in force */
+  *config = cuv__config;
+  return 0;
+}
+
+CUV_EXTERN const char *cuv_init_error(void) {
+  pthread_mutex_lock(&init_lock);
+  const char *why = init_error[0] ? init_error : NULL;
+  pthread_mutex_unlock(&init_lock);
+  return why;
+}
+
+CUV_EXTERN unsigned cuv_spin_budget_us(void) {
+  cuv__driver_init(); /* the configuration is applied there, once */
+  return cuv__config.spin_budget_us;
+}
 
 CUV_EXTERN const char *cuv_driver_name(void) {
   return cuv__driver_init() == 0 ? cuv__drv.name : NULL;

@@ -18,7 +18,8 @@ typedef struct cuv__driver {
 
 extern cuv__driver_t cuv__drv;
 
-/* Loads the driver named by CUV_DRIVER (once, thread-safe) and calls cuInit. 0 or CUV_E*. */
+/* Initializes the process with the environment's configuration unless it is initialized already
+ * (cuv_init): loads the driver it names and calls cuInit, once, thread-safe. 0 or CUV_E*. */
 int cuv__driver_init(void);
 /* Loads a driver library from `path` ("sim" for libcuv-sim) into `table`; for tests. */
 int cuv__driver_load(cuv__driver_t *table, const char *path);

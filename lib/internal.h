@@ -17,16 +17,7 @@
 #define CUV__UNUSED(x) (void)(x)
 #define CUV__COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- config.c: environment variables, read once at driver init ---- */
-enum cuv__host_sync { CUV__HOST_SYNC_OFF, CUV__HOST_SYNC_SPIN, CUV__HOST_SYNC_BLOCK };
-typedef struct cuv__config {
-  unsigned spin_budget_us;        /* CUDA_ASYNC_SPIN_BUDGET_US, default 20, 0 = no inline spin */
-  enum cuv__host_sync host_sync;  /* CUDA_ASYNC_HOST_SYNC=spin|block forces host callbacks */
-  unsigned reactor_slots;         /* CUV_REACTOR_SLOTS, default 4096 */
-  bool strict_hazards;            /* CUV_STRICT_HAZARDS=1: conflicts fail with CUV_ECONFLICT */
-} cuv__config_t;
-extern cuv__config_t cuv__config;
-void cuv__config_load(void);
+#include "config.h"
 
 /* ---- time.c ---- */
 uint64_t cuv__now_ns(void);

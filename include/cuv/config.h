@@ -1,0 +1,98 @@
+#ifndef CUV_CONFIG_H
+#define CUV_CONFIG_H
+
+/* How cuv runs, as one struct read once per process (dav1d's settings pattern):
+ *
+ *   cuv_config_t cfg;
+ *   cuv_config_default(&cfg);          defaults, then the environment (CUV_* names, below)
+ *   cfg.spin_budget_us = 0;            whatever the program decides
+ *   int rc = cuv_init_with(&cfg);      validated and applied; the driver is loaded
+ *
+ * A program that calls neither gets cuv_init()'s: the first call that needs the driver (opening a
+ * device, running an op) initializes with the defaults and the environment, as cuv_init() does.
+ * Initialization happens once: it applies one configuration for the life of the process, and a
+ * second cuv_init_with with a different one is refused with CUV_EBUSY. Every setting has a CUV_*
+ * environment variable; the seed's CUDA_ASYNC_* names are aliases, read when the CUV_* name is
+ * unset or empty. An empty variable counts as unset. */
+
+#include <stdbool.h>
+
+#include <cuv/export.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* How a submission's completion reaches cuv (README: asynchronous submission and completion). */
+typedef enum cuv_host_sync {
+  CUV_HOST_SYNC_OFF = 0, /* the flag-write reactor, host functions only as its fallback */
+  CUV_HOST_SYNC_SPIN,    /* always a host function; a blocking executor spins on its mark */
+  CUV_HOST_SYNC_BLOCK    /* always a host function; a blocking executor sleeps until it ran */
+} cuv_host_sync_t;
+
+typedef struct cuv_config {
+  /* CUV_DRIVER: "cuda" (the default; NULL means the same) loads the NVIDIA driver,
+   * libcuda.so.1; "sim" loads libcuv-sim, the CPU simulator; anything else is the path of a
+   * library to load as the driver, and must contain a '/' (so that a misspelt "sim" is an error,
+   * not a library search). Copied by init: the string need not outlive the call. */
+  const char *driver;
+  /* CUV_SPIN_BUDGET_US (alias CUDA_ASYNC_SPIN_BUDGET_US): microseconds a submitting thread spins
+   * on young work before handing it to the reactor; 0 disables the inline spin. 0 to 1000000,
+   * default 20. */
+  unsigned spin_budget_us;
+  /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" or "block". */
+  cuv_host_sync_t host_sync;
+  /* CUV_REACTOR_SLOTS: completion flag slots of the reactor; when all are armed, work falls back
+   * to host functions. 1 to 1048576, default 4096. */
+  unsigned reactor_slots;
+  /* CUV_STRICT_HAZARDS ("0" or "1"): true makes every new buffer strict: a conflicting access
+   * to a buffer in flight on another stream fails with CUV_ECONFLICT instead of being ordered
+   * with an event wait. Default false. */
+  bool strict_hazards;
+  /* CUV_UV_POLL_MAX_US: the libuv bridge (include/cuv/uv.h) polls its loop for the work it
+   * submitted for the spin budget, or for 1.5 times its recent work's submit-to-callback time
+   * when that is at most this bound; 0 keeps the polling to the spin budget. 0 to 1000000,
+   * default 1000. */
+  unsigned uv_poll_max_us;
+} cuv_config_t;
+
+/* Fills *config with the defaults, then with the environment variables above. Returns 0, or
+ * CUV_EINVAL when config is NULL or a variable holds a value out of its range (that field keeps
+ * its default; the others are filled). Reads the environment only; starts nothing. */
+CUV_EXTERN int cuv_config_default(cuv_config_t *config);
+
+/* Validates config, applies it and loads the driver (cuInit), once per process; thread-safe.
+ * Returns 0, or:
+ * - CUV_EINVAL: config is NULL or holds a value out of range (an unknown host_sync, a driver
+ *   that is none of "cuda", "sim" or a path); nothing is initialized, and init may be tried
+ *   again;
+ * - CUV_EBUSY: the process is initialized already, with another configuration (an identical
+ *   one returns that initialization's status);
+ * - the status of loading the driver (CUV_ENODRIVER, CUV_EDRIVER, a CUV_ECUDA code from cuInit):
+ *   the configuration is applied, the failure stays the process's answer to every later call,
+ *   and cuv_init_error() says what failed. */
+CUV_EXTERN int cuv_init_with(const cuv_config_t *config);
+
+/* Initializes with cuv_config_default's configuration, unless the process is initialized
+ * already; returns the initialization's status (thread-safe; every call that needs the driver
+ * does it implicitly). An environment variable out of range makes it fail with CUV_EINVAL, and
+ * cuv_init_error() names the variable. */
+CUV_EXTERN int cuv_init(void);
+
+/* The configuration in force, for the library's parts and for programs (the libuv bridge reads
+ * its poll bound here). Initializes with the defaults first if nothing did. Returns 0, or
+ * CUV_EINVAL when config is NULL or the environment's configuration was refused (then there is
+ * none in force). config->driver then points to cuv's copy, valid for the life of the process. */
+CUV_EXTERN int cuv_config_get(cuv_config_t *config);
+
+/* Why the initialization failed, in a sentence that names what it tried (the variable and its
+ * value, the driver's path and the loader's reason): "cannot load the driver
+ * \"/opt/typo/libcuda.so\" (CUV_DRIVER): ... No such file or directory". NULL when no
+ * initialization ran or it succeeded. */
+CUV_EXTERN const char *cuv_init_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
