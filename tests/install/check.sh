@@ -1,7 +1,8 @@
 #!/bin/sh
 # The `install` test: stages `meson install` of the build into a temporary DESTDIR, then builds
 # small programs against the installed pkg-config files only (cuv, and cuv-sim / cuv-uv where
-# they are installed) and runs them on the simulator.
+# they are installed; a C++ one where there is a C++ compiler) and runs them on the simulator.
+# A static build (-Ddefault_library=static) is linked as pkg-config --static says.
 # usage: check.sh MESON BUILD_DIR SOURCE_DIR SANITIZE CC...
 set -eu
 meson=$1 build=$2 src=$3 sanitize=$4
@@ -23,19 +24,23 @@ pc=$(find "$tmp/root" -name cuv.pc | head -n 1)
 PKG_CONFIG_PATH=$(dirname "$pc")
 PKG_CONFIG_SYSROOT_DIR="$tmp/root"
 LD_LIBRARY_PATH="$(dirname "$(dirname "$pc")")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Without libcuv.so, -lcuv is the archive, which needs the private libraries too.
+static=
+[ -e "$(dirname "$(dirname "$pc")")/libcuv.so" ] || static=--static
 CUV_DRIVER=sim
 export PKG_CONFIG_PATH PKG_CONFIG_SYSROOT_DIR LD_LIBRARY_PATH CUV_DRIVER
 
 n=0 failed=0
 # check NAME SOURCE PKGS CC...: compile SOURCE against PKGS with the compiler command CC (which
-# may be several words, and extra flags), run it, print one TAP line.
+# may be several words, and extra flags, the language standard among them), run it, print one
+# TAP line.
 check() {
   name=$1 source=$2 pkgs=$3
   shift 3
   n=$((n + 1))
   # shellcheck disable=SC2046,SC2086 # pkg-config's flags and the package list are meant to split
-  if "$@" -std=gnu11 -Wall -Werror -o "$tmp/$name" "$src/tests/install/$source" \
-    $(pkg-config --cflags --libs $pkgs) >"$tmp/$name.log" 2>&1 &&
+  if "$@" -Wall -Werror -o "$tmp/$name" "$src/tests/install/$source" \
+    $(pkg-config --cflags --libs $static $pkgs) >"$tmp/$name.log" 2>&1 &&
     "$tmp/$name" >>"$tmp/$name.log" 2>&1; then
     echo "ok $n - $name"
   else
@@ -45,15 +50,20 @@ check() {
   fi
 }
 
+cxx=$(command -v c++ || true)
 plan=1
 pkg-config --exists cuv-sim && plan=$((plan + 1))
 pkg-config --exists cuv-uv && plan=$((plan + 1))
+[ -n "$cxx" ] && plan=$((plan + 1))
 echo "1..$plan"
-check cuv consumer.c cuv "$@"
+check cuv consumer.c cuv "$@" -std=gnu11
 if pkg-config --exists cuv-sim; then
-  check cuv-sim consumer.c "cuv cuv-sim" "$@" -DWITH_SIM
+  check cuv-sim consumer.c "cuv cuv-sim" "$@" -std=gnu11 -DWITH_SIM
 fi
 if pkg-config --exists cuv-uv; then
-  check cuv-uv consumer-uv.c cuv-uv "$@"
+  check cuv-uv consumer-uv.c cuv-uv "$@" -std=gnu11
+fi
+if [ -n "$cxx" ]; then
+  check cuv-c++ consumer.cpp cuv "$cxx" -std=c++11 -pedantic
 fi
 [ "$failed" -eq 0 ]
