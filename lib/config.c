@@ -70,8 +70,15 @@ static bool parse_bool(const char *text, bool *out) {
 static int refuse_env(const char *name, const char *text, const char *range, char *why,
                       size_t n) {
   if (why && n && !*why)
-    snprintf(why, n, "%s=%s is out of range: %s", name, text, range);
+    snprintf(why, n, "%s=%s: expected %s", name, text, range);
   return CUV_EINVAL;
+}
+
+/* "cuda", "sim", or a path: a name with a '/' that fits a path buffer. */
+static bool driver_valid(const char *driver) {
+  if (!driver || strcmp(driver, "cuda") == 0 || strcmp(driver, "sim") == 0)
+    return true;
+  return strchr(driver, '/') && strlen(driver) < sizeof driver_copy;
 }
 
 int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
@@ -82,8 +89,12 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
   *c = defaults;
   int rc = 0;
   const char *name, *text;
-  if ((text = env_value("CUV_DRIVER", NULL, &name)))
-    c->driver = text; /* checked by cuv__config_check: any string may name a path */
+  if ((text = env_value("CUV_DRIVER", NULL, &name))) {
+    if (driver_valid(text))
+      c->driver = text;
+    else
+      rc = refuse_env(name, text, "cuda, sim or the path of a library (with a '/')", why, n);
+  }
   if ((text = env_value("CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", &name)) &&
       !parse_unsigned(text, 0, SPIN_BUDGET_MAX_US, &c->spin_budget_us))
     rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
@@ -104,13 +115,6 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
 
 CUV_EXTERN int cuv_config_default(cuv_config_t *config) {
   return cuv__config_from_env(config, NULL, 0);
-}
-
-/* "cuda", "sim", or a path: a name with a '/' that fits a path buffer. */
-static bool driver_valid(const char *driver) {
-  if (!driver || strcmp(driver, "cuda") == 0 || strcmp(driver, "sim") == 0)
-    return true;
-  return strchr(driver, '/') && strlen(driver) < sizeof driver_copy;
 }
 
 int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {

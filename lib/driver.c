@@ -209,6 +209,14 @@ CUV_EXTERN int cuv_init(void) { return cuv__driver_init(); }
 CUV_EXTERN int cuv_init_with(const cuv_config_t *config) {
   if (!config)
     return CUV_EINVAL;
+  char why[256];
+  if (cuv__config_check(config, why, sizeof why) < 0) {
+    pthread_mutex_lock(&init_lock);
+    if (!atomic_load_explicit(&init_done, memory_order_relaxed)) /* keep a failed init's text */
+      snprintf(init_error, sizeof init_error, "%s", why);
+    pthread_mutex_unlock(&init_lock);
+    return CUV_EINVAL;
+  }
   return init_with(config);
 }
 

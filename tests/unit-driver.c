@@ -184,6 +184,8 @@ static void test_init_without_driver(void **state) {
   int rc = cuv_init();
   assert_int_equal(rc, CUV_ENODRIVER);
   assert_non_null(strstr(cuv_strerror(rc), "CUV_DRIVER=sim"));
+  assert_non_null(cuv_init_error()); /* names the path it tried */
+  assert_non_null(strstr(cuv_init_error(), driver));
   assert_int_equal(cuv_init(), CUV_ENODRIVER); /* cached, and still the same answer */
   assert_null(cuv_driver_name());
   assert_int_equal(cuv_driver_is_sim(), 0);

@@ -1,0 +1,367 @@
+/* The configuration API (include/cuv/config.h): defaults and the environment (CUV_* names, the
+ * CUDA_ASYNC_* aliases), cuv_init_with applied once and read back, a second init, an op before
+ * any init, invalid configurations, and a driver path that does not load. A process is
+ * initialized once, so each case runs in a child process of its own, forked before anything of
+ * cuv's ran in this one (tests/no-device.c's pattern); the child's exit status is the verdict,
+ * and a failing child prints the line of the check that failed. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common.h"
+
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "config.c:%d: %s\n", __LINE__, #cond);                                      \
+      return 1;                                                                                   \
+    }                                                                                             \
+  } while (0)
+
+static const char *const variables[] = {
+    "CUV_DRIVER",        "CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", "CUV_HOST_SYNC",
+    "CUDA_ASYNC_HOST_SYNC", "CUV_REACTOR_SLOTS", "CUV_STRICT_HAZARDS",      "CUV_UV_POLL_MAX_US",
+};
+
+/* Every setting's variable unset but the driver: the suite's (sim). */
+static void clear_env(void) {
+  for (size_t i = 1; i < sizeof variables / sizeof variables[0]; i++)
+    unsetenv(variables[i]);
+}
+
+static bool same_config(const cuv_config_t *a, const cuv_config_t *b) {
+  return strcmp(a->driver ? a->driver : "cuda", b->driver ? b->driver : "cuda") == 0 &&
+         a->spin_budget_us == b->spin_budget_us && a->host_sync == b->host_sync &&
+         a->reactor_slots == b->reactor_slots && a->strict_hazards == b->strict_hazards &&
+         a->uv_poll_max_us == b->uv_poll_max_us;
+}
+
+/* A configuration unlike the defaults in every field. */
+static cuv_config_t custom_config(void) {
+  cuv_config_t c;
+  cuv_config_default(&c);
+  c.driver = "sim";
+  c.spin_budget_us = 1 + cuvt_random_u32() % 999;
+  c.host_sync = CUV_HOST_SYNC_BLOCK;
+  c.reactor_slots = 1 + cuvt_random_u32() % 64;
+  c.strict_hazards = true;
+  c.uv_poll_max_us = 1 + cuvt_random_u32() % 5000;
+  return c;
+}
+
+static int child_defaults(void) {
+  clear_env();
+  cuv_config_t c;
+  CHECK(cuv_config_default(&c) == 0);
+  CHECK(strcmp(c.driver, "sim") == 0); /* the suite's CUV_DRIVER */
+  CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
+  CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
+  unsetenv("CUV_DRIVER");
+  CHECK(cuv_config_default(&c) == 0 && strcmp(c.driver, "cuda") == 0);
+  setenv("CUV_DRIVER", "", 1); /* empty counts as unset */
+  CHECK(cuv_config_default(&c) == 0 && strcmp(c.driver, "cuda") == 0);
+  CHECK(cuv_config_default(NULL) == CUV_EINVAL);
+  return 0;
+}
+
+/* Each CUV_* name, each alias alone, and the CUV_* name winning over its alias. */
+static int child_environment(void) {
+  clear_env();
+  cuv_config_t c;
+  setenv("CUV_SPIN_BUDGET_US", "7", 1);
+  setenv("CUV_HOST_SYNC", "spin", 1);
+  setenv("CUV_REACTOR_SLOTS", "3", 1);
+  setenv("CUV_STRICT_HAZARDS", "1", 1);
+  setenv("CUV_UV_POLL_MAX_US", "0", 1);
+  CHECK(cuv_config_default(&c) == 0);
+  CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN && c.reactor_slots == 3);
+  CHECK(c.strict_hazards && c.uv_poll_max_us == 0);
+  clear_env();
+  setenv("CUDA_ASYNC_SPIN_BUDGET_US", "9", 1);
+  setenv("CUDA_ASYNC_HOST_SYNC", "block", 1);
+  CHECK(cuv_config_default(&c) == 0);
+  CHECK(c.spin_budget_us == 9 && c.host_sync == CUV_HOST_SYNC_BLOCK);
+  setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
+  setenv("CUV_HOST_SYNC", "off", 1);
+  CHECK(cuv_config_default(&c) == 0);
+  CHECK(c.spin_budget_us == 1000000 && c.host_sync == CUV_HOST_SYNC_OFF);
+  return 0;
+}
+
+/* A variable out of range: cuv_config_default says so and keeps that field's default; the
+ * implicit init refuses, names the variable, and initializes nothing, so fixing the environment
+ * lets the next call initialize. */
+static int child_environment_invalid(void) {
+  static const char *const bad[][2] = {
+      {"CUV_SPIN_BUDGET_US", "-5"},        {"CUV_SPIN_BUDGET_US", "1000001"},
+      {"CUDA_ASYNC_SPIN_BUDGET_US", "2x"}, {"CUV_HOST_SYNC", "spinn"},
+      {"CUV_REACTOR_SLOTS", "0"},          {"CUV_REACTOR_SLOTS", "1048577"},
+      {"CUV_STRICT_HAZARDS", "yes"},       {"CUV_UV_POLL_MAX_US", "99999999999999999999"},
+      {"CUV_DRIVER", "simm"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    clear_env();
+    unsetenv("CUV_DRIVER");
+    setenv(bad[i][0], bad[i][1], 1);
+    cuv_config_t c;
+    CHECK(cuv_config_default(&c) == CUV_EINVAL);
+    CHECK(strcmp(c.driver, "cuda") == 0 && c.spin_budget_us == 20);
+    CHECK(c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
+    CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
+    CHECK(cuv_init() == CUV_EINVAL);
+    const char *why = cuv_init_error();
+    CHECK(why && strstr(why, bad[i][0]) && strstr(why, bad[i][1]));
+    CHECK(cuv_config_get(&c) == CUV_EINVAL); /* none in force */
+    unsetenv(bad[i][0]);
+  }
+  setenv("CUV_DRIVER", "sim", 1);
+  CHECK(cuv_init() == 0);
+  CHECK(cuv_init_error() == NULL);
+  CHECK(cuv_driver_is_sim());
+  return 0;
+}
+
+static void count_done(int status, cuv_output_t *output, void *arg) {
+  (void)output;
+  *(int *)arg = status;
+}
+
+/* Completes one memset through a queue and returns which path proved it: 'r' reactor, 'h' host
+ * function, 's' inline spin; 0 on failure. */
+static char completion_path(void) {
+  cuv_device_t *dev;
+  cuv_buffer_t *buf;
+  cuv_queue_t *q;
+  if (cuv_device_open(&dev, 0) || cuv_buffer_create(&buf, dev, 4096) ||
+      cuv_queue_create(&q, NULL, NULL))
+    return 0;
+  cuv_stats_t before, after;
+  cuv_stats(&before);
+  int status = 1, rc = cuv_submit(cuv_memset32(buf, 0, 7, 1024), q, count_done, &status, NULL);
+  for (int i = 0; rc == 0 && status == 1 && i < 100; i++) {
+    cuv_queue_wait(q, 100);
+    cuv_queue_drain(q);
+  }
+  cuv_stats(&after);
+  cuv_queue_destroy(q);
+  cuv_buffer_unref(buf);
+  cuv_device_close(dev);
+  if (rc != 0 || status != 0)
+    return 0;
+  if (after.completed_hostfn > before.completed_hostfn)
+    return 'h';
+  if (after.completed_reactor > before.completed_reactor)
+    return 'r';
+  return after.completed_spin > before.completed_spin ? 's' : 0;
+}
+
+/* cuv_init_with applies the configuration: read back whole, and the completion path follows it
+ * (host_sync "block": every completion through a host function). */
+static int child_init_with(void) {
+  clear_env();
+  setenv("CUV_SPIN_BUDGET_US", "5", 1); /* the environment does not count once init is explicit */
+  cuv_config_t want = custom_config(), got;
+  char driver[] = "sim";
+  want.driver = driver;
+  CHECK(cuv_init_with(&want) == 0);
+  driver[0] = 'x'; /* init copied the string */
+  want.driver = "sim";
+  CHECK(cuv_config_get(&got) == 0);
+  CHECK(same_config(&got, &want));
+  CHECK(cuv_spin_budget_us() == want.spin_budget_us);
+  CHECK(strcmp(cuv_driver_name(), "sim") == 0);
+  CHECK(completion_path() == 'h');
+  return 0;
+}
+
+static int child_init_with_off(void) {
+  clear_env();
+  cuv_config_t c;
+  cuv_config_default(&c);
+  c.spin_budget_us = 0; /* no inline spin: the reactor proves it */
+  CHECK(cuv_init_with(&c) == 0);
+  CHECK(completion_path() == 'r');
+  return 0;
+}
+
+/* A second init: the same configuration returns the first's status, another is CUV_EBUSY, and
+ * cuv_init() (no configuration of its own) returns the status; nothing changes. */
+static int child_init_twice(void) {
+  clear_env();
+  cuv_config_t first = custom_config(), other = first, got;
+  CHECK(cuv_init_with(&first) == 0);
+  CHECK(cuv_init_with(&first) == 0);
+  other.reactor_slots = first.reactor_slots + 1;
+  CHECK(cuv_init_with(&other) == CUV_EBUSY);
+  other = first;
+  other.driver = "cuda";
+  CHECK(cuv_init_with(&other) == CUV_EBUSY);
+  CHECK(cuv_init() == 0);
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &first));
+  CHECK(cuv_init_error() == NULL);
+  return 0;
+}
+
+/* An op before any init initializes with the environment's configuration; an explicit init
+ * after it with another configuration is CUV_EBUSY. */
+static int child_op_before_init(void) {
+  clear_env();
+  setenv("CUV_SPIN_BUDGET_US", "3", 1);
+  setenv("CUDA_ASYNC_HOST_SYNC", "spin", 1);
+  int value = 41;
+  cuv_output_t out = {0};
+  CHECK(cuv_sync(cuv_value(&value, NULL), &out) == 0 && out.data == &value);
+  cuv_output_release(&out);
+  cuv_config_t got, want;
+  CHECK(cuv_config_default(&want) == 0);
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &want));
+  CHECK(got.spin_budget_us == 3 && got.host_sync == CUV_HOST_SYNC_SPIN);
+  CHECK(cuv_init_with(&want) == 0);
+  want.spin_budget_us = 4;
+  CHECK(cuv_init_with(&want) == CUV_EBUSY);
+  return 0;
+}
+
+/* Each field out of range, one at a time: CUV_EINVAL, a sentence naming the field, nothing
+ * initialized; then a valid configuration still initializes. */
+static int child_invalid_configs(void) {
+  clear_env();
+  char long_path[PATH_MAX + 8];
+  memset(long_path, 'a', sizeof long_path - 1);
+  long_path[0] = '/';
+  long_path[sizeof long_path - 1] = '\0';
+  cuv_config_t base;
+  cuv_config_default(&base);
+  cuv_config_t bad[12];
+  const char *field[12];
+  size_t n = 0;
+#define BAD(name, expr)                                                                           \
+  do {                                                                                            \
+    bad[n] = base;                                                                                \
+    bad[n].expr;                                                                                  \
+    field[n++] = name;                                                                            \
+  } while (0)
+  BAD("driver", driver = "simm");
+  BAD("driver", driver = "");
+  BAD("driver", driver = "libcuda.so.1"); /* a library name, not a path */
+  BAD("driver", driver = long_path);
+  BAD("spin_budget_us", spin_budget_us = 1000001);
+  BAD("spin_budget_us", spin_budget_us = (unsigned)-1);
+  BAD("host_sync", host_sync = (cuv_host_sync_t)3);
+  BAD("host_sync", host_sync = (cuv_host_sync_t)-1);
+  BAD("reactor_slots", reactor_slots = 0);
+  BAD("reactor_slots", reactor_slots = (1u << 20) + 1);
+  BAD("uv_poll_max_us", uv_poll_max_us = 1000001);
+  BAD("uv_poll_max_us", uv_poll_max_us = (unsigned)-5);
+#undef BAD
+  for (size_t i = 0; i < n; i++) {
+    CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
+    const char *why = cuv_init_error();
+    CHECK(why && strstr(why, field[i]));
+  }
+  CHECK(cuv_init_with(&base) == 0);
+  for (size_t i = 0; i < n; i++) /* checked before it is compared with the one in force */
+    CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
+  CHECK(cuv_init_error() == NULL);
+  return 0;
+}
+
+static int child_invalid_then_valid(void) {
+  clear_env();
+  CHECK(cuv_init_with(NULL) == CUV_EINVAL);
+  cuv_config_t c;
+  cuv_config_default(&c);
+  c.reactor_slots = 0;
+  CHECK(cuv_init_with(&c) == CUV_EINVAL);
+  c.reactor_slots = 1;
+  CHECK(cuv_init_with(&c) == 0);
+  CHECK(cuv_init_error() == NULL);
+  cuv_config_t got;
+  CHECK(cuv_config_get(&got) == 0 && got.reactor_slots == 1);
+  CHECK(cuv_config_get(NULL) == CUV_EINVAL);
+  return 0;
+}
+
+/* A driver path that does not load: CUV_ENODRIVER, and cuv_init_error names the path; the
+ * failure is the process's answer from then on. Through cuv_init_with, then (another child)
+ * through CUV_DRIVER and the implicit init. */
+static int check_typo_refused(const char *path) {
+  const char *why = cuv_init_error();
+  CHECK(why && strstr(why, path));
+  CHECK(cuv_driver_name() == NULL);
+  cuv_device_t *dev = NULL;
+  CHECK(cuv_device_open(&dev, 0) == CUV_ENODRIVER && !dev);
+  CHECK(cuv_init() == CUV_ENODRIVER);
+  cuv_config_t got;
+  CHECK(cuv_config_get(&got) == 0 && strcmp(got.driver, path) == 0);
+  return 0;
+}
+
+static const char typo_path[] = "/nonexistent/cuv-typo/libcuda.so.1";
+
+static int child_driver_typo(void) {
+  clear_env();
+  cuv_config_t c;
+  cuv_config_default(&c);
+  c.driver = typo_path;
+  CHECK(cuv_init_with(&c) == CUV_ENODRIVER);
+  CHECK(cuv_init_with(&c) == CUV_ENODRIVER);
+  return check_typo_refused(typo_path);
+}
+
+static int child_driver_typo_env(void) {
+  clear_env();
+  setenv("CUV_DRIVER", typo_path, 1);
+  CHECK(cuv_init() == CUV_ENODRIVER);
+  return check_typo_refused(typo_path);
+}
+
+static void run_in_child(int (*child)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0)
+    _exit(child());
+  int wstatus;
+  assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+  assert_true(WIFEXITED(wstatus));
+  assert_int_equal(WEXITSTATUS(wstatus), 0);
+}
+
+#define CHILD_TEST(name)                                                                          \
+  static void test_##name(void **state) {                                                         \
+    (void)state;                                                                                  \
+    run_in_child(child_##name);                                                                   \
+  }
+CHILD_TEST(defaults)
+CHILD_TEST(environment)
+CHILD_TEST(environment_invalid)
+CHILD_TEST(init_with)
+CHILD_TEST(init_with_off)
+CHILD_TEST(init_twice)
+CHILD_TEST(op_before_init)
+CHILD_TEST(invalid_configs)
+CHILD_TEST(invalid_then_valid)
+CHILD_TEST(driver_typo)
+CHILD_TEST(driver_typo_env)
+
+int main(void) {
+  /* No cuvt_init: it would initialize this process, which each child must do itself. */
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_defaults),
+      cmocka_unit_test(test_environment),
+      cmocka_unit_test(test_environment_invalid),
+      cmocka_unit_test(test_init_with),
+      cmocka_unit_test(test_init_with_off),
+      cmocka_unit_test(test_init_twice),
+      cmocka_unit_test(test_op_before_init),
+      cmocka_unit_test(test_invalid_configs),
+      cmocka_unit_test(test_invalid_then_valid),
+      cmocka_unit_test(test_driver_typo),
+      cmocka_unit_test(test_driver_typo_env),
+  };
+  return cuvt_run(tests);
+}
