@@ -2,7 +2,10 @@
  * submissions and notify the owner once per empty-to-non-empty transition (sends coalesce, as
  * with uv_async_send); the owner drains the whole queue on its own thread, where the callbacks
  * run and the submissions retire (retirement may call the driver, so it never happens on the
- * reactor or the driver's callback thread). */
+ * reactor or the driver's callback thread). The queue also does an owner's bookkeeping: it
+ * counts submissions from the moment cuv_submit starts until their callback starts (so a closing
+ * owner can wait for work not yet enqueued), and times the ones its owner polls for
+ * (CUV_SUBMIT_POLLED), sizing how long polling for them pays off (cuv_queue_young). */
 #include <errno.h>
 #include <time.h>
 
@@ -24,16 +27,54 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **out, cuv_notify_fn notify, void *n
   return 0;
 }
 
-void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub) {
+int cuv__queue_enter(cuv_queue_t *q) {
+  pthread_mutex_lock(&q->lock);
+  int rc = q->closed ? CUV_ECLOSED : 0;
+  if (rc == 0)
+    atomic_fetch_add(&q->pending, 1);
+  pthread_mutex_unlock(&q->lock);
+  return rc;
+}
+
+void cuv__queue_leave(cuv_queue_t *q) {
+  pthread_mutex_lock(&q->lock);
+  if (atomic_fetch_sub(&q->pending, 1) == 1 && q->notify)
+    q->notify(q, q->notify_arg);
+  pthread_mutex_unlock(&q->lock);
+}
+
+/* How long polled work counts as young after its submission: the spin budget, or, when the
+ * queue's recent polled work took longer but short enough to be caught by polling (1.5 times its
+ * moving average, within uv_poll_max_us), that long. Work that ends inside the window reaches its
+ * callback without the cross-thread wake of a sleeping owner; longer work is left to the reactor
+ * thread rather than polled for in vain. Under the lock. */
+static uint64_t poll_window(const cuv_queue_t *q) {
+  uint64_t budget = (uint64_t)cuv__config.spin_budget_us * 1000u;
+  uint64_t typical = q->recent_ns + q->recent_ns / 2;
+  return typical > budget && typical <= (uint64_t)cuv__config.uv_poll_max_us * 1000u ? typical
+                                                                                      : budget;
+}
+
+void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub, unsigned flags) {
+  uint64_t now = flags & CUV_SUBMIT_POLLED ? cuv__now_ns() : 0;
   pthread_mutex_lock(&q->lock);
   sub->ticket = ++q->last_ticket;
+  sub->submitted_ns = now;
+  if (now)
+    atomic_store_explicit(&q->young_until, now + poll_window(q), memory_order_relaxed);
   sub->live_prev = NULL;
   sub->live_next = q->live;
   if (q->live)
     q->live->live_prev = sub;
   q->live = sub;
-  atomic_fetch_add(&q->pending, 1);
   pthread_mutex_unlock(&q->lock);
+}
+
+CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *q) {
+  if (!q)
+    return false;
+  uint64_t until = atomic_load_explicit(&((cuv_queue_t *)q)->young_until, memory_order_relaxed);
+  return until && cuv__now_ns() < until;
 }
 
 static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
@@ -74,14 +115,28 @@ void cuv__queue_push(cuv_queue_t *q, cuv__submission_t *sub) {
   pthread_mutex_unlock(&q->lock);
 }
 
+/* Folds a polled submission's submit-to-drain time into the moving average (one clock read per
+ * drain, when it has polled work). Under the lock. */
+static void time_polled(cuv_queue_t *q, const cuv__submission_t *sub, uint64_t *now) {
+  if (!sub->submitted_ns)
+    return;
+  if (!*now)
+    *now = cuv__now_ns();
+  uint64_t took = *now - sub->submitted_ns;
+  q->recent_ns = q->recent_ns ? (q->recent_ns * 7 + took) / 8 : took;
+}
+
 /* Takes every finished submission; from here on they cannot be cancelled. */
 static cuv__submission_t *take_all(cuv_queue_t *q) {
+  uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
   cuv__submission_t *list = q->head;
   q->head = NULL;
   q->tail = &q->head;
-  for (cuv__submission_t *sub = list; sub; sub = sub->next)
+  for (cuv__submission_t *sub = list; sub; sub = sub->next) {
     live_unlink(q, sub);
+    time_polled(q, sub, &now);
+  }
   pthread_mutex_unlock(&q->lock);
   return list;
 }
@@ -106,9 +161,10 @@ CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
   while (list) {
     cuv__submission_t *sub = list;
     list = sub->next;
+    /* Counted out before its callback, which may then destroy the queue once it was the last. */
+    atomic_fetch_sub(&q->pending, 1);
     deliver(sub);
     cuv__sub_finish(sub, sub->status);
-    atomic_fetch_sub(&q->pending, 1);
     ran++;
   }
   return ran;
@@ -149,14 +205,21 @@ CUV_EXTERN int cuv_queue_wait(cuv_queue_t *q, int timeout_ms) {
 }
 
 CUV_EXTERN void cuv_queue_close(cuv_queue_t *q) {
-  if (q)
-    atomic_store(&q->closed, true);
+  if (!q)
+    return;
+  pthread_mutex_lock(&q->lock);
+  q->closed = true;
+  pthread_mutex_unlock(&q->lock);
 }
 
 CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *q) {
   if (!q)
     return CUV_EINVAL;
-  if (atomic_load(&q->pending) != 0)
+  /* Under the lock: a notify still running (cuv__queue_leave's, or the last push's) ends first. */
+  pthread_mutex_lock(&q->lock);
+  unsigned pending = atomic_load(&q->pending);
+  pthread_mutex_unlock(&q->lock);
+  if (pending != 0)
     return CUV_EBUSY;
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);

@@ -1,24 +1,35 @@
 #ifndef CUV_LIB_QUEUE_H
 #define CUV_LIB_QUEUE_H
 
+/* The completion queue (lib/queue.c): where finished submissions wait for their owner's drain.
+ * It also counts its submissions in flight and times the ones its owner polls for, so an owner
+ * (the libuv bridge, uv/bridge.c) keeps no per-submission state of its own. */
+
 struct cuv_queue_s {
   pthread_mutex_t lock;
   pthread_cond_t cond;        /* for cuv_queue_wait */
   cuv__submission_t *head;    /* finished, not yet drained (FIFO) */
   cuv__submission_t **tail;
-  atomic_uint pending;        /* accepted and not yet drained */
-  atomic_bool closed;
+  atomic_uint pending;        /* counted in by cuv__queue_enter, out before the callback runs */
+  bool closed;                /* under the lock: cuv__queue_enter refuses from then on */
   unsigned waiters;
   cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel */
   cuv_ticket_t last_ticket;
   cuv_notify_fn notify;
   void *notify_arg;
+  uint64_t recent_ns;          /* moving average of polled work's submit-to-drain time (lock) */
+  _Atomic uint64_t young_until; /* cuv__now_ns() until which polled work counts as young */
 };
 
-/* Counts an accepted submission and gives it a ticket. */
-void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);
+/* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED. */
+int cuv__queue_enter(cuv_queue_t *queue);
+/* Counts a refused submission out again; notifies when that leaves nothing pending, so an owner
+ * waiting for its work to end looks again. */
+void cuv__queue_leave(cuv_queue_t *queue);
+/* Gives an entered submission its ticket; stamps it when flags has CUV_SUBMIT_POLLED. */
+void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub, unsigned flags);
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
- * so a drainer that saw pending reach 0 knows no notify is still running. */
+ * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
 void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);
 
 #endif

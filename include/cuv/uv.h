@@ -3,17 +3,22 @@
 
 /* libcuv-uv: delivers cuv completions into a libuv loop.
  *
- * One bridge per loop. It owns one uv_async_t; the thread that finishes GPU work (cuv's reactor
- * or the driver's callback thread) pushes the submission on the bridge's queue and wakes the loop,
- * which drains the whole queue per wake and runs each `done` callback on the loop thread.
- * While work submitted on the loop thread is younger than CUDA_ASYNC_SPIN_BUDGET_US, the loop
- * also polls for it itself (a uv_idle_t keeps the poll timeout at zero, so other I/O is still
- * served and no callback spins): a completion then reaches the callback without a cross-thread
- * wake. The submitting thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN).
+ * One bridge per loop. It owns three handles on the loop (a uv_async_t, a uv_idle_t and a
+ * uv_check_t, whose data is the bridge) and one cuv queue. The thread that finishes GPU work
+ * (cuv's reactor or the driver's callback thread) pushes the submission on the queue and wakes
+ * the loop, which drains the whole queue per wake and runs each `done` callback on the loop
+ * thread. While work submitted on the loop thread is young (cuv_queue_young: the spin budget, or
+ * longer when the loop's recent work took longer, up to cuv_config_t's uv_poll_max_us, variable
+ * CUV_UV_POLL_MAX_US), the loop also polls for it itself (the idle handle keeps the poll timeout
+ * at zero, so other I/O is still served and no callback spins): a completion then reaches the
+ * callback without a cross-thread wake. The submitting thread never spins (cuv_uv_submit adds
+ * CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where POSIX has the meaning: a libuv
+ * call that fails (uv_async_init in cuv_uv_open) returns its code unchanged.
  *
- * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_pending and
- * cuv_uv_loop from any thread. Callbacks always run on the loop thread, in completion order
- * (submissions of one stream whose completions took different paths may come out of order).
+ * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_cancel,
+ * cuv_uv_pending and cuv_uv_loop from any thread. Callbacks always run on the loop thread, in
+ * completion order (submissions of one stream whose completions took different paths may come
+ * out of order).
  *
  * Lifetime: the bridge keeps the loop alive exactly while something is in flight (accepted and its
  * callback not yet run), so uv_run(UV_RUN_DEFAULT) returns once the last callback ran. libuv lets
@@ -29,14 +34,37 @@
  * Work another thread submits after the loop's last look (uv_run returned, or is returning,
  * because it had nothing left; libuv gives other threads no way to keep such a loop alive) is not
  * lost: its callback runs in the next iteration any uv_run makes (one that has something else to
- * do, or after cuv_uv_close, which keeps the loop alive until every callback ran). To hand work from other threads to a loop that may have run dry, keep the loop
- * busy until they are done submitting (the libuv way: a handle of your own), or close the bridge
- * and run the loop: "uv_run; cuv_uv_close; uv_run" never leaves a callback behind.
+ * do, or after cuv_uv_close, which keeps the loop alive until every callback ran). To hand work
+ * from other threads to a loop that may have run dry, keep the loop busy until they are done
+ * submitting (the libuv way: a handle of your own), or close the bridge and run the loop:
+ * "uv_run; cuv_uv_close; uv_run" never leaves a callback behind.
  *
  * Closing: cuv_uv_close refuses new submissions (CUV_ECLOSED); work already in flight still
  * completes on the GPU and each callback still runs once, with its own result; then the handles
- * are closed and close_cb runs, after which the bridge is freed. The loop keeps running (and
- * serving other I/O) meanwhile. A done callback may submit more work or close its own bridge. */
+ * are closed and close_cb runs (always in a later loop callback, never inside cuv_uv_close), after
+ * which the bridge is freed. The loop keeps running (and serving other I/O) meanwhile. A done
+ * callback may submit more work or close its own bridge. Like uv_close for a handle, cuv_uv_close
+ * is needed exactly once, before uv_loop_close: while the bridge closes it holds a uv_work_t (a
+ * threadpool thread waits for the work in flight), so uv_loop_close returns UV_EBUSY until
+ * close_cb ran.
+ *
+ * Walking the loop: libuv's shutdown idiom, uv_walk with a callback that closes every handle not
+ * closing, closes the bridge's three handles too. That is safe in any order with cuv_uv_close:
+ *  - walk, then cuv_uv_close: the bridge closes none of its handles twice, delivers the work in
+ *    flight and frees itself once libuv has run the walker's close callbacks for its handles;
+ *  - cuv_uv_close, then walk: the close already holds the loop (its uv_work_t, which no walk
+ *    closes) and finishes as above;
+ *  - a walk, and cuv_uv_close only later: the walk ends the bridge's delivery, and uv_run may
+ *    return with work still in flight. Submissions on the loop thread are refused from then on
+ *    (CUV_ECLOSED), and other threads' once the loop thread has seen the walk (at its next
+ *    cuv_uv_submit); nothing accepted is lost or cancelled: the uv_run after cuv_uv_close
+ *    delivers it, each callback once with its own result.
+ * A walker's close callback receives the bridge's handles: it must not free them.
+ *
+ * Linking: C programs link libcuv-uv (pkg-config cuv-uv). A program that brings its own libuv (a
+ * Node.js addon must use node's) compiles the adapter's installed source into itself instead,
+ * against its own uv.h, and links libcuv only: `pkg-config --variable=adapter cuv-uv` names it
+ * (samples/node-addon builds so). */
 
 #include <uv.h>
 
