@@ -198,8 +198,10 @@ static int setup(app_t *app, char **argv, const char *ptx) {
   if ((rc = make_slots(app)) != 0)
     return fail("making the buffers", rc);
   uv_loop_init(&app->loop);
-  if ((rc = cuv_uv_open(&app->bridge, &app->loop)) != 0)
+  if ((rc = cuv_uv_open(&app->bridge, &app->loop)) != 0) {
+    uv_loop_close(&app->loop);
     return fail("cuv_uv_open", rc);
+  }
   uv_timer_init(&app->loop, &app->timer);
   app->timer.data = app;
   uv_timer_start(&app->timer, on_tick, 1, 1);
@@ -242,8 +244,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fileio: cuv_init: %s\n", cuv_strerror(rc));
     return rc == CUV_ENODRIVER ? EXIT_NO_DRIVER : EXIT_FAILURE;
   }
-  if (setup(&app, argv, argc > 6 ? argv[6] : FILEIO_PTX_PATH) != 0)
+  if (setup(&app, argv, argc > 6 ? argv[6] : FILEIO_PTX_PATH) != 0) {
+    teardown(&app); /* what setup made before it failed */
     return EXIT_FAILURE;
+  }
 
   uint64_t t0 = uv_hrtime();
   app.active = app.nslots;
