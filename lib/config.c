@@ -5,7 +5,6 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -157,10 +156,4 @@ bool cuv__config_equal(const cuv_config_t *c) {
          c->spin_budget_us == a->spin_budget_us && c->host_sync == a->host_sync &&
          c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
          c->uv_poll_max_us == a->uv_poll_max_us;
-}
-
-uint64_t cuv__now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
 }

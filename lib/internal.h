@@ -19,8 +19,7 @@
 
 #include "config.h"
 
-/* ---- time.c ---- */
-uint64_t cuv__now_ns(void);
+#include "clock.h"
 
 #include "device.h"
 #include "stream.h"
