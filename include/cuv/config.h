@@ -64,8 +64,8 @@ CUV_EXTERN int cuv_config_default(cuv_config_t *config);
 /* Validates config, applies it and loads the driver (cuInit), once per process; thread-safe.
  * Returns 0, or:
  * - CUV_EINVAL: config is NULL or holds a value out of range (an unknown host_sync, a driver
- *   that is none of "cuda", "sim" or a path); nothing is initialized, and init may be tried
- *   again;
+ *   that is none of "cuda", "sim" or a path), checked first, also after initialization; nothing
+ *   is initialized, init may be tried again, and cuv_init_error() names the field;
  * - CUV_EBUSY: the process is initialized already, with another configuration (an identical
  *   one returns that initialization's status);
  * - the status of loading the driver (CUV_ENODRIVER, CUV_EDRIVER, a CUV_ECUDA code from cuInit):
