@@ -4,7 +4,7 @@
 # First replays the committed corpus and regressions (a regression that crashes again fails here),
 # then fuzzes for CUV_FUZZ_TIME seconds (default 60) from a scratch copy of both, so the
 # committed corpus stays small. A crash leaves its input in ARTIFACTS (crash-*, leak-*, timeout-*):
-# copy it to fuzz/regressions/NAME/ with the fix (README.md). Extra libFuzzer flags:
+# copy it to the target's regressions folder with the fix (README.md). Extra libFuzzer flags:
 # CUV_FUZZ_FLAGS (e.g. "-jobs=4 -workers=4").
 set -uo pipefail
 fuzzer=$1 name=$2 artifacts=$3 corpus=$4 regressions=$5

@@ -9,7 +9,7 @@
  * those in one run and in the next ended that kernel early and ran nothing behind it
  * (tests/conformance.c test_fault_runs_queued_host_work): this is the first of its two answers.
  * A write behind dropped work must not land: its reader would take the work for done (cuv's
- * reactor does; samples/tcp-infer's fault tests answered wrongly).
+ * reactor does; apps/tcp-infer's fault tests answered wrongly).
  *
  * The NULL stream (also CU_STREAM_LEGACY and CU_STREAM_PER_THREAD) is one more worker per context,
  * created on first use. It does NOT implement the legacy stream's implicit synchronization with

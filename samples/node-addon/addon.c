@@ -53,7 +53,7 @@ typedef struct addon {
   napi_env env;
   int setup; /* 0: not yet; 1: ready; < 0: the error setting up failed with (kept) */
   cuv_device_t *dev;
-  cuv_kernel_t *saxpy, *dense; /* samples/saxpy's kernel, samples/tcp-infer's dense layer */
+  cuv_kernel_t *saxpy, *dense; /* samples/saxpy's kernel, apps/tcp-infer's dense layer */
   cuv_uv_t *bridge;
   napi_ref resource; /* the async resource completions run under (napi_open_callback_scope) */
   napi_async_context async_context;

@@ -1,5 +1,5 @@
 /* Host twins of the kernels the addon runs, for libcuv-sim: same names, same parameters, same
- * results. saxpy is samples/saxpy/saxpy.cu's; mlp_dense is samples/tcp-infer/mlp.cu's, whose twin
+ * results. saxpy is samples/saxpy/saxpy.cu's; mlp_dense is apps/tcp-infer/mlp.cu's, whose twin
  * is tcp-infer's host reference (mlp.c). Simulated device memory is host memory, so a
  * CUdeviceptr parameter is the host address. */
 #include <stdint.h>
@@ -7,7 +7,7 @@
 #include <cuda.h>
 #include <cuv/sim.h>
 
-#include "../tcp-infer/mlp.h"
+#include "../../apps/tcp-infer/mlp.h"
 #include "twins.h"
 
 #define P(i, type) (*(type *)params[i])

@@ -103,8 +103,8 @@ char *metrics_render(const server_t *s, size_t *len) {
          n->gpu_submitted);
   metric(f, "cuv_infer_gpu_completed_total", "counter", "Inference requests the GPU completed.",
          n->gpu_completed);
-  metric(f, "cuv_infer_gpu_failed_total", "counter", "Inference requests that failed or were refused.",
-         n->gpu_failed);
+  metric(f, "cuv_infer_gpu_failed_total", "counter",
+         "Inference requests that failed or were refused.", n->gpu_failed);
   metric(f, "cuv_infer_gpu_in_flight", "gauge", "Inference requests started and not yet completed.",
          n->gpu_submitted - n->gpu_completed - n->gpu_failed);
   metric(f, "cuv_infer_waiting", "gauge", "Complete requests waiting for a free workspace.",

@@ -243,7 +243,8 @@ static char *get_stats(void) {
 /* The value of an unlabelled metric. */
 static double metric(const char *stats, const char *name) {
   size_t len = strlen(name);
-  for (const char *line = stats; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+  for (const char *line = stats; line && *line;
+       line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
     if (!strncmp(line, name, len) && line[len] == ' ')
       return strtod(line + len + 1, NULL);
   fail_msg("metric %s missing", name);

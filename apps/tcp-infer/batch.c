@@ -1,4 +1,4 @@
-/* tcp-infer: --coalesce [ROWS], dynamic batching.
+/* tcp-infer: --coalesce [ROWS], dynamic batching (called by infer.c; calls model.c and pool.c).
  *
  * Each request costs the loop thread the same few driver calls whatever its size (upload, two
  * launches, download, the completion's flag), so under load the loop is bound by calls, not rows.
@@ -6,22 +6,22 @@
  * and a uv_check handle, which runs right after the poll phase (once the iteration read and parsed
  * everything that was readable), submits the whole batch as ONE op:
  *   upload(in, the bodies concatenated) ; dense ; dense ; download(out)
- * through one workspace sized for ROWS rows. The bodies are concatenated straight into a pinned
- * host buffer of the batch (cuv_host_buffer_t), so the upload is one DMA with no staging copy; the
- * submission holds that buffer until its work completed, and the batch slot (with its workspace)
- * is reused only after the completion. The completion (loop thread) hands each request its
- * slice of the downloaded outputs, one reference-counted output shared by the batch's responses
- * (no copy), and answers each in turn with request_gpu_done.
+ * through one workspace sized for ROWS rows (model_rows_op). The bodies are concatenated straight
+ * into a pinned host buffer of the batch (cuv_host_buffer_t), so the upload is one DMA with no
+ * staging copy; the submission holds that buffer until its work completed, and the batch slot
+ * (with its workspace) is reused only after the completion. The completion (loop thread) hands
+ * each request its slice of the downloaded outputs, one reference-counted output shared by the
+ * batch's responses (no copy), and answers each in turn with request_gpu_done.
  *
  * A request that would overflow the pending batch flushes it first. The workspaces are the loop's
  * pool (one per batch in flight); when none is free the pending batch grows to ROWS, then the
- * requests wait in the loop's FIFO queue, as without --coalesce. A workspace goes back to the pool
- * only in the batch's completion, after cuv proved its GPU work complete, so no batch can write a
- * workspace the GPU still reads for another.
+ * requests wait in the loop's FIFO queue (pool.c), as without --coalesce. A workspace goes back
+ * to the pool only in the batch's completion, after cuv proved its GPU work complete, so no batch
+ * can write a workspace the GPU still reads for another.
  *
  * A request in the pending batch is REQ_WAITING (its connection's close takes it out, through
- * infer_forget); once submitted it is REQ_RUNNING (its connection's close orphans it, and
- * request_gpu_done frees it; the rest of the batch is answered as usual).
+ * infer_forget, then batch_forget); once submitted it is REQ_RUNNING (its connection's close
+ * orphans it, and request_gpu_done frees it; the rest of the batch is answered as usual).
  *
  * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. */
 #include <stdlib.h>
@@ -84,13 +84,9 @@ static void pending_push(loop_t *lp, request_t *req) {
 static void refill(loop_t *lp) {
   struct batcher *b = lp->batcher;
   request_t *req;
-  while (!lp->stopping && (req = lp->wait_head) && b->rows + req->batch <= lp->srv->coalesce) {
-    lp->wait_head = req->next_wait;
-    if (!lp->wait_head)
-      lp->wait_tail = NULL;
-    lp->n.waiting--;
-    pending_push(lp, req);
-  }
+  while (!lp->stopping && (req = pool_first_waiting(lp)) &&
+         b->rows + req->batch <= lp->srv->coalesce)
+    pending_push(lp, pool_next_waiting(lp));
 }
 
 bool batch_forget(loop_t *lp, request_t *req) {
@@ -141,9 +137,7 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
   }
   if (sh)
     shared_unref(sh);
-  bt->ws->next = lp->free_ws;
-  lp->free_ws = bt->ws;
-  lp->n.free_workspaces++;
+  pool_put(lp, bt->ws);
   bt->ws = NULL;
   refill(lp);
   if (lp->batcher->head)
@@ -154,7 +148,7 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) { batch_done(a
 
 static cuv_op_t *batch_op(batch_t *bt) {
   cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->host, 0, bt->rows * ROW_IN);
-  return infer_rows_op(bt->lp->srv, bt->ws, upload, bt->rows);
+  return model_rows_op(bt->lp->srv, bt->ws, upload, bt->rows);
 }
 
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
@@ -208,11 +202,9 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
 /* Submits the pending batch; 0 when it left (submitted, or refused and answered), -1 when there
  * is none or no workspace is free. */
 static int flush(loop_t *lp) {
-  workspace_t *ws = lp->free_ws;
-  if (!lp->batcher->head || !ws)
+  workspace_t *ws = lp->batcher->head ? pool_take(lp) : NULL;
+  if (!ws)
     return -1;
-  lp->free_ws = ws->next;
-  lp->n.free_workspaces--;
   batch_t *bt = take_pending(lp, ws);
   count(lp, bt);
   int rc;
@@ -256,10 +248,10 @@ void batch_add(loop_t *lp, request_t *req) {
   struct batcher *b = lp->batcher;
   unsigned limit = lp->srv->coalesce;
   req->state = REQ_WAITING;
-  if (!lp->wait_head && b->rows + req->batch > limit)
+  if (!pool_first_waiting(lp) && b->rows + req->batch > limit)
     flush(lp); /* it would overflow the pending batch: that one goes first */
-  if (lp->wait_head || b->rows + req->batch > limit) {
-    infer_wait(lp, req); /* no workspace for the full batch: first come, first served */
+  if (pool_first_waiting(lp) || b->rows + req->batch > limit) {
+    pool_wait(lp, req); /* no workspace for the full batch: first come, first served */
     return;
   }
   pending_push(lp, req);

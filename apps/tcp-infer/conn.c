@@ -429,7 +429,8 @@ static int on_headers_complete(http_parser *p) {
     /* Too large to read: answer now and stop reading this connection. */
     char message[128];
     snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
-             (unsigned long long)p->content_length, lp->srv->max_batch * row_bytes, lp->srv->max_batch);
+             (unsigned long long)p->content_length, lp->srv->max_batch * row_bytes,
+             lp->srv->max_batch);
     req->keep_alive = false;
     respond_error(req, 413, message);
     c->cur = NULL;

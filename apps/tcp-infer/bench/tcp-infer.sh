@@ -6,8 +6,8 @@
 # baseline's requests/s with a lower p99. Each connection keeps one request in flight (as wrk
 # does), batch 8 rows.
 #
-#   bench/tcp-infer.sh [BUILD_DIR]     from the source tree (default build dir: build)
-#   samples/tcp-infer/tcp-infer-bench  from the build tree (its copy; scripts/gpu runs this one)
+#   apps/tcp-infer/bench/tcp-infer.sh [BUILD_DIR]  from the source tree (default build dir: build)
+#   apps/tcp-infer/tcp-infer-bench     from the build tree (its copy; scripts/gpu runs this one)
 #
 # Configurations (server options), each against its own server, all in this one run:
 #   baseline      --baseline        1 loop; GPU work in the thread pool, blocking in cuv_sync

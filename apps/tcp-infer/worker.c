@@ -1,17 +1,18 @@
 /* tcp-infer --isolate: the worker process (`tcp-infer --worker ...`, started by isolate.c).
  *
- * It loads the model as the server does (server.c's start-up, infer_init), then serves request
- * frames from fd 3 (frames.h) with infer.c's pipeline unchanged: each frame becomes a request_t
+ * It loads the model as the server does (server.c's start-up, model_init), then serves request
+ * frames from fd 3 (frames.h) with infer.c's dispatch unchanged: each frame becomes a request_t
  * without a connection, started with infer_start, and its completion (request_gpu_done, which
  * hands worker requests to worker_request_done) writes the reply frame. One loop, one bridge.
  *
  * A sticky device fault (illegal address, trap, ...) kills the CUDA context for the rest of the
- * process: cuv_device_recover cannot clear it (the driver's primary-context reset gives the
- * fault back; the simulator does the same). So on the first completion that reports one, the
- * worker stops reading, lets every request it holds resolve (cuv resolves each with the fault,
- * none hangs) and write its reply, and exits with WORKER_EXIT_FAULT through _exit: what cuv
- * could not prove complete is leaked on purpose, and the process's end frees it; the front
- * starts a new worker. On EOF (the front shuts down) it finishes its work and exits 0 cleanly. */
+ * process: the driver's primary-context reset gives the fault back (the simulator does the same),
+ * so cuv has no recovery in process, and this process is the unit of recovery. On the first
+ * completion that reports one (cuv_status_is_fault), the worker stops reading, lets every request
+ * it holds resolve (cuv resolves each with the fault, none hangs) and write its reply, and exits
+ * with WORKER_EXIT_FAULT through _exit: what cuv could not prove complete is leaked on purpose,
+ * and the process's end frees it; the front starts a new worker. On EOF (the front shuts down)
+ * it finishes its work and exits 0 cleanly. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -71,11 +72,6 @@ static void register_debug_twins(void) {
 #else
 static void register_debug_twins(void) {}
 #endif
-
-/* A context that died: a sticky fault, or one already reset under us. */
-static bool is_sticky_fault(int status) {
-  return status == CUV_ELOST || cuv_status_is_fault(status);
-}
 
 /* ---- ending --------------------------------------------------------------------------------- */
 
@@ -184,7 +180,7 @@ void worker_request_done(request_t *req) {
   struct worker_side *wk = req->lp->wk;
   if (req->route == ROUTE_INFER)
     infer_release(wk->lp, req); /* the next waiting request may start on its workspace */
-  if (is_sticky_fault(req->gpu_status))
+  if (cuv_status_is_fault(req->gpu_status)) /* the context died: a sticky fault */
     enter_fault(wk, req->gpu_status);
   send_reply(wk, req->iso_id, req->gpu_status, req);
 }
@@ -352,7 +348,7 @@ int worker_main(server_t *s, const char *ptx) {
   free(lp);
   s->loops = NULL;
   s->nloops = 0;
-  infer_free(s);
+  model_free(s);
   cuv_device_close(s->dev);
   return status;
 }

@@ -330,8 +330,9 @@ static uint32_t percentile(const uint32_t *sorted, size_t n, double q) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: tcp-infer-client --port N [--host ADDR] [--connections N] [--depth N]\n"
-             "         [--batch N|MIN-MAX] [--duration S | --requests N] [--seed N] [--threads N]\n");
+  fprintf(f,
+          "usage: tcp-infer-client --port N [--host ADDR] [--connections N] [--depth N]\n"
+          "         [--batch N|MIN-MAX] [--duration S | --requests N] [--seed N] [--threads N]\n");
 }
 
 static int parse_options(int argc, char **argv, config_t *cfg) {

@@ -2,14 +2,20 @@
  *
  *   server.c   options, start-up, the loops (one thread each), shutdown
  *   conn.c     connections: HTTP/1.1 parsing (http-parser), requests answered in order
- *   infer.c    the model on the GPU: weights, workspaces, the cuv pipeline (or the baseline:
- *              the same work in libuv's thread pool with a blocking cuv_sync)
+ *   infer.c    request dispatch: each complete POST /infer runs as one cuv submission (or the
+ *              baseline: the same work in libuv's thread pool with a blocking cuv_sync)
+ *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
+ *   pool.c     a loop's workspaces and the FIFO of requests waiting for one
+ *   model.c    the model on the GPU: kernels, weights, workspaces' buffers, the op over N rows
+ *              (cublas.c: its --cublas layers)
  *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
  *   isolate.c  --isolate, the front: each loop's GPU work runs in a worker process it supervises
  *              (a spare beside it, a hang watchdog); isolate-metrics.c: its GET /stats metrics
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
  *   frames.c   --isolate: the frames between them (frames.h)
- *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
+ *
+ * Dispatch calls downward only: infer.c -> batch.c -> pool.c, model.c (infer.c also calls the
+ * last two). Completions go up to the connection through request_gpu_done.
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
@@ -153,36 +159,52 @@ void conn_close_all(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
 
-/* infer.c */
-/* The kernels and the weights (uploaded once). */
-int infer_init(server_t *s, const char *ptx, uint64_t seed);
-void infer_free(server_t *s);
-/* A loop's workspaces (made on any thread, before the loop serves). */
+/* infer.c: request dispatch (loop thread, except the loop set-up). */
+/* A loop's workspaces and, with --coalesce, its batcher (before the loop serves). */
 int infer_loop_init(loop_t *lp);
 void infer_loop_free(loop_t *lp);
 /* Starts a complete POST /infer (body and batch valid): now, or once a workspace is free. */
 void infer_start(loop_t *lp, request_t *req);
-/* Queues req (REQ_WAITING) at the end of the loop's FIFO of requests waiting for a workspace. */
-void infer_wait(loop_t *lp, request_t *req);
-/* A request that never started (waiting) leaves the wait queue. */
+/* A request that never started (waiting, or in the pending batch) leaves its queue. */
 void infer_forget(loop_t *lp, request_t *req);
 /* Gives the request's workspace back (next waiting request starts on it). */
 void infer_release(loop_t *lp, request_t *req);
+
+/* pool.c: a loop's workspaces and the FIFO of requests waiting for one (loop thread). */
+int pool_init(loop_t *lp); /* sized for --max-batch rows, or --coalesce's */
+void pool_free(loop_t *lp);
+workspace_t *pool_take(loop_t *lp); /* NULL when none is free */
+void pool_put(loop_t *lp, workspace_t *ws);
+/* Queues req (REQ_WAITING) at the end of the FIFO. */
+void pool_wait(loop_t *lp, request_t *req);
+/* The oldest waiting request, left in the FIFO (first) or taken out of it (next); NULL: none. */
+request_t *pool_first_waiting(const loop_t *lp);
+request_t *pool_next_waiting(loop_t *lp);
+/* Takes req out of the FIFO; false when it was not there. */
+bool pool_forget(loop_t *lp, request_t *req);
+
+/* model.c: the model on the GPU. */
+/* The kernels and the weights (uploaded once). */
+int model_init(server_t *s, const char *ptx, uint64_t seed);
+void model_free(server_t *s);
+/* A workspace's buffers for `rows` rows; model_workspace_free frees what was made. */
+int model_workspace_init(server_t *s, workspace_t *ws, size_t rows);
+void model_workspace_free(workspace_t *ws);
 /* The GPU work of `rows` rows of input through ws, as one op whose output is the rows x MLP_OUT
  * outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats), the layers, the
  * download. */
-cuv_op_t *infer_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows);
-/* Registers the kernel's host twin with libcuv-sim (when linked); delay_us > 0 makes each launch
- * last at least that long on the simulator (a stand-in for a GPU's latency). */
-void infer_register_twin(unsigned delay_us);
+cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows);
+/* Registers the kernels' host twins with libcuv-sim (when linked); delay_us > 0 makes each
+ * launch last at least that long on the simulator (a stand-in for a GPU's latency). */
+void model_register_twins(unsigned delay_us);
 
 /* cublas.c: --cublas. Loads libcublas at run time (never linked) and, when it loads, runs the
  * layers as cublasSgemm inside cuv_with_context; returns 0, or non-zero when it is unavailable
  * (the server then silently keeps its own kernel). */
-int infer_cublas_open(server_t *s);
-void infer_cublas_close(server_t *s);
+int model_cublas_open(server_t *s);
+void model_cublas_close(server_t *s);
 /* The two layers for `rows` rows of ws->in into ws->out, as one op. */
-cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
+cuv_op_t *model_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
 
 /* isolate.c (the front, --isolate; loop thread unless said). */
 int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */

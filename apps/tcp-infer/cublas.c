@@ -2,7 +2,7 @@
  * stream cuv picked, each followed by the bias+activation kernel (mlp_bias_act).
  *
  * libcublas is loaded with dlopen at start-up, never linked: where it does not load (no CUDA
- * toolkit, or the simulator, whose streams are not CUDA streams), infer_cublas_open fails and the
+ * toolkit, or the simulator, whose streams are not CUDA streams), model_cublas_open fails and the
  * server silently keeps its own kernel. The few entry points are declared here (their C ABI), so
  * no cuBLAS header is needed either.
  *
@@ -47,7 +47,7 @@ static void *load_library(void) {
   return NULL;
 }
 
-int infer_cublas_open(server_t *s) {
+int model_cublas_open(server_t *s) {
   if (cuv_driver_is_sim() || !s->bias_act)
     return CUV_ENOTSUP;
   cublas_t *cb = calloc(1, sizeof *cb);
@@ -73,7 +73,7 @@ int infer_cublas_open(server_t *s) {
   return 0;
 }
 
-void infer_cublas_close(server_t *s) {
+void model_cublas_close(server_t *s) {
   cublas_t *cb = s->cublas_ctx;
   if (!cb)
     return;
@@ -123,7 +123,7 @@ static cuv_op_t *bias_act(server_t *s, unsigned rows, unsigned n, cuv_buffer_t *
   return cuv_launch(s->bias_act, CUV_DIM1((rows * n + 127) / 128), CUV_DIM1(128), 0, args, 5);
 }
 
-cuv_op_t *infer_cublas_layers(server_t *s, workspace_t *ws, unsigned rows) {
+cuv_op_t *model_cublas_layers(server_t *s, workspace_t *ws, unsigned rows) {
   cuv_op_t *op = gemm(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, ws->hidden);
   op = cuv_seq(op, bias_act(s, rows, MLP_HIDDEN, ws->hidden, s->b1, 1));
   op = cuv_seq(op, gemm(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, ws->out));

@@ -1,4 +1,4 @@
-/* fuzz/http.c: bytes to tcp-infer's request handling (samples/tcp-infer/conn.c: http-parser,
+/* apps/tcp-infer/fuzz/http.c: bytes to tcp-infer's request handling (conn.c: http-parser,
  * routing, body validation, pipelining, responses in order, closing), without a network.
  *
  * The server adopts one end of a socketpair as a connection (conn_open); the harness writes the
@@ -36,7 +36,7 @@
 #define CHECK(cond)                                                                               \
   do {                                                                                            \
     if (!(cond)) {                                                                                \
-      fprintf(stderr, "fuzz/http.c:%d: check failed: %s\n", __LINE__, #cond);                    \
+      fprintf(stderr, "http.c:%d: check failed: %s\n", __LINE__, #cond);                    \
       abort();                                                                                    \
     }                                                                                             \
   } while (0)
@@ -159,7 +159,7 @@ static int on_response_headers(http_parser *p) {
   case 100: case 200: case 400: case 404: case 405: case 411: case 413: case 500: case 503:
     return 0;
   default:
-    fprintf(stderr, "fuzz/http.c: response status %u\n", p->status_code);
+    fprintf(stderr, "http.c: response status %u\n", p->status_code);
     abort();
   }
 }
@@ -182,7 +182,7 @@ static void peer_read(void) {
     }
     size_t parsed = http_parser_execute(&peer.parser, &peer.settings, buf, (size_t)n);
     if (HTTP_PARSER_ERRNO(&peer.parser) != HPE_OK || parsed != (size_t)n) {
-      fprintf(stderr, "fuzz/http.c: the server wrote a malformed response: %s\n",
+      fprintf(stderr, "http.c: the server wrote a malformed response: %s\n",
               http_errno_description(HTTP_PARSER_ERRNO(&peer.parser)));
       abort();
     }

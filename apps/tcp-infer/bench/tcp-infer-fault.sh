@@ -14,8 +14,8 @@
 # spare is ready, and every recovery must be its promotion) and "no-spare" (--isolate-spares 0,
 # fewer events: each recovery waits for a new worker process), for comparison.
 #
-#   bench/tcp-infer-fault.sh [BUILD_DIR]     from the source tree (default build dir: build)
-#   samples/tcp-infer/tcp-infer-fault-bench  from the build tree (its copy; scripts/gpu runs it)
+#   apps/tcp-infer/bench/tcp-infer-fault.sh [BUILD_DIR]  from the source tree (default: build)
+#   apps/tcp-infer/tcp-infer-fault-bench         from the build tree (its copy; scripts/gpu runs it)
 #
 #   CUV_DRIVER                 sim: run on the simulator (its figures say little about a GPU)
 #   TCP_INFER_FAULT_FAULTS     debug faults (default 5)

@@ -231,14 +231,44 @@ static void on_signal(uv_signal_t *handle, int signum) {
 
 static void on_duration(uv_timer_t *timer) { stop_all(timer->data, "duration elapsed"); }
 
-int main(int argc, char **argv) {
-  options_t o;
-  if (parse_options(argc, argv, &o) != 0)
-    return 2;
-  setvbuf(stdout, NULL, _IOLBF, 0);
-  signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
+/* Before the main loop runs: a loop that failed its set-up stops them all. */
+static int check_loops(control_t *c) {
+  int status = EXIT_SUCCESS;
+  for (unsigned i = 0; i < c->s->nloops; i++)
+    if (c->s->loops[i].setup_status != 0) {
+      fail("setting up a loop", c->s->loops[i].setup_status);
+      status = EXIT_FAILURE;
+      stop_all(c, "start-up failed");
+    }
+  return status;
+}
 
-  infer_register_twin(o.sim_delay_us);
+static void control_start(control_t *c, uv_loop_t *main_loop, double duration) {
+  uv_signal_init(main_loop, &c->sigint);
+  uv_signal_init(main_loop, &c->sigterm);
+  uv_timer_init(main_loop, &c->duration);
+  c->sigint.data = c->sigterm.data = c->duration.data = c;
+  uv_signal_start(&c->sigint, on_signal, SIGINT);
+  uv_signal_start(&c->sigterm, on_signal, SIGTERM);
+  if (duration > 0)
+    uv_timer_start(&c->duration, on_duration, (uint64_t)(duration * 1000.0), 0);
+}
+
+/* ---- start-up and shutdown ---------------------------------------------------------------- */
+
+static server_t server_config(const options_t *o, int argc, char **argv) {
+  return (server_t){.max_batch = o->max_batch, .workspaces_per_loop = o->workspaces,
+                    .nloops = o->loops, .baseline = o->baseline, .offload = o->offload,
+                    .isolate = o->isolate, .debug_fault = o->debug_fault,
+                    .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
+                    .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
+                    .coalesce = o->coalesce};
+}
+
+/* cuv, and the device and the model unless --isolate (the front never opens the device, its
+ * workers do); an exit status. */
+static int open_gpu(server_t *s, const options_t *o, bool *cublas) {
+  model_register_twins(o->sim_delay_us);
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
     fprintf(stderr, "tcp-infer: %s\n", cuv_strerror(rc));
@@ -246,95 +276,72 @@ int main(int argc, char **argv) {
   }
   if (rc != 0)
     return fail("cuv_init", rc);
+  if (o->isolate)
+    return EXIT_SUCCESS;
+  if ((rc = cuv_device_open(&s->dev, 0)) != 0)
+    return fail("cuv_device_open", rc);
+  if ((rc = model_init(s, o->ptx, o->seed)) != 0)
+    return fail("loading the model", rc);
+  *cublas = o->cublas && model_cublas_open(s) == 0;
+  return EXIT_SUCCESS;
+}
 
-  server_t srv = {.max_batch = o.max_batch, .workspaces_per_loop = o.workspaces,
-                  .nloops = o.loops, .baseline = o.baseline, .offload = o.offload,
-                  .isolate = o.isolate, .debug_fault = o.debug_fault,
-                  .isolate_queue = o.isolate_queue, .isolate_spares = o.isolate_spares,
-                  .isolate_timeout_ms = o.isolate_timeout_ms, .argc = argc, .argv = argv,
-                  .coalesce = o.coalesce};
-  server_t *s = &srv;
-  bool cublas = false;
-  if (!o.isolate) { /* --isolate: the front never opens the device, its workers do */
-    if ((rc = cuv_device_open(&s->dev, 0)) != 0)
-      return fail("cuv_device_open", rc);
-    if ((rc = infer_init(s, o.ptx, o.seed)) != 0)
-      return fail("loading the model", rc);
-    cublas = o.cublas && infer_cublas_open(s) == 0;
-  }
-  if (o.worker)
-    return worker_main(s, o.ptx); /* frames from the front on fd 3 instead of connections */
-
-  /* The loops: sockets bound here (the first one picks the port), the rest on their threads. */
-  s->loops = calloc(o.loops, sizeof *s->loops);
+/* The loops: sockets bound here (the first one picks the port), the rest on their threads;
+ * returns once each listens or failed to. */
+static int start_loops(server_t *s, int *port) {
+  s->loops = calloc(s->nloops, sizeof *s->loops);
   if (!s->loops)
     return fail("calloc", CUV_ENOMEM);
-  int port = o.port;
-  for (unsigned i = 0; i < o.loops; i++) {
+  for (unsigned i = 0; i < s->nloops; i++) {
     loop_t *lp = &s->loops[i];
     lp->srv = s;
     lp->index = i;
     conn_settings_init(&lp->settings);
-    if ((lp->listen_fd = listen_socket(&port, o.loops > 1)) < 0)
+    if ((lp->listen_fd = listen_socket(port, s->nloops > 1)) < 0)
       return EXIT_FAILURE;
     uv_loop_init(&lp->loop);
     uv_async_init(&lp->loop, &lp->stop, loop_stop);
     lp->stop.data = lp;
   }
   uv_sem_init(&s->ready, 0);
-  for (unsigned i = 0; i < o.loops; i++)
+  for (unsigned i = 0; i < s->nloops; i++)
     if (uv_thread_create(&s->loops[i].thread, loop_main, &s->loops[i]) != 0)
       return fail("uv_thread_create", CUV_ENOMEM);
-  for (unsigned i = 0; i < o.loops; i++)
+  for (unsigned i = 0; i < s->nloops; i++)
     uv_sem_wait(&s->ready);
+  return EXIT_SUCCESS;
+}
 
-  uv_loop_t main_loop;
-  uv_loop_init(&main_loop);
-  control_t c = {.s = s};
-  uv_signal_init(&main_loop, &c.sigint);
-  uv_signal_init(&main_loop, &c.sigterm);
-  uv_timer_init(&main_loop, &c.duration);
-  c.sigint.data = c.sigterm.data = c.duration.data = &c;
-  uv_signal_start(&c.sigint, on_signal, SIGINT);
-  uv_signal_start(&c.sigterm, on_signal, SIGTERM);
-  if (o.duration > 0)
-    uv_timer_start(&c.duration, on_duration, (uint64_t)(o.duration * 1000.0), 0);
+static void print_banner(const server_t *s, const options_t *o, bool cublas, int port) {
+  printf("tcp-infer: %s%s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
+         "max batch %u, %u workspaces per loop\n",
+         s->isolate ? "isolated (worker processes), " : "",
+         s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
+         : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
+                      : "cuv (cuv_uv_submit)",
+         cuv_driver_is_sim() ? "the simulator" : "the GPU",
+         s->dev ? cuv_device_name(s->dev) : "device 0", o->loops,
+         o->loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
+         cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o->seed, o->max_batch,
+         o->workspaces);
+  if (s->coalesce)
+    printf("tcp-infer: coalescing the requests of each loop iteration, up to %u rows per GPU "
+           "submission\n", s->coalesce);
+  if (s->isolate && s->isolate_timeout_ms)
+    printf("tcp-infer: %u spare worker%s per loop; a worker that leaves a request unanswered "
+           "for %u ms is killed\n", s->isolate_spares, s->isolate_spares == 1 ? "" : "s",
+           s->isolate_timeout_ms);
+  else if (s->isolate)
+    printf("tcp-infer: %u spare worker%s per loop; no hang watchdog\n", s->isolate_spares,
+           s->isolate_spares == 1 ? "" : "s");
+  printf("listening on 127.0.0.1:%d\n", port);
+}
 
+/* After stop_all: waits for every loop, prints what was served; an exit status. */
+static int join_loops(server_t *s) {
   int status = EXIT_SUCCESS;
-  for (unsigned i = 0; i < o.loops; i++)
-    if (s->loops[i].setup_status != 0) {
-      fail("setting up a loop", s->loops[i].setup_status);
-      status = EXIT_FAILURE;
-      stop_all(&c, "start-up failed");
-    }
-  if (status == EXIT_SUCCESS) {
-    printf("tcp-infer: %s%s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
-           "max batch %u, %u workspaces per loop\n",
-           s->isolate ? "isolated (worker processes), " : "",
-           s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
-           : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
-                        : "cuv (cuv_uv_submit)",
-           cuv_driver_is_sim() ? "the simulator" : "the GPU",
-           s->dev ? cuv_device_name(s->dev) : "device 0", o.loops,
-           o.loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
-           cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o.seed, o.max_batch,
-           o.workspaces);
-    if (s->coalesce)
-      printf("tcp-infer: coalescing the requests of each loop iteration, up to %u rows per GPU "
-             "submission\n", s->coalesce);
-    if (s->isolate && s->isolate_timeout_ms)
-      printf("tcp-infer: %u spare worker%s per loop; a worker that leaves a request unanswered "
-             "for %u ms is killed\n", s->isolate_spares, s->isolate_spares == 1 ? "" : "s",
-             s->isolate_timeout_ms);
-    else if (s->isolate)
-      printf("tcp-infer: %u spare worker%s per loop; no hang watchdog\n", s->isolate_spares,
-             s->isolate_spares == 1 ? "" : "s");
-    printf("listening on 127.0.0.1:%d\n", port);
-  }
-
-  uv_run(&main_loop, UV_RUN_DEFAULT); /* until stop_all */
   uint64_t requests = 0, conns = 0, batches = 0, dropped = 0;
-  for (unsigned i = 0; i < o.loops; i++) {
+  for (unsigned i = 0; i < s->nloops; i++) {
     loop_t *lp = &s->loops[i];
     uv_thread_join(&lp->thread);
     if (lp->setup_status == CUV_EBUSY) {
@@ -351,16 +358,57 @@ int main(int argc, char **argv) {
          (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
          (unsigned long long)dropped);
   uv_sem_destroy(&s->ready);
-  for (unsigned i = 0; i < o.loops; i++) /* after every loop ended: /stats on any loop read them */
+  /* after every loop ended: GET /stats on any loop read them */
+  for (unsigned i = 0; i < s->nloops; i++)
     if (isolate_free(&s->loops[i]) != 0) {
       fprintf(stderr, "tcp-infer: loop %u's worker did not exit cleanly\n", i);
       status = EXIT_FAILURE;
     }
-  free(s->loops);
-  infer_free(s);
-  if (s->dev)
-    cuv_device_close(s->dev);
+  return status;
+}
+
+/* The main thread's loop: signals and --duration, until stop_all; an exit status. */
+static int serve(server_t *s, const options_t *o, bool cublas, int port) {
+  uv_loop_t main_loop;
+  uv_loop_init(&main_loop);
+  control_t c = {.s = s};
+  control_start(&c, &main_loop, o->duration);
+  int status = check_loops(&c);
+  if (status == EXIT_SUCCESS)
+    print_banner(s, o, cublas, port);
+  uv_run(&main_loop, UV_RUN_DEFAULT); /* until stop_all */
+  if (join_loops(s) != EXIT_SUCCESS)
+    status = EXIT_FAILURE;
   if (uv_loop_close(&main_loop) != 0)
     status = EXIT_FAILURE;
+  return status;
+}
+
+static void server_close(server_t *s) {
+  free(s->loops);
+  model_free(s);
+  if (s->dev)
+    cuv_device_close(s->dev);
+}
+
+int main(int argc, char **argv) {
+  options_t o;
+  if (parse_options(argc, argv, &o) != 0)
+    return 2;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
+
+  server_t srv = server_config(&o, argc, argv);
+  bool cublas = false;
+  int status = open_gpu(&srv, &o, &cublas);
+  if (status != EXIT_SUCCESS)
+    return status;
+  if (o.worker)
+    return worker_main(&srv, o.ptx); /* frames from the front on fd 3 instead of connections */
+  int port = o.port;
+  if ((status = start_loops(&srv, &port)) != EXIT_SUCCESS)
+    return status;
+  status = serve(&srv, &o, cublas, port);
+  server_close(&srv);
   return status;
 }

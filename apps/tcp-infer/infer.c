@@ -1,0 +1,157 @@
+/* tcp-infer: request dispatch, how a complete POST /infer reaches the GPU.
+ *
+ * A request takes a workspace of its loop (pool.c) or waits for one in FIFO order, and runs as
+ * one submission of model.c's op over its rows, the input staged from its body:
+ *   htod(in, body, staged) ; dense ; dense ; download(out)
+ * submitted with cuv_uv_submit: its callback runs on the loop thread with the downloaded outputs.
+ * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
+ * libuv program does without the bridge, one worker blocked per request in flight. --offload
+ * submits from the thread pool instead of the loop thread (see offload_work). --coalesce hands
+ * the request to batch.c, which runs the rows of several requests as one such op.
+ *
+ * A workspace is reused only after the request's completion callback ran, that is, after cuv
+ * proved the GPU work complete (infer_release). The dependency is one-way: this file calls
+ * batch.c, model.c and pool.c; none of them calls back here. */
+#include <stdlib.h>
+
+#include "server.h"
+
+static cuv_op_t *infer_op(server_t *s, request_t *req) {
+  size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
+  return model_rows_op(s, req->ws, cuv_memcpy_htod(req->ws->in, 0, req->body, bytes,
+                                                   CUV_COPY_STAGE), req->batch);
+}
+
+/* cuv: the completion, on the loop thread. */
+static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
+  request_t *req = arg;
+  req->gpu_status = status;
+  if (status == 0)
+    req->out = cuv_output_take(out);
+  request_gpu_done(req);
+}
+
+/* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
+static void baseline_work(uv_work_t *work) {
+  request_t *req = work->data;
+  req->gpu_status = cuv_sync(infer_op(req->lp->srv, req), &req->out);
+}
+
+static void baseline_after(uv_work_t *work, int status) {
+  request_t *req = work->data;
+  if (status < 0 && req->gpu_status == 0)
+    req->gpu_status = CUV_ECANCELED;
+  request_gpu_done(req);
+}
+
+/* --offload: a thread-pool worker only builds and enqueues the op (cuv_uv_submit may be called
+ * from any thread) and returns at once, so the loop thread pays no driver calls and no worker
+ * waits for the GPU; the completion still arrives on the loop through the bridge. The work item
+ * is allocated apart from the request: the completion may run (and free the request) before the
+ * pool's after-callback does. */
+typedef struct offload {
+  uv_work_t work;
+  request_t *req;
+  int rc;
+} offload_t;
+
+static void offload_work(uv_work_t *work) {
+  offload_t *o = work->data;
+  request_t *req = o->req;
+  cuv_op_t *op = infer_op(req->lp->srv, req);
+  free(req->body); /* staged */
+  req->body = NULL;
+  o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, NULL);
+  /* accepted: req belongs to its completion now, do not touch it */
+}
+
+static void offload_after(uv_work_t *work, int status) {
+  offload_t *o = work->data;
+  request_t *req = o->req;
+  int rc = status < 0 ? CUV_ECANCELED : o->rc;
+  free(o);
+  if (rc == 0)
+    return;
+  req->lp->n.refused++;
+  req->gpu_status = rc;
+  request_gpu_done(req);
+}
+
+static void run(loop_t *lp, request_t *req) {
+  server_t *s = lp->srv;
+  req->state = REQ_RUNNING;
+  lp->n.gpu_submitted++;
+  if (s->baseline) {
+    req->work.data = req;
+    int rc = uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after);
+    if (rc == 0)
+      return;
+    req->gpu_status = CUV_EINVAL;
+  } else if (s->offload) {
+    offload_t *o = malloc(sizeof *o);
+    if (o) {
+      *o = (offload_t){.req = req};
+      o->work.data = o;
+      if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
+        return;
+      free(o);
+    }
+    req->gpu_status = CUV_ENOMEM;
+  } else {
+    cuv_op_t *op = infer_op(s, req);
+    free(req->body); /* staged: cuv holds its own copy */
+    req->body = NULL;
+    int rc = cuv_uv_submit(lp->bridge, op, on_gpu_done, req, NULL);
+    if (rc == 0)
+      return;
+    req->gpu_status = rc;
+  }
+  lp->n.refused++;
+  request_gpu_done(req); /* refused: answered with the error */
+}
+
+void infer_start(loop_t *lp, request_t *req) {
+  if (lp->batcher) {
+    batch_add(lp, req); /* --coalesce: it joins the loop's next batch */
+    return;
+  }
+  workspace_t *ws = pool_take(lp);
+  if (!ws) {
+    pool_wait(lp, req);
+    return;
+  }
+  req->ws = ws;
+  run(lp, req);
+}
+
+void infer_forget(loop_t *lp, request_t *req) {
+  if (lp->batcher && batch_forget(lp, req))
+    return; /* it was in the pending batch */
+  pool_forget(lp, req);
+}
+
+void infer_release(loop_t *lp, request_t *req) {
+  workspace_t *ws = req->ws;
+  if (!ws)
+    return;
+  req->ws = NULL;
+  request_t *next = lp->stopping ? NULL : pool_next_waiting(lp);
+  if (!next) {
+    pool_put(lp, ws);
+    return;
+  }
+  next->ws = ws;
+  run(lp, next);
+}
+
+int infer_loop_init(loop_t *lp) {
+  int rc = pool_init(lp);
+  if (rc == 0 && lp->srv->coalesce)
+    rc = batch_loop_init(lp);
+  return rc;
+}
+
+void infer_loop_free(loop_t *lp) {
+  batch_loop_free(lp);
+  pool_free(lp);
+}

@@ -1,0 +1,169 @@
+/* tcp-infer: the model on the GPU, knowing no request.
+ *
+ * The kernels and the weights are loaded and uploaded once at start-up and shared by every loop
+ * (cuv buffers, read by kernels on any stream). A workspace (input, hidden and output buffers)
+ * holds the rows of one op in flight; model_rows_op is that op:
+ *   upload(in) ; dense(in -> hidden, ReLU) ; dense(hidden -> out) ; download(out)
+ * (with --cublas the layers are cublas.c's). Who runs the op, and when a workspace may be reused,
+ * is the caller's: infer.c for one request, batch.c for a batch of them. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "server.h"
+
+#ifdef TCP_INFER_WITH_SIM
+#include <cuv/sim.h>
+
+/* The kernel's host twin for libcuv-sim: mlp_dense of mlp.c, the host reference itself. */
+#define DEV(p) ((float *)(uintptr_t)(*(cuv_deviceptr_t *)(p)))
+static int twin_dense(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  mlp_dense(*(unsigned *)params[0], *(unsigned *)params[1], *(unsigned *)params[2],
+            DEV(params[3]), DEV(params[4]), DEV(params[5]), DEV(params[6]),
+            *(unsigned *)params[7]);
+  return 0;
+}
+
+/* The --cublas path's epilogue (cuBLAS itself never runs on the simulator). */
+static int twin_bias_act(const cuv_sim_launch_t *launch, void **params) {
+  (void)launch;
+  unsigned rows = *(unsigned *)params[0], n = *(unsigned *)params[1];
+  float *y = DEV(params[2]);
+  const float *b = DEV(params[3]);
+  for (size_t i = 0; i < (size_t)rows * n; i++) {
+    float v = y[i] + b[i % n];
+    y[i] = *(unsigned *)params[4] && v < 0.0f ? 0.0f : v;
+  }
+  return 0;
+}
+
+void model_register_twins(unsigned delay_us) {
+  const size_t u = sizeof(unsigned), p = sizeof(cuv_deviceptr_t);
+  const size_t dense[8] = {u, u, u, p, p, p, p, u}, bias_act[5] = {u, u, p, p, u};
+  cuv_sim_register_kernel("mlp_dense", twin_dense, 8, dense);
+  cuv_sim_register_kernel("mlp_bias_act", twin_bias_act, 5, bias_act);
+  if (delay_us)
+    cuv_sim_set_kernel_duration("mlp_dense", delay_us);
+}
+#else
+void model_register_twins(unsigned delay_us) {
+  if (delay_us)
+    fprintf(stderr, "tcp-infer: --sim-delay-us ignored (built without libcuv-sim)\n");
+}
+#endif
+
+static cuv_dim3_t grid_for(unsigned threads) { return CUV_DIM1((threads + 127) / 128); }
+
+/* One dense layer: y = act(x W^T + b). */
+static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
+                       cuv_buffer_t *w, cuv_buffer_t *b, cuv_buffer_t *y, unsigned relu) {
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(rows), CUV_ARG_VALUE(in),  CUV_ARG_VALUE(out),
+                            CUV_ARG_READ(x),     CUV_ARG_READ(w),    CUV_ARG_READ(b),
+                            CUV_ARG_WRITE(y),    CUV_ARG_VALUE(relu)};
+  return cuv_launch(s->dense, grid_for(rows * out), CUV_DIM1(128), 0, args, 8);
+}
+
+cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+  cuv_op_t *op = upload;
+  if (s->cublas_ctx) {
+    op = cuv_seq(op, model_cublas_layers(s, ws, rows));
+  } else {
+    op = cuv_seq(op, dense(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, s->b1, ws->hidden, 1));
+    op = cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
+  }
+  return cuv_seq(op, cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+}
+
+static int load_kernel(server_t *s, const char *ptx) {
+  cuv_module_t *mod;
+  int rc = cuv_module_load_file(&mod, s->dev, ptx);
+  if (rc != 0) {
+    fprintf(stderr, "tcp-infer: cannot load %s\n", ptx);
+    return rc;
+  }
+  rc = cuv_kernel_get(&s->dense, mod, "mlp_dense");
+  if (rc == 0 && cuv_kernel_get(&s->bias_act, mod, "mlp_bias_act") != 0)
+    s->bias_act = NULL; /* an older PTX: no --cublas */
+  cuv_module_unload(mod); /* the kernels keep it */
+  return rc;
+}
+
+/* The weights, made from the seed and uploaded once (one blocking cuv_sync at start-up). */
+static int upload_weights(server_t *s, uint64_t seed) {
+  mlp_weights_t *w = malloc(sizeof *w);
+  if (!w)
+    return CUV_ENOMEM;
+  mlp_weights_init(w, seed);
+  struct {
+    cuv_buffer_t **buf;
+    const float *host;
+    size_t bytes;
+  } parts[] = {{&s->w1, w->w1, sizeof w->w1},
+               {&s->b1, w->b1, sizeof w->b1},
+               {&s->w2, w->w2, sizeof w->w2},
+               {&s->b2, w->b2, sizeof w->b2}};
+  cuv_op_t *copies[4];
+  int rc = 0;
+  for (size_t i = 0; i < 4; i++) {
+    if (rc == 0)
+      rc = cuv_buffer_create(parts[i].buf, s->dev, parts[i].bytes);
+    copies[i] = rc == 0 ? cuv_memcpy_htod(*parts[i].buf, 0, parts[i].host, parts[i].bytes,
+                                          CUV_COPY_STAGE)
+                        : NULL;
+  }
+  if (rc == 0)
+    rc = cuv_sync(cuv_zip(copies, 4), NULL);
+  else
+    for (size_t i = 0; i < 4; i++)
+      cuv_op_free(copies[i]);
+  /* Read-only from now on, by every request on every stream: nothing to order, so no tracking
+   * (tracking would cost each submission a walk over every other request in flight). */
+  for (size_t i = 0; rc == 0 && i < 4; i++)
+    rc = cuv_buffer_set_hazard_mode(*parts[i].buf, CUV_HAZARD_NONE);
+  free(w);
+  return rc;
+}
+
+int model_init(server_t *s, const char *ptx, uint64_t seed) {
+  int rc = load_kernel(s, ptx);
+  if (rc == 0)
+    rc = upload_weights(s, seed);
+  return rc;
+}
+
+void model_free(server_t *s) {
+  model_cublas_close(s);
+  cuv_buffer_t *weights[] = {s->w1, s->b1, s->w2, s->b2};
+  for (size_t i = 0; i < 4; i++)
+    if (weights[i])
+      cuv_buffer_unref(weights[i]);
+  if (s->dense)
+    cuv_kernel_release(s->dense);
+  if (s->bias_act)
+    cuv_kernel_release(s->bias_act);
+}
+
+/* The workspaces take no hazard tracking: one op uses one at a time, and its owner reuses it only
+ * after cuv proved that op's GPU work complete (its completion callback ran). */
+static int buffer(cuv_buffer_t **buf, cuv_device_t *dev, size_t bytes) {
+  int rc = cuv_buffer_create(buf, dev, bytes);
+  if (rc == 0)
+    rc = cuv_buffer_set_hazard_mode(*buf, CUV_HAZARD_NONE);
+  return rc;
+}
+
+int model_workspace_init(server_t *s, workspace_t *ws, size_t rows) {
+  int rc;
+  if ((rc = buffer(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
+      (rc = buffer(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
+      (rc = buffer(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+    return rc; /* model_workspace_free frees what was made */
+  return 0;
+}
+
+void model_workspace_free(workspace_t *ws) {
+  cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};
+  for (size_t j = 0; j < 3; j++)
+    if (bufs[j])
+      cuv_buffer_unref(bufs[j]);
+}
