@@ -10,6 +10,7 @@
  * runs its twin. */
 
 #include <ctype.h>
+#include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,15 +56,15 @@ static struct sim_kernel *kernel_get_or_add(const char *name) {
 CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
                                            const size_t *param_sizes) {
   if (!name || !fn || (nparams > 0 && !param_sizes))
-    return -1;
+    return -EINVAL;
   for (size_t i = 0; i < nparams; i++)
     if (param_sizes[i] == 0)
-      return -1;
+      return -EINVAL;
   size_t *sizes = NULL;
   if (nparams > 0) {
     sizes = malloc(nparams * sizeof *sizes);
     if (!sizes)
-      return -1;
+      return -ENOMEM;
     memcpy(sizes, param_sizes, nparams * sizeof *sizes);
   }
   sim_lock();
@@ -77,7 +78,7 @@ CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn f
   sim_unlock();
   if (!k)
     free(sizes);
-  return k ? 0 : -1;
+  return k ? 0 : -ENOMEM;
 }
 
 CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec) {

@@ -4,6 +4,7 @@
  * a registered kernel on random data, why a kernel name does not resolve, failure injection, the
  * sticky fault and reset, capture and replay, and concurrent use from several threads. */
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -167,7 +168,8 @@ static void register_kernels(void) {
   CHECK(cuv_sim_register_kernel("incr", incr_twin, 1, ptr_size) == 0);
   CHECK(cuv_sim_register_kernel("not_declared", incr_twin, 1, ptr_size) == 0);
   CHECK(cuv_sim_register_kernel("slow", slow_twin, 1, ptr_size) == 0);
-  CHECK(cuv_sim_register_kernel(NULL, incr_twin, 0, NULL) == -1);
+  CHECK(cuv_sim_register_kernel(NULL, incr_twin, 0, NULL) == -EINVAL);
+  CHECK(cuv_sim_register_kernel("incr", incr_twin, 1, (const size_t[]){0}) == -EINVAL);
 }
 
 static void *lookup_error_of_new_thread(void *arg) {

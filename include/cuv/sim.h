@@ -37,7 +37,9 @@ typedef struct cuv_sim_launch {
 typedef int (*cuv_sim_kernel_fn)(const cuv_sim_launch_t *launch, void **params);
 
 /* Registers a kernel by name with its parameter sizes (nparams entries; reported through
- * cuFuncGetParamInfo). Registering a name again replaces it. Returns 0 or -1. */
+ * cuFuncGetParamInfo). Registering a name again replaces it. Returns 0, or a negative errno as
+ * cuv's codes are (include/cuv/errors.h): -EINVAL (CUV_EINVAL) without a name or a function, or
+ * for a parameter size of 0; -ENOMEM (CUV_ENOMEM). */
 CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
                                            const size_t *param_sizes);
 /* Why this thread's last cuModuleGetFunction (cuv_kernel_get: CUV_ENOTFOUND) found no kernel:
