@@ -27,8 +27,8 @@ check "no libuv loaded transitively" $((1 - $?)) "$libs"
 
 undefined=$(nm -D --undefined-only "$addon" | awk '{print $NF}')
 missing=""
-for sym in uv_async_init uv_async_send uv_idle_start uv_check_start uv_close uv_mutex_lock \
-  uv_thread_self uv_hrtime napi_get_uv_event_loop; do
+for sym in uv_async_init uv_async_send uv_idle_start uv_check_start uv_close uv_queue_work \
+  uv_walk uv_thread_self napi_get_uv_event_loop; do
   echo "$undefined" | grep -qx "$sym" || missing="$missing $sym"
 done
 [ -z "$missing" ]
