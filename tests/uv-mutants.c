@@ -4,14 +4,13 @@
  *   rather than wait for the reactor thread (bridge-idle-no-poll);
  * - the idle handle never keeps the loop alive: only work in flight does (bridge-idle-referenced);
  * - a close from inside a done callback waits for the rest of the drain running that callback:
- *   the other callbacks still run with their own results, then close_cb, once. The bug it was
- *   written for (bridge-finish-inside-drain) is declared equivalent there: the queue's pending
- *   count already keeps the bridge from finishing inside a drain; this case and CI's ASan pass
- *   catch the use after free should that ever change;
+ *   the other callbacks still run with their own results, then close_cb, once (the bridge
+ *   finishes a close only from its own request's callback, never inside a drain; this case and
+ *   CI's ASan pass catch the use after free should that ever change);
  * - a close waits for another thread's submission that counted itself in but has not reached the
- *   queue yet (bridge-close-with-work-in-flight);
+ *   queue yet (queue-enter-not-counted);
  * - a bridge closed by its last callback still keeps the loop alive until its handles close
- *   (bridge-closing-unreferenced). */
+ *   (bridge-close-holds-nothing). */
 #include <time.h>
 
 #include "uvt.h"
@@ -317,9 +316,9 @@ static void test_close_waits_for_a_submission_not_yet_queued(void **state) {
 
 /* The last callback in flight closes the bridge: nothing is in flight any more (it was counted
  * out before it ran) and the handles cannot close yet (it runs inside a drain), so only the
- * bridge's reference says that the loop must keep running until close_cb. The loop has no other
- * handle: uv_loop_alive, read in the callback right after cuv_uv_close, must still be true
- * (bridge-closing-unreferenced: only work in flight references it, and the loop reads dead). */
+ * close's request (a uv_work_t) says that the loop must keep running until close_cb. The loop has
+ * no other handle: uv_loop_alive, read in the callback right after cuv_uv_close, must still be
+ * true (bridge-close-holds-nothing: nothing keeps it, and the loop reads dead). */
 typedef struct last_closer {
   uvt_loop_t *l;
   uvt_call_t call;
