@@ -53,7 +53,4 @@ typedef enum {
 #define CUV_ECUDA(cu_result) (CUV_ECUDA_BASE - (int)(cu_result))
 #define CUV_IS_ECUDA(status) ((status) <= CUV_ECUDA_BASE)
 
-/* Gone with in-process device recovery; kept only until apps/tcp-infer stops naming it. */
-#define CUV_ELOST (-9098)
-
 #endif
