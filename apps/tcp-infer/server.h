@@ -14,8 +14,8 @@
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
  *   frames.c   --isolate: the frames between them (frames.h)
  *
- * Dispatch calls downward only: infer.c -> batch.c -> pool.c, model.c (infer.c also calls the
- * last two). Completions go up to the connection through request_gpu_done.
+ * Dispatch calls downward only, in this order: infer.c, batch.c, pool.c, model.c, cublas.c (a
+ * file calls only files after it). Completions go up to the connection through request_gpu_done.
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
