@@ -170,7 +170,7 @@ CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
  * through the submissions that hold it. An op that writes a buffer another stream still reads or
  * writes, or reads a buffer another stream still writes, is ordered after that work with an event
  * wait cuv inserts (CUV_HAZARD_ORDER, the default); reads on several streams run concurrently.
- * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (the seed's behaviour; also
+ * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (cuv v1's behaviour; also
  * the default for every buffer with CUV_STRICT_HAZARDS=1); CUV_HAZARD_NONE tracks nothing (the
  * caller orders). Accesses through cuv_enqueue_on stay tracked until their event is reaped. */
 enum { CUV_HAZARD_ORDER = 0, CUV_HAZARD_STRICT = 1, CUV_HAZARD_NONE = 2 };
@@ -287,7 +287,8 @@ CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
 typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
 
-/* zip: runs the n ops in order on one stream; output is a tuple of their outputs. Consumes ops[]. */
+/* zip: runs the n ops in order on one stream; output is a tuple of their outputs. Consumes
+ * ops[]. */
 CUV_EXTERN cuv_op_t *cuv_zip(cuv_op_t *const *ops, size_t n);
 /* fork: runs the n ops on different streams of the policy (the executing stream for the first),
  * joins them back with events; output is a tuple. Consumes ops[]. */
@@ -401,9 +402,9 @@ typedef struct cuv_submit_opts {
 /* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
  * cuv_queue_drain runs done(status, output, arg) exactly once. Callbacks run in the order the
  * work was seen complete: submissions on one stream usually complete in order, but not when
- * their completion paths differ (a reactor flag and a host callback race to the queue). Returns 0 when the submission was
- * accepted (done will run, also with an error status), or a negative code when it was refused
- * (done will not run; op is consumed either way). */
+ * their completion paths differ (a reactor flag and a host callback race to the queue). Returns 0
+ * when the submission was accepted (done will run, also with an error status), or a negative code
+ * when it was refused (done will not run; op is consumed either way). */
 CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
@@ -445,7 +446,8 @@ typedef struct cuv_graph_s cuv_graph_t;
 CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
                                  cuv_output_t *out);
 /* An op that replays the graph on the executing stream; it holds the graph until the replay is
- * proven complete, so it may outlive cuv_graph_release. Usable with every executor and combinator. */
+ * proven complete, so it may outlive cuv_graph_release. Usable with every executor and
+ * combinator. */
 CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *graph);
 /* Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's stream
  * without waiting, e.g. to copy new inputs into the captured buffers. It is ordered before later

@@ -116,7 +116,8 @@ static void buffer_finalize(napi_env env, void *data, void *hint) {
 static napi_value buffer_handle(napi_env env, cuv_buffer_t *buf) {
   napi_value obj, length;
   if (napi_create_object(env, &obj) != napi_ok ||
-      napi_create_uint32(env, (uint32_t)(cuv_buffer_size(buf) / sizeof(float)), &length) != napi_ok ||
+      napi_create_uint32(env, (uint32_t)(cuv_buffer_size(buf) / sizeof(float)), &length) !=
+          napi_ok ||
       napi_wrap(env, obj, buf, buffer_finalize, NULL, NULL) != napi_ok) {
     cuv_buffer_unref(buf);
     return NULL;
@@ -142,7 +143,9 @@ static cuv_buffer_t *get_buffer(napi_env env, napi_value value) {
   return buf;
 }
 
-static size_t buffer_floats(const cuv_buffer_t *buf) { return cuv_buffer_size(buf) / sizeof(float); }
+static size_t buffer_floats(const cuv_buffer_t *buf) {
+  return cuv_buffer_size(buf) / sizeof(float);
+}
 
 static bool get_number(napi_env env, napi_value value, double *out) {
   return napi_get_value_double(env, value, out) == napi_ok;
@@ -172,7 +175,8 @@ static void release_gpu(addon_t *a) {
 }
 
 /* *kernel = `name` of the PTX file `path` (the kernel holds its module). */
-static int load_kernel(cuv_device_t *dev, const char *path, const char *name, cuv_kernel_t **kernel) {
+static int load_kernel(cuv_device_t *dev, const char *path, const char *name,
+                       cuv_kernel_t **kernel) {
   cuv_module_t *mod;
   int rc = cuv_module_load_file(&mod, dev, path);
   if (rc < 0)
@@ -341,7 +345,9 @@ static int get_buffer_arg(call_t *c, size_t i, const char *name, cuv_buffer_t **
 
 /* ---- the ops ------------------------------------------------------------------------------ */
 
-static cuv_dim3_t grid_for(size_t threads) { return CUV_DIM1((unsigned)((threads + BLOCK - 1) / BLOCK)); }
+static cuv_dim3_t grid_for(size_t threads) {
+  return CUV_DIM1((unsigned)((threads + BLOCK - 1) / BLOCK));
+}
 
 /* saxpy(a, x, y): argv = a, x, y. */
 static int build_saxpy(call_t *c, cuv_op_t **op) {
@@ -658,7 +664,8 @@ NAPI_MODULE_INIT() {
       FN("upload", js_upload),       FN("download", js_download), FN("saxpy", js_saxpy),
       FN("saxpySync", js_saxpy_sync), FN("mlp", js_mlp),          FN("nop", js_nop),
       FN("nopSync", js_nop_sync),    FN("driver", js_driver),     FN("device", js_device),
-      FN("pending", js_pending),     FN("stats", js_stats),       FN("liveBuffers", js_live_buffers),
+      FN("pending", js_pending),     FN("stats", js_stats),
+      FN("liveBuffers", js_live_buffers),
 #ifdef CUV_NODE_WITH_SIM
       FN("simKernelDuration", js_sim_kernel_duration), FN("simFail", js_sim_fail),
 #endif

@@ -37,8 +37,9 @@ static int dense(const cuv_sim_launch_t *l, void **params) {
 void cuv_node_register_twins(void) {
   static const size_t saxpy_sizes[] = {sizeof(unsigned), sizeof(float), sizeof(CUdeviceptr),
                                        sizeof(CUdeviceptr)};
-  static const size_t dense_sizes[] = {sizeof(unsigned),    sizeof(unsigned),    sizeof(unsigned),
-                                       sizeof(CUdeviceptr), sizeof(CUdeviceptr), sizeof(CUdeviceptr),
+  static const size_t dense_sizes[] = {sizeof(unsigned),    sizeof(unsigned),
+                                       sizeof(unsigned),    sizeof(CUdeviceptr),
+                                       sizeof(CUdeviceptr), sizeof(CUdeviceptr),
                                        sizeof(CUdeviceptr), sizeof(unsigned)};
   cuv_sim_register_kernel("saxpy", saxpy, 4, saxpy_sizes);
   cuv_sim_register_kernel("mlp_dense", dense, 8, dense_sizes);
