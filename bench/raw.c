@@ -22,7 +22,7 @@ static void *open_driver(void) {
   if (strcmp(name, "cuda") == 0)
     return dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (strcmp(name, "sim") == 0)
-    return dlopen("libcuv-sim.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+    return dlopen(CUV_SIM_SONAME, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD); /* bench/meson.build */
   return dlopen(name, RTLD_NOW | RTLD_LOCAL);
 }
 

@@ -16,7 +16,7 @@
 
 cuv__driver_t cuv__drv;
 
-#define SIM_SONAME "libcuv-sim.so.0"
+#define SIM_SONAME CUV_SIM_SONAME /* libcuv-sim.so.<major>: lib/meson.build */
 
 /* A message into why[n] (n may be 0: nobody asked). */
 __attribute__((format(printf, 3, 4))) static void say(char *why, size_t n, const char *fmt, ...) {
