@@ -1,12 +1,12 @@
-/* Learning that GPU work finished, in the order of DESIGN.md section 5:
- * 1. inline spin on the submitting thread for CUDA_ASYNC_SPIN_BUDGET_US (plain loads of the
- *    submission's reactor flag, so no driver call while spinning);
+/* Learning that GPU work finished, by the first of these paths to see it:
+ * 1. inline spin on the submitting thread for the spin budget (cuv_config_t.spin_budget_us; plain
+ *    loads of the submission's reactor flag, so no driver call while spinning);
  * 2. the flag-write reactor (reactor.c);
  * 3. a host function (cuLaunchHostFunc) when the reactor cannot take the work, or always with
- *    CUDA_ASYNC_HOST_SYNC=spin|block. The host function only marks and notifies.
+ *    cuv_config_t.host_sync spin or block. The host function only marks and notifies.
  * Whichever path sees the end first claims the submission; it is delivered to its queue once.
- * The blocking executors use an event instead (spin on it, then block), or with
- * CUDA_ASYNC_HOST_SYNC a host function whose mark they spin on (spin) or sleep on (block). */
+ * The blocking executors use an event instead (spin on it, then block), or with host_sync a host
+ * function whose mark they spin on (spin) or sleep on (block). */
 #include <time.h>
 
 #include "internal.h"
@@ -67,8 +67,9 @@ static void arm_hostfn(cuv__submission_t *sub) {
     return;
   cuv__reactor_unwatch(&sub->watch);
   /* Nothing can tell us when the work ends: the last resort is to wait for the whole stream. */
-  int status = cuv_status_is_fault(cuv__cu(r)) ? cuv__cu(r)
-                                                : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
+  int status = cuv_status_is_fault(cuv__cu(r))
+                   ? cuv__cu(r)
+                   : cuv__cu(cuv__drv.cuStreamSynchronize(sub->stream->cu));
   cuv__complete(sub, status, CUV__PATH_SYNC);
 }
 

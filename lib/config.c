@@ -1,4 +1,4 @@
-/* Configuration: the defaults, the environment (CUV_* names first, the seed's CUDA_ASYNC_* names
+/* Configuration: the defaults, the environment (CUV_* names first, the older CUDA_ASYNC_* names
  * as aliases), the checks, and the one configuration in force. It is applied once, when the
  * driver is initialized (lib/driver.c), so the completion path of a process never changes under
  * its feet. Nothing here calls another part of cuv. */

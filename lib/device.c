@@ -126,7 +126,9 @@ CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal) {
 
 CUV_EXTERN void cuv_device_close(cuv_device_t *dev) { cuv__device_unref(dev); }
 
-CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev) { return dev ? dev->ordinal : CUV_EINVAL; }
+CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev) {
+  return dev ? dev->ordinal : CUV_EINVAL;
+}
 
 CUV_EXTERN const char *cuv_device_name(const cuv_device_t *dev) { return dev ? dev->name : NULL; }
 

@@ -126,7 +126,8 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
   return op;
 }
 
-CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes) {
+CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset,
+                                     size_t bytes) {
   if (!src || (!dst && bytes))
     return cuv__op_fail(CUV_EINVAL);
   cuv_op_t *op = copy_new(COPY_DTOH, NULL, 0, src, src_offset, bytes);

@@ -35,7 +35,9 @@ CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *p, const cuv_op_t *op, cuv_s
   return rc < 0 ? rc : (*out ? 0 : CUV_EINVAL);
 }
 
-CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *p) { return p ? p->ops.device(p->state) : NULL; }
+CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *p) {
+  return p ? p->ops.device(p->state) : NULL;
+}
 
 /* ---- a pool of streams: round-robin and least-loaded ---- */
 

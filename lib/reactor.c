@@ -4,7 +4,7 @@
  * not a bare 1, so a late write can never complete a reused slot. The reactor knows streams, not
  * what runs on them: whoever arms decides what a firing means (completion.c).
  *
- * Order (the seed's lessons): reset the flag before the write is enqueued; publish the slot's
+ * Order (model/slots.pml checks it): reset the flag before the write is enqueued; publish the slot's
  * submission and expected value, count it armed, and only then set its active bit (release);
  * the scanner loads the bit (acquire) before reading what it guards. The thread spins while work
  * makes progress, backs off with short sleeps while armed work is slow (probing the streams about
@@ -349,7 +349,8 @@ static void probe_watched(void) {
   cuv_stream_t **streams;
   size_t n = watched_streams(&streams);
   for (size_t i = 0; i < n; i++) {
-    int state = cuv__bind(streams[i]->dev) < 0 ? 1 : cuv__cu(cuv__drv.cuStreamQuery(streams[i]->cu));
+    int state =
+        cuv__bind(streams[i]->dev) < 0 ? 1 : cuv__cu(cuv__drv.cuStreamQuery(streams[i]->cu));
     if (cuv_status_is_fault(state)) /* a transient error: its host function still runs */
       complete_watched_on(streams[i], state);
     cuv__stream_unref(streams[i]);

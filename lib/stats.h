@@ -3,10 +3,11 @@
 
 /* Process-wide counters behind cuv_stats(); relaxed atomics, they are for observation only.
  * The list must name the fields of cuv_stats_t. */
-#define CUV__STATS_FIELDS(X)                                                                      \
-  X(submitted) X(completed) X(completed_spin) X(completed_reactor) X(completed_polled) X(completed_hostfn)            \
-  X(completed_sync) X(completed_event) X(fallbacks) X(faults) X(waits_inserted) X(leaked)         \
-  X(in_flight) X(slots_in_use) X(reactor_wakeups)
+#define CUV__STATS_FIELDS(X)                                                                       \
+  X(submitted)                                                                                     \
+  X(completed) X(completed_spin) X(completed_reactor) X(completed_polled) X(completed_hostfn)      \
+      X(completed_sync) X(completed_event) X(fallbacks) X(faults) X(waits_inserted) X(leaked)      \
+          X(in_flight) X(slots_in_use) X(reactor_wakeups)
 
 typedef struct cuv__stats {
 #define CUV__STAT_MEMBER(name) atomic_uint_fast64_t name;
@@ -16,7 +17,9 @@ typedef struct cuv__stats {
 
 extern cuv__stats_t cuv__stats;
 
-#define CUV__STAT_ADD(name, n) atomic_fetch_add_explicit(&cuv__stats.name, (n), memory_order_relaxed)
-#define CUV__STAT_SUB(name, n) atomic_fetch_sub_explicit(&cuv__stats.name, (n), memory_order_relaxed)
+#define CUV__STAT_ADD(name, n)                                                                     \
+  atomic_fetch_add_explicit(&cuv__stats.name, (n), memory_order_relaxed)
+#define CUV__STAT_SUB(name, n)                                                                     \
+  atomic_fetch_sub_explicit(&cuv__stats.name, (n), memory_order_relaxed)
 
 #endif

@@ -4,7 +4,8 @@
 #include "reactor.h"
 
 /* One execution of an op tree: the streams it ran on and everything it touched, held until its
- * completion is proven (cuv__sub_retire), or leaked on purpose when it cannot be (cuv__sub_leak). */
+ * completion is proven (cuv__sub_retire), or leaked on purpose when it cannot be
+ * (cuv__sub_leak). */
 
 typedef struct cuv__hold {
   cuv_release_fn release;

@@ -12,7 +12,7 @@
  * device, running an op) initializes with the defaults and the environment, as cuv_init() does.
  * Initialization happens once: it applies one configuration for the life of the process, and a
  * second cuv_init_with with a different one is refused with CUV_EBUSY. Every setting has a CUV_*
- * environment variable; the seed's CUDA_ASYNC_* names are aliases, read when the CUV_* name is
+ * environment variable; the older CUDA_ASYNC_* names are aliases, read when the CUV_* name is
  * unset or empty. An empty variable counts as unset. */
 
 #include <stdbool.h>
@@ -87,8 +87,8 @@ CUV_EXTERN int cuv_config_get(cuv_config_t *config);
 
 /* Why the initialization failed, in a sentence that names what it tried (the variable and its
  * value, the driver's path and the loader's reason): "cannot load the driver
- * \"/opt/typo/libcuda.so\" (CUV_DRIVER): ... No such file or directory". NULL when no
- * initialization ran or it succeeded. */
+ * \"/opt/typo/libcuda.so\": ... No such file or directory". NULL when no initialization ran
+ * or it succeeded. The text stays until the next initialization attempt. */
 CUV_EXTERN const char *cuv_init_error(void);
 
 #ifdef __cplusplus

@@ -47,7 +47,8 @@ CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn f
  * declares no `.entry` of that name, or both. NULL when that lookup succeeded or failed otherwise.
  * Valid until the thread's next lookup. */
 CUV_SIM_EXTERN const char *cuv_sim_lookup_error(void);
-/* Every launch of `name` takes at least `usec` microseconds on its stream (0: as fast as it runs). */
+/* Every launch of `name` takes at least `usec` microseconds on its stream (0: as fast as it
+ * runs). */
 CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec);
 
 /* Failure injection: the `nth` call (1-based; 0 = every call) of entry point `entry` (its base
