@@ -5,6 +5,7 @@
  * cuv's ran in this one (tests/no-device.c's pattern); the child's exit status is the verdict,
  * and a failing child prints the line of the check that failed. */
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -285,6 +286,47 @@ static int child_invalid_then_valid(void) {
   return 0;
 }
 
+/* Threads racing to initialize: one initialization, every thread sees its status and its
+ * configuration (TSan checks the rest). */
+#define RACERS 8
+static cuv_config_t race_config;
+
+static void *racer(void *arg) {
+  intptr_t i = (intptr_t)arg;
+  cuv_config_t got;
+  int rc = i % 2 ? cuv_init_with(&race_config) : cuv_config_get(&got);
+  if (rc == 0 && i % 2 == 0 && !same_config(&got, &race_config))
+    rc = 1;
+  return (void *)(intptr_t)rc;
+}
+
+static int child_concurrent_init(void) {
+  clear_env();
+  race_config = custom_config();
+  race_config.spin_budget_us = 0;
+  /* The environment says the same as race_config, so whichever thread initializes, the
+   * configuration in force is the same. */
+  char slots[16], poll[16];
+  snprintf(slots, sizeof slots, "%u", race_config.reactor_slots);
+  snprintf(poll, sizeof poll, "%u", race_config.uv_poll_max_us);
+  setenv("CUV_SPIN_BUDGET_US", "0", 1);
+  setenv("CUV_HOST_SYNC", "block", 1);
+  setenv("CUV_REACTOR_SLOTS", slots, 1);
+  setenv("CUV_STRICT_HAZARDS", "1", 1);
+  setenv("CUV_UV_POLL_MAX_US", poll, 1);
+  pthread_t threads[RACERS];
+  for (intptr_t i = 0; i < RACERS; i++)
+    CHECK(pthread_create(&threads[i], NULL, racer, (void *)i) == 0);
+  int failed = 0;
+  for (int i = 0; i < RACERS; i++) {
+    void *rc;
+    CHECK(pthread_join(threads[i], &rc) == 0);
+    failed += rc != NULL;
+  }
+  CHECK(failed == 0);
+  return 0;
+}
+
 /* A driver path that does not load: CUV_ENODRIVER, and cuv_init_error names the path; the
  * failure is the process's answer from then on. Through cuv_init_with, then (another child)
  * through CUV_DRIVER and the implicit init. */
@@ -345,6 +387,7 @@ CHILD_TEST(init_twice)
 CHILD_TEST(op_before_init)
 CHILD_TEST(invalid_configs)
 CHILD_TEST(invalid_then_valid)
+CHILD_TEST(concurrent_init)
 CHILD_TEST(driver_typo)
 CHILD_TEST(driver_typo_env)
 
@@ -360,6 +403,7 @@ int main(void) {
       cmocka_unit_test(test_op_before_init),
       cmocka_unit_test(test_invalid_configs),
       cmocka_unit_test(test_invalid_then_valid),
+      cmocka_unit_test(test_concurrent_init),
       cmocka_unit_test(test_driver_typo),
       cmocka_unit_test(test_driver_typo_env),
   };
