@@ -1,6 +1,7 @@
 /* Built against an installed cuv (pkg-config cuv) by check.sh and run on the simulator: proves
  * that the installed headers, library and cuv.pc are enough for a program of one's own. With
- * WITH_SIM (pkg-config cuv-sim) it also registers a kernel twin and launches it. */
+ * WITH_SIM (pkg-config cuv-sim) it also registers a kernel twin and launches it, and reads why a
+ * kernel that has neither twin nor .entry is not found. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,6 +55,12 @@ int main(void) {
   cuv_kernel_t *kernel;
   CHECK(cuv_module_load_data(&mod, dev, ptx, sizeof ptx));
   CHECK(cuv_kernel_get(&kernel, mod, "add_one"));
+  /* A name the simulator cannot resolve: cuv says not found, the simulator says why. */
+  cuv_kernel_t *missing;
+  if (cuv_kernel_get(&missing, mod, "add_two") != CUV_ENOTFOUND || !cuv_sim_lookup_error() ||
+      !strstr(cuv_sim_lookup_error(), "\"add_two\": no host twin registered"))
+    return 1;
+  printf("lookup error: %s\n", cuv_sim_lookup_error());
   unsigned n = N;
   const cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
   op = cuv_seq(op, cuv_launch(kernel, CUV_DIM1(4), CUV_DIM1(256), 0, args, 2));
