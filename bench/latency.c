@@ -7,7 +7,7 @@
  *    (p50/p90/p99/mean): raw launch + cuStreamSynchronize; raw launch + cuLaunchHostFunc whose
  *    host function sends a uv_async_t; raw launch + flag write polled by the loop from a uv_idle_t
  *    (the floor the bridge's keepalive aims at); cuv_sync; and the bridge (cuv_uv_submit) with
- *    the process's configured completion (CUDA_ASYNC_SPIN_BUDGET_US, CUDA_ASYNC_HOST_SYNC), with
+ *    the process's configured completion (CUV_SPIN_BUDGET_US, CUV_HOST_SYNC: cuv_config_t), with
  *    spin 0 (the reactor alone), and with host sync spin and block. cuv reads its environment
  *    once per process, so the last three rows come from this program re-executed with that
  *    environment (--child MODE prints one row).
@@ -362,9 +362,9 @@ typedef struct child_mode {
 } child_mode_t;
 
 static const child_mode_t child_modes[] = {
-    {"spin0", "cuv bridge, spin 0 (reactor)", {"CUDA_ASYNC_SPIN_BUDGET_US=0", "CUDA_ASYNC_HOST_SYNC="}},
-    {"hostsync-spin", "cuv bridge, host sync spin", {"CUDA_ASYNC_HOST_SYNC=spin", NULL}},
-    {"hostsync-block", "cuv bridge, host sync block", {"CUDA_ASYNC_HOST_SYNC=block", NULL}},
+    {"spin0", "cuv bridge, spin 0 (reactor)", {"CUV_SPIN_BUDGET_US=0", "CUV_HOST_SYNC=off"}},
+    {"hostsync-spin", "cuv bridge, host sync spin", {"CUV_HOST_SYNC=spin", NULL}},
+    {"hostsync-block", "cuv bridge, host sync block", {"CUV_HOST_SYNC=block", NULL}},
 };
 #define N_CHILD_MODES (sizeof child_modes / sizeof child_modes[0])
 
@@ -673,11 +673,12 @@ int main(int argc, char **argv) {
     return child_main(child);
   setup_raw();
 
-  const char *host_sync = getenv("CUDA_ASYNC_HOST_SYNC");
+  cuv_config_t config;
+  cuv_config_get(&config); /* initialized by setup_cuv */
+  static const char *const host_sync[] = {"", ", host sync spin", ", host sync block"};
   char configured[96];
-  snprintf(configured, sizeof configured, "cuv bridge, configured (spin %u%s%s)",
-           cuv_spin_budget_us(), host_sync && *host_sync ? ", host sync " : "",
-           host_sync && *host_sync ? host_sync : "");
+  snprintf(configured, sizeof configured, "cuv bridge, configured (spin %u%s)",
+           config.spin_budget_us, host_sync[config.host_sync]);
   printf("cuv-bench-latency: %s, driver %s, libuv %s, %d iterations per row\n",
          cuv_device_name(dev), cuv_driver_name(), uv_version_string(), iters);
   printf("\n1. empty kernel, submit -> callback on the loop thread (us; ratios of p50)\n");
