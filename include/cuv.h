@@ -52,7 +52,7 @@ CUV_EXTERN int cuv_cuda_result(int status);
 /* Whether status is a sticky device fault (illegal address, trap, launch failure, ECC error...):
  * the context is dead, what the work held is leaked on purpose, and every later call in that
  * context fails. On current drivers only a new process brings the device back (README:
- * reliability); a server runs its GPU work in a process it can restart (samples/tcp-infer
+ * reliability); a server runs its GPU work in a process it can restart (apps/tcp-infer
  * --isolate). */
 CUV_EXTERN bool cuv_status_is_fault(int status);
 CUV_EXTERN const char *cuv_version_string(void);
