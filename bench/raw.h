@@ -15,7 +15,7 @@
 void raw_open(const char *prog, cuv_device_t *dev);
 
 /* Resolves the entry point `name` into *fn_ptr (the address of a function pointer of the type
- * cuda.h gives `name`), at the CUDA version cuv itself asks for (lib/driver_funcs.h). */
+ * cuda.h gives `name`), at the CUDA version cuv itself asks for (internal/driver_funcs.h). */
 void raw_resolve(const char *name, void *fn_ptr);
 
 /* A driver call that must succeed. */

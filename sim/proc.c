@@ -31,7 +31,7 @@ static const struct sim_entry versioned[] = {
     {"cuGraphInstantiateWithFlags", 11040, (sim_fn)cuGraphInstantiateWithFlags},
 };
 
-/* Every entry point of lib/driver_funcs.h. #name is the base name (the string is not
+/* Every entry point of internal/driver_funcs.h. #name is the base name (the string is not
  * macro-expanded) while the bare name expands through cuda.h's macros to the versioned symbol we
  * define: {"cuMemAlloc", cuMemAlloc_v2}. */
 #define SIM__ENTRY(name) {#name, 0, (sim_fn)name},

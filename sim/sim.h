@@ -34,7 +34,7 @@
 /* ---- Entry points (proc.c) ------------------------------------------------------------------- */
 
 /* Every base name the simulator answers to, for call counting and failure injection: the names of
- * lib/driver_funcs.h plus the variants the real driver also resolves (cuGraphInstantiateWithFlags)
+ * internal/driver_funcs.h plus the variants the real driver also resolves (cuGraphInstantiateWithFlags)
  * and cuGetProcAddress itself. Kept separate from CUV__DRIVER_FUNCS so that renaming an entry
  * there does not change the ids used inside the simulator. */
 #define SIM_ENTRY_POINTS(X)                                                                      \
