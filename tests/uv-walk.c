@@ -16,13 +16,17 @@ typedef struct walker {
   int closed;         /* handles it closed */
   int bridge_handles; /* ... of which the bridge's (their data is the bridge) */
   int close_calls;    /* its close callback ran */
+  int bridge_closes;  /* ... for one of the bridge's */
 } walker_t;
 
 static walker_t *current_walker;
 
+/* Reads the handle, as a walker's callback may: libuv calls it with the bridge's handle, whose
+ * memory must still be the bridge's (under ASan, a read of freed memory otherwise). */
 static void on_walked_closed(uv_handle_t *handle) {
-  (void)handle;
   current_walker->close_calls++;
+  if (handle->data == current_walker->bridge)
+    current_walker->bridge_closes++;
 }
 
 static void close_all(uv_handle_t *handle, void *arg) {
@@ -87,6 +91,7 @@ static void test_walk_then_close(void **state) {
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_delivered(&l, &s);
   assert_int_equal(w.close_calls, w.closed); /* the walker's callbacks ran, not the bridge's */
+  assert_int_equal(w.bridge_closes, 3);
   assert_int_equal(uv_loop_close(&l.loop), 0);
 }
 
@@ -167,6 +172,45 @@ static void test_close_then_walk_idle(void **state) {
   assert_int_equal(w.bridge_handles, 3);
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(w.close_calls, 3);
+  assert_int_equal(w.bridge_closes, 3);
+  assert_int_equal(l.close_calls, 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+}
+
+/* The walk comes in the same batch of loop callbacks that ends the close: a threadpool request
+ * of the program's, done just before the close's own (one pool thread: main sets
+ * UV_THREADPOOL_SIZE=1), walks in its after_work callback; the close's request ends right after
+ * and finds every handle of the bridge closed by the walker, and not yet finished by libuv (that
+ * comes later in the same loop iteration). The bridge must not be freed before: it waits until
+ * the loop no longer lists its handles (under ASan, a use after free otherwise). */
+typedef struct batch {
+  uvt_loop_t *l;
+  uv_work_t work;
+  walker_t w;
+} batch_t;
+
+static void do_nothing(uv_work_t *work) { (void)work; }
+
+static void walk_after_work(uv_work_t *work, int status) {
+  batch_t *b = work->data;
+  assert_int_equal(status, 0);
+  walk(b->l, &b->w);
+}
+
+static void test_walk_in_the_batch_that_ends_the_close(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  batch_t b = {.l = &l};
+  b.work.data = &b;
+  assert_int_equal(uv_queue_work(&l.loop, &b.work, do_nothing, walk_after_work), 0);
+  assert_cuv_ok(cuv_uv_close(l.bridge, uvt_on_close, &l));
+  uv_sleep(50); /* both requests are done before the loop looks: one batch of after_work calls */
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(b.w.bridge_handles, 3);
+  assert_int_equal(b.w.close_calls, 3);
+  assert_int_equal(b.w.bridge_closes, 3);
   assert_int_equal(l.close_calls, 1);
   assert_int_equal(uv_loop_close(&l.loop), 0);
 }
@@ -238,12 +282,14 @@ static void test_walk_after_the_run(void **state) {
 }
 
 int main(void) {
+  setenv("UV_THREADPOOL_SIZE", "1", 1); /* before the pool starts: requests run in their order */
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_walk_then_close),
       cmocka_unit_test(test_walk_then_close_inside_the_loop),
       cmocka_unit_test(test_close_then_walk),
       cmocka_unit_test(test_close_then_walk_idle),
+      cmocka_unit_test(test_walk_in_the_batch_that_ends_the_close),
       cmocka_unit_test(test_walk_without_close),
       cmocka_unit_test(test_walk_after_the_run),
   };
