@@ -4,8 +4,8 @@
  * not a bare 1, so a late write can never complete a reused slot. The reactor knows streams, not
  * what runs on them: whoever arms decides what a firing means (completion.c).
  *
- * Order (model/slots.pml checks it): reset the flag before the write is enqueued; publish the slot's
- * submission and expected value, count it armed, and only then set its active bit (release);
+ * Order (model/slots.pml checks it): reset the flag before the write is enqueued; publish the
+ * slot's pair and expected value, count it armed, and only then set its active bit (release);
  * the scanner loads the bit (acquire) before reading what it guards. The thread spins while work
  * makes progress, backs off with short sleeps while armed work is slow (probing the streams about
  * every 2 ms for a sticky fault), and parks when nothing is armed; a registrant wakes it only on
