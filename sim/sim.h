@@ -35,8 +35,8 @@
 
 /* Every base name the simulator answers to, for call counting and failure injection: the names of
  * internal/driver_funcs.h plus the variants the real driver also resolves
- * (cuGraphInstantiateWithFlags) and cuGetProcAddress itself. Kept separate from CUV__DRIVER_FUNCS so that renaming an entry
- * there does not change the ids used inside the simulator. */
+ * (cuGraphInstantiateWithFlags) and cuGetProcAddress itself. Kept separate from CUV__DRIVER_FUNCS
+ * so that renaming an entry there does not change the ids used inside the simulator. */
 #define SIM_ENTRY_POINTS(X)                                                                      \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)      \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)          \

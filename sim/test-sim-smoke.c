@@ -1,8 +1,9 @@
 /* Smoke test of libcuv-sim, dependency-free: it links the simulator, resolves every entry point of
  * internal/driver_funcs.h through cuGetProcAddress (as lib/driver.c does) and checks the semantics
- * cuv relies on: stream FIFO order, event waits across streams, write/wait value, host function order,
- * a registered kernel on random data, why a kernel name does not resolve, failure injection, the
- * sticky fault and reset, capture and replay, and concurrent use from several threads. */
+ * cuv relies on: stream FIFO order, event waits across streams, write/wait value, host function
+ * order, a registered kernel on random data, why a kernel name does not resolve, failure
+ * injection, the sticky fault and reset, capture and replay, and concurrent use from several
+ * threads. */
 
 #include <errno.h>
 #include <pthread.h>
