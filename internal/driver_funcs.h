@@ -55,6 +55,7 @@
   X(cuLaunchKernel)                                                                               \
   X(cuLaunchHostFunc)                                                                             \
   X(cuStreamWriteValue32)                                                                         \
+  X(cuStreamWriteValue64)                                                                         \
   X(cuStreamWaitValue32)                                                                          \
   X(cuStreamBeginCapture)                                                                         \
   X(cuStreamEndCapture)                                                                           \

@@ -1,5 +1,5 @@
-/* Stream memory operations: cuStreamWriteValue32 stores a value (atomic release store) when the
- * stream reaches it; cuStreamWaitValue32 holds the stream until a condition on a 32-bit word
+/* Stream memory operations: cuStreamWriteValue32 and cuStreamWriteValue64 store a value (atomic
+ * release store of 4 or 8 bytes) when the stream reaches it; cuStreamWaitValue32 holds the stream until a condition on a 32-bit word
  * holds, polling with acquire loads and short sleeps. A wait is released by a sticky fault or a
  * context reset. A write queued before a sticky fault on another stream than the faulting one,
  * behind a kernel that was running when it hit, still lands (as on an H200: sim/stream.c,
@@ -24,8 +24,9 @@
 
 struct write_cmd {
   struct sim_cmd base;
-  uint32_t *addr;
-  uint32_t value;
+  void *addr;
+  uint64_t value;
+  bool wide;           /* 8 bytes (cuStreamWriteValue64), else 4 */
   uint64_t seq;        /* order of enqueueing, set by bind */
   bool queued;         /* in the queued list (bound, not yet released) */
   struct write_cmd *q_prev, *q_next;
@@ -34,8 +35,9 @@ struct write_cmd {
 /* ---- Delayed visibility ---- */
 
 struct late_write {
-  uint32_t *addr;
-  uint32_t value;
+  void *addr;
+  uint64_t value;
+  bool wide;
   uint64_t seq;
   uint64_t due_ns;
   struct late_write *next;
@@ -80,6 +82,13 @@ static bool later_write_pending(const struct late_write *w) {
   return false;
 }
 
+static void store_value(void *addr, uint64_t value, bool wide) {
+  if (wide)
+    __atomic_store_n((uint64_t *)addr, value, __ATOMIC_RELEASE);
+  else
+    __atomic_store_n((uint32_t *)addr, (uint32_t)value, __ATOMIC_RELEASE);
+}
+
 /* Lands each late write when it is due, in order; lives until the process exits. */
 static void *late_main(void *arg) {
   pthread_setname_np(pthread_self(), "cuv-sim-late");
@@ -96,10 +105,10 @@ static void *late_main(void *arg) {
       continue;
     }
     struct late_write *w = late_head;
-    if (sim_mem_valid((uintptr_t)w->addr, sizeof *w->addr)) {
+    if (sim_mem_valid((uintptr_t)w->addr, w->wide ? 8 : 4)) {
       if (later_write_pending(w))
         atomic_fetch_add(&stale_writes, 1);
-      __atomic_store_n(w->addr, w->value, __ATOMIC_RELEASE);
+      store_value(w->addr, w->value, w->wide);
     }
     late_head = w->next;
     if (!late_head)
@@ -116,7 +125,8 @@ static bool write_later(const struct write_cmd *c, unsigned delay_us) {
   struct late_write *w = late_started ? malloc(sizeof *w) : NULL;
   if (!w)
     return false;
-  *w = (struct late_write){c->addr, c->value, c->seq, sim_now_ns() + delay_us * 1000ull, NULL};
+  *w = (struct late_write){c->addr, c->value, c->wide, c->seq, sim_now_ns() + delay_us * 1000ull,
+                           NULL};
   if (late_tail)
     late_tail->next = w;
   else
@@ -136,7 +146,7 @@ static void write_run(struct sim_cmd *cmd, struct sim_stream *s) {
     if (later)
       return;
   }
-  __atomic_store_n(c->addr, c->value, __ATOMIC_RELEASE);
+  store_value(c->addr, c->value, c->wide);
 }
 
 /* Enqueued for real (at the call, or a graph launch's copy): listed until executed or dropped. */
@@ -196,12 +206,12 @@ static void waitval_run(struct sim_cmd *cmd, struct sim_stream *s) {
 
 static const struct sim_cmd_ops waitval_ops = {.run = waitval_run};
 
-/* Checks the address (4-byte aligned, inside a live allocation) and submits cmd. */
-static CUresult submit_memop(CUstream h, struct sim_cmd *cmd, CUdeviceptr addr) {
+/* Checks the address (aligned to its size, 4 or 8, inside a live allocation) and submits cmd. */
+static CUresult submit_memop(CUstream h, struct sim_cmd *cmd, CUdeviceptr addr, unsigned size) {
   struct sim_stream *s;
   sim_lock();
   CUresult r = sim_stream_get_live(h, &s);
-  if (r == CUDA_SUCCESS && (addr % 4 != 0 || !sim_mem_valid((uintptr_t)addr, 4)))
+  if (r == CUDA_SUCCESS && (addr % size != 0 || !sim_mem_valid((uintptr_t)addr, size)))
     r = CUDA_ERROR_INVALID_VALUE;
   if (r == CUDA_SUCCESS)
     r = sim_stream_submit(s, cmd);
@@ -219,9 +229,23 @@ CUresult CUDAAPI cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint3
   struct write_cmd *c = sim_cmd_new(&write_ops, sizeof *c);
   if (!c)
     return CUDA_ERROR_OUT_OF_MEMORY;
-  c->addr = (uint32_t *)(uintptr_t)addr;
+  c->addr = (void *)(uintptr_t)addr;
   c->value = value;
-  return submit_memop(stream, &c->base, addr);
+  return submit_memop(stream, &c->base, addr, 4);
+}
+
+CUresult CUDAAPI cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
+                                      unsigned int flags) {
+  SIM_ENTER(cuStreamWriteValue64);
+  if ((flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  struct write_cmd *c = sim_cmd_new(&write_ops, sizeof *c);
+  if (!c)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  c->addr = (void *)(uintptr_t)addr;
+  c->value = value;
+  c->wide = true;
+  return submit_memop(stream, &c->base, addr, 8);
 }
 
 CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
@@ -236,5 +260,5 @@ CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32
   c->addr = (const uint32_t *)(uintptr_t)addr;
   c->value = value;
   c->op = op;
-  return submit_memop(stream, &c->base, addr);
+  return submit_memop(stream, &c->base, addr, 4);
 }

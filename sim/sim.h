@@ -48,9 +48,10 @@
   X(cuMemHostGetDevicePointer) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)    \
   X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload)                   \
   X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchHostFunc)             \
-  X(cuStreamWriteValue32) X(cuStreamWaitValue32) X(cuStreamBeginCapture) X(cuStreamEndCapture)   \
-  X(cuStreamIsCapturing) X(cuGraphInstantiate) X(cuGraphInstantiateWithFlags) X(cuGraphUpload)   \
-  X(cuGraphLaunch) X(cuGraphDestroy) X(cuGraphExecDestroy) X(cuGetProcAddress)
+  X(cuStreamWriteValue32) X(cuStreamWriteValue64) X(cuStreamWaitValue32)                         \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)     \
+  X(cuGraphInstantiateWithFlags) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphDestroy)             \
+  X(cuGraphExecDestroy) X(cuGetProcAddress)
 
 /* One id per entry point. The ## keeps cuda.h's renaming macros (cuMemAlloc -> cuMemAlloc_v2)
  * from expanding, so the ids carry the base names. */

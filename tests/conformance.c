@@ -325,6 +325,41 @@ static void test_host_functions(void **state) {
 
 /* ---- stream memory operations on pinned, device-mapped memory ------------------------------ */
 
+/* Polls a 64-bit word until it equals want or limit_ms passed; the last value read. */
+static uint64_t poll64(const uint64_t *word, uint64_t want, unsigned limit_ms) {
+  uint64_t deadline = cuvt_now_ms() + limit_ms, v;
+  while ((v = __atomic_load_n(word, __ATOMIC_ACQUIRE)) != want && cuvt_now_ms() < deadline)
+    cuvt_sleep_ms(1);
+  return v;
+}
+
+/* cuStreamWriteValue64 behind a slow kernel writes all 8 bytes at once, after the kernel: a value
+ * with both halves random and non-zero is never seen torn, and the kernel's write is visible by
+ * then. A word 4 bytes off 8-byte alignment is refused. */
+static void test_write_value64_after_kernel(void **state) {
+  CUdeviceptr d;
+  uint32_t *w = cuvt_mapped_words(4, &d); /* cuMemHostAlloc is page aligned: w + 2 is 8-aligned */
+  uint32_t kernel_value = cuvt_random_nonzero();
+  uint64_t value = (uint64_t)cuvt_random_nonzero() << 32 | cuvt_random_nonzero();
+  CUstream s = cuvt_stream_new();
+
+  launch_sleep_then_write(s, SLOW_KERNEL_NS, kernel_value, d);
+  CU_OK(cuv__drv.cuStreamWriteValue64(s, d + 8, value, 0));
+  uint64_t *word = (uint64_t *)(void *)(w + 2);
+  uint64_t seen;
+  while ((seen = __atomic_load_n(word, __ATOMIC_ACQUIRE)) == 0) /* until something lands */
+    ;
+  assert_true(seen == value); /* never half of it */
+  assert_true(poll64(word, value, 30000) == value);
+  assert_int_equal(cuvt_load(&w[0]), kernel_value);
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+  assert_int_equal(cuv__drv.cuStreamWriteValue64(s, d + 4, value, 0), CUDA_ERROR_INVALID_VALUE);
+  CU_OK(cuv__drv.cuStreamSynchronize(s));
+
+  cuv__drv.cuMemFreeHost(w);
+  cuv__drv.cuStreamDestroy(s);
+}
+
 /* A write-value behind a slow kernel: by the time the host sees the written value with a plain
  * load, the kernel's own write is visible too (the write did not overtake the kernel, and its
  * default memory barrier published what came before). */
@@ -837,6 +872,7 @@ int main(void) {
       cmocka_unit_test(test_streams_run_concurrently),
       cmocka_unit_test(test_host_functions),
       cmocka_unit_test(test_write_value_after_kernel),
+      cmocka_unit_test(test_write_value64_after_kernel),
       cmocka_unit_test(test_wait_value_blocks_stream),
       cmocka_unit_test(test_copies_memsets_saxpy),
       cmocka_unit_test(test_stream_ordered_alloc),

@@ -56,6 +56,7 @@ static const char *why_not_called(const char *entry) {
       {"cuDevicePrimaryCtxReset", "not called by the runtime (the simulator's smoke test)"},
       {"cuCtxSynchronize", "not called by the runtime (conformance tests)"},
       {"cuStreamWaitValue32", "not called by the runtime (conformance tests)"},
+      {"cuStreamWriteValue64", "not called by the runtime yet (conformance tests)"},
       {"cuStreamIsCapturing", "not called by the runtime (conformance tests)"},
       {"cuEventCreate", "the device's event pool is large enough once warm"},
       {"cuEventDestroy", "pooled events go at device destruction"},
