@@ -153,7 +153,7 @@ int main(int argc, char **argv) {
   } else {
     wall(reps > 0 ? reps : (cuv_driver_is_sim() ? 50 : 500), use_seq);
   }
-  cuv_kernel_release(empty);
-  cuv_device_close(dev);
+  cuv_kernel_unref(empty);
+  cuv_device_unref(dev);
   return 0;
 }

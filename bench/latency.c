@@ -740,8 +740,8 @@ int main(int argc, char **argv) {
          (unsigned long long)s.in_flight, (unsigned long long)s.reactor_wakeups);
 
   uv_loop_close(loop);
-  cuv_kernel_release(empty);
-  cuv_device_close(dev);
+  cuv_kernel_unref(empty);
+  cuv_device_unref(dev);
   free(lat.v);
   return failed ? 1 : 0;
 }

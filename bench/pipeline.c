@@ -110,7 +110,7 @@ static void count_done(int status, cuv_output_t *output, void *arg) {
 static double run_async(cuv_buffer_t *x, int n) {
   int done = 0;
   double t0 = now_us();
-  check("cuv_submit", cuv_submit(chain(&x, 1, n), queue, count_done, &done, NULL));
+  check("cuv_submit", cuv_submit(queue, chain(&x, 1, n), count_done, &done, NULL));
   while (cuv_queue_drain(queue) == 0)
     cuv_queue_wait(queue, -1);
   double t = now_us() - t0;
@@ -151,7 +151,7 @@ static double run_async_uv(cuv_buffer_t *x, int n) {
 
 static double run_graph(cuv_graph_t *g) {
   double t0 = now_us();
-  check("graph replay", cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+  check("graph replay", cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
   return now_us() - t0;
 }
 
@@ -314,7 +314,7 @@ static void measure(row_t *row, cuv_buffer_t *x, int reps) {
     row->us[c] = percentile(t[c], reps, 0.5);
     free(t[c]);
   }
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   raw_check("cuGraphExecDestroy", raw.exec_destroy(exec));
 }
 
@@ -464,7 +464,7 @@ int main(int argc, char **argv) {
 #endif
   check("cuv_queue_destroy", cuv_queue_destroy(queue));
   cuv_stream_destroy(stream);
-  cuv_kernel_release(scale);
-  cuv_device_close(dev);
+  cuv_kernel_unref(scale);
+  cuv_device_unref(dev);
   return 0;
 }

@@ -124,6 +124,6 @@ int bench_cuv_kernel(const char *ptx_path, const char *name, cuv_device_t **dev,
   if (rc == 0)
     rc = cuv_kernel_get(kernel, mod, name);
   if (mod)
-    cuv_module_unload(mod); /* the kernel holds the module */
+    cuv_module_unref(mod); /* the kernel holds the module */
   return rc;
 }

@@ -83,6 +83,6 @@ int main(int argc, char **argv) {
   printf("%ld submissions, %d pipelines\n", n, k);
   cuv_uv_close(bridge, NULL, NULL);
   uv_run(uv_default_loop(), UV_RUN_DEFAULT);
-  cuv_kernel_release(empty);
+  cuv_kernel_unref(empty);
   return 0;
 }

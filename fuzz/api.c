@@ -316,7 +316,7 @@ static void op_put(cuv_op_t *op, out_kind_t kind, bool allocates) {
   while (i < NOPS && S.ops[i].op)
     i++;
   if (i == NOPS) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return;
   }
   S.ops[i] = (op_slot_t){op, cuv_op_error(op) ? OUT_OTHER : kind, allocates};
@@ -394,7 +394,7 @@ static cuv_op_t *context_fn(cuv_stream_t *stream, void *arg) {
   case 3:
     return cuv_launch(S.kern[ordinal][K_EMPTY], CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0);
   default:
-    CHECK(cuv_sync_on(counted_value(), stream, NULL) == CUV_EREENTRANT);
+    CHECK(cuv_sync_on(stream, counted_value(), NULL) == CUV_EREENTRANT);
     return cuv_value(NULL, NULL);
   }
 }
@@ -599,7 +599,7 @@ static void combine(input_t *in) {
                              : cuv_fork(no_array ? NULL : ops, n);
     /* Without an array, or with n == 0, there is nothing to consume: the harness drops them. */
     for (size_t i = 0; (no_array || n == 0) && i < (n ? n : 1); i++)
-      cuv_op_free(ops[i]);
+      cuv_op_destroy(ops[i]);
     op_put(op, OUT_OTHER, allocates);
     break;
   }
@@ -610,7 +610,7 @@ static void combine(input_t *in) {
     if (i >= 0)
       S.shared[i] = sh;
     else
-      cuv_shared_release(sh);
+      cuv_shared_unref(sh);
     break;
   }
   }
@@ -701,13 +701,13 @@ static void execute(input_t *in) {
     rc = cuv_sync(op, want_out ? &out : NULL);
     break;
   case 1:
-    rc = cuv_sync_on(op, pick_stream(in), want_out ? &out : NULL);
+    rc = cuv_sync_on(pick_stream(in), op, want_out ? &out : NULL);
     break;
   case 2:
-    rc = cuv_sync_policy(op, pick_policy(in), want_out ? &out : NULL);
+    rc = cuv_sync_policy(pick_policy(in), op, want_out ? &out : NULL);
     break;
   case 3:
-    rc = cuv_enqueue_on(op, pick_stream(in), want_out ? &out : NULL);
+    rc = cuv_enqueue_on(pick_stream(in), op, want_out ? &out : NULL);
     break;
   case 4:
   case 5: {
@@ -722,7 +722,7 @@ static void execute(input_t *in) {
     if (flags & 4)
       opts.stream = pick_stream(in);
     cuv_done_fn fn = flags & 0x70 ? done : NULL;
-    rc = cuv_submit(op, S.queue[q], fn, c, flags & 0x80 ? NULL : &opts);
+    rc = cuv_submit(S.queue[q], op, fn, c, flags & 0x80 ? NULL : &opts);
     if (rc == 0) {
       S.accepted++;
       S.queue_in[q]++;
@@ -735,7 +735,7 @@ static void execute(input_t *in) {
   }
   case 6:
     if (!S.bridge) {
-      cuv_op_free(op);
+      cuv_op_destroy(op);
       return;
     }
     rc = submit_bridge(op, u8(in));
@@ -743,7 +743,7 @@ static void execute(input_t *in) {
     break;
   default: { /* graph capture */
     if (allocates) {
-      cuv_op_free(op); /* documented: no allocation inside a capture */
+      cuv_op_destroy(op); /* documented: no allocation inside a capture */
       return;
     }
     int i = free_slot((void **)S.graph, NGRAPH);
@@ -904,9 +904,9 @@ static void graph_action(input_t *in) {
     /* The graph's stream is borrowed: used while the graph is alive. */
     bool allocates;
     cuv_op_t *op = op_take(pick_op(in), NULL, &allocates);
-    CHECK_RC(cuv_sync_on(op, cuv_graph_stream(g), NULL));
+    CHECK_RC(cuv_sync_on(cuv_graph_stream(g), op, NULL));
   } else if (g) {
-    cuv_graph_release(g);
+    cuv_graph_unref(g);
     S.graph[i] = NULL;
   }
 }
@@ -934,11 +934,11 @@ static void module_action(input_t *in) {
   cuv_kernel_t *k = NULL;
   rc = cuv_kernel_get(&k, mod, n < 4 ? names[n] : n == 4 ? long_name : NULL);
   CHECK_RC(rc);
-  cuv_module_unload(mod); /* the kernel holds it */
+  cuv_module_unref(mod); /* the kernel holds it */
   if (rc == 0) {
     size_t count;
     CHECK_RC(cuv_kernel_param_count(k, &count));
-    cuv_kernel_release(k);
+    cuv_kernel_unref(k);
   }
 }
 
@@ -949,7 +949,7 @@ static void device_action(input_t *in) {
     int rc = cuv_device_open(&other, (int)(u8(in) % 5) - 1);
     CHECK_RC(rc);
     if (rc == 0)
-      cuv_device_close(other);
+      cuv_device_unref(other);
     break;
   }
   case 1: {
@@ -1006,7 +1006,7 @@ static void bridge_action(input_t *in) {
 /* Drains everything, closes and releases every object, then checks nothing is left. */
 static void cleanup(void) {
   for (int i = 0; i < NOPS; i++)
-    cuv_op_free(op_take(i, NULL, NULL));
+    cuv_op_destroy(op_take(i, NULL, NULL));
   if (S.bridge) {
     if (!S.bridge_closing)
       CHECK(cuv_uv_close(S.bridge, on_bridge_closed, NULL) == 0);
@@ -1028,11 +1028,11 @@ static void cleanup(void) {
   }
   CHECK(S.accepted == S.delivered);
   for (int i = 0; i < NSHARED; i++) {
-    cuv_shared_release(S.shared[i]);
+    cuv_shared_unref(S.shared[i]);
     S.shared[i] = NULL;
   }
   for (int i = 0; i < NGRAPH; i++) {
-    cuv_graph_release(S.graph[i]);
+    cuv_graph_unref(S.graph[i]);
     S.graph[i] = NULL;
   }
   for (int i = 0; i < NPOLICY; i++) {
@@ -1082,7 +1082,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     CHECK(cuv_module_load_data(&mod, S.dev[d], module_ptx, 0) == 0);
     for (int k = 0; k < NKERN; k++)
       CHECK(cuv_kernel_get(&S.kern[d][k], mod, kernel_names[k]) == 0);
-    cuv_module_unload(mod);
+    cuv_module_unref(mod);
   }
   for (size_t i = 0; i < sizeof S.host_src; i++)
     S.host_src[i] = (uint8_t)(i * 7);

@@ -5,15 +5,19 @@
  *
  * Ownership, in five sentences:
  * 1. An op (cuv_op_t) is a recipe; building it touches no stream. Every combinator and executor
- *    consumes the ops handed to it, also when that call fails; cuv_op_free drops one never used.
+ *    consumes the ops handed to it, also when that call fails; cuv_op_destroy drops one never used.
  *    An op handed to a second owner while its first still holds it (cuv_seq(a, a); cuv_seq(a, x)
  *    then cuv_sync(a)) is refused with CUV_ECONSUMED and stays with the first.
  * 2. An op's output (cuv_output_t) is a value with its release function. The executor hands it to
  *    you; you release it once with cuv_output_release (a completion callback's output is released
  *    by cuv after the callback returns unless the callback moves it out with cuv_output_take).
- * 3. Buffers, modules, kernels, streams and policies are reference counted. Whatever a submission
- *    touches is retained until its GPU work is proven complete, so dropping your reference early
- *    never frees memory the GPU may still use.
+ * 3. Devices, buffers, host buffers, modules, kernels, shared ops and graphs are reference
+ *    counted: X_ref takes a reference and X_unref drops one (the constructor's out-parameter holds
+ *    the first). Streams, policies and queues have one owner, who ends them with X_destroy; a
+ *    device's default policy is borrowed (never destroyed by you). Whatever a submission touches
+ *    is retained until its GPU work is proven complete, so dropping your reference early (or
+ *    destroying a stream with work in flight) never frees memory the GPU may still use. Only the
+ *    libuv bridge closes asynchronously: cuv_uv_close, with a callback.
  * 4. Host memory handed to a copy is borrowed (CUV_COPY_BORROW: it must live and stay unchanged
  *    until the submission completes) or staged (CUV_COPY_STAGE, the default: cuv copies it into
  *    pinned staging when the op is built, so you may reuse it as soon as cuv_memcpy_htod returns).
@@ -60,7 +64,7 @@ CUV_EXTERN const char *cuv_version_string(void);
 /* Initialization (cuv_init, cuv_init_with) and the settings: include/cuv/config.h. */
 /* "cuda", "sim" or the driver's path (cuv_config_t.driver); NULL before a successful init. */
 CUV_EXTERN const char *cuv_driver_name(void);
-CUV_EXTERN int cuv_driver_is_sim(void);
+CUV_EXTERN bool cuv_driver_is_sim(void);
 /* The driver's CUDA version (13000 for 13.0). */
 CUV_EXTERN int cuv_driver_version(int *version);
 
@@ -70,9 +74,10 @@ typedef struct cuv_device_s cuv_device_t;
 
 CUV_EXTERN int cuv_device_count(int *count);
 /* Opens (and retains the primary context of) device `ordinal`. Opening the same ordinal again
- * returns the same object with one more reference; each open needs one cuv_device_close. */
+ * returns the same object with one more reference; each open needs one cuv_device_unref. */
 CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal);
-CUV_EXTERN void cuv_device_close(cuv_device_t *dev);
+CUV_EXTERN cuv_device_t *cuv_device_ref(cuv_device_t *dev);
+CUV_EXTERN void cuv_device_unref(cuv_device_t *dev);
 CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev);
 CUV_EXTERN const char *cuv_device_name(const cuv_device_t *dev);
 /* Any CUdevice_attribute value. */
@@ -136,7 +141,7 @@ CUV_EXTERN cuv_output_t *cuv_tuple_get(const cuv_output_t *out, size_t i);
 typedef struct cuv_op_s cuv_op_t;
 
 /* Drops an op that was never consumed, releasing what it captured. NULL is ignored. */
-CUV_EXTERN void cuv_op_free(cuv_op_t *op);
+CUV_EXTERN void cuv_op_destroy(cuv_op_t *op);
 /* The error an op carries from a failed constructor, or 0. Executing it reports the same. */
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op);
 
@@ -233,10 +238,12 @@ CUV_EXTERN int cuv_module_load_data(cuv_module_t **mod, cuv_device_t *dev, const
                                     size_t size);
 CUV_EXTERN int cuv_module_load_file(cuv_module_t **mod, cuv_device_t *dev, const char *path);
 /* Drops the caller's reference; unloaded once no kernel or submission holds it. */
-CUV_EXTERN void cuv_module_unload(cuv_module_t *mod);
+CUV_EXTERN cuv_module_t *cuv_module_ref(cuv_module_t *mod);
+CUV_EXTERN void cuv_module_unref(cuv_module_t *mod);
 /* Looks a kernel up by name; the kernel holds a reference on its module. */
 CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **kernel, cuv_module_t *mod, const char *name);
-CUV_EXTERN void cuv_kernel_release(cuv_kernel_t *kernel);
+CUV_EXTERN cuv_kernel_t *cuv_kernel_ref(cuv_kernel_t *kernel);
+CUV_EXTERN void cuv_kernel_unref(cuv_kernel_t *kernel);
 /* Number of parameters, where the driver can tell (CUDA 12.4+); CUV_ENOTSUP otherwise. */
 CUV_EXTERN int cuv_kernel_param_count(const cuv_kernel_t *kernel, size_t *count);
 
@@ -305,7 +312,8 @@ typedef struct cuv_shared_s cuv_shared_t;
  * fail with that status, as an error op does. */
 CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op);
 CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *shared);
-CUV_EXTERN void cuv_shared_release(cuv_shared_t *shared);
+CUV_EXTERN cuv_shared_t *cuv_shared_ref(cuv_shared_t *shared);
+CUV_EXTERN void cuv_shared_unref(cuv_shared_t *shared);
 /* How many times the shared op's own work ran (0 or 1; for tests and debugging). */
 CUV_EXTERN unsigned cuv_shared_runs(const cuv_shared_t *shared);
 
@@ -343,13 +351,13 @@ CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
  * NULL to release it). Consumes op. */
 CUV_EXTERN int cuv_sync(cuv_op_t *op, cuv_output_t *out);
 /* The same with a given policy. */
-CUV_EXTERN int cuv_sync_policy(cuv_op_t *op, cuv_policy_t *policy, cuv_output_t *out);
+CUV_EXTERN int cuv_sync_policy(cuv_policy_t *policy, cuv_op_t *op, cuv_output_t *out);
 /* Runs op on `stream` and waits for this op's work (not the whole stream). */
-CUV_EXTERN int cuv_sync_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out);
+CUV_EXTERN int cuv_sync_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out);
 /* Enqueues op on `stream` and returns at once. Unsafe by design: the output's device data is
  * pending and the caller synchronizes (cuv_stream_synchronize). cuv still retains what the op
  * touches until an event recorded behind it has completed. */
-CUV_EXTERN int cuv_enqueue_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out);
+CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out);
 
 /* ---- asynchronous submission into a completion queue ---------------------------------------- */
 
@@ -405,7 +413,7 @@ typedef struct cuv_submit_opts {
  * their completion paths differ (a reactor flag and a host callback race to the queue). Returns 0
  * when the submission was accepted (done will run, also with an error status), or a negative code
  * when it was refused (done will not run; op is consumed either way). */
-CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
+CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
 /* Looks once, without blocking, for submitted work whose completion flag has landed, and
@@ -446,18 +454,19 @@ typedef struct cuv_graph_s cuv_graph_t;
 CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
                                  cuv_output_t *out);
 /* An op that replays the graph on the executing stream; it holds the graph until the replay is
- * proven complete, so it may outlive cuv_graph_release. Usable with every executor and
+ * proven complete, so it may outlive cuv_graph_unref. Usable with every executor and
  * combinator. */
 CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *graph);
 /* Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's stream
  * without waiting, e.g. to copy new inputs into the captured buffers. It is ordered before later
- * launches on that same stream (cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), ...)). A
+ * launches on that same stream (cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), ...)). A
  * launch on another stream is ordered after it only through hazard tracking of the buffers both
  * touch (each replay holds the captured buffers like a launch would); with CUV_HAZARD_NONE on
  * them, it is not. Consumes op. */
 CUV_EXTERN int cuv_graph_update(cuv_graph_t *graph, cuv_op_t *op);
 CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *graph);
-CUV_EXTERN void cuv_graph_release(cuv_graph_t *graph);
+CUV_EXTERN cuv_graph_t *cuv_graph_ref(cuv_graph_t *graph);
+CUV_EXTERN void cuv_graph_unref(cuv_graph_t *graph);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 

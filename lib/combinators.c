@@ -35,7 +35,7 @@ static const cuv__op_vt_t then_vt = {"then", then_execute, then_drop};
 
 static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool checked) {
   if (!first || !fn) {
-    cuv_op_free(first);
+    cuv_op_destroy(first);
     return cuv__op_fail(CUV_EINVAL);
   }
   int rc = cuv__op_take(first);
@@ -89,7 +89,7 @@ static const cuv__op_vt_t map_vt = {"map", map_execute, map_drop};
 
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
   if (!inner || !fn) {
-    cuv_op_free(inner);
+    cuv_op_destroy(inner);
     return cuv__op_fail(CUV_EINVAL);
   }
   int rc = cuv__op_take(inner);

@@ -124,7 +124,11 @@ CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal) {
   return cuv__device_get(dev, ordinal);
 }
 
-CUV_EXTERN void cuv_device_close(cuv_device_t *dev) { cuv__device_unref(dev); }
+CUV_EXTERN cuv_device_t *cuv_device_ref(cuv_device_t *dev) {
+  return dev ? cuv__device_ref(dev) : NULL;
+}
+
+CUV_EXTERN void cuv_device_unref(cuv_device_t *dev) { cuv__device_unref(dev); }
 
 CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev) {
   return dev ? dev->ordinal : CUV_EINVAL;

@@ -246,7 +246,7 @@ CUV_EXTERN const char *cuv_driver_name(void) {
   return cuv__driver_init() == 0 ? cuv__drv.name : NULL;
 }
 
-CUV_EXTERN int cuv_driver_is_sim(void) { return cuv__driver_init() == 0 && cuv__drv.is_sim; }
+CUV_EXTERN bool cuv_driver_is_sim(void) { return cuv__driver_init() == 0 && cuv__drv.is_sim; }
 
 CUV_EXTERN int cuv_driver_version(int *version) {
   if (!version)

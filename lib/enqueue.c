@@ -7,11 +7,11 @@
 #include "enqueue.h"
 #include "exec.h"
 
-CUV_EXTERN int cuv_enqueue_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out) {
+CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out) {
   if (out)
     *out = (cuv_output_t){0};
   if (!stream) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   cuv__enqueue_reap(stream);

@@ -49,7 +49,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
     rc = cuv__sub_create(&ex->sub, stream);
   cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
   if (rc < 0) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return rc;
   }
   ex->stream = stream;
@@ -90,21 +90,21 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
 
 CUV_EXTERN int cuv_sync(cuv_op_t *op, cuv_output_t *out) { return sync_run(op, NULL, NULL, out); }
 
-CUV_EXTERN int cuv_sync_policy(cuv_op_t *op, cuv_policy_t *policy, cuv_output_t *out) {
+CUV_EXTERN int cuv_sync_policy(cuv_policy_t *policy, cuv_op_t *op, cuv_output_t *out) {
   if (!policy) {
     if (out)
       *out = (cuv_output_t){0}; /* cleared on every failure, as by the other executors */
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   return sync_run(op, policy, NULL, out);
 }
 
-CUV_EXTERN int cuv_sync_on(cuv_op_t *op, cuv_stream_t *stream, cuv_output_t *out) {
+CUV_EXTERN int cuv_sync_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out) {
   if (!stream) {
     if (out)
       *out = (cuv_output_t){0};
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   return sync_run(op, NULL, stream, out);

@@ -43,7 +43,7 @@ static int capture_op(cuv_op_t *op, cuv__exec_t *ex, CUgraph *graph, cuv_output_
     rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, CU_STREAM_CAPTURE_MODE_RELAXED));
   if (rc < 0) {
     cuv__hazard_capture_end();
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return rc;
   }
   cuv__exec_lock();
@@ -74,7 +74,7 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
     *out = (cuv_output_t){0};
   cuv_graph_t *g = out_graph ? calloc(1, sizeof *g) : NULL;
   if (!g) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return out_graph ? CUV_ENOMEM : CUV_EINVAL;
   }
   cuv__exec_t ex;
@@ -144,18 +144,20 @@ CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *g) {
 
 CUV_EXTERN int cuv_graph_update(cuv_graph_t *g, cuv_op_t *op) {
   if (!g) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   cuv_output_t out;
-  int rc = cuv_enqueue_on(op, g->stream, &out);
+  int rc = cuv_enqueue_on(g->stream, op, &out);
   cuv_output_release(&out); /* unit for graph-safe ops */
   return rc;
 }
 
 CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *g) { return g ? g->stream : NULL; }
 
-CUV_EXTERN void cuv_graph_release(cuv_graph_t *g) {
+CUV_EXTERN cuv_graph_t *cuv_graph_ref(cuv_graph_t *g) { return g ? graph_ref(g) : NULL; }
+
+CUV_EXTERN void cuv_graph_unref(cuv_graph_t *g) {
   if (g)
     graph_unref(g);
 }

@@ -27,13 +27,13 @@ static void launch_drop(cuv_op_t *op) {
   launch_op_t *l = (launch_op_t *)op;
   for (size_t i = 0; i < l->nargs; i++)
     cuv_buffer_unref(l->args[i].buffer);
-  cuv_kernel_release(l->kernel);
+  cuv_kernel_unref(l->kernel);
 }
 
 /* The op's kernel reference moves to the submission; when the submission holds the kernel
  * already (a chain of launches of one kernel), the op's reference is dropped with the op. */
 static int hold_kernel(cuv__submission_t *sub, launch_op_t *l) {
-  int rc = cuv__sub_hold_unique(sub, cuv__kernel_release, l->kernel);
+  int rc = cuv__sub_hold_unique(sub, cuv__kernel_unref, l->kernel);
   if (rc == 0)
     l->kernel = NULL;
   return rc < 0 ? rc : 0;

@@ -118,7 +118,7 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
   }
   c->staged = cuv__staging_alloc(dst->dev, bytes);
   if (!c->staged) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return cuv__op_fail(CUV_ENOMEM);
   }
   c->host = c->staged->data;

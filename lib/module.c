@@ -81,7 +81,11 @@ cuv_module_t *cuv__module_ref(cuv_module_t *mod) {
   return mod;
 }
 
-CUV_EXTERN void cuv_module_unload(cuv_module_t *mod) {
+CUV_EXTERN cuv_module_t *cuv_module_ref(cuv_module_t *mod) {
+  return mod ? cuv__module_ref(mod) : NULL;
+}
+
+CUV_EXTERN void cuv_module_unref(cuv_module_t *mod) {
   if (!mod || atomic_fetch_sub(&mod->refs, 1) != 1)
     return;
   if (cuv__bind(mod->dev) == 0)
@@ -139,14 +143,16 @@ cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k) {
   return k;
 }
 
-CUV_EXTERN void cuv_kernel_release(cuv_kernel_t *k) {
+CUV_EXTERN cuv_kernel_t *cuv_kernel_ref(cuv_kernel_t *k) { return k ? cuv__kernel_ref(k) : NULL; }
+
+CUV_EXTERN void cuv_kernel_unref(cuv_kernel_t *k) {
   if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
     return;
-  cuv_module_unload(k->mod);
+  cuv_module_unref(k->mod);
   free(k);
 }
 
-void cuv__kernel_release(void *k) { cuv_kernel_release(k); }
+void cuv__kernel_unref(void *k) { cuv_kernel_unref(k); }
 
 CUV_EXTERN int cuv_kernel_param_count(const cuv_kernel_t *k, size_t *count) {
   if (!k || !count)

@@ -20,6 +20,6 @@ struct cuv_kernel_s {
 
 cuv_module_t *cuv__module_ref(cuv_module_t *mod);
 cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k);
-void cuv__kernel_release(void *k);
+void cuv__kernel_unref(void *k);
 
 #endif

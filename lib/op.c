@@ -47,7 +47,7 @@ void cuv__op_drop(cuv_op_t *op) {
   op_free_node(op);
 }
 
-CUV_EXTERN void cuv_op_free(cuv_op_t *op) {
+CUV_EXTERN void cuv_op_destroy(cuv_op_t *op) {
   if (op && op->taken == OP_FREE)
     cuv__op_drop(op);
 }

@@ -31,7 +31,7 @@ cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
 cuv_op_t *cuv__op_fail(int error);
 /* Executes and consumes op; on failure *out is left cleared. */
 int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
-/* Frees an op this code owns, executed or not (cuv_op_free refuses an op a combinator holds). */
+/* Frees an op this code owns, executed or not (cuv_op_destroy refuses an op a combinator holds). */
 void cuv__op_drop(cuv_op_t *op);
 /* Drops n ops (NULLs allowed). */
 void cuv__op_drop_all(cuv_op_t *const *ops, size_t n);

@@ -123,7 +123,7 @@ CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
     return &shared_einval;
   cuv_shared_t *sh = calloc(1, sizeof *sh);
   if (!sh) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return &shared_enomem;
   }
   int taken = cuv__op_take(op); /* refused: a shared that fails with CUV_ECONSUMED */
@@ -157,7 +157,11 @@ CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *sh) {
   return &c->op;
 }
 
-CUV_EXTERN void cuv_shared_release(cuv_shared_t *sh) {
+CUV_EXTERN cuv_shared_t *cuv_shared_ref(cuv_shared_t *sh) {
+  return sh && !sh->failed ? shared_ref(sh) : sh;
+}
+
+CUV_EXTERN void cuv_shared_unref(cuv_shared_t *sh) {
   if (sh && !sh->failed)
     shared_unref(sh);
 }

@@ -5,15 +5,15 @@
 #include "completion.h"
 #include "queue.h"
 
-CUV_EXTERN int cuv_submit(cuv_op_t *op, cuv_queue_t *queue, cuv_done_fn done, void *arg,
+CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts) {
   if (!queue || !done) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   int rc = cuv__queue_enter(queue); /* counted from here: a closing owner waits for it */
   if (rc < 0) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return rc;
   }
   cuv_submit_opts_t defaults = {0};

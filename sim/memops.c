@@ -1,18 +1,19 @@
 /* Stream memory operations: cuStreamWriteValue32 and cuStreamWriteValue64 store a value (atomic
- * release store of 4 or 8 bytes) when the stream reaches it; cuStreamWaitValue32 holds the stream until a condition on a 32-bit word
- * holds, polling with acquire loads and short sleeps. A wait is released by a sticky fault or a
- * context reset. A write queued before a sticky fault on another stream than the faulting one,
- * behind a kernel that was running when it hit, still lands (as on an H200: sim/stream.c,
- * tests/conformance.c test_fault_runs_queued_host_work); nothing can be queued after one.
+ * release store of 4 or 8 bytes) when the stream reaches it; cuStreamWaitValue32 holds the stream
+ * until a condition on a 32-bit word holds, polling with acquire loads and short sleeps. A wait is
+ * released by a sticky fault or a context reset. A write queued before a sticky fault on another
+ * stream than the faulting one, behind a kernel that was running when it hit, still lands (as on an
+ * H200: sim/stream.c, tests/conformance.c test_fault_runs_queued_host_work); nothing can be queued
+ * after one.
  *
  * Delayed visibility (cuv_sim_set_write_delay_us, CUV_SIM_WRITE_DELAY_US): the stream passes the
  * write at once, so cuStreamQuery and events behind it report the work done, and the store itself
  * lands the delay later, from the cuv-sim-late thread, in the order the writes were passed (a late
- * write never overtakes a later one). That is the late flag write cuv's reactor guards against
- * with generations (lib/reactor.c): its probe completes a slot whose stream went idle and reuses
- * it, and the old write lands on the re-armed slot. A late write that lands while a later write
- * to the same word is queued on a stream, or waiting to land, is counted (cuv_sim_stale_writes).
- * A late write whose memory was freed meanwhile is dropped. */
+ * write never overtakes a later one). That is the late flag write cuv's reactor guards against with
+ * generations (lib/reactor.c): its probe completes a slot whose stream went idle and reuses it, and
+ * the old write lands on the re-armed slot. A late write that lands while a later write to the same
+ * word is queued on a stream, or waiting to land, is counted (cuv_sim_stale_writes). A late write
+ * whose memory was freed meanwhile is dropped. */
 
 #include <stdlib.h>
 

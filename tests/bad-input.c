@@ -83,7 +83,7 @@ static void test_null_arguments(void **state) {
   EXPECT(cuv_device_ordinal(NULL), CUV_EINVAL);
   assert_null(cuv_device_name(NULL));
   assert_null(cuv_device_context(NULL));
-  cuv_device_close(NULL);
+  cuv_device_unref(NULL);
 
   EXPECT(cuv_stream_create(NULL, dev), CUV_EINVAL);
   EXPECT(cuv_stream_create(&s, NULL), CUV_EINVAL);
@@ -112,8 +112,8 @@ static void test_null_arguments(void **state) {
   EXPECT(cuv_kernel_get(&k, NULL, "saxpy"), CUV_EINVAL);
   EXPECT(cuv_kernel_param_count(NULL, &n), CUV_EINVAL);
   EXPECT(cuv_kernel_param_count(cuvt_kernel_ok("saxpy"), NULL), CUV_EINVAL);
-  cuv_module_unload(NULL);
-  cuv_kernel_release(NULL);
+  cuv_module_unref(NULL);
+  cuv_kernel_unref(NULL);
 
   EXPECT_OP(cuv_alloc(NULL, 64), CUV_EINVAL);
   EXPECT_OP(cuv_free(NULL), CUV_EINVAL);
@@ -139,14 +139,14 @@ static void test_null_arguments(void **state) {
   assert_non_null(no_op);
   EXPECT_OP(cuv_shared_clone(no_op), CUV_EINVAL);
   assert_int_equal(cuv_shared_runs(no_op), 0);
-  cuv_shared_release(no_op);
+  cuv_shared_unref(no_op);
   EXPECT(cuv_op_error(NULL), CUV_EINVAL);
   EXPECT(cuv_op_device(NULL, &v), CUV_EINVAL);
   cuv_op_t *unit = cuv_value(NULL, NULL);
   EXPECT(cuv_op_device(unit, NULL), CUV_EINVAL);
-  cuv_op_free(unit);
-  cuv_op_free(NULL);
-  cuv_shared_release(NULL);
+  cuv_op_destroy(unit);
+  cuv_op_destroy(NULL);
+  cuv_shared_unref(NULL);
   assert_int_equal(cuv_shared_runs(NULL), 0);
 
   cuv_policy_ops_t ops = {NULL, NULL, NULL};
@@ -174,7 +174,7 @@ static void test_null_arguments(void **state) {
 
   EXPECT(cuv_graph_update(NULL, cuv_value(NULL, NULL)), CUV_EINVAL);
   assert_null(cuv_graph_stream(NULL));
-  cuv_graph_release(NULL);
+  cuv_graph_unref(NULL);
 
   cuv_output_release(NULL);
   cuv_output_t taken = cuv_output_take(NULL);
@@ -215,15 +215,15 @@ static void test_op_consumed_on_every_path(void **state) {
   /* Executors with a bad argument: the op is consumed, the output cleared. */
   cuv_output_t out = {(void *)1, NULL, NULL};
   atomic_store(&releases, 0);
-  EXPECT(cuv_sync_on(counted(), NULL, &out), CUV_EINVAL);
+  EXPECT(cuv_sync_on(NULL, counted(), &out), CUV_EINVAL);
   assert_null(out.data);
   out.data = (void *)1;
-  EXPECT(cuv_sync_policy(counted(), NULL, &out), CUV_EINVAL);
+  EXPECT(cuv_sync_policy(NULL, counted(), &out), CUV_EINVAL);
   assert_null(out.data);
   out.data = (void *)1;
-  EXPECT(cuv_enqueue_on(counted(), NULL, &out), CUV_EINVAL);
+  EXPECT(cuv_enqueue_on(NULL, counted(), &out), CUV_EINVAL);
   assert_null(out.data);
-  EXPECT(cuv_submit(counted(), NULL, NULL, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_submit(NULL, counted(), NULL, NULL, NULL), CUV_EINVAL);
   EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
   EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 6);
@@ -268,7 +268,7 @@ static void test_op_used_twice(void **state) {
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   int stray = 0;
-  EXPECT(cuv_submit(a, q, count_stray, &stray, NULL), CUV_ECONSUMED);
+  EXPECT(cuv_submit(q, a, count_stray, &stray, NULL), CUV_ECONSUMED);
   assert_int_equal(cuv_queue_drain(q), 0);
   assert_int_equal(stray, 0);
   assert_int_equal(cuv_queue_pending(q), 0);
@@ -276,8 +276,8 @@ static void test_op_used_twice(void **state) {
   cuv_shared_t *sh = cuv_shared(a);
   assert_non_null(sh);
   EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), CUV_ECONSUMED);
-  cuv_shared_release(sh);
-  cuv_op_free(a); /* not the caller's any more: nothing happens */
+  cuv_shared_unref(sh);
+  cuv_op_destroy(a); /* not the caller's any more: nothing happens */
   assert_int_equal(atomic_load(&releases), 1);
   assert_cuv_ok(cuv_sync(first, NULL)); /* the first owner runs it, and releases both values */
   assert_int_equal(atomic_load(&releases), 3);
@@ -289,7 +289,7 @@ static void test_op_used_twice(void **state) {
   EXPECT_OP(cuv_seq(counted(), a), CUV_ECONSUMED);
   assert_int_equal(atomic_load(&releases), 1);
   assert_cuv_ok(cuv_sync(cuv_shared_clone(sh), NULL));
-  cuv_shared_release(sh);
+  cuv_shared_unref(sh);
   assert_int_equal(atomic_load(&releases), 2);
 }
 
@@ -404,7 +404,7 @@ static void test_kernel_wrong_arguments(void **state) {
   long_name[sizeof long_name - 1] = '\0';
   EXPECT(cuv_kernel_get(&k, mod, long_name), CUV_EINVAL);
   EXPECT(cuv_kernel_get(NULL, mod, "saxpy"), CUV_EINVAL);
-  cuv_module_unload(mod);
+  cuv_module_unref(mod);
   EXPECT(cuv_module_load_file(&mod, cuvt_device(), "/nonexistent/kernels.ptx"), CUV_EIO);
   cuv_buffer_unref(buf);
 }
@@ -430,9 +430,9 @@ static void test_error_op_through_every_executor(void **state) {
   cuv_output_t out = {(void *)1, NULL, NULL};
   EXPECT(cuv_sync(ERROR_OP(), &out), code);
   assert_null(out.data);
-  EXPECT(cuv_sync_on(ERROR_OP(), stream, &out), code);
-  EXPECT(cuv_sync_policy(ERROR_OP(), policy, &out), code);
-  EXPECT(cuv_enqueue_on(ERROR_OP(), stream, &out), code);
+  EXPECT(cuv_sync_on(stream, ERROR_OP(), &out), code);
+  EXPECT(cuv_sync_policy(policy, ERROR_OP(), &out), code);
+  EXPECT(cuv_enqueue_on(stream, ERROR_OP(), &out), code);
   assert_null(out.data);
   cuv_graph_t *g = NULL;
   EXPECT(cuv_graph_capture(&g, ERROR_OP(), stream, &out), code);
@@ -441,7 +441,7 @@ static void test_error_op_through_every_executor(void **state) {
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   int status = 1;
   calls = 0;
-  EXPECT(cuv_submit(ERROR_OP(), q, count_done, &status, NULL), code);
+  EXPECT(cuv_submit(q, ERROR_OP(), count_done, &status, NULL), code);
   assert_int_equal(cuv_queue_pending(q), 0);
   assert_cuv_ok(cuv_queue_destroy(q));
   assert_int_equal(calls, 0);
@@ -456,7 +456,7 @@ static void test_error_op_through_every_executor(void **state) {
   EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), code);
   EXPECT(cuv_sync(cuv_shared_clone(sh), NULL), code);
   assert_int_equal(cuv_shared_runs(sh), 0);
-  cuv_shared_release(sh);
+  cuv_shared_unref(sh);
 #undef ERROR_OP
   cuv_policy_destroy(policy);
   cuv_stream_destroy(stream);
@@ -493,8 +493,8 @@ static void test_bad_callbacks(void **state) {
   assert_cuv_ok(cuv_policy_create(&none, &ops_none, NULL));
   assert_cuv_ok(cuv_policy_create(&fails, &ops_fails, NULL));
   atomic_store(&releases, 0);
-  EXPECT(cuv_sync_policy(counted(), none, NULL), CUV_EINVAL);
-  EXPECT(cuv_sync_policy(counted(), fails, NULL), CUV_EBUSY);
+  EXPECT(cuv_sync_policy(none, counted(), NULL), CUV_EINVAL);
+  EXPECT(cuv_sync_policy(fails, counted(), NULL), CUV_EBUSY);
   assert_int_equal(atomic_load(&releases), 2);
   cuv_stream_t *s;
   EXPECT(cuv_policy_next_stream(none, NULL, &s), CUV_EINVAL);
@@ -528,7 +528,7 @@ static void test_mismatched_devices(void **state) {
   cuv_kernel_t *add_one1;
   assert_cuv_ok(cuv_module_load_file(&m1, d1, cuvt_ptx_path()));
   assert_cuv_ok(cuv_kernel_get(&add_one1, m1, "add_one"));
-  cuv_module_unload(m1);
+  cuv_module_unref(m1);
 
   EXPECT_OP(cuv_memcpy_dtod(b0, 0, b1, 0, 4), CUV_EDEVICE);
   EXPECT_OP(cuv_seq(cuv_memset8(b0, 0, 0, 4), cuv_memset8(b1, 0, 0, 4)), CUV_EDEVICE);
@@ -537,22 +537,22 @@ static void test_mismatched_devices(void **state) {
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
-  EXPECT(cuv_sync_on(cuv_memset8(b1, 0, 0, 4), s0, NULL), CUV_EDEVICE);
-  EXPECT(cuv_sync_on(cuv_alloc(d1, 64), s0, NULL), CUV_EDEVICE);
-  EXPECT(cuv_sync_policy(cuv_memset8(b0, 0, 0, 4), p1, NULL), CUV_EDEVICE);
-  EXPECT(cuv_enqueue_on(cuv_free(cuv_buffer_ref(b0)), s1, NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_memset8(b1, 0, 0, 4), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_alloc(d1, 64), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_policy(p1, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
+  EXPECT(cuv_enqueue_on(s1, cuv_free(cuv_buffer_ref(b0)), NULL), CUV_EDEVICE);
   /* Each works on its own device. */
-  assert_cuv_ok(cuv_sync_on(cuv_memset8(b1, 0, 0, 4), s1, NULL));
+  assert_cuv_ok(cuv_sync_on(s1, cuv_memset8(b1, 0, 0, 4), NULL));
   cuv_arg_t args1[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b1)};
   assert_cuv_ok(
-      cuv_sync_policy(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args1, 2), p1, NULL));
-  cuv_kernel_release(add_one1);
+      cuv_sync_policy(p1, cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args1, 2), NULL));
+  cuv_kernel_unref(add_one1);
   cuv_policy_destroy(p1);
   cuv_stream_destroy(s0);
   cuv_stream_destroy(s1);
   cuv_buffer_unref(b0);
   cuv_buffer_unref(b1);
-  cuv_device_close(d1);
+  cuv_device_unref(d1);
   cuv_device_t *none;
   EXPECT(cuv_device_open(&none, count), CUV_ENODEV);
   EXPECT(cuv_device_open(&none, -1), CUV_ENODEV);
@@ -568,7 +568,7 @@ static void test_queue_misuse(void **state) {
   cuv_ticket_t ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &ticket};
   cuv_buffer_t *flag = cuvt_buffer(4);
-  assert_cuv_ok(cuv_submit(cuvt_slow_write(50, 1, flag), q, count_done, &status, &opts));
+  assert_cuv_ok(cuv_submit(q, cuvt_slow_write(50, 1, flag), count_done, &status, &opts));
   EXPECT(cuv_queue_destroy(q), CUV_EBUSY); /* work pending: the queue stays usable */
   EXPECT(cuv_cancel(q, 0), CUV_ENOENT);
   EXPECT(cuv_cancel(q, ticket + 1), CUV_ENOENT);
@@ -576,7 +576,7 @@ static void test_queue_misuse(void **state) {
   cuv_queue_close(q);
   cuv_queue_close(q); /* closing twice is harmless */
   atomic_store(&releases, 0);
-  EXPECT(cuv_submit(counted(), q, count_done, &status, NULL), CUV_ECLOSED);
+  EXPECT(cuv_submit(q, counted(), count_done, &status, NULL), CUV_ECLOSED);
   assert_int_equal(atomic_load(&releases), 1); /* refused, consumed */
   EXPECT(cuv_queue_destroy(q), CUV_EBUSY);   /* closed, but its work still pending */
   while (cuv_queue_pending(q) > 0) {
@@ -594,7 +594,7 @@ static void test_queue_misuse(void **state) {
   /* A cancelled ticket cancelled again before the drain: still one callback, CUV_ECANCELED. */
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   calls = 0;
-  assert_cuv_ok(cuv_submit(counted(), q, count_done, &status, &opts));
+  assert_cuv_ok(cuv_submit(q, counted(), count_done, &status, &opts));
   assert_cuv_ok(cuv_cancel(q, ticket));
   int again = cuv_cancel(q, ticket);
   assert_true(again == 0 || again == CUV_ENOENT);

@@ -17,7 +17,7 @@ static void expect_op(cuv_op_t *op, int want) {
   if (want == 0)
     assert_cuv_ok(cuv_sync(op, NULL));
   else
-    cuv_op_free(op);
+    cuv_op_destroy(op);
 }
 
 /* ---- launch dimensions ---- */
@@ -48,8 +48,8 @@ static void test_kernel_name_length_limit(void **state) {
   assert_int_equal(cuv_kernel_get(&k, mod, name), CUV_EINVAL);
   assert_ptr_equal(k, (cuv_kernel_t *)&name);
   assert_cuv_ok(cuv_kernel_get(&k, mod, "empty_kernel")); /* the module still works */
-  cuv_kernel_release(k);
-  cuv_module_unload(mod);
+  cuv_kernel_unref(k);
+  cuv_module_unref(mod);
 }
 
 /* ---- policy sizes ---- */
@@ -70,7 +70,7 @@ static void test_policy_of_1024_and_1025_streams(void **state) {
   }
   assert_cuv_ok(cuv_policy_next_stream(p, NULL, &s));
   assert_ptr_equal(s, first);
-  assert_cuv_ok(cuv_sync_policy(cuv_value(NULL, NULL), p, NULL));
+  assert_cuv_ok(cuv_sync_policy(p, cuv_value(NULL, NULL), NULL));
   cuv_policy_destroy(p);
   assert_cuv_ok(cuv_policy_least_loaded(&p, cuvt_device(), 1024));
   cuv_policy_destroy(p);

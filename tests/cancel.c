@@ -53,7 +53,7 @@ static void work_submit(work_t *w, unsigned ms) {
                          cuvt_counted_value(w->payload, &w->releases));
   w->ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &w->ticket};
-  assert_cuv_ok(cuv_submit(op, w->q, record_done, &w->seen, &opts));
+  assert_cuv_ok(cuv_submit(w->q, op, record_done, &w->seen, &opts));
   assert_true(w->ticket != 0);
 }
 
@@ -157,8 +157,8 @@ static void test_cancel_failed_submission(void **state) {
   cuv_op_t *op2 = cuv_then(cuvt_sleep(1), then_fails, NULL);
   cuv_ticket_t t1 = 0, t2 = 0;
   cuv_submit_opts_t o1 = {.ticket = &t1}, o2 = {.ticket = &t2};
-  assert_cuv_ok(cuv_submit(op1, w->q, record_done, &failed, &o1));
-  assert_cuv_ok(cuv_submit(op2, w->q, record_done, &cancelled, &o2));
+  assert_cuv_ok(cuv_submit(w->q, op1, record_done, &failed, &o1));
+  assert_cuv_ok(cuv_submit(w->q, op2, record_done, &cancelled, &o2));
   assert_true(t1 != t2);
   assert_cuv_ok(cuv_cancel(w->q, t2));
   cuvt_drain_until(w->q, &cancelled.calls, 1);
@@ -180,7 +180,7 @@ static void test_cancel_unknown_tickets(void **state) {
   seen_t seen = {0};
   cuv_ticket_t t = 0;
   cuv_submit_opts_t opts = {.ticket = &t};
-  assert_cuv_ok(cuv_submit(cuvt_sleep(SLOW_MS), other, record_done, &seen, &opts));
+  assert_cuv_ok(cuv_submit(other, cuvt_sleep(SLOW_MS), record_done, &seen, &opts));
   assert_int_equal(cuv_queue_pending(w->q), 0);
   assert_int_equal(cuv_cancel(w->q, t), CUV_ENOENT);
   cuvt_drain_until(other, &seen.calls, 1);
@@ -207,7 +207,7 @@ static void test_released_buffer_retires_after_completion(void **state) {
                        cuv_memcpy_dtod(w->buf, 0, tmp, 0, N * sizeof(unsigned)),
                        cuvt_counted_value(1, &releases)};
     cuv_submit_opts_t opts = {.ticket = &ticket};
-    assert_cuv_ok(cuv_submit(cuv_zip(ops, 4), w->q, record_done, &seen, &opts));
+    assert_cuv_ok(cuv_submit(w->q, cuv_zip(ops, 4), record_done, &seen, &opts));
     cuv_buffer_unref(tmp); /* the user's last reference */
     assert_cuv_ok(cuv_cancel(w->q, ticket));
     /* Retirement happens in the drain (on this thread), so until then nothing was freed. */
@@ -282,7 +282,7 @@ static void *submitter_main(void *arg) {
     cuv_op_t *op = cuv_seq(cuvt_fill_u32(r->bufs[s->thread], M, (unsigned)idx + 1u),
                            cuvt_counted_value(idx, &r->releases));
     cuv_submit_opts_t opts = {.ticket = &tickets[i]};
-    r->submit_rc[idx] = cuv_submit(op, r->q, race_done, &items[idx], &opts);
+    r->submit_rc[idx] = cuv_submit(r->q, op, race_done, &items[idx], &opts);
     if (r->submit_rc[idx] != 0)
       continue;
     uint32_t dice = cuvt_random_u32();

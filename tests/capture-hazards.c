@@ -40,10 +40,10 @@ static void test_replay_writing_then_reading_orders_readers(void **state) {
 
     cuvt_seen_t replay = {0};
     cuv_submit_opts_t on_a = {.stream = a};
-    assert_cuv_ok(cuv_submit(cuv_graph_launch(g), q, cuvt_record_seen, &replay, &on_a));
+    assert_cuv_ok(cuv_submit(q, cuv_graph_launch(g), cuvt_record_seen, &replay, &on_a));
     uint64_t waits = cuvt_waits_inserted();
     cuv_output_t got;
-    assert_cuv_ok(cuv_sync_on(cuv_download(x, 0, N * sizeof(float)), b, &got));
+    assert_cuv_ok(cuv_sync_on(b, cuv_download(x, 0, N * sizeof(float)), &got));
     assert_true(cuvt_waits_inserted() > waits); /* b waited for the replay on a */
     cuvt_assert_floats_equal(got.data, data, N);
     cuv_output_release(&got);
@@ -67,7 +67,7 @@ static void test_replay_writing_then_reading_orders_readers(void **state) {
   assert_cuv_ok(cuv_stream_synchronize(a));
   assert_cuv_ok(cuv_stream_synchronize(b));
   assert_int_equal(cuv_stream_in_flight(b), 0);
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   cuv_buffer_unref(src);
   cuv_buffer_unref(x);
   cuv_buffer_unref(y);

@@ -197,7 +197,7 @@ static void test_seq_outputs_second_releases_first(void **state) {
   cuv_op_t *op = cuv_seq(cuvt_counted_value(3, &first), NULL);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   assert_int_equal(atomic_load(&first), 2);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
 }
 
 /* ---- map ---- */
@@ -250,7 +250,7 @@ static void test_map_failure_fails_the_op_and_releases(void **state) {
   cuv_op_t *op = cuv_map(cuvt_counted_value(6, &m.releases), NULL, &m);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   assert_int_equal(atomic_load(&m.releases), 2);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
 }
 
 /* The map of a download: the transformed output wraps the downloaded block, which is read after
@@ -360,10 +360,10 @@ static void test_zip_failure_midway_releases_every_item(void **state) {
   cuv_op_t *op = cuv_zip(bad, 2);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 3);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
   op = cuv_zip(NULL, 0);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
 }
 
 /* ---- fork ---- */
@@ -431,7 +431,7 @@ static void test_fork_branches_on_different_streams(void **state) {
   assert_cuv_ok(cuv_policy_round_robin(&policy, cuvt_device(), BRANCHES));
   fork_run_t f = {0};
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_policy(fork_then_read(&f), policy, &out));
+  assert_cuv_ok(cuv_sync_policy(policy, fork_then_read(&f), &out));
   /* Branch 0 runs on the executing stream; each other branch on a stream of its own. */
   assert_ptr_equal(f.branch_spy[0].seen, f.main_spy.seen);
   for (int i = 0; i < BRANCHES; i++) {
@@ -451,7 +451,7 @@ static void test_fork_on_a_single_stream(void **state) {
   assert_cuv_ok(cuv_policy_single(&policy, stream));
   fork_run_t f = {0};
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_policy(fork_then_read(&f), policy, &out));
+  assert_cuv_ok(cuv_sync_policy(policy, fork_then_read(&f), &out));
   for (int i = 0; i < BRANCHES; i++)
     assert_ptr_equal(f.branch_spy[i].seen, cuv_stream_handle(stream));
   check_fork_results(&f, &out);
@@ -477,8 +477,8 @@ static void test_shared_clones_in_a_zip_run_once(void **state) {
   }
   cuv_output_release(&out);
   assert_int_equal(atomic_load(&releases), 0); /* the handle still holds the value */
-  cuv_op_free(cuv_shared_clone(sh));          /* an unused clone changes nothing */
-  cuv_shared_release(sh);
+  cuv_op_destroy(cuv_shared_clone(sh));          /* an unused clone changes nothing */
+  cuv_shared_unref(sh);
   assert_int_equal(atomic_load(&releases), 1);
   assert_int_equal(atomic_load(&r.arg_releases), 1);
 }
@@ -533,7 +533,7 @@ static void test_shared_clones_from_four_threads(void **state) {
   assert_int_equal(cuv_shared_runs(race.sh), 1);
   assert_int_equal(atomic_load(&r.calls), 1);
   assert_int_equal(atomic_load(&releases), 0);
-  cuv_shared_release(race.sh);
+  cuv_shared_unref(race.sh);
   assert_int_equal(atomic_load(&releases), 1);
   pthread_barrier_destroy(&race.start);
 }
@@ -548,15 +548,15 @@ static void test_shared_clone_on_another_stream_is_ordered(void **state) {
   cuvt_upload(flag, 0, &(unsigned){0}, sizeof(unsigned));
   unsigned value = cuvt_nonzero_u32();
   cuv_shared_t *sh = cuv_shared(cuvt_slow_write(SLOW_MS, value, flag));
-  assert_cuv_ok(cuv_enqueue_on(cuv_shared_clone(sh), a, NULL));
+  assert_cuv_ok(cuv_enqueue_on(a, cuv_shared_clone(sh), NULL));
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_on(cuv_seq(cuv_shared_clone(sh), cuv_download(flag, 0, sizeof value)),
-                            b, &out));
+  assert_cuv_ok(
+      cuv_sync_on(b, cuv_seq(cuv_shared_clone(sh), cuv_download(flag, 0, sizeof value)), &out));
   assert_int_equal(*(unsigned *)out.data, value);
   assert_int_equal(cuv_shared_runs(sh), 1);
   cuv_output_release(&out);
   assert_cuv_ok(cuv_stream_synchronize(a));
-  cuv_shared_release(sh);
+  cuv_shared_unref(sh);
   cuv_buffer_unref(flag);
   cuv_stream_destroy(a);
   cuv_stream_destroy(b);
@@ -598,7 +598,7 @@ static void test_shared_diamond(void **state) {
     assert_true(got_c[i] == x[i] * 2.0f + 1.0f);
   }
   cuv_output_release(&out);
-  cuv_shared_release(a);
+  cuv_shared_unref(a);
   cuv_buffer_unref(d.a);
   cuv_buffer_unref(d.b);
   cuv_buffer_unref(d.c);
@@ -613,15 +613,15 @@ static void test_shared_of_failed_op(void **state) {
   assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), CUV_EINVAL);
   assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), CUV_EINVAL);
   assert_int_equal(cuv_shared_runs(sh), 0);
-  cuv_shared_release(sh);
+  cuv_shared_unref(sh);
   sh = cuv_shared(NULL); /* never NULL: a handle whose clones fail, as an error op does */
   assert_non_null(sh);
   assert_int_equal(cuv_sync(cuv_shared_clone(sh), NULL), CUV_EINVAL);
-  cuv_shared_release(sh);
-  cuv_shared_release(sh); /* does nothing, however often */
+  cuv_shared_unref(sh);
+  cuv_shared_unref(sh); /* does nothing, however often */
   cuv_op_t *op = cuv_shared_clone(NULL);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
 }
 
 /* An op that fails when it runs (not when built): every clone reports that failure, the op ran
@@ -648,7 +648,7 @@ static void test_shared_failing_when_run(void **state) {
   assert_int_equal(cuv_sync(cuv_zip(ops, 2), NULL), code);
   assert_int_equal(cuv_shared_runs(sh), 1);
   assert_int_equal(atomic_load(&failing_calls), 1);
-  cuv_shared_release(sh);
+  cuv_shared_unref(sh);
 }
 
 int main(void) {

@@ -78,7 +78,7 @@ static void test_fork_branches_overlap(void **state) {
                                                 cuv_download(flags, 0, WAITERS * 4)},
                                  2));
   cuv_output_t out = {0};
-  assert_cuv_ok(cuv_sync_policy(op, policy, &out));
+  assert_cuv_ok(cuv_sync_policy(policy, op, &out));
 
   const unsigned *got = cuv_tuple_get(&out, 0)->data;
   const unsigned *flags_after = cuv_tuple_get(&out, 1)->data;
@@ -130,8 +130,8 @@ static void test_submits_overlap(void **state) {
     cuv_submit_opts_t opts = {.policy = policy};
     cuv_op_t *wait = cuv_seq(wait_op(flags, results, r, value),
                              cuv_download(results, r * sizeof(unsigned), sizeof(unsigned)));
-    assert_cuv_ok(cuv_submit(wait, q, record_waiter, &waiter[r], &opts));
-    assert_cuv_ok(cuv_submit(set_op(flags, r, value), q, record_setter, &setter[r], &opts));
+    assert_cuv_ok(cuv_submit(q, wait, record_waiter, &waiter[r], &opts));
+    assert_cuv_ok(cuv_submit(q, set_op(flags, r, value), record_setter, &setter[r], &opts));
     while (waiter[r].calls + setter[r].calls < 2) {
       int rc = cuv_queue_wait(q, 10000);
       assert_true(rc == 0 || rc == CUV_EBUSY);

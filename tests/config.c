@@ -145,7 +145,7 @@ static char completion_path(void) {
     return 0;
   cuv_stats_t before, after;
   cuv_stats(&before);
-  int status = 1, rc = cuv_submit(cuv_memset32(buf, 0, 7, 1024), q, count_done, &status, NULL);
+  int status = 1, rc = cuv_submit(q, cuv_memset32(buf, 0, 7, 1024), count_done, &status, NULL);
   for (int i = 0; rc == 0 && status == 1 && i < 100; i++) {
     cuv_queue_wait(q, 100);
     cuv_queue_drain(q);
@@ -153,7 +153,7 @@ static char completion_path(void) {
   cuv_stats(&after);
   cuv_queue_destroy(q);
   cuv_buffer_unref(buf);
-  cuv_device_close(dev);
+  cuv_device_unref(dev);
   if (rc != 0 || status != 0)
     return 0;
   if (after.completed_hostfn > before.completed_hostfn)

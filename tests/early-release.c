@@ -17,7 +17,7 @@ static void test_stream_destroyed_with_enqueued_work(void **state) {
   cuv_stream_t *stream;
   assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
   cuv_buffer_t *flag = cuvt_buffer(4);
-  assert_cuv_ok(cuv_enqueue_on(slow(flag), stream, NULL));
+  assert_cuv_ok(cuv_enqueue_on(stream, slow(flag), NULL));
   cuv_stream_destroy(stream);
   cuv_stats(&after);
   assert_int_equal(after.in_flight, before.in_flight);
@@ -45,7 +45,7 @@ static unsigned char upload_beside(cuv_op_t *op, int *op_status) {
   cuv_queue_t *queue;
   assert_cuv_ok(cuv_queue_create(&queue, NULL, NULL));
   drop_t d = {0};
-  assert_cuv_ok(cuv_submit(op, queue, drop_done, &d, NULL));
+  assert_cuv_ok(cuv_submit(queue, op, drop_done, &d, NULL));
   unsigned char pattern[BYTES];
   memset(pattern, 0x55, sizeof pattern);
   cuv_buffer_t *dst = cuvt_buffer(BYTES);
@@ -104,7 +104,7 @@ static void test_download_released_before_synchronize(void **state) {
   cuv_stream_t *stream;
   assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
   cuv_output_t out;
-  assert_cuv_ok(cuv_enqueue_on(cuv_seq(slow(flag), cuv_download(src, 0, BYTES)), stream, &out));
+  assert_cuv_ok(cuv_enqueue_on(stream, cuv_seq(slow(flag), cuv_download(src, 0, BYTES)), &out));
   cuv_output_release(&out);
   unsigned char pattern[BYTES];
   memset(pattern, 0x55, sizeof pattern);

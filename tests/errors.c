@@ -15,7 +15,7 @@ static unsigned read_u32(cuv_buffer_t *buf) {
   unsigned v = 0;
   cuv_stream_t *reader;
   assert_cuv_ok(cuv_stream_create(&reader, cuvt_device()));
-  assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(&v, buf, 0, sizeof v), reader, NULL));
+  assert_cuv_ok(cuv_sync_on(reader, cuv_memcpy_dtoh(&v, buf, 0, sizeof v), NULL));
   cuv_stream_destroy(reader);
   return v;
 }

@@ -34,7 +34,7 @@ static void fork_counts_branch_stream(pool_fn make) {
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   cuvt_seen_t seen = {0};
   cuv_submit_opts_t opts = {.policy = p, .flags = CUV_SUBMIT_NO_SPIN};
-  assert_cuv_ok(cuv_submit(cuv_fork(branches, 2), q, cuvt_record_seen, &seen, &opts));
+  assert_cuv_ok(cuv_submit(q, cuv_fork(branches, 2), cuvt_record_seen, &seen, &opts));
 
   /* Both streams carry the one submission while the branch is held. */
   assert_int_equal(cuv_stream_in_flight(s[0]), 1);

@@ -39,9 +39,9 @@ static inline cuv_op_t *cuvt_gate_wait(cuvt_gate_t *g) {
 
 static inline void cuvt_gate_open(cuvt_gate_t *g) {
   cuv_arg_t args[] = {CUV_ARG_VALUE(g->value), CUV_ARG_WRITE(g->flag)};
-  assert_cuv_ok(cuv_sync_on(cuv_launch(cuvt_kernel_ok("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0,
-                                       args, 2),
-                            g->opener, NULL));
+  assert_cuv_ok(cuv_sync_on(g->opener,
+                            cuv_launch(cuvt_kernel_ok("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0,
+                                       args, 2), NULL));
 }
 
 /* Once the gated work finished: the waiter saw the flag (1), it did not give up (2). */

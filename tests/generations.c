@@ -59,7 +59,7 @@ static void test_late_writes_on_reused_slot(void **state) {
   size_t rounds = 0;
   while (rounds < (cuvt_is_sim() ? MAX_ROUNDS : GPU_ROUNDS)) {
     want[rounds] = cuvt_nonzero_u32();
-    assert_cuv_ok(cuv_submit(slow_write_then_read(buf, want[rounds]), q, cuvt_record_seen,
+    assert_cuv_ok(cuv_submit(q, slow_write_then_read(buf, want[rounds]), cuvt_record_seen,
                              &seen[rounds], NULL));
     wait_calls(q, &seen[rounds], 1);
     rounds++;
@@ -110,7 +110,7 @@ static void test_bursts_mixed_paths(void **state) {
     for (size_t i = 0; i < BURST; i++) {
       want[i] = cuvt_nonzero_u32();
       cuv_submit_opts_t opts = {.policy = policy};
-      assert_cuv_ok(cuv_submit(slow_write_then_read(bufs[i], want[i]), q, cuvt_record_seen,
+      assert_cuv_ok(cuv_submit(q, slow_write_then_read(bufs[i], want[i]), cuvt_record_seen,
                                &seen[i], &opts));
     }
     wait_calls(q, seen, BURST);

@@ -29,7 +29,7 @@ static void test_update_releases_output_once(void **state) {
                                cuvt_counted_value(2 + r, &releases));
     assert_cuv_ok(cuv_graph_update(g, update));
     assert_int_equal(atomic_load(&releases), 2 + r);
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
     for (size_t i = 0; i < N; i++)
       want[i] = host[i] + 1.0f;
     float got[N];
@@ -37,7 +37,7 @@ static void test_update_releases_output_once(void **state) {
     cuvt_assert_floats_equal(got, want, N);
   }
   assert_int_equal(atomic_load(&releases), 4);
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   assert_int_equal(atomic_load(&releases), 4); /* nothing of it was left for the release */
   cuv_buffer_unref(buf);
   cuv_stream_destroy(s);

@@ -41,7 +41,7 @@ static void test_replays_in_flight_together(void **state) {
     cuv_submit_opts_t opts = {.stream = cuv_graph_stream(g)};
     assert_cuv_ok(cuv_uv_submit(l.bridge, replay_op(g, &c), uvt_done, &r[i].call, &opts));
   }
-  cuv_graph_release(g); /* the submitted launches hold it */
+  cuv_graph_unref(g); /* the submitted launches hold it */
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0); /* returns after the last callback */
   assert_replays(r, REPLAYS);
   uvt_close(&l);
@@ -107,7 +107,7 @@ static void test_replays_one_after_another(void **state) {
   assert_cuv_ok(s.error);
   assert_int_equal(s.next, REPLAYS);
   assert_replays(s.r, REPLAYS);
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   uvt_close(&l);
   chain_destroy(&c);
   free(s.r);

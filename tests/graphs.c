@@ -3,7 +3,7 @@
  * every replay; the captured work does not run at capture time; capture failures (a failed
  * constructor, an op failing midway, a driver failure) return the error, leave no capture open
  * and leak nothing; nested execution inside the captured op is refused; a launch op outlives
- * cuv_graph_release; replays submitted into a cuv_queue are checked in their callbacks. */
+ * cuv_graph_unref; replays submitted into a cuv_queue are checked in their callbacks. */
 #include <cuda.h>
 
 #include "graph-chain.h"
@@ -14,7 +14,7 @@
 static void check_output_on(cuv_stream_t *stream, const chain_t *c, const float *want) {
   cuv_output_t out;
   cuv_op_t *download = cuv_download(c->y, 0, N * sizeof(float));
-  assert_cuv_ok(stream ? cuv_sync_on(download, stream, &out) : cuv_sync(download, &out));
+  assert_cuv_ok(stream ? cuv_sync_on(stream, download, &out) : cuv_sync(download, &out));
   assert_non_null(out.data);
   cuvt_assert_floats_equal(out.data, want, N);
   cuv_output_release(&out);
@@ -46,10 +46,10 @@ static void replay_chain(cuv_stream_t *capture_stream) {
 
   for (int r = 0; r < REPLAYS; r++) {
     new_inputs(g, &c, want);
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
     check_output_on(gs, &c, want);
   }
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   chain_destroy(&c);
   free(initial);
   free(want);
@@ -78,13 +78,13 @@ static void test_capture_output_of_download(void **state) {
   assert_cuv_ok(cuv_graph_capture(&g, op, NULL, &out));
   assert_non_null(out.data);
   for (int r = 0; r < 3; r++) {
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
     for (size_t i = 0; i < N; i++)
       data[i] += 1.0f;
     cuvt_assert_floats_equal(out.data, data, N); /* each replay refills the captured download */
   }
   cuv_output_release(&out);
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   cuv_buffer_unref(buf);
   free(data);
 }
@@ -98,9 +98,9 @@ static void assert_stream_works(cuv_stream_t *s, cuv_buffer_t *buf, const float 
   assert_non_null(want);
   for (size_t i = 0; i < N; i++)
     want[i] = before[i] + 1.0f;
-  assert_cuv_ok(cuv_sync_on(cuvt_add_one(buf, N), s, NULL));
+  assert_cuv_ok(cuv_sync_on(s, cuvt_add_one(buf, N), NULL));
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_on(cuv_download(buf, 0, N * sizeof(float)), s, &out));
+  assert_cuv_ok(cuv_sync_on(s, cuv_download(buf, 0, N * sizeof(float)), &out));
   cuvt_assert_floats_equal(out.data, want, N);
   cuv_output_release(&out);
   assert_int_equal(cuv_stream_in_flight(s), 0);
@@ -234,7 +234,7 @@ static void test_capture_bad_arguments(void **state) {
   assert_int_equal(cuv_graph_update(NULL, cuvt_counted_value(2, &releases)), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 2);
   assert_null(cuv_graph_stream(NULL));
-  cuv_graph_release(NULL);
+  cuv_graph_unref(NULL);
 }
 
 /* ---- nested execution inside the captured op ---- */
@@ -250,14 +250,14 @@ typedef struct nested {
 static void try_executors(nested_t *n) {
   atomic_fetch_add(&n->calls, 1);
   n->rc_sync = cuv_sync(cuvt_counted_value(1, &n->releases), NULL);
-  n->rc_sync_on = cuv_sync_on(cuvt_add_one(n->buf, N), n->stream, NULL);
+  n->rc_sync_on = cuv_sync_on(n->stream, cuvt_add_one(n->buf, N), NULL);
   cuv_output_t out;
-  n->rc_enqueue = cuv_enqueue_on(cuvt_counted_value(2, &n->releases), n->stream, &out);
+  n->rc_enqueue = cuv_enqueue_on(n->stream, cuvt_counted_value(2, &n->releases), &out);
   cuv_output_release(&out);
   cuv_graph_t *inner = NULL;
   n->rc_capture = cuv_graph_capture(&inner, cuvt_counted_value(3, &n->releases), NULL, NULL);
   if (inner) /* never, but a failing test must not leak it */
-    cuv_graph_release(inner);
+    cuv_graph_unref(inner);
 }
 
 static cuv_op_t *nested_then(cuv_output_t *input, void *arg) {
@@ -300,12 +300,12 @@ static void test_nested_execution_refused(void **state) {
     /* The graph holds what the callback returned; the refused add_one never ran. */
     cuvt_read(want, n.buf, 0, N * sizeof *want);
     cuvt_assert_floats_equal(want, data, N);
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
     for (size_t i = 0; i < N; i++)
       want[i] = (data[i] + 1.0f) * SCALE;
     cuvt_read(data, n.buf, 0, N * sizeof *data);
     cuvt_assert_floats_equal(data, want, N);
-    cuv_graph_release(g);
+    cuv_graph_unref(g);
     cuv_buffer_unref(n.buf);
     /* The lock went with the capture: this thread executes again. */
     assert_cuv_ok(cuv_sync(cuv_value(NULL, NULL), NULL));
@@ -315,7 +315,7 @@ static void test_nested_execution_refused(void **state) {
   cuv_stream_destroy(s);
 }
 
-/* ---- lifetime: a launch op outlives cuv_graph_release ---- */
+/* ---- lifetime: a launch op outlives cuv_graph_unref ---- */
 
 static void test_launch_outlives_release(void **state) {
   cuv_stream_t *s;
@@ -328,7 +328,7 @@ static void test_launch_outlives_release(void **state) {
   cuv_op_t *launches[LAUNCHES + 1];
   for (int i = 0; i <= LAUNCHES; i++)
     launches[i] = cuv_graph_launch(g);
-  cuv_graph_release(g); /* the launch ops keep it alive */
+  cuv_graph_unref(g); /* the launch ops keep it alive */
   g = NULL;
   float *in = malloc(N * sizeof *in), *yin = malloc(N * sizeof *yin),
         *want = malloc(N * sizeof *want);
@@ -340,11 +340,11 @@ static void test_launch_outlives_release(void **state) {
     /* Inputs through ordinary ops on the graph's stream (the graph handle is gone). */
     cuv_op_t *inputs[] = {cuv_memcpy_htod(c.in, 0, in, N * sizeof *in, 0),
                           cuv_memcpy_htod(c.yin, 0, yin, N * sizeof *yin, 0)};
-    assert_cuv_ok(cuv_sync_on(cuv_zip(inputs, 2), s, NULL));
-    assert_cuv_ok(cuv_sync_on(launches[i], s, NULL));
+    assert_cuv_ok(cuv_sync_on(s, cuv_zip(inputs, 2), NULL));
+    assert_cuv_ok(cuv_sync_on(s, launches[i], NULL));
     check_output_on(s, &c, want);
   }
-  cuv_op_free(launches[LAUNCHES]); /* the last reference: dropped unexecuted, the graph goes */
+  cuv_op_destroy(launches[LAUNCHES]); /* the last reference: dropped unexecuted, the graph goes */
   chain_destroy(&c);
   cuv_stream_destroy(s);
   free(in);
@@ -392,9 +392,9 @@ static void test_replays_through_queue(void **state) {
     new_inputs(g, &c, r[i].want);
     cuv_submit_opts_t opts = {.stream = cuv_graph_stream(g)};
     cuv_op_t *op = cuv_seq(cuv_graph_launch(g), cuv_download(c.y, 0, N * sizeof(float)));
-    assert_cuv_ok(cuv_submit(op, q, replay_done, &r[i].result, &opts));
+    assert_cuv_ok(cuv_submit(q, op, replay_done, &r[i].result, &opts));
   }
-  cuv_graph_release(g); /* the submitted launches hold it */
+  cuv_graph_unref(g); /* the submitted launches hold it */
   for (int spins = 0; cuv_queue_pending(q) > 0; spins++) {
     int rc = cuv_queue_wait(q, 1000);
     assert_true(rc == 0 || rc == CUV_EBUSY);
@@ -427,9 +427,9 @@ static void test_submitted_launch_outlives_release(void **state) {
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   replay_result_t r = {0};
   cuv_submit_opts_t opts = {.stream = cuv_graph_stream(g)};
-  assert_cuv_ok(cuv_submit(cuv_seq(cuv_graph_launch(g), cuv_download(c.y, 0, N * sizeof(float))),
-                           q, replay_done, &r, &opts));
-  cuv_graph_release(g);
+  assert_cuv_ok(cuv_submit(q, cuv_seq(cuv_graph_launch(g), cuv_download(c.y, 0, N * sizeof(float))),
+                           replay_done, &r, &opts));
+  cuv_graph_unref(g);
   cuvt_drain_until(q, &r.calls, 1);
   assert_int_equal(atomic_load(&r.calls), 1);
   assert_cuv_ok(r.status);
@@ -456,12 +456,12 @@ static void test_capture_while_buffer_written_elsewhere(void **state) {
   cuvt_upload(src, 0, data, N * sizeof *data);
   /* buf = src, after 50 ms, on the writer stream. */
   cuv_output_t unit;
-  assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_slow_write(50, 1, flag), cuvt_copy_f32(buf, src, N)),
-                               writer, &unit));
+  assert_cuv_ok(cuv_enqueue_on(
+      writer, cuv_seq(cuvt_slow_write(50, 1, flag), cuvt_copy_f32(buf, src, N)), &unit));
   cuv_graph_t *g = NULL;
   uint64_t waits = cuvt_waits_inserted();
   int rc = cuv_graph_capture(&g, cuvt_add_one(buf, N), gs, NULL);
-  int rc_launch = rc == 0 ? cuv_sync_on(cuv_graph_launch(g), gs, NULL) : rc;
+  int rc_launch = rc == 0 ? cuv_sync_on(gs, cuv_graph_launch(g), NULL) : rc;
   assert_cuv_ok(cuv_stream_synchronize(writer)); /* before asserting: no work left behind */
   assert_cuv_ok(rc);
   assert_cuv_ok(rc_launch);
@@ -470,7 +470,7 @@ static void test_capture_while_buffer_written_elsewhere(void **state) {
     want[i] = data[i] + 1.0f;
   cuvt_read(data, buf, 0, N * sizeof *data);
   cuvt_assert_floats_equal(data, want, N);
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   cuv_buffer_unref(src);
   cuv_buffer_unref(buf);
   cuv_buffer_unref(flag);
@@ -508,16 +508,16 @@ static void test_replay_ordered_after_writer(void **state) {
                        cuvt_copy_f32(c.yin, ysrc, N)};
     replay_result_t w = {0};
     cuv_submit_opts_t on_writer = {.stream = writer};
-    assert_cuv_ok(cuv_submit(cuv_zip(ops, 3), q, replay_done, &w, &on_writer));
+    assert_cuv_ok(cuv_submit(q, cuv_zip(ops, 3), replay_done, &w, &on_writer));
     uint64_t waits = cuvt_waits_inserted();
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), replay, NULL));
+    assert_cuv_ok(cuv_sync_on(replay, cuv_graph_launch(g), NULL));
     assert_true(cuvt_waits_inserted() > waits);
     check_output_on(NULL, &c, want); /* on the policy's stream */
     cuvt_drain_until(q, &w.calls, 1);
     assert_cuv_ok(w.status);
     cuv_output_release(&w.kept);
   }
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   assert_cuv_ok(cuv_queue_destroy(q));
   cuv_buffer_unref(src);
   cuv_buffer_unref(ysrc);
@@ -546,14 +546,14 @@ static void test_two_graphs_share_buffers(void **state) {
   memcpy(want, data, N * sizeof *want);
   for (int r = 0; r < 4; r++) {
     cuv_graph_t *g = r % 2 ? g2 : g1;
-    assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
     for (size_t i = 0; i < N; i++)
       want[i] = r % 2 ? want[i] * SCALE : want[i] + 1.0f;
   }
   cuvt_read(data, buf, 0, N * sizeof *data);
   cuvt_assert_floats_equal(data, want, N);
-  cuv_graph_release(g1);
-  cuv_graph_release(g2);
+  cuv_graph_unref(g1);
+  cuv_graph_unref(g2);
   cuv_buffer_unref(buf);
   cuv_stream_destroy(s1);
   cuv_stream_destroy(s2);

@@ -68,7 +68,7 @@ static inline void record_done(int status, cuv_output_t *output, void *arg) {
 /* cuv_submit of op on `stream` into the fixture's queue; the callback fills *rec. */
 static inline void submit_on(fixture_t *f, cuv_stream_t *stream, cuv_op_t *op, done_rec_t *rec) {
   cuv_submit_opts_t opts = {.stream = stream};
-  assert_cuv_ok(cuv_submit(op, f->q, record_done, rec, &opts));
+  assert_cuv_ok(cuv_submit(f->q, op, record_done, rec, &opts));
 }
 
 #endif

@@ -49,7 +49,7 @@ static void test_read_then_write_on_one_stream(void **state) {
     /* out = buf after SLOW_MS, then buf += 1: on a. */
     submit_on(f, f->a, cuv_seq(slow_copy(f->out, f->buf, SLOW_MS), cuvt_add_one(f->buf, N)), &rw);
     cuv_output_t seen;
-    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_download(f->buf, 0, N * sizeof(float)), &seen));
     assert_true(cuvt_waits_inserted() > waits);
     wait_done(f, &rw);
     cuvt_assert_floats_equal(seen.data, f->plus_one, N); /* after the write, not before it */
@@ -70,7 +70,7 @@ static void test_read_then_write_in_a_fork_branch(void **state) {
     done_rec_t rw = {0};
     submit_on(f, f->a, cuv_seq(slow_copy(f->out, f->buf, SLOW_MS), cuv_fork(branches, 2)), &rw);
     cuv_output_t seen;
-    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_download(f->buf, 0, N * sizeof(float)), &seen));
     wait_done(f, &rw);
     assert_int_equal(atomic_load(&releases), 1); /* the fork's tuple, released with the output */
     cuvt_assert_floats_equal(seen.data, f->plus_one, N);
@@ -90,7 +90,7 @@ static void test_write_then_read_then_other_writer(void **state) {
     /* buf = src after SLOW_MS, then out = buf: on a. */
     submit_on(f, f->a,
               cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuvt_copy_f32(f->out, f->buf, N)), &wr);
-    assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL)); /* buf += 1 on b */
+    assert_cuv_ok(cuv_sync_on(f->b, cuvt_add_one(f->buf, N), NULL)); /* buf += 1 on b */
     assert_true(cuvt_waits_inserted() > waits);
     wait_done(f, &wr);
     assert_buffer(f->out, f->got, f->data);
@@ -108,7 +108,7 @@ static void test_write_then_read_in_a_fork_then_other_writer(void **state) {
     cuv_op_t *branches[] = {cuvt_counted_value(7, &releases), cuvt_copy_f32(f->out, f->buf, N)};
     done_rec_t wr = {0};
     submit_on(f, f->a, cuv_seq(slow_copy(f->buf, f->src, SLOW_MS), cuv_fork(branches, 2)), &wr);
-    assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuvt_add_one(f->buf, N), NULL));
     wait_done(f, &wr);
     assert_int_equal(atomic_load(&releases), 1);
     assert_buffer(f->out, f->got, f->data);
@@ -129,7 +129,7 @@ static void test_fork_branches_write_then_read(void **state) {
                             cuvt_copy_f32(f->out, f->buf, N)};
     uint64_t waits = cuvt_waits_inserted();
     cuv_output_t tuple;
-    assert_cuv_ok(cuv_sync_on(cuv_fork(branches, 3), f->a, &tuple));
+    assert_cuv_ok(cuv_sync_on(f->a, cuv_fork(branches, 3), &tuple));
     assert_true(cuvt_waits_inserted() > waits);
     assert_int_equal(cuvt_payload(cuv_tuple_get(&tuple, 0)), 7);
     cuv_output_release(&tuple);
@@ -152,7 +152,7 @@ static void test_second_submission_on_one_stream_is_tracked(void **state) {
     submit_on(f, f->a, slow_copy(f->buf, f->src, 4 * SLOW_MS), &second);
     wait_done(f, &first); /* retired: its access is gone */
     cuv_output_t seen;
-    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &seen));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_download(f->buf, 0, N * sizeof(float)), &seen));
     cuvt_assert_floats_equal(seen.data, f->data, N);
     cuv_output_release(&seen);
     wait_done(f, &second);
@@ -177,9 +177,9 @@ static void test_copy_destination_orders_readers(void **state) {
     assert_cuv_ok(cuv_sync(cuv_memset32(x, 0, 0, COPY_N), NULL));
     cuv_op_t *copy = device_source ? cuv_memcpy_dtod(x, 0, src, 0, COPY_BYTES)
                                    : cuv_memcpy_htod(x, 0, fresh, COPY_BYTES, 0);
-    assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_sleep(SLOW_MS), copy), a, NULL));
+    assert_cuv_ok(cuv_enqueue_on(a, cuv_seq(cuvt_sleep(SLOW_MS), copy), NULL));
     cuv_output_t out;
-    assert_cuv_ok(cuv_sync_on(cuv_download(x, 0, COPY_BYTES), b, &out));
+    assert_cuv_ok(cuv_sync_on(b, cuv_download(x, 0, COPY_BYTES), &out));
     assert_memory_equal(out.data, fresh, COPY_BYTES);
     cuv_output_release(&out);
     assert_cuv_ok(cuv_stream_synchronize(a));

@@ -43,7 +43,7 @@ static void test_submit_writer_then_reader(void **state) {
     done_rec_t writer = {0};
     submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
     cuv_output_t out;
-    assert_cuv_ok(cuv_sync_on(cuv_download(f->buf, 0, N * sizeof(float)), f->b, &out));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_download(f->buf, 0, N * sizeof(float)), &out));
     assert_true(cuvt_waits_inserted() > waits);
     cuvt_drain_until(f->q, &writer.calls, 1);
     assert_int_equal(atomic_load(&writer.calls), 1);
@@ -78,8 +78,8 @@ static void test_enqueue_writer_enqueue_reader(void **state) {
     fresh_source(f);
     uint64_t waits = cuvt_waits_inserted();
     cuv_output_t unit;
-    assert_cuv_ok(cuv_enqueue_on(slow_copy(f->buf, f->src, SLOW_MS), f->a, &unit));
-    assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b,
+    assert_cuv_ok(cuv_enqueue_on(f->a, slow_copy(f->buf, f->src, SLOW_MS), &unit));
+    assert_cuv_ok(cuv_enqueue_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)),
                                  &unit));
     assert_true(cuvt_waits_inserted() > waits);
     assert_cuv_ok(cuv_stream_synchronize(f->b)); /* only the reader's stream */
@@ -99,7 +99,7 @@ static void test_slow_kernel_write_then_download(void **state) {
     done_rec_t writer = {0};
     submit_on(f, f->a, cuvt_slow_write(SLOW_MS, value, word), &writer);
     unsigned got = 0;
-    assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(&got, word, 0, sizeof got), f->b, NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(&got, word, 0, sizeof got), NULL));
     assert_true(cuvt_waits_inserted() > waits);
     cuvt_drain_until(f->q, &writer.calls, 1);
     assert_cuv_ok(writer.status);
@@ -119,7 +119,7 @@ static void test_write_after_read_is_ordered(void **state) {
     done_rec_t reader = {0};
     /* out = buf after 20 ms on a; then buf += 1 on b, submitted right away. */
     submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
-    assert_cuv_ok(cuv_sync_on(cuvt_add_one(f->buf, N), f->b, NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuvt_add_one(f->buf, N), NULL));
     assert_true(cuvt_waits_inserted() > waits);
     cuvt_drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
@@ -142,8 +142,8 @@ static void test_reads_insert_no_wait(void **state) {
     uint64_t waits = cuvt_waits_inserted();
     done_rec_t reader = {0};
     submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
-    assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(out2, f->buf, N), f->b, NULL));
-    assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuvt_copy_f32(out2, f->buf, N), NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), NULL));
     assert_int_equal(cuvt_waits_inserted(), waits);
     cuvt_drain_until(f->q, &reader.calls, 1);
     assert_cuv_ok(reader.status);
@@ -163,7 +163,7 @@ static void test_same_stream_inserts_no_wait(void **state) {
   uint64_t waits = cuvt_waits_inserted();
   done_rec_t writer = {0};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
-  assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->a, NULL));
+  assert_cuv_ok(cuv_sync_on(f->a, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), NULL));
   assert_int_equal(cuvt_waits_inserted(), waits);
   cuvt_drain_until(f->q, &writer.calls, 1);
   cuvt_assert_floats_equal(f->got, f->data, N);
@@ -184,9 +184,9 @@ static void strict_conflicts_refused(fixture_t *f) {
   done_rec_t writer = {0}, refused = {0};
   cuv_submit_opts_t on_b = {.stream = f->b};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
-  int rc_write = cuv_sync_on(cuvt_copy_f32(f->buf, src2, N), f->b, NULL);
-  int rc_read = cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL);
-  int rc_submit = cuv_submit(cuvt_add_one(f->buf, N), f->q, record_done, &refused, &on_b);
+  int rc_write = cuv_sync_on(f->b, cuvt_copy_f32(f->buf, src2, N), NULL);
+  int rc_read = cuv_sync_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), NULL);
+  int rc_submit = cuv_submit(f->q, cuvt_add_one(f->buf, N), record_done, &refused, &on_b);
   assert_int_equal(rc_write, CUV_ECONFLICT);
   assert_int_equal(rc_read, CUV_ECONFLICT);
   assert_cuv_ok(rc_submit); /* accepted: its callback reports the conflict */
@@ -200,7 +200,7 @@ static void strict_conflicts_refused(fixture_t *f) {
   cuvt_read(f->got, src2, 0, N * sizeof(float));
   cuvt_assert_floats_equal(f->got, other, N);
   /* Once the writer retired there is nothing to conflict with: the same op runs. */
-  assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->buf, src2, N), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuvt_copy_f32(f->buf, src2, N), NULL));
   cuvt_read(f->got, f->buf, 0, N * sizeof(float));
   cuvt_assert_floats_equal(f->got, other, N);
   cuv_buffer_unref(src2);
@@ -213,7 +213,7 @@ static void strict_reads_allowed(fixture_t *f) {
   assert_cuv_ok(cuv_sync(cuvt_copy_f32(f->buf, f->src, N), NULL));
   done_rec_t reader = {0};
   submit_on(f, f->a, slow_copy(f->out, f->buf, SLOW_MS), &reader);
-  assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), NULL));
   cuvt_drain_until(f->q, &reader.calls, 1);
   assert_cuv_ok(reader.status);
   cuvt_assert_floats_equal(f->got, f->data, N);
@@ -245,16 +245,16 @@ static void test_none_inserts_nothing(void **state) {
     fresh_source(f);
     uint64_t waits = cuvt_waits_inserted();
     cuv_output_t unit;
-    assert_cuv_ok(cuv_enqueue_on(slow_copy(f->buf, f->src, 5), f->a, &unit));
+    assert_cuv_ok(cuv_enqueue_on(f->a, slow_copy(f->buf, f->src, 5), &unit));
     /* Not ordered (the caller's business): this read may see either contents; unchecked. */
-    assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b,
+    assert_cuv_ok(cuv_enqueue_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)),
                                  &unit));
     assert_int_equal(cuvt_waits_inserted(), waits);
     assert_cuv_ok(cuv_stream_synchronize(f->a));
     assert_cuv_ok(cuv_stream_synchronize(f->b));
     /* Ordered by the caller now: this read sees the copy. */
-    assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->buf, f->src, N), f->a, NULL));
-    assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), f->b, NULL));
+    assert_cuv_ok(cuv_sync_on(f->a, cuvt_copy_f32(f->buf, f->src, N), NULL));
+    assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(f->got, f->buf, 0, N * sizeof(float)), NULL));
     assert_int_equal(cuvt_waits_inserted(), waits);
     cuvt_assert_floats_equal(f->got, f->data, N);
   }
@@ -283,7 +283,7 @@ static void test_env_strict_opt_out(void **state) {
   done_rec_t writer = {0};
   submit_on(f, f->a, slow_copy(f->buf, f->src, SLOW_MS), &writer);
   /* buf is ordered now; out (strict) is not touched by the writer, so no conflict there. */
-  assert_cuv_ok(cuv_sync_on(cuvt_copy_f32(f->out, f->buf, N), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuvt_copy_f32(f->out, f->buf, N), NULL));
   assert_true(cuvt_waits_inserted() > waits);
   cuvt_drain_until(f->q, &writer.calls, 1);
   assert_cuv_ok(writer.status);

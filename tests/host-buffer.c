@@ -68,7 +68,7 @@ static void test_submission_holds_the_host_buffer(void **state) {
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   done_t done = {0};
-  assert_cuv_ok(cuv_submit(cuv_seq(cuvt_sleep(30), cuv_upload(dev, 0, in, 0, bytes)), q,
+  assert_cuv_ok(cuv_submit(q, cuv_seq(cuvt_sleep(30), cuv_upload(dev, 0, in, 0, bytes)),
                            record_done, &done, NULL));
   cuv_host_buffer_unref(in); /* the submission's reference keeps it */
   cuv_host_buffer_t *others[8];
@@ -124,7 +124,7 @@ static void test_bad_arguments(void **state) {
     assert_int_equal(cuv_sync(cases[i].op, NULL), cases[i].want);
   }
   /* A refused or dropped op gives its reference back: the caller's is the last. */
-  cuv_op_free(cuv_upload(dev, 0, hb, 0, 16));
+  cuv_op_destroy(cuv_upload(dev, 0, hb, 0, 16));
   cuv_host_buffer_unref(hb);
   cuv_buffer_unref(dev);
 }

@@ -56,7 +56,7 @@ static void test_busy_stream_passes_its_turn_on(void **state) {
   learn_order(policy, order);
   done_count_t done = {0};
   cuv_submit_opts_t on_busy = {.stream = order[1]}; /* a stream, not the policy: no pick */
-  assert_cuv_ok(cuv_submit(cuvt_sleep(1), q, count_done, &done, &on_busy));
+  assert_cuv_ok(cuv_submit(q, cuvt_sleep(1), count_done, &done, &on_busy));
   assert_int_equal(cuv_stream_in_flight(order[1]), 1); /* until drained */
   for (int m = 0; m < 2 * POOL; m++) {
     cuv_stream_t *s;
@@ -88,14 +88,14 @@ static void test_submissions_spread_by_load(void **state) {
   done_count_t done = {0};
   cuv_submit_opts_t on_first = {.stream = order[0]};
   for (int i = 0; i < 3; i++)
-    assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &done, &on_first));
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &done, &on_first));
   cuv_submit_opts_t through = {.policy = policy};
   for (int i = 0; i < 9; i++)
-    assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &done, &through));
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &done, &through));
   for (int j = 0; j < POOL; j++)
     assert_int_equal(cuv_stream_in_flight(order[j]), 3);
   /* Picks so far: POOL to learn, 9 submissions: the next scan starts at order[9 % POOL]. */
-  assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &done, &through));
+  assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &done, &through));
   for (int j = 0; j < POOL; j++)
     assert_int_equal(cuv_stream_in_flight(order[j]), j == 9 % POOL ? 4 : 3);
   cuvt_drain_until(q, &done.calls, 13);
@@ -114,7 +114,7 @@ static void test_pool_of_one(void **state) {
   assert_cuv_ok(cuv_policy_least_loaded(&policy, cuvt_device(), 1));
   cuv_stream_t *only, *s;
   assert_cuv_ok(cuv_policy_next_stream(policy, NULL, &only));
-  assert_cuv_ok(cuv_enqueue_on(cuv_value(NULL, NULL), only, NULL));
+  assert_cuv_ok(cuv_enqueue_on(only, cuv_value(NULL, NULL), NULL));
   assert_cuv_ok(cuv_policy_next_stream(policy, NULL, &s));
   assert_ptr_equal(s, only);
   assert_cuv_ok(cuv_stream_synchronize(only));

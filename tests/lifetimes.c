@@ -52,9 +52,9 @@ static void test_release_after_submit(void **state) {
 
   cuv_op_t *op = cuv_seq(slow_write(k, SLOW_MS, value, buf),
                          cuv_download(buf, 0, sizeof(unsigned)));
-  assert_cuv_ok(cuv_submit(op, q, cuvt_record_seen, &seen, NULL));
-  cuv_kernel_release(k);
-  cuv_module_unload(mod);
+  assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, NULL));
+  cuv_kernel_unref(k);
+  cuv_module_unref(mod);
   wait_calls(q, &seen);
 
   assert_int_equal(seen.calls, 1);
@@ -92,12 +92,12 @@ static void test_release_chain_of_launches(void **state) {
     op = op ? cuv_seq(op, launch) : launch;
   }
   op = cuv_seq(op, cuv_download(buf, 0, LAUNCHES * sizeof(unsigned)));
-  cuv_kernel_release(k); /* the ops hold it now */
-  cuv_module_unload(mod);
+  cuv_kernel_unref(k); /* the ops hold it now */
+  cuv_module_unref(mod);
   cuvt_seen_t seen = {0};
   unsigned got[LAUNCHES] = {0};
 
-  assert_cuv_ok(cuv_submit(op, q, cuvt_record_seen, &seen, NULL));
+  assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, NULL));
   wait_calls(q, &seen);
   assert_int_equal(seen.calls, 1);
   assert_cuv_ok(seen.status);
@@ -113,11 +113,89 @@ static void test_release_chain_of_launches(void **state) {
   cuv_buffer_unref(buf);
 }
 
+/* Fills a fresh buffer with a random value through op_of(buf, value) and checks every word. */
+static void check_fills(cuv_op_t *(*op_of)(cuv_buffer_t *, unsigned, void *), void *arg) {
+  cuv_buffer_t *buf = cuvt_buffer(64 * sizeof(unsigned));
+  unsigned value = cuvt_nonzero_u32(), got[64];
+  assert_cuv_ok(cuv_sync(op_of(buf, value, arg), NULL));
+  cuvt_read(got, buf, 0, sizeof got);
+  for (int i = 0; i < 64; i++)
+    assert_int_equal(got[i], value);
+  cuv_buffer_unref(buf);
+}
+
+static cuv_op_t *fill_with(cuv_buffer_t *buf, unsigned value, void *kernel) {
+  cuv_arg_t args[] = {CUV_ARG_VALUE((unsigned){64}), CUV_ARG_VALUE(value), CUV_ARG_WRITE(buf)};
+  return cuv_launch(kernel, CUV_DIM1(1), CUV_DIM1(64), 0, args, 3);
+}
+
+/* X_ref of every reference-counted object returns it with one more reference: after the
+ * original reference is dropped the object still works, and only the last unref ends it (on the
+ * simulator: the module is unloaded then, not before). NULL in, NULL out. */
+static void test_ref_keeps_each_object(void **state) {
+  cuv_module_t *mod;
+  assert_cuv_ok(cuv_module_load_file(&mod, cuvt_device(), cuvt_ptx_path()));
+  cuv_kernel_t *k;
+  assert_cuv_ok(cuv_kernel_get(&k, mod, "fill_u32"));
+  unsigned long calls_before = unload_calls();
+  assert_ptr_equal(cuv_module_ref(mod), mod);
+  cuv_module_unref(mod);
+  assert_ptr_equal(cuv_kernel_ref(k), k);
+  cuv_kernel_unref(k);
+  check_fills(fill_with, k);
+  cuv_module_unref(mod); /* the kernel still holds it */
+  check_fills(fill_with, k);
+  assert_int_equal(unload_calls(), calls_before);
+  cuv_kernel_unref(k);
+  if (cuvt_is_sim())
+    assert_int_equal(unload_calls() - calls_before, 1);
+
+  cuv_device_t *dev = cuv_device_ref(cuvt_device());
+  assert_ptr_equal(dev, cuvt_device());
+  cuv_device_unref(dev);
+  assert_null(cuv_device_ref(NULL));
+  assert_null(cuv_module_ref(NULL));
+  assert_null(cuv_kernel_ref(NULL));
+  assert_null(cuv_graph_ref(NULL));
+  assert_null(cuv_shared_ref(NULL));
+}
+
+/* A graph and a shared op survive their original reference through X_ref. */
+static void test_ref_keeps_graph_and_shared(void **state) {
+  cuv_buffer_t *buf = cuvt_buffer(64 * sizeof(unsigned));
+  unsigned value = cuvt_nonzero_u32(), got[64];
+  cuv_graph_t *g;
+  assert_cuv_ok(cuv_graph_capture(&g, cuvt_fill_u32(buf, 64, value), NULL, NULL));
+  assert_ptr_equal(cuv_graph_ref(g), g);
+  cuv_graph_unref(g);
+  assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
+  cuvt_read(got, buf, 0, sizeof got);
+  for (int i = 0; i < 64; i++)
+    assert_int_equal(got[i], value);
+  cuv_graph_unref(g);
+
+  cuv_shared_t *sh = cuv_shared(cuvt_fill_u32(buf, 64, value + 1));
+  assert_ptr_equal(cuv_shared_ref(sh), sh);
+  cuv_shared_unref(sh);
+  assert_cuv_ok(cuv_sync(cuv_shared_clone(sh), NULL));
+  cuvt_read(got, buf, 0, sizeof got);
+  for (int i = 0; i < 64; i++)
+    assert_int_equal(got[i], value + 1);
+  assert_int_equal(cuv_shared_runs(sh), 1);
+  cuv_shared_unref(sh);
+  cuv_shared_t *failed = cuv_shared(NULL); /* a static handle: ref and unref do nothing */
+  assert_ptr_equal(cuv_shared_ref(failed), failed);
+  cuv_shared_unref(failed);
+  cuv_buffer_unref(buf);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_release_after_submit),
       cmocka_unit_test(test_release_chain_of_launches),
+      cmocka_unit_test(test_ref_keeps_each_object),
+      cmocka_unit_test(test_ref_keeps_graph_and_shared),
   };
   return cuvt_run(tests);
 }

@@ -103,7 +103,7 @@ static void test_nested_failure_through_submit(void **state) {
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   done_rec_t done = {.releases = &releases};
-  assert_cuv_ok(cuv_submit(cuv_then(cuv_fork(branches, 3), never, &never_calls), q, record_done,
+  assert_cuv_ok(cuv_submit(q, cuv_then(cuv_fork(branches, 3), never, &never_calls), record_done,
                            &done, NULL));
   cuvt_drain_until(q, &done.calls, 1);
   assert_int_equal(cuv_queue_drain(q), 0);
@@ -182,7 +182,7 @@ static void test_then_of_then_on_enqueue(void **state) {
   cuv_op_t *zipped[] = {cuvt_counted_value(1, &releases), cuvt_sleep(5), probe_op(&fail)};
   cuv_op_t *op = cuv_then(cuv_then(cuv_zip(zipped, 3), never, &never_calls), never, &never_calls);
   cuv_output_t out;
-  assert_int_equal(cuv_enqueue_on(op, s, &out), CUV_EIO);
+  assert_int_equal(cuv_enqueue_on(s, op, &out), CUV_EIO);
   assert_null(out.data);
   assert_int_equal(atomic_load(&releases), 1);
   assert_int_equal(atomic_load(&never_calls), 0);

@@ -74,7 +74,7 @@ static int run_submit(void) {
     return 1;
   for (int run = 0; run < RUNS; run++) {
     int in = (int)(cuvt_random_u32() % 1000), out = 0, status = 1;
-    int rc = cuv_submit(make_op(&in, &out), q, on_done, &status, NULL);
+    int rc = cuv_submit(q, make_op(&in, &out), on_done, &status, NULL);
     while (rc == 0 && done_calls == run && (rc = cuv_queue_wait(q, 1000)) >= 0)
       rc = cuv_queue_drain(q) < 0 ? -1 : 0;
     if (done_calls != run + 1 || check_run(run, &done_output, &out, in + 1, status))
@@ -118,7 +118,7 @@ static int run_graph(void) {
       return 1;
     cuv_output_release(&got);
     rc = cuv_sync(cuv_graph_launch(g), NULL);
-    cuv_graph_release(g);
+    cuv_graph_unref(g);
     if (rc != 0)
       return 1;
   }

@@ -19,10 +19,10 @@ static void test_value_output_released_once(void **state) {
   cuv_output_release(&out); /* a cleared output: no second release */
   assert_int_equal(atomic_load(&releases), 1);
 
-  /* A NULL out: the executor releases it; an op never executed: cuv_op_free releases it. */
+  /* A NULL out: the executor releases it; an op never executed: cuv_op_destroy releases it. */
   assert_cuv_ok(cuv_sync(cuvt_counted_value(1, &releases), NULL));
   assert_int_equal(atomic_load(&releases), 2);
-  cuv_op_free(cuvt_counted_value(2, &releases));
+  cuv_op_destroy(cuvt_counted_value(2, &releases));
   assert_int_equal(atomic_load(&releases), 3);
 }
 
@@ -56,7 +56,7 @@ static void test_with_context_gets_executing_stream(void **state) {
   assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
   context_probe_t probe = {.payload = (int)(cuvt_random_u32() % 1000)};
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_on(cuv_with_context(probe_fn, &probe, probe_arg_release), stream, &out));
+  assert_cuv_ok(cuv_sync_on(stream, cuv_with_context(probe_fn, &probe, probe_arg_release), &out));
   assert_int_equal(atomic_load(&probe.calls), 1);
   assert_ptr_equal(probe.seen, cuv_stream_handle(stream));
   assert_int_equal(cuvt_payload(&out), probe.payload);
@@ -100,12 +100,12 @@ static void test_with_context_reports_its_error(void **state) {
   assert_int_equal(atomic_load(&probe.arg_releases), 1);
   cuv_op_t *op = cuv_fail(0); /* not an error: refused as an invalid argument */
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
 }
 
 static void test_with_context_arg_released_once_on_every_path(void **state) {
   context_probe_t dropped = {0};
-  cuv_op_free(cuv_with_context(probe_fn, &dropped, probe_arg_release));
+  cuv_op_destroy(cuv_with_context(probe_fn, &dropped, probe_arg_release));
   assert_int_equal(atomic_load(&dropped.calls), 0);
   assert_int_equal(atomic_load(&dropped.arg_releases), 1);
 
@@ -119,7 +119,7 @@ static void test_with_context_arg_released_once_on_every_path(void **state) {
   cuv_op_t *op = cuv_with_context(NULL, &no_fn, probe_arg_release);
   assert_int_equal(cuv_op_error(op), CUV_EINVAL);
   assert_int_equal(atomic_load(&no_fn.arg_releases), 1);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
   assert_int_equal(atomic_load(&no_fn.arg_releases), 1);
 }
 
@@ -375,7 +375,7 @@ static void test_launch_argument_count_and_size(void **state) {
                             CUV_ARG_RW(buf)};
   op = cuv_launch(saxpy, CUV_DIM1(1), CUVT_BLOCK, 0, wrong_size, 4);
   assert_int_equal(cuv_op_error(op), CUV_EARGS);
-  cuv_op_free(op);
+  cuv_op_destroy(op);
   assert_int_equal(cuv_kernel_param_count(NULL, &count), CUV_EINVAL);
   cuv_buffer_unref(buf);
 }
@@ -438,13 +438,13 @@ static void test_null_arguments(void **state) {
   expect_error(cuv_free(NULL), CUV_EINVAL);
   assert_int_equal(cuv_sync(NULL, NULL), CUV_EINVAL);
   assert_int_equal(cuv_op_error(NULL), CUV_EINVAL);
-  cuv_op_free(NULL); /* ignored */
+  cuv_op_destroy(NULL); /* ignored */
 
   /* An executor refusing its arguments still consumes the op. */
   atomic_int releases = 0;
-  assert_int_equal(cuv_sync_on(cuvt_counted_value(1, &releases), NULL, NULL), CUV_EINVAL);
-  assert_int_equal(cuv_sync_policy(cuvt_counted_value(2, &releases), NULL, NULL), CUV_EINVAL);
-  assert_int_equal(cuv_enqueue_on(cuvt_counted_value(3, &releases), NULL, NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync_on(NULL, cuvt_counted_value(1, &releases), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync_policy(NULL, cuvt_counted_value(2, &releases), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_enqueue_on(NULL, cuvt_counted_value(3, &releases), NULL), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 3);
   cuv_buffer_unref(buf);
 }

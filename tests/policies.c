@@ -15,7 +15,7 @@ static cuv_op_t *note_stream(cuv_stream_t *stream, void *arg) {
 /* The CUstream an op executed through `policy` ran on. */
 static struct CUstream_st *stream_used(cuv_policy_t *policy) {
   struct CUstream_st *seen = NULL;
-  assert_cuv_ok(cuv_sync_policy(cuv_with_context(note_stream, &seen, NULL), policy, NULL));
+  assert_cuv_ok(cuv_sync_policy(policy, cuv_with_context(note_stream, &seen, NULL), NULL));
   assert_non_null(seen);
   return seen;
 }
@@ -32,7 +32,7 @@ static void check_saxpy_through(cuv_policy_t *policy) {
   cuv_op_t *op = cuv_seq(cuv_launch(cuvt_kernel_ok("saxpy"), CUVT_GRID(N), CUVT_BLOCK, 0, args, 4),
                          cuv_download(dy, 0, N * sizeof *y));
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync_policy(op, policy, &out));
+  assert_cuv_ok(cuv_sync_policy(policy, op, &out));
   const float *got = out.data;
   for (size_t i = 0; i < N; i++)
     assert_true(got[i] == a * x[i] + y[i]);
@@ -118,7 +118,7 @@ static void test_single_wrapped_stream(void **state) {
   cuv_stream_destroy(wrapped);
   /* The raw stream is still alive: work runs on it through its owner. */
   struct CUstream_st *seen = NULL;
-  assert_cuv_ok(cuv_sync_on(cuv_with_context(note_stream, &seen, NULL), owner, NULL));
+  assert_cuv_ok(cuv_sync_on(owner, cuv_with_context(note_stream, &seen, NULL), NULL));
   assert_ptr_equal(seen, raw);
   assert_cuv_ok(cuv_stream_synchronize(owner));
   cuv_stream_destroy(owner);
@@ -136,7 +136,7 @@ static void test_least_loaded_avoids_a_busy_stream(void **state) {
   assert_int_equal(cuv_stream_in_flight(busy), 0);
   cuv_buffer_t *flag = cuvt_buffer(4);
   unsigned value = cuvt_nonzero_u32();
-  assert_cuv_ok(cuv_enqueue_on(cuvt_slow_write(SLOW_MS, value, flag), busy, NULL));
+  assert_cuv_ok(cuv_enqueue_on(busy, cuvt_slow_write(SLOW_MS, value, flag), NULL));
   assert_int_equal(cuv_stream_in_flight(busy), 1);
   for (int i = 0; i < 8; i++) {
     cuv_stream_t *s;
@@ -197,12 +197,12 @@ static void test_custom_policy(void **state) {
 
   atomic_int releases = 0;
   c.fail = CUV_EBUSY; /* a policy's error is the executor's, and the op is consumed */
-  assert_int_equal(cuv_sync_policy(cuvt_counted_value(1, &releases), policy, NULL), CUV_EBUSY);
+  assert_int_equal(cuv_sync_policy(policy, cuvt_counted_value(1, &releases), NULL), CUV_EBUSY);
   c.fail = 0;
   c.no_stream = true; /* success without a stream is not accepted */
   cuv_stream_t *s;
   assert_int_equal(cuv_policy_next_stream(policy, NULL, &s), CUV_EINVAL);
-  assert_int_equal(cuv_sync_policy(cuvt_counted_value(2, &releases), policy, NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync_policy(policy, cuvt_counted_value(2, &releases), NULL), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 2);
 
   assert_int_equal(atomic_load(&c.destroyed), 0);
@@ -227,12 +227,12 @@ static void test_enqueue_on_then_stream_synchronize(void **state) {
   cuv_output_t downloaded;
   /* A slow kernel first, so the later ops are certainly still pending when enqueued. */
   cuv_buffer_t *flag = cuvt_buffer(4);
-  assert_cuv_ok(cuv_enqueue_on(cuvt_slow_write(SLOW_MS, 1, flag), stream, NULL));
-  assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_htod(buf, 0, x, N * sizeof *x, CUV_COPY_STAGE), stream,
+  assert_cuv_ok(cuv_enqueue_on(stream, cuvt_slow_write(SLOW_MS, 1, flag), NULL));
+  assert_cuv_ok(cuv_enqueue_on(stream, cuv_memcpy_htod(buf, 0, x, N * sizeof *x, CUV_COPY_STAGE),
                                NULL));
-  assert_cuv_ok(cuv_enqueue_on(cuvt_scale(buf, N, -2.0f), stream, NULL));
-  assert_cuv_ok(cuv_enqueue_on(cuv_download(buf, 0, N * sizeof *x), stream, &downloaded));
-  assert_cuv_ok(cuv_enqueue_on(cuv_memcpy_dtoh(host, buf, 0, N * sizeof *x), stream, NULL));
+  assert_cuv_ok(cuv_enqueue_on(stream, cuvt_scale(buf, N, -2.0f), NULL));
+  assert_cuv_ok(cuv_enqueue_on(stream, cuv_download(buf, 0, N * sizeof *x), &downloaded));
+  assert_cuv_ok(cuv_enqueue_on(stream, cuv_memcpy_dtoh(host, buf, 0, N * sizeof *x), NULL));
   cuv_buffer_unref(buf); /* the enqueued work holds it */
   cuv_buffer_unref(flag);
   assert_cuv_ok(cuv_stream_synchronize(stream));

@@ -30,7 +30,7 @@ static unsigned distinct_picks(pool_fn make, unsigned nstreams) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   for (unsigned i = 0; i < distinct; i++) {
     unsigned value = cuvt_nonzero_u32(), got = 0;
-    assert_cuv_ok(cuv_sync_on(cuvt_fill_u32(buf, 1, value), picks[i], NULL));
+    assert_cuv_ok(cuv_sync_on(picks[i], cuvt_fill_u32(buf, 1, value), NULL));
     cuvt_read(&got, buf, 0, sizeof got);
     assert_int_equal(got, value);
   }

@@ -49,7 +49,7 @@ static void *submit_many(void *arg) {
     cuv_op_t *op = cuv_seq(cuv_launch(cuvt_kernel("empty_kernel"), CUV_DIM1(1), CUV_DIM1(1), 0,
                                       NULL, 0),
                            cuvt_counted_value(i, &w->r->releases));
-    if (cuv_submit(op, w->r->q, record_done, &w->r->seen[i], &opts) != 0)
+    if (cuv_submit(w->r->q, op, record_done, &w->r->seen[i], &opts) != 0)
       atomic_fetch_add(&w->r->refused, 1);
   }
   return NULL;
@@ -153,7 +153,7 @@ static void test_poll_a_slow_kernel(void **state) {
   cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN};
   cuv_op_t *op = cuv_seq(cuv_seq(cuvt_sleep(20), cuvt_fill_u32(buf, n, value)),
                          cuvt_counted_value(7, &releases));
-  assert_cuv_ok(cuv_submit(op, q, record_done, &seen, &opts));
+  assert_cuv_ok(cuv_submit(q, op, record_done, &seen, &opts));
   long long polls = 0;
   while (cuv_queue_pending(q) > 0 && cuv_queue_drain(q) == 0) {
     cuv_poll();

@@ -82,9 +82,9 @@ static void test_one_notify_per_transition(void **state) {
     int notified = atomic_load(&hook.notifies);
     uint64_t base = claimed();
     /* A slow kernel first, so the batch finishes together behind it. */
-    assert_cuv_ok(cuv_submit(cuvt_sleep(10), q, count_done, &calls, &opts));
+    assert_cuv_ok(cuv_submit(q, cuvt_sleep(10), count_done, &calls, &opts));
     for (int i = 1; i < BATCH; i++)
-      assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, &opts));
+      assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &opts));
     wait_claimed(base + BATCH);
     assert_cuv_ok(cuv_queue_wait(q, -1)); /* at least one is in the list */
     assert_int_equal(atomic_load(&hook.notifies) - notified, 1);
@@ -96,7 +96,7 @@ static void test_one_notify_per_transition(void **state) {
   /* One at a time, each drained before the next: one notify each. */
   for (int i = 0; i < 4; i++) {
     int before = atomic_load(&calls);
-    assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, &opts));
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &opts));
     drains_with_work += drain_all(q, &calls, before + 1);
     assert_int_equal(atomic_load(&hook.notifies), drains_with_work);
   }
@@ -139,7 +139,7 @@ static void test_drain_runs_in_finishing_order(void **state) {
   atomic_int releases = 0;
   for (int i = 0; i < ORDERED; i++) {
     uint64_t base = claimed();
-    assert_cuv_ok(cuv_submit(cuv_seq(cuvt_sleep(2), cuvt_counted_value(i, &releases)), q,
+    assert_cuv_ok(cuv_submit(q, cuv_seq(cuvt_sleep(2), cuvt_counted_value(i, &releases)),
                              record_order, &o, &opts));
     wait_claimed(base + 1);
   }

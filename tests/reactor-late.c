@@ -53,7 +53,7 @@ static void wait_calls(cuv_queue_t *q, const cuvt_seen_t *seen) {
 static void submit_and_check(cuv_queue_t *q, cuv_op_t *op, unsigned flags, unsigned want) {
   cuvt_seen_t seen = {0};
   cuv_submit_opts_t opts = {.flags = flags};
-  assert_cuv_ok(cuv_submit(op, q, cuvt_record_seen, &seen, &opts));
+  assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, &opts));
   wait_calls(q, &seen);
   assert_int_equal(cuv_queue_drain(q), 0); /* no second call */
   assert_int_equal(seen.calls, 1);
@@ -188,7 +188,7 @@ static void test_faulted_slot_stays_out(void **state) {
   cuv_kernel_t *sleep1;
   assert_cuv_ok(cuv_module_load_file(&m1, d1, cuvt_ptx_path()));
   assert_cuv_ok(cuv_kernel_get(&sleep1, m1, "sleep_then_write"));
-  cuv_module_unload(m1);
+  cuv_module_unref(m1);
   cuv_stream_t *s1;
   assert_cuv_ok(cuv_stream_create(&s1, d1));
 
@@ -200,7 +200,7 @@ static void test_faulted_slot_stays_out(void **state) {
   cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(no_value), CUV_ARG_VALUE(no_flag)};
   cuvt_seen_t faulted = {0};
   cuv_submit_opts_t on_s1 = {.stream = s1, .flags = CUV_SUBMIT_NO_SPIN};
-  assert_cuv_ok(cuv_submit(cuv_launch(sleep1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3), q,
+  assert_cuv_ok(cuv_submit(q, cuv_launch(sleep1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3),
                            cuvt_record_seen, &faulted, &on_s1));
   struct timespec started = {0, 20 * 1000000L};
   nanosleep(&started, NULL); /* the kernel is running when the fault hits (set-up) */
@@ -230,8 +230,8 @@ static void test_faulted_slot_stays_out(void **state) {
   assert_int_equal(cuv_queue_drain(q), 0);
   assert_cuv_ok(cuv_queue_destroy(q));
   cuv_stream_destroy(s1);
-  cuv_kernel_release(sleep1);
-  cuv_device_close(d1);
+  cuv_kernel_unref(sleep1);
+  cuv_device_unref(d1);
   cuv_buffer_unref(buf);
 }
 

@@ -162,7 +162,7 @@ static void test_register_counts_before_bit(void **state) {
   seen_t holder = {0};
   cuv_submit_opts_t on_held = {.stream = held, .flags = CUV_SUBMIT_NO_SPIN};
   cuv_stats_t before = cuvt_stats(), now;
-  assert_cuv_ok(cuv_submit(cuvt_gate_wait(&g), q, record, &holder, &on_held));
+  assert_cuv_ok(cuv_submit(q, cuvt_gate_wait(&g), record, &holder, &on_held));
   now = cuvt_stats();
   assert_int_equal(D(slots_in_use), 1); /* the holder waits in the reactor, not a host function */
   /* One submission finished by the reactor thread: it is past any park the holder woke it from,
@@ -170,7 +170,7 @@ static void test_register_counts_before_bit(void **state) {
    * whose worker thread must not be created while the trap flag is set.) */
   atomic_int done = 0;
   cuv_submit_opts_t no_spin = {.flags = CUV_SUBMIT_NO_SPIN};
-  assert_cuv_ok(cuv_submit(empty(), q, count_ok, &done, &no_spin));
+  assert_cuv_ok(cuv_submit(q, empty(), count_ok, &done, &no_spin));
   drain_until(q, &done, 1);
   before = cuvt_stats();
 
@@ -181,7 +181,7 @@ static void test_register_counts_before_bit(void **state) {
   for (int i = 0; i < TRACED; i++) {
     cuv_op_t *op = empty();
     trace_on();
-    int rc = cuv_submit(op, q, count_ok, &done, &no_spin);
+    int rc = cuv_submit(q, op, count_ok, &done, &no_spin);
     trace_off();
     assert_cuv_ok(rc);
     drain_until(q, &done, 2 + i); /* one at a time: nothing else armed but the holder */
@@ -224,7 +224,7 @@ static void force_hostfn_path(void) { cuv_sim_fail("cuStreamWriteValue32", 0, CU
 static void start_reactor(cuv_queue_t *q) {
   atomic_int done = 0;
   cuv_submit_opts_t no_spin = {.flags = CUV_SUBMIT_NO_SPIN};
-  assert_cuv_ok(cuv_submit(empty(), q, count_ok, &done, &no_spin));
+  assert_cuv_ok(cuv_submit(q, empty(), count_ok, &done, &no_spin));
   drain_until(q, &done, 1);
 }
 
@@ -250,7 +250,7 @@ static void test_watch_wakes_parked_reactor(void **state) {
     idle_ms(50);
     cuv_stats_t before = cuvt_stats(), now;
     cuv_submit_opts_t no_spin = {.flags = CUV_SUBMIT_NO_SPIN};
-    assert_cuv_ok(cuv_submit(cuvt_gate_wait(&g), q, count_ok, &calls, &no_spin));
+    assert_cuv_ok(cuv_submit(q, cuvt_gate_wait(&g), count_ok, &calls, &no_spin));
     now = cuvt_stats();
     assert_int_equal(D(fallbacks), 1); /* the host-callback path: watched, not in a slot */
     assert_int_equal(D(slots_in_use), 0);
@@ -298,16 +298,16 @@ static void test_fault_fails_watched_hostfn_work(void **state) {
                                   args, 1);
   seen_t seen = {0};
   cuv_submit_opts_t on_stream = {.stream = stream, .flags = CUV_SUBMIT_NO_SPIN};
-  assert_cuv_ok(cuv_submit(cuv_seq(cuvt_gate_wait(&g), faulting), q, record, &seen, &on_stream));
+  assert_cuv_ok(cuv_submit(q, cuv_seq(cuvt_gate_wait(&g), faulting), record, &seen, &on_stream));
   now = cuvt_stats();
   assert_int_equal(D(fallbacks), 1); /* watched host-callback work, its function queued */
   assert_int_equal(cuv_queue_drain(q), 0); /* held by the gate */
 
   /* Opening races the fault (the setter's completion may be seen after it): either answer. */
   cuv_arg_t open_args[] = {CUV_ARG_VALUE(g.value), CUV_ARG_WRITE(g.flag)};
-  int rc = cuv_sync_on(cuv_launch(cuvt_kernel_ok("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0,
-                                  open_args, 2),
-                       g.opener, NULL);
+  int rc = cuv_sync_on(g.opener,
+                       cuv_launch(cuvt_kernel_ok("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0,
+                                  open_args, 2), NULL);
   assert_true(rc == 0 || cuv_status_is_fault(rc));
 
   drain_until(q, &seen.calls, 1);

@@ -75,12 +75,12 @@ static void test_enqueue_on_held_until_reaped(void **state) {
   void *p;
   cuv_host_buffer_t *h = fresh_host(f, &p);
   cuv_stats_t s0 = cuvt_stats();
-  assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_sleep(5), cuv_upload(f->dev, 0, h, 0, BYTES)), f->a,
+  assert_cuv_ok(cuv_enqueue_on(f->a, cuv_seq(cuvt_sleep(5), cuv_upload(f->dev, 0, h, 0, BYTES)),
                                NULL));
   cuv_host_buffer_unref(h); /* the submission holds the block now */
   assert_int_equal(cuv_stream_in_flight(f->a), 1);
   /* The GPU is done with it once this returns (same stream, after it); nothing reaps here. */
-  assert_cuv_ok(cuv_sync_on(unit(), f->a, NULL));
+  assert_cuv_ok(cuv_sync_on(f->a, unit(), NULL));
   assert_int_equal(cuv_stream_in_flight(f->a), 1);
   assert_ptr_not_equal(next_block(), p);
   cuv_stats_t s1 = cuvt_stats();
@@ -89,7 +89,7 @@ static void test_enqueue_on_held_until_reaped(void **state) {
   assert_int_equal(s1.completed - s0.completed, 1); /* the cuv_sync_on only */
   assert_int_equal(s1.in_flight - s0.in_flight, 1);
   /* The next enqueue_on on the stream reaps it: the block is back on top of the pool. */
-  assert_cuv_ok(cuv_enqueue_on(unit(), f->a, NULL));
+  assert_cuv_ok(cuv_enqueue_on(f->a, unit(), NULL));
   cuv_stats_t s2 = cuvt_stats();
   assert_int_equal(s2.completed_event - s1.completed_event, 1);
   assert_int_equal(s2.completed - s1.completed, 1);
@@ -119,10 +119,10 @@ static void test_unfinished_enqueue_on_is_not_reaped(void **state) {
     void *p;
     cuv_host_buffer_t *h = fresh_host(f, &p);
     assert_cuv_ok(cuv_sync(cuv_memset32(f->dev, 0, 0, N), NULL));
-    assert_cuv_ok(cuv_enqueue_on(cuv_seq(cuvt_sleep(SLOW_MS), cuv_upload(f->dev, 0, h, 0, BYTES)),
-                                 f->a, NULL));
+    assert_cuv_ok(cuv_enqueue_on(
+        f->a, cuv_seq(cuvt_sleep(SLOW_MS), cuv_upload(f->dev, 0, h, 0, BYTES)), NULL));
     cuv_host_buffer_unref(h);
-    assert_cuv_ok(cuv_enqueue_on(unit(), f->a, NULL)); /* reaps what finished: not the upload */
+    assert_cuv_ok(cuv_enqueue_on(f->a, unit(), NULL)); /* reaps what finished: not the upload */
     cuv_host_buffer_t *other;
     assert_cuv_ok(cuv_host_buffer_create(&other, cuvt_device(), BYTES));
     memset(cuv_host_buffer_data(other), 0x7f, BYTES);
@@ -140,19 +140,19 @@ static void test_unfinished_enqueue_on_is_not_reaped(void **state) {
 static void test_enqueue_on_access_tracked_until_reaped(void **state) {
   fixture_t *f = *state;
   unsigned value = cuvt_nonzero_u32();
-  assert_cuv_ok(cuv_enqueue_on(cuvt_fill_u32(f->dev, N, value), f->a, NULL));
-  assert_cuv_ok(cuv_sync_on(unit(), f->a, NULL)); /* done on the GPU, not reaped */
+  assert_cuv_ok(cuv_enqueue_on(f->a, cuvt_fill_u32(f->dev, N, value), NULL));
+  assert_cuv_ok(cuv_sync_on(f->a, unit(), NULL)); /* done on the GPU, not reaped */
   uint64_t waits = cuvt_waits_inserted();
   unsigned got[4];
-  assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(got, f->dev, 0, sizeof got), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(got, f->dev, 0, sizeof got), NULL));
   assert_int_equal(cuvt_waits_inserted() - waits, 1);
   for (int i = 0; i < 4; i++)
     assert_int_equal(got[i], value);
   assert_cuv_ok(cuv_stream_synchronize(f->a)); /* reaped: the access is gone */
   waits = cuvt_waits_inserted();
-  assert_cuv_ok(cuv_sync_on(cuvt_fill_u32(f->dev, N, value + 1), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuvt_fill_u32(f->dev, N, value + 1), NULL));
   assert_int_equal(cuvt_waits_inserted() - waits, 0);
-  assert_cuv_ok(cuv_sync_on(cuv_memcpy_dtoh(got, f->dev, 0, sizeof got), f->b, NULL));
+  assert_cuv_ok(cuv_sync_on(f->b, cuv_memcpy_dtoh(got, f->dev, 0, sizeof got), NULL));
   for (int i = 0; i < 4; i++)
     assert_int_equal(got[i], value + 1);
 }
@@ -170,13 +170,13 @@ static void test_graph_update_reaped_at_release(void **state) {
   cuv_stats_t s0 = cuvt_stats();
   assert_cuv_ok(cuv_graph_update(g, cuv_upload(f->dev, 0, h, 0, BYTES)));
   cuv_host_buffer_unref(h);
-  assert_cuv_ok(cuv_sync_on(cuv_graph_launch(g), cuv_graph_stream(g), NULL));
+  assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
   cuvt_read(f->got, out, 0, BYTES);
   cuvt_assert_floats_equal(f->got, f->data, N); /* the replay saw the update */
   assert_ptr_not_equal(next_block(), p);
   assert_int_equal(cuvt_stats().completed_event - s0.completed_event, 0);
   assert_int_equal(cuv_stream_in_flight(f->a), 2); /* the graph's capture holder and the copy */
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   assert_int_equal(cuvt_stats().completed_event - s0.completed_event, 1);
   assert_int_equal(cuv_stream_in_flight(f->a), 0);
   assert_ptr_equal(next_block(), p);

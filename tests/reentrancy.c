@@ -20,9 +20,9 @@ static void try_every_executor(inner_call_t *c) {
   cuv_policy_next_stream(policy, NULL, &stream);
   cuv_output_t out = {0};
   c->rc[0] = cuv_sync(cuvt_counted_value(1, &c->releases), &out);
-  c->rc[1] = cuv_sync_on(cuvt_counted_value(2, &c->releases), stream, &out);
-  c->rc[2] = cuv_sync_policy(cuvt_counted_value(3, &c->releases), policy, &out);
-  c->rc[3] = cuv_enqueue_on(cuvt_counted_value(4, &c->releases), stream, &out);
+  c->rc[1] = cuv_sync_on(stream, cuvt_counted_value(2, &c->releases), &out);
+  c->rc[2] = cuv_sync_policy(policy, cuvt_counted_value(3, &c->releases), &out);
+  c->rc[3] = cuv_enqueue_on(stream, cuvt_counted_value(4, &c->releases), &out);
   cuv_output_release(&out);
 }
 
@@ -131,7 +131,7 @@ static void test_shared_clone_inside_its_producer(void **state) {
   assert_int_equal(atomic_load(&s.calls), 1);
   assert_int_equal(s.rc, CUV_EREENTRANT);
   assert_int_equal(cuv_shared_runs(s.sh), 1);
-  cuv_shared_release(s.sh);
+  cuv_shared_unref(s.sh);
 }
 
 int main(void) {

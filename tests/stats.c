@@ -51,14 +51,14 @@ static void test_executors(void **state) {
   assert_quiet(&before);
   assert_cuv_ok(cuv_sync(cuv_value(NULL, NULL), NULL));
   assert_cuv_ok(cuv_sync(cuvt_sleep(1), NULL));
-  assert_cuv_ok(cuv_sync_on(cuv_value(NULL, NULL), s, NULL));
+  assert_cuv_ok(cuv_sync_on(s, cuv_value(NULL, NULL), NULL));
   assert_int_equal(cuv_sync(cuv_fail(CUV_EIO), NULL), CUV_EIO); /* refused before running */
   now = cuvt_stats();
   assert_int_equal(D(submitted), 3);
   assert_int_equal(D(completed), 3);
   assert_int_equal(D(completed_sync), 3);
   assert_int_equal(D(in_flight), 0);
-  assert_cuv_ok(cuv_enqueue_on(cuv_value(NULL, NULL), s, NULL));
+  assert_cuv_ok(cuv_enqueue_on(s, cuv_value(NULL, NULL), NULL));
   now = cuvt_stats();
   assert_int_equal(D(submitted), 4);
   assert_int_equal(D(in_flight), 1);
@@ -94,7 +94,7 @@ static void test_spin_and_reactor(void **state) {
     if (tries > 100)
       fail_msg("no submission completed by the inline spin in 100 tries");
     before = cuvt_stats();
-    assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, NULL));
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, NULL));
     cuvt_drain_until(q, &calls, tries + 1);
     now = cuvt_stats();
     assert_int_equal(D(submitted), 1);
@@ -107,7 +107,7 @@ static void test_spin_and_reactor(void **state) {
   before = cuvt_stats();
   cuv_submit_opts_t no_spin = {.flags = CUV_SUBMIT_NO_SPIN};
   for (int i = 0; i < 2; i++)
-    assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, &no_spin));
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &no_spin));
   cuvt_drain_until(q, &calls, base + 2);
   now = cuvt_stats();
   assert_int_equal(D(submitted), 2);
@@ -132,12 +132,12 @@ static void test_slots_fallback_hostfn_polled(void **state) {
   cuv_submit_opts_t held = {.stream = g.held, .flags = CUV_SUBMIT_NO_SPIN};
   cuv_stats_t before = cuvt_stats(), now;
   assert_quiet(&before);
-  assert_cuv_ok(cuv_submit(gate_wait(&g), q, count_done, &calls, &held));
-  assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, &held));
+  assert_cuv_ok(cuv_submit(q, gate_wait(&g), count_done, &calls, &held));
+  assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
   now = cuvt_stats();
   assert_int_equal(D(slots_in_use), 2);
   assert_int_equal(D(fallbacks), 0);
-  assert_cuv_ok(cuv_submit(cuv_value(NULL, NULL), q, count_done, &calls, &held));
+  assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
   now = cuvt_stats();
   assert_int_equal(D(slots_in_use), 2);
   assert_int_equal(D(fallbacks), 1);
@@ -195,13 +195,13 @@ static void test_waits_inserted(void **state) {
   cuv_stats_t before = cuvt_stats(), now;
   /* The writer is held by the gate; the reader on b waits for it (1), the reader on c too (1),
    * not for b's read. */
-  assert_cuv_ok(cuv_submit(cuv_seq(gate_wait(&g), cuvt_fill_u32(buf, 4, value)), q, count_done,
+  assert_cuv_ok(cuv_submit(q, cuv_seq(gate_wait(&g), cuvt_fill_u32(buf, 4, value)), count_done,
                            &calls, &on_held));
-  assert_cuv_ok(cuv_submit(cuv_download_into(host_b, 0, buf, 0, BYTES), q, count_done, &calls,
+  assert_cuv_ok(cuv_submit(q, cuv_download_into(host_b, 0, buf, 0, BYTES), count_done, &calls,
                            &on_b));
   now = cuvt_stats();
   assert_int_equal(D(waits_inserted), 1);
-  assert_cuv_ok(cuv_enqueue_on(cuv_download_into(host_c, 0, buf, 0, BYTES), c, NULL));
+  assert_cuv_ok(cuv_enqueue_on(c, cuv_download_into(host_c, 0, buf, 0, BYTES), NULL));
   now = cuvt_stats();
   assert_int_equal(D(waits_inserted), 2);
   assert_int_equal(D(slots_in_use), 2); /* the writer's and b's; enqueue_on arms none */
@@ -242,7 +242,7 @@ static void test_reactor_wakeups(void **state) {
     nanosleep(&idle, NULL);
     cuv_stats_t before = cuvt_stats(), now;
     cuv_submit_opts_t held = {.stream = g.held, .flags = CUV_SUBMIT_NO_SPIN};
-    assert_cuv_ok(cuv_submit(gate_wait(&g), q, count_done, &calls, &held));
+    assert_cuv_ok(cuv_submit(q, gate_wait(&g), count_done, &calls, &held));
     gate_open(&g);
     cuvt_drain_until(q, &calls, tries + 1);
     now = cuvt_stats();

@@ -58,7 +58,7 @@ static int step_module(cold_t *c) {
   if (rc == 0)
     rc = cuv_kernel_get(&c->saxpy, mod, "saxpy");
   if (mod)
-    cuv_module_unload(mod); /* the kernel holds it */
+    cuv_module_unref(mod); /* the kernel holds it */
   return rc;
 }
 
@@ -127,7 +127,7 @@ static int step_submit(cold_t *c, int *wrong) {
     rc = saxpy_op(c, &bx, &by, &op);
   delivered_t d = {.c = c};
   cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN};
-  if (rc == 0 && (rc = cuv_submit(op, q, on_done, &d, &opts)) == 0) {
+  if (rc == 0 && (rc = cuv_submit(q, op, on_done, &d, &opts)) == 0) {
     while (d.calls == 0) {
       cuv_queue_wait(q, 1000);
       cuv_queue_drain(q);
@@ -186,9 +186,9 @@ static outcome_t run_workload(cold_t *c) {
     }
   }
   if (c->saxpy)
-    cuv_kernel_release(c->saxpy);
+    cuv_kernel_unref(c->saxpy);
   if (c->dev)
-    cuv_device_close(c->dev);
+    cuv_device_unref(c->dev);
   c->saxpy = NULL;
   c->dev = NULL;
   return o;

@@ -220,7 +220,7 @@ static void step_chain(step_result_t *r, const data_t *d) {
   op = cuv_then(op, chain_saxpy, &c);
   op = cuv_then(op, chain_download, &c);
   cuv_output_t out;
-  int rc = cuv_sync_on(op, s, &out);
+  int rc = cuv_sync_on(s, op, &out);
   note_error(r, rc);
   if (rc != 0 && c.by)
     check_settled(r, c.by);
@@ -275,7 +275,7 @@ static void step_submit(step_result_t *r, const data_t *d) {
     cuv_op_t *op = cuv_seq(cuvt_counted_value(i, &releases), work);
     expected_releases++;
     cuv_submit_opts_t opts = {0};
-    int rc = cuv_submit(op, q, submit_done, &subs[i], &opts);
+    int rc = cuv_submit(q, op, submit_done, &subs[i], &opts);
     note_error(r, rc);
     accepted += rc == 0;
   }
@@ -322,10 +322,10 @@ static void step_graph(step_result_t *r, const data_t *d) {
     note_error(r, rc = cuv_graph_update(g, cuv_memcpy_htod(buf, 0, d->x, sizeof d->x,
                                                            CUV_COPY_STAGE)));
   for (int i = 0; rc == 0 && i < 2; i++)
-    note_error(r, rc = cuv_sync_on(cuv_graph_launch(g), s, NULL));
+    note_error(r, rc = cuv_sync_on(s, cuv_graph_launch(g), NULL));
   cuv_output_t out;
   if (rc == 0)
-    note_error(r, rc = cuv_sync_on(cuv_download(buf, 0, sizeof d->x), s, &out));
+    note_error(r, rc = cuv_sync_on(s, cuv_download(buf, 0, sizeof d->x), &out));
   if (rc == 0) {
     float want[N];
     for (size_t i = 0; i < N; i++)
@@ -333,7 +333,7 @@ static void step_graph(step_result_t *r, const data_t *d) {
     check_floats(r, out.data, want);
     cuv_output_release(&out);
   }
-  cuv_graph_release(g);
+  cuv_graph_unref(g);
   cuv_buffer_unref(buf);
   cuv_stream_destroy(s);
 }
@@ -345,17 +345,17 @@ static void step_hazard(step_result_t *r, const data_t *d) {
   note_error(r, cuv_stream_create(&a, cuvt_device()));
   note_error(r, cuv_stream_create(&b, cuvt_device()));
   cuv_buffer_t *flag = a && b ? new_buffer(r, sizeof(unsigned)) : NULL;
-  int rc = flag ? cuv_enqueue_on(cuv_memset32(flag, 0, 0, 1), b, NULL) : -1;
+  int rc = flag ? cuv_enqueue_on(b, cuv_memset32(flag, 0, 0, 1), NULL) : -1;
   note_error(r, flag ? rc : 0);
-  int written = rc == 0 ? cuv_enqueue_on(cuvt_slow_write(SLOW_MS, d->v[2], flag), a, NULL) : -1;
+  int written = rc == 0 ? cuv_enqueue_on(a, cuvt_slow_write(SLOW_MS, d->v[2], flag), NULL) : -1;
   note_error(r, rc == 0 ? written : 0);
   /* More work on A reaps A's finished work first (the writer is still running): what the writer
    * holds, its access to the flag included, must stay until it is done. */
   if (written == 0)
-    note_error(r, rc = cuv_enqueue_on(cuv_value(NULL, NULL), a, NULL));
+    note_error(r, rc = cuv_enqueue_on(a, cuv_value(NULL, NULL), NULL));
   if (written == 0 && rc == 0) {
     cuv_output_t out;
-    note_error(r, rc = cuv_sync_on(cuv_download(flag, 0, sizeof(unsigned)), b, &out));
+    note_error(r, rc = cuv_sync_on(b, cuv_download(flag, 0, sizeof(unsigned)), &out));
     if (rc == 0 && *(unsigned *)out.data != d->v[2])
       note_wrong(r, "the reader on another stream saw %u, not the writer's %u",
                  *(unsigned *)out.data, d->v[2]);
@@ -459,8 +459,8 @@ static void step_module(step_result_t *r, const data_t *d) {
     }
   }
   cuv_buffer_unref(buf);
-  cuv_kernel_release(k);
-  cuv_module_unload(mod);
+  cuv_kernel_unref(k);
+  cuv_module_unref(mod);
 }
 
 /* ---- queries: device count and attribute, a driver error's name and text ---- */

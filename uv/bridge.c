@@ -245,23 +245,23 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts) {
   if (!b || !done) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_EINVAL;
   }
   cuv_submit_opts_t o = opts ? *opts : (cuv_submit_opts_t){0};
   o.flags |= CUV_SUBMIT_NO_SPIN; /* the loop thread must not stall: the idle handle polls */
   if (!on_loop_thread(b)) /* the queue refuses it once the bridge is closing */
-    return cuv_submit(op, b->queue, done, arg, &o);
+    return cuv_submit(b->queue, op, done, arg, &o);
   if (b->closing || walked(b)) {
     cuv_queue_close(b->queue); /* walked: other threads' submissions are refused from now on */
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     return CUV_ECLOSED;
   }
   if (b->polls) {
     o.flags |= CUV_SUBMIT_POLLED;
     start_polling(b); /* before: a completion during cuv_submit need not wake the loop */
   }
-  int rc = cuv_submit(op, b->queue, done, arg, &o);
+  int rc = cuv_submit(b->queue, op, done, arg, &o);
   settle(b);
   return rc;
 }

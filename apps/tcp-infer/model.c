@@ -84,7 +84,7 @@ static int load_kernel(server_t *s, const char *ptx) {
   rc = cuv_kernel_get(&s->dense, mod, "mlp_dense");
   if (rc == 0 && cuv_kernel_get(&s->bias_act, mod, "mlp_bias_act") != 0)
     s->bias_act = NULL; /* an older PTX: no --cublas */
-  cuv_module_unload(mod); /* the kernels keep it */
+  cuv_module_unref(mod); /* the kernels keep it */
   return rc;
 }
 
@@ -115,7 +115,7 @@ static int upload_weights(server_t *s, uint64_t seed) {
     rc = cuv_sync(cuv_zip(copies, 4), NULL);
   else
     for (size_t i = 0; i < 4; i++)
-      cuv_op_free(copies[i]);
+      cuv_op_destroy(copies[i]);
   /* Read-only from now on, by every request on every stream: nothing to order, so no tracking
    * (tracking would cost each submission a walk over every other request in flight). */
   for (size_t i = 0; rc == 0 && i < 4; i++)
@@ -138,9 +138,9 @@ void model_free(server_t *s) {
     if (weights[i])
       cuv_buffer_unref(weights[i]);
   if (s->dense)
-    cuv_kernel_release(s->dense);
+    cuv_kernel_unref(s->dense);
   if (s->bias_act)
-    cuv_kernel_release(s->bias_act);
+    cuv_kernel_unref(s->bias_act);
 }
 
 /* The workspaces take no hazard tracking: one op uses one at a time, and its owner reuses it only

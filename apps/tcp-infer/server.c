@@ -388,7 +388,7 @@ static void server_close(server_t *s) {
   free(s->loops);
   model_free(s);
   if (s->dev)
-    cuv_device_close(s->dev);
+    cuv_device_unref(s->dev);
 }
 
 int main(int argc, char **argv) {

@@ -286,7 +286,7 @@ static int load_debug_kernels(struct worker_side *wk, const char *ptx) {
     fprintf(stderr, "tcp-infer worker: %s has no mlp_fault: POST /debug/fault is refused\n", ptx);
   if (cuv_kernel_get(&wk->hang, mod, "mlp_hang") != 0)
     fprintf(stderr, "tcp-infer worker: %s has no mlp_hang: POST /debug/hang is refused\n", ptx);
-  cuv_module_unload(mod); /* the kernels keep it */
+  cuv_module_unref(mod); /* the kernels keep it */
   return 0;
 }
 
@@ -342,13 +342,13 @@ int worker_main(server_t *s, const char *ptx) {
   int status = uv_loop_close(&lp->loop) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
   frame_reader_free(&wk.rd);
   if (wk.fault)
-    cuv_kernel_release(wk.fault);
+    cuv_kernel_unref(wk.fault);
   if (wk.hang)
-    cuv_kernel_release(wk.hang);
+    cuv_kernel_unref(wk.hang);
   free(lp);
   s->loops = NULL;
   s->nloops = 0;
   model_free(s);
-  cuv_device_close(s->dev);
+  cuv_device_unref(s->dev);
   return status;
 }

@@ -157,7 +157,7 @@ static int load_kernels(app_t *app, const char *ptx) {
     return rc;
   if ((rc = cuv_kernel_get(&app->xor_kernel, mod, "fio_xor")) == 0)
     rc = cuv_kernel_get(&app->delay, mod, "fio_delay");
-  cuv_module_unload(mod); /* the kernels keep it */
+  cuv_module_unref(mod); /* the kernels keep it */
   return rc;
 }
 
@@ -221,9 +221,9 @@ static void teardown(app_t *app) {
       uv_fs_close(NULL, &req, files[i], NULL);
       uv_fs_req_cleanup(&req);
     }
-  cuv_kernel_release(app->xor_kernel);
-  cuv_kernel_release(app->delay);
-  cuv_device_close(app->dev);
+  cuv_kernel_unref(app->xor_kernel);
+  cuv_kernel_unref(app->delay);
+  cuv_device_unref(app->dev);
 }
 
 int main(int argc, char **argv) {

@@ -166,10 +166,10 @@ static bool get_floats(napi_env env, napi_value value, float **data, size_t *n) 
 /* ---- setup and teardown ------------------------------------------------------------------- */
 
 static void release_gpu(addon_t *a) {
-  cuv_kernel_release(a->saxpy);
-  cuv_kernel_release(a->dense);
+  cuv_kernel_unref(a->saxpy);
+  cuv_kernel_unref(a->dense);
   if (a->dev)
-    cuv_device_close(a->dev);
+    cuv_device_unref(a->dev);
   a->saxpy = a->dense = NULL;
   a->dev = NULL;
 }
@@ -182,7 +182,7 @@ static int load_kernel(cuv_device_t *dev, const char *path, const char *name,
   if (rc < 0)
     return rc;
   rc = cuv_kernel_get(kernel, mod, name);
-  cuv_module_unload(mod);
+  cuv_module_unref(mod);
   return rc;
 }
 
@@ -291,7 +291,7 @@ static napi_value submit(napi_env env, addon_t *a, cuv_op_t *op, napi_value keep
   napi_value promise;
   job_t *job = calloc(1, sizeof *job);
   if (!job || napi_create_promise(env, &job->deferred, &promise) != napi_ok) {
-    cuv_op_free(op);
+    cuv_op_destroy(op);
     cuv_buffer_unref(result);
     free(job);
     return rejected(env, CUV_ENOMEM, NULL);
@@ -300,7 +300,7 @@ static napi_value submit(napi_env env, addon_t *a, cuv_op_t *op, napi_value keep
   job->buffer = result;
   int rc = CUV_ENOMEM;
   if (keep && napi_create_reference(env, keep, 1, &job->value) != napi_ok)
-    cuv_op_free(op);
+    cuv_op_destroy(op);
   else
     rc = cuv_uv_submit(a->bridge, op, on_done, job, NULL);
   if (rc < 0)
@@ -431,7 +431,7 @@ static int build_mlp(call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
     }
   }
   if (rc < 0) {
-    cuv_op_free(chain);
+    cuv_op_destroy(chain);
     cuv_buffer_unref(input);
     return rc;
   }

@@ -152,7 +152,7 @@ static cuv_op_t *build(pipeline_t *p) {
       cuv_seq(cuv_shared_clone(inputs), cuv_seq(delay_op(app), axpy)),
       cuv_seq(cuv_shared_clone(inputs), cuv_seq(delay_op(app), mul)),
   };
-  cuv_shared_release(inputs); /* the clones keep it */
+  cuv_shared_unref(inputs); /* the clones keep it */
   return cuv_then(cuv_fork(branches, 2), last_stage, p);
 }
 
@@ -211,7 +211,7 @@ static int load_kernels(app_t *app, const char *ptx) {
       (rc = cuv_kernel_get(&app->mul, mod, "pl_mul")) == 0 &&
       (rc = cuv_kernel_get(&app->sub, mod, "pl_sub")) == 0)
     rc = cuv_kernel_get(&app->delay, mod, "pl_delay");
-  cuv_module_unload(mod); /* the kernels keep it */
+  cuv_module_unref(mod); /* the kernels keep it */
   return rc;
 }
 
@@ -302,11 +302,11 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < app.count; i++)
     free_pipeline(&app.pipelines[i]);
   free(app.pipelines);
-  cuv_kernel_release(app.axpy);
-  cuv_kernel_release(app.mul);
-  cuv_kernel_release(app.sub);
-  cuv_kernel_release(app.delay);
-  cuv_device_close(app.dev);
+  cuv_kernel_unref(app.axpy);
+  cuv_kernel_unref(app.mul);
+  cuv_kernel_unref(app.sub);
+  cuv_kernel_unref(app.delay);
+  cuv_device_unref(app.dev);
   if (closed != 0) {
     fprintf(stderr, "pipeline: the loop still had handles open\n");
     return EXIT_FAILURE;

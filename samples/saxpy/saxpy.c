@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
   }
   if ((rc = cuv_kernel_get(&kernel, mod, "saxpy")) != 0)
     return fail("cuv_kernel_get", rc);
-  cuv_module_unload(mod); /* the kernel keeps the module alive */
+  cuv_module_unref(mod); /* the kernel keeps the module alive */
 
   size_t bytes = (size_t)n * sizeof(float);
   float *x = malloc(bytes), *y = malloc(bytes);
@@ -131,8 +131,8 @@ int main(int argc, char **argv) {
   cuv_output_release(&out);
   cuv_buffer_unref(dx);
   cuv_buffer_unref(dy);
-  cuv_kernel_release(kernel);
-  cuv_device_close(dev);
+  cuv_kernel_unref(kernel);
+  cuv_device_unref(dev);
   free(x);
   free(y);
   return ok ? EXIT_SUCCESS : EXIT_FAILURE;

@@ -25,7 +25,7 @@ int main(void) {
   cuv_uv_close(bridge, NULL, NULL);
   uv_run(&loop, UV_RUN_DEFAULT);
   cuv_buffer_unref(buf);
-  cuv_device_close(dev);
+  cuv_device_unref(dev);
   int closed = uv_loop_close(&loop);
   printf("callbacks %d, status %d, loop close %d\n", calls, status, closed);
   return calls == 1 && status == 0 && closed == 0 ? 0 : 1;

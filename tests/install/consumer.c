@@ -79,10 +79,10 @@ int main(void) {
   cuv_output_release(&out);
   cuv_buffer_unref(buf);
 #ifdef WITH_SIM
-  cuv_kernel_release(kernel);
-  cuv_module_unload(mod);
+  cuv_kernel_unref(kernel);
+  cuv_module_unref(mod);
 #endif
-  cuv_device_close(dev);
+  cuv_device_unref(dev);
   printf("consumer OK\n");
   return 0;
 }

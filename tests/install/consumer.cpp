@@ -26,7 +26,7 @@ int main() {
   const cuv_output_t *a = cuv_tuple_get(&out, 0), *b = cuv_tuple_get(&out, 1);
   bool right = a && b && a->data == &one && b->data == &two && !cuv_tuple_get(&out, 2);
   cuv_output_release(&out);
-  cuv_device_close(dev);
+  cuv_device_unref(dev);
   std::printf("consumer (C++) %s\n", right ? "OK" : "got the wrong tuple");
   return right ? 0 : 1;
 }
