@@ -14,7 +14,7 @@
 #
 #   bench/chain-callgrind.sh [BUILD_DIR] [-- extra cuv-bench-chain args, e.g. --seq]
 #   K1, K2            chain counts (default 20 and 120)
-# The inline spin is disabled (CUDA_ASYNC_SPIN_BUDGET_US=0): under valgrind its polling count
+# The inline spin is disabled (CUV_SPIN_BUDGET_US=0): under valgrind its polling count
 # depends on timing, which would make the figure noisy rather than say more.
 set -euo pipefail
 
@@ -44,7 +44,7 @@ driver_and_self() {
 }
 
 for k in "$k1" "$k2"; do
-  CUV_DRIVER=sim CUDA_ASYNC_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
+  CUV_DRIVER=sim CUV_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$work/cg.$k" "$bench" --chains "$k" "$@" >"$work/log.$k" 2>&1 ||
     { cat "$work/log.$k" >&2; exit 1; }
   all=0

@@ -9,7 +9,7 @@
 #     in driver      ... inside the driver's entry points (the cu* functions of libcuv-sim)
 #     cuv + libuv    ... the rest
 #     libcuv self    ... instructions in libcuv's and libcuv-uv's own code alone
-# The inline spin is off (CUDA_ASYNC_SPIN_BUDGET_US=0, so the loop does not poll either): under
+# The inline spin is off (CUV_SPIN_BUDGET_US=0, so the loop does not poll either): under
 # valgrind the polling count depends on timing. Completions then come from the reactor thread,
 # and how many a wake-up drains at once varies a little from run to run.
 #
@@ -42,7 +42,7 @@ measure() {
 }
 
 for n in "$n1" "$n2"; do
-  CUV_DRIVER=sim CUDA_ASYNC_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
+  CUV_DRIVER=sim CUV_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$work/cg.$n" "$bench" --submissions "$n" --pipelines "$k" \
     >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; exit 1; }
   read -r total driver self < <(measure "$work/cg.$n-01")

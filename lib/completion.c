@@ -100,7 +100,7 @@ static CUresult spin_event(CUevent event, unsigned budget_us) {
   return r;
 }
 
-/* A blocking wait through a host function (CUDA_ASYNC_HOST_SYNC=spin|block): the function only
+/* A blocking wait through a host function (CUV_HOST_SYNC=spin|block): the function only
  * marks (and, for block, signals); the waiter spins on the mark or sleeps on the condition. A
  * dead context never runs host functions, so a waiter also asks the stream every ~2 ms. */
 typedef struct host_mark {

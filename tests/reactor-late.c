@@ -10,7 +10,7 @@
  *   submission on a healthy device cannot take it.
  *
  * One reactor slot (CUV_REACTOR_SLOTS=1), so every arm re-arms the same word, and a 1 s inline
- * spin budget (CUDA_ASYNC_SPIN_BUDGET_US, read once per process), so a spinning submission waits
+ * spin budget (CUV_SPIN_BUDGET_US, read once per process), so a spinning submission waits
  * for its own flag on the submitting thread. The simulator delays flag writes
  * (cuv_sim_set_write_delay_us) and counts late writes that landed on a re-armed word
  * (cuv_sim_stale_writes). On the GPU only the first case runs (results checked); the others need
@@ -238,7 +238,7 @@ static void test_faulted_slot_stays_out(void **state) {
 int main(void) {
   /* Before cuv starts (it reads them once) and before any thread exists. */
   setenv("CUV_REACTOR_SLOTS", "1", 1);
-  setenv("CUDA_ASYNC_SPIN_BUDGET_US", "1000000", 1);
+  setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   cuv_sim_set_device_count(2); /* the simulator only: a GPU machine has what it has */
   cuvt_init();
   const struct CMUnitTest tests[] = {

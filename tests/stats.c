@@ -272,7 +272,7 @@ static void test_fault_and_leak(void **state) {
 
 int main(void) {
   setenv("CUV_REACTOR_SLOTS", "2", 1);
-  setenv("CUDA_ASYNC_SPIN_BUDGET_US", "1000000", 1);
+  setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_executors),

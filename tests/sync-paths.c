@@ -1,4 +1,4 @@
-/* The blocking executors' wait, under each CUDA_ASYNC_HOST_SYNC setting (tests/meson.build runs
+/* The blocking executors' wait, under each CUV_HOST_SYNC setting (tests/meson.build runs
  * this file once per setting): results are right, and on the simulator the host-function path is
  * proven taken (or not) by counting cuLaunchHostFunc calls. */
 #include <stdbool.h>
@@ -13,7 +13,7 @@
 #define N 4096
 
 static const char *host_sync(void) {
-  const char *mode = getenv("CUDA_ASYNC_HOST_SYNC");
+  const char *mode = getenv("CUV_HOST_SYNC");
   return mode ? mode : "";
 }
 
@@ -72,7 +72,7 @@ static void sim_only_host_function_refused(void **state) {
 
 int main(void) {
   cuvt_init();
-  print_message("# CUDA_ASYNC_HOST_SYNC=%s\n", host_sync());
+  print_message("# CUV_HOST_SYNC=%s\n", host_sync());
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sync_results),
       cmocka_unit_test(sim_only_host_function_count),

@@ -1,4 +1,4 @@
-/* A device fault while a bridge submission waits on the reactor (CUDA_ASYNC_SPIN_BUDGET_US=0, set
+/* A device fault while a bridge submission waits on the reactor (CUV_SPIN_BUDGET_US=0, set
  * by tests/meson.build; a process of its own, as a fault kills the context): a slow kernel, then
  * a kernel writing through a bad pointer, on one stream. The faulting submission's flag never
  * lands; the reactor's probe must find the sticky fault and the callback must fire with the CUDA

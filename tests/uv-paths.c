@@ -1,6 +1,6 @@
 /* The libuv bridge on each completion path. tests/meson.build runs this file once per
- * environment (cuv reads it once per process): default, CUDA_ASYNC_SPIN_BUDGET_US=0,
- * CUDA_ASYNC_HOST_SYNC=spin and =block; cuv_stats() proves which path delivered the work.
+ * environment (cuv reads it once per process): default, CUV_SPIN_BUDGET_US=0,
+ * CUV_HOST_SYNC=spin and =block; cuv_stats() proves which path delivered the work.
  * Every scenario checks results against a host reference on fresh random data, that each
  * callback ran exactly once and on the loop thread, that the loop returned by itself after the
  * last callback, and that uv_loop_close succeeds afterwards (no handle leaked). */
@@ -13,7 +13,7 @@
 /* The path this process's environment forces. */
 enum path { PATH_REACTOR, PATH_HOSTFN };
 static enum path expected_path(void) {
-  const char *sync = getenv("CUDA_ASYNC_HOST_SYNC");
+  const char *sync = getenv("CUV_HOST_SYNC");
   return sync && (!strcmp(sync, "spin") || !strcmp(sync, "block")) ? PATH_HOSTFN : PATH_REACTOR;
 }
 
@@ -25,7 +25,7 @@ static void assert_path(const cuv_stats_t *before, uint64_t n) {
                 "%llu\n", (unsigned long long)d.completed, (unsigned long long)d.completed_reactor,
                 (unsigned long long)d.completed_hostfn, (unsigned long long)d.completed_spin,
                 (unsigned long long)d.completed_sync, (unsigned long long)d.fallbacks);
-  const char *budget = getenv("CUDA_ASYNC_SPIN_BUDGET_US");
+  const char *budget = getenv("CUV_SPIN_BUDGET_US");
   assert_int_equal(cuv_spin_budget_us(), budget ? (unsigned)atoi(budget) : 20u); /* env seen */
   assert_int_equal(d.completed_spin, 0); /* the bridge never spins on the submitting thread */
   assert_int_equal(d.completed_sync, 0);
