@@ -606,7 +606,12 @@ static void combine(input_t *in) {
   default: { /* shared */
     int i = free_slot((void **)S.shared, NSHARED);
     cuv_shared_t *sh = cuv_shared(first);
-    CHECK((sh != NULL) == (first != NULL));
+    CHECK(sh != NULL); /* never NULL: without an op its clones carry CUV_EINVAL */
+    if (!first) {
+      cuv_op_t *clone = cuv_shared_clone(sh);
+      CHECK(cuv_op_error(clone) == CUV_EINVAL);
+      cuv_op_destroy(clone);
+    }
     if (i >= 0)
       S.shared[i] = sh;
     else
