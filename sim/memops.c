@@ -222,9 +222,9 @@ static CUresult submit_memop(CUstream h, struct sim_cmd *cmd, CUdeviceptr addr, 
   return r;
 }
 
-CUresult CUDAAPI cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
-                                      unsigned int flags) {
-  SIM_ENTER(cuStreamWriteValue32);
+/* A write of 4 or 8 bytes (wide), enqueued on the stream. */
+static CUresult submit_write(CUstream stream, CUdeviceptr addr, uint64_t value, bool wide,
+                             unsigned int flags) {
   if ((flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   struct write_cmd *c = sim_cmd_new(&write_ops, sizeof *c);
@@ -232,21 +232,20 @@ CUresult CUDAAPI cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint3
     return CUDA_ERROR_OUT_OF_MEMORY;
   c->addr = (void *)(uintptr_t)addr;
   c->value = value;
-  return submit_memop(stream, &c->base, addr, 4);
+  c->wide = wide;
+  return submit_memop(stream, &c->base, addr, wide ? 8 : 4);
+}
+
+CUresult CUDAAPI cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                      unsigned int flags) {
+  SIM_ENTER(cuStreamWriteValue32);
+  return submit_write(stream, addr, value, false, flags);
 }
 
 CUresult CUDAAPI cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, cuuint64_t value,
                                       unsigned int flags) {
   SIM_ENTER(cuStreamWriteValue64);
-  if ((flags & ~(unsigned)CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  struct write_cmd *c = sim_cmd_new(&write_ops, sizeof *c);
-  if (!c)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  c->addr = (void *)(uintptr_t)addr;
-  c->value = value;
-  c->wide = true;
-  return submit_memop(stream, &c->base, addr, 8);
+  return submit_write(stream, addr, value, true, flags);
 }
 
 CUresult CUDAAPI cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, cuuint32_t value,
