@@ -1,7 +1,7 @@
 /* cuv-bench-latency: how fast GPU completions reach a libuv loop, against the raw driver in the
  * same run: the raw rows are the floor (the driver calls alone), and cuv's rows stand beside them.
  *
- *   cuv-bench-latency [--iters N] [--tp-ms MS] [--idle-ms MS]
+ *   cuv-bench-latency [--iters N] [--tp-ms MS] [--idle-ms MS] [--long-ms MS]
  *
  * 1. Latency of one empty kernel, submit -> callback on the loop thread, one in flight, N times
  *    (p50/p90/p99/mean): raw launch + cuStreamSynchronize; raw launch + cuLaunchHostFunc whose
@@ -17,6 +17,9 @@
  *    loop (tp_poller below), and against raw launch + cuLaunchHostFunc.
  * 3. Reactor CPU with nothing in flight: the cuv-reactor thread's CPU time over MS idle
  *    milliseconds after the work (it must park), and the whole process's.
+ * 4. Reactor CPU during long work: one kernel that runs --long-ms milliseconds (sleep_then_write),
+ *    submitted into a cuv_queue that this thread waits on; the cuv-reactor thread's and the
+ *    process's CPU over its run, and how long after the kernel's own duration its callback ran.
  *
  * The raw rows call the driver cuv loaded (CUV_DRIVER: libcuda.so.1, or libcuv-sim, which this
  * program links for the kernels' host twins), resolved with dlopen + cuGetProcAddress_v2, in the
@@ -42,7 +45,7 @@
 #define MAX_K 256
 #define STREAMS 4 /* raw pipelines spread over as many streams as cuv's default policy has */
 
-static int iters = 20000, tp_ms = 500, idle_ms = 1000;
+static int iters = 20000, tp_ms = 500, idle_ms = 1000, long_ms = 2000;
 
 static void die(const char *what, int rc) {
   fprintf(stderr, "cuv-bench-latency: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
@@ -636,6 +639,53 @@ static double process_cpu_s(void) {
          u.ru_stime.tv_usec / 1e6;
 }
 
+/* ---- 4. reactor CPU during one long kernel ---- */
+
+static void long_done(int status, cuv_output_t *out, void *arg) {
+  (void)out;
+  *(int *)arg = status < 0 ? status : 1;
+}
+
+/* One sleep_then_write of `ms` through cuv_submit (no spin: the reactor alone watches it). */
+static void long_kernel_cpu(int ms) {
+  cuv_device_t *d; /* one more reference of the same device */
+  cuv_kernel_t *k;
+  cuv_buffer_t *flag;
+  cuv_queue_t *q;
+  int rc = bench_cuv_kernel(CUV_BENCH_PTX_PATH, "sleep_then_write", &d, &k);
+  if (rc == 0)
+    rc = cuv_buffer_create(&flag, d, sizeof(unsigned));
+  if (rc == 0)
+    rc = cuv_queue_create(&q, NULL, NULL);
+  if (rc < 0)
+    die("long kernel setup", rc);
+  unsigned long long ns = (unsigned long long)ms * 1000000ull;
+  unsigned value = 1;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_WRITE(flag)};
+  cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN};
+  int done = 0;
+  double reactor0 = thread_cpu_s("cuv-reactor"), process0 = process_cpu_s();
+  uint64_t t0 = now_ns();
+  rc = cuv_submit(q, cuv_launch(k, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3), long_done, &done, &opts);
+  while (rc == 0 && done == 0) {
+    cuv_queue_wait(q, 10000);
+    cuv_queue_drain(q);
+  }
+  uint64_t t1 = now_ns();
+  double reactor1 = thread_cpu_s("cuv-reactor"), process1 = process_cpu_s();
+  if (rc < 0 || done < 0)
+    die("long kernel", rc < 0 ? rc : done);
+  double secs = (double)(t1 - t0) / 1e9;
+  printf("\n4. one %d ms kernel (reactor alone): cuv-reactor thread %.2f%% CPU, process %.2f%% CPU "
+         "over its %.3f s; callback %.0f us after the kernel's %d ms\n",
+         ms, 100.0 * (reactor1 - reactor0) / secs, 100.0 * (process1 - process0) / secs, secs,
+         (double)(t1 - t0) / 1e3 - ms * 1000.0, ms);
+  cuv_queue_destroy(q);
+  cuv_buffer_unref(flag);
+  cuv_kernel_unref(k);
+  cuv_device_unref(d);
+}
+
 /* ---- main ---- */
 
 static void print_row(const row_t *r, const row_t *sync, const row_t *hostfn) {
@@ -656,10 +706,13 @@ int main(int argc, char **argv) {
       tp_ms = atoi(argv[++i]);
     else if (strcmp(argv[i], "--idle-ms") == 0 && i + 1 < argc)
       idle_ms = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--long-ms") == 0 && i + 1 < argc)
+      long_ms = atoi(argv[++i]);
     else if (strcmp(argv[i], "--child") == 0 && i + 1 < argc)
       child = argv[++i];
     else {
-      fprintf(stderr, "usage: cuv-bench-latency [--iters N] [--tp-ms MS] [--idle-ms MS]\n");
+      fprintf(stderr,
+              "usage: cuv-bench-latency [--iters N] [--tp-ms MS] [--idle-ms MS] [--long-ms MS]\n");
       return 2;
     }
   }
@@ -738,6 +791,8 @@ int main(int argc, char **argv) {
   printf(" process %.1f%% CPU; slots in use %llu, in flight %llu, reactor wake-ups %llu\n",
          100.0 * (process1 - process0) * 1000 / idle_ms, (unsigned long long)s.slots_in_use,
          (unsigned long long)s.in_flight, (unsigned long long)s.reactor_wakeups);
+  if (long_ms > 0)
+    long_kernel_cpu(long_ms);
 
   uv_loop_close(loop);
   cuv_kernel_unref(empty);

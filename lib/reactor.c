@@ -7,9 +7,10 @@
  * Order (model/slots.pml checks it): reset the flag before the write is enqueued; publish the
  * slot's pair and expected value, count it armed, and only then set its active bit (release);
  * the scanner loads the bit (acquire) before reading what it guards. The thread spins while work
- * makes progress, backs off with short sleeps while armed work is slow (probing the streams about
- * every 2 ms for a sticky fault), and parks when nothing is armed; a registrant wakes it only on
- * the idle-to-active transition, under the park lock, so no wake-up is lost. */
+ * makes progress, backs off with sleeps that grow with how long nothing finished while armed work
+ * is slow (probing the streams about every 2 ms for a sticky fault), and parks when nothing is
+ * armed; a registrant wakes it only on the idle-to-active transition, under the park lock, so no
+ * wake-up is lost. */
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -21,7 +22,13 @@
 #define SPIN_NS 200000ull       /* keep scanning this long after the last progress */
 #define PARK_SPIN_NS 50000ull   /* with nothing armed, linger this long before parking */
 #define PROBE_NS 2000000ull     /* probe streams of stuck work this often */
-#define BACKOFF_MAX_NS 20000ull /* so long work is seen at most ~20 us late */
+/* The back-off sleep grows to 1/AGE_SHARE of how long no armed work has finished, between the
+ * floor and the ceiling: work that runs for T is seen at most about T/64 late (and never more
+ * than 20 us late below 1.3 ms), while a kernel of seconds costs the thread a few hundred short
+ * wake-ups a second instead of tens of thousands. */
+#define BACKOFF_FLOOR_NS 20000ull
+#define BACKOFF_CEIL_NS 2000000ull
+#define AGE_SHARE 64u
 
 typedef struct slot {
   cuv_stream_t *stream; /* where the write was enqueued (kept alive by the armer until it fires) */
@@ -358,6 +365,13 @@ static void probe_watched(void) {
   free(streams);
 }
 
+/* The longest back-off sleep while armed work has made no progress for `quiet` ns. */
+static uint64_t backoff_limit(uint64_t quiet) {
+  uint64_t limit = quiet / AGE_SHARE;
+  return limit < BACKOFF_FLOOR_NS ? BACKOFF_FLOOR_NS
+                                  : limit > BACKOFF_CEIL_NS ? BACKOFF_CEIL_NS : limit;
+}
+
 static void sleep_ns(uint64_t ns) {
   struct timespec t = {0, (long)ns};
   nanosleep(&t, NULL);
@@ -424,7 +438,8 @@ static void *reactor_main(void *arg) {
       probe_watched();
       last_probe = now;
     }
-    backoff = backoff ? (backoff * 2 > BACKOFF_MAX_NS ? BACKOFF_MAX_NS : backoff * 2) : 1000;
+    uint64_t limit = backoff_limit(now - last_progress);
+    backoff = backoff ? (backoff * 2 > limit ? limit : backoff * 2) : 1000;
     sleep_ns(backoff);
   }
   return NULL;
