@@ -21,9 +21,14 @@
  *    submitted into a cuv_queue that this thread waits on; the cuv-reactor thread's and the
  *    process's CPU over its run, and how long after the kernel's own duration its callback ran.
  *
+ * With CUV_BENCH_CSV_DIR set (an existing folder), each latency row also writes its distribution
+ * (latency-<row>.csv: quantile, microseconds; 201 points) and section 2 writes throughput.csv
+ * (K, raw flag, raw hostfn, cuv bridge, completions/s), for bench/plot.sh.
+ *
  * The raw rows call the driver cuv loaded (CUV_DRIVER: libcuda.so.1, or libcuv-sim, which this
  * program links for the kernels' host twins), resolved with dlopen + cuGetProcAddress_v2, in the
  * context cuv uses. Kernels come from the test module (tests/kernels). */
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -67,8 +72,41 @@ static int cmp_u64(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* CUV_BENCH_CSV_DIR/NAME, opened for writing, or NULL when the variable is unset. */
+static FILE *csv_open(const char *name) {
+  const char *dir = getenv("CUV_BENCH_CSV_DIR");
+  if (!dir || !*dir)
+    return NULL;
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "w");
+  if (!f)
+    fprintf(stderr, "cuv-bench-latency: cannot write %s\n", path);
+  return f;
+}
+
+/* The sorted samples of a row as 201 quantiles, in latency-<row>.csv (the row's name with every
+ * character but letters and digits made '-'). */
+static void csv_distribution(const char *name, const uint64_t *sorted, int n) {
+  char file[160] = "latency-";
+  size_t at = strlen(file);
+  for (const char *c = name; *c && at < sizeof file - 5; c++)
+    file[at++] = isalnum((unsigned char)*c) ? (char)tolower((unsigned char)*c) : '-';
+  snprintf(file + at, sizeof file - at, ".csv");
+  FILE *f = csv_open(file);
+  if (!f)
+    return;
+  fprintf(f, "# %s\nquantile,us\n", name);
+  for (int i = 0; i <= 200; i++) {
+    int k = (int)((long long)(n - 1) * i / 200);
+    fprintf(f, "%.3f,%.3f\n", i / 200.0, sorted[k] / 1e3);
+  }
+  fclose(f);
+}
+
 static row_t summarize(const char *name, uint64_t *v, int n) {
   qsort(v, (size_t)n, sizeof *v, cmp_u64);
+  csv_distribution(name, v, n);
   double sum = 0;
   for (int i = 0; i < n; i++)
     sum += (double)v[i];
@@ -763,14 +801,21 @@ int main(int argc, char **argv) {
   printf("%5s %12s %12s %12s %9s %9s   %s\n", "K", "raw flag", "raw hostfn", "cuv bridge",
          "/flag", "/hostfn", "loop-thread us per submit: flag, hostfn, cuv");
   static const int ks[] = {1, 4, 16, 64, 256};
+  FILE *tp_csv = csv_open("throughput.csv");
+  if (tp_csv)
+    fprintf(tp_csv, "K,raw_flag,raw_hostfn,cuv_bridge\n");
   for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
     double us_flag, us_hostfn, us_cuv;
     double flag = throughput(TP_FLAG, ks[i], &us_flag);
     double hostfn = throughput(TP_HOSTFN, ks[i], &us_hostfn);
     double cuv = throughput(TP_BRIDGE, ks[i], &us_cuv);
+    if (tp_csv)
+      fprintf(tp_csv, "%d,%.0f,%.0f,%.0f\n", ks[i], flag, hostfn, cuv);
     printf("%5d %12.0f %12.0f %12.0f %8.2fx %8.2fx   %6.2f %6.2f %6.2f\n", ks[i], flag, hostfn,
            cuv, cuv / flag, cuv / hostfn, us_flag, us_hostfn, us_cuv);
   }
+  if (tp_csv)
+    fclose(tp_csv);
   printf("targets (H200): /flag >= 0.95 and /hostfn >= 2.0 at K = 64..256\n");
 
   /* Nothing in flight now: the reactor should park after its short linger. */

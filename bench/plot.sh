@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Turns cuv-bench-latency's CSV files (CUV_BENCH_CSV_DIR) into SVG charts with gnuplot:
+#   latency-cdf.svg   submit -> callback latency, one CDF per row (raw and cuv), log scale
+#   throughput.svg    completions/s into one loop against K pipelines (raw flag, raw hostfn, cuv)
+#
+#   bench/plot.sh CSV_DIR OUT_DIR
+# Needs gnuplot (Debian's gnuplot-nox).
+set -eu
+csv=${1:?usage: bench/plot.sh CSV_DIR OUT_DIR}
+out=${2:?usage: bench/plot.sh CSV_DIR OUT_DIR}
+command -v gnuplot >/dev/null || { echo "bench/plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 77; }
+mkdir -p "$out"
+
+# One CDF per latency file; the title is the row name on the file's first line.
+curves=""
+for f in "$csv"/latency-*.csv; do
+  [ -e "$f" ] || continue
+  title=$(head -n 1 "$f" | sed 's/^# //; s/"/'"'"'/g')
+  dash=1 # the raw baselines dashed, cuv's rows solid
+  case $(basename "$f") in latency-raw-*) dash=2 ;; esac
+  curves="$curves${curves:+, }'$f' using 2:1 skip 2 with lines lw 2 dt $dash title \"$title\""
+done
+if [ -n "$curves" ]; then
+  gnuplot <<GP
+set terminal svg size 1100,560 dynamic font 'sans,11' noenhanced
+set output '$out/latency-cdf.svg'
+set datafile separator ','
+set title 'empty kernel, submit -> callback on the loop thread (cuv-bench-latency, section 1)'
+set xlabel 'microseconds (log scale)'
+set ylabel 'fraction of submissions'
+set logscale x
+set xrange [5:100]
+set yrange [0:1]
+set grid
+set key outside right center font ',9'
+plot $curves
+GP
+fi
+
+if [ -f "$csv/throughput.csv" ]; then
+  gnuplot <<GP
+set terminal svg size 900,480 dynamic font 'sans,11' noenhanced
+set output '$out/throughput.svg'
+set datafile separator ','
+set title 'K pipelines into one loop thread (cuv-bench-latency, section 2)'
+set xlabel 'K (pipelines in flight, log scale)'
+set ylabel 'completions per second'
+set logscale x 2
+set grid
+set key left top
+plot '$csv/throughput.csv' using 1:2 skip 1 with linespoints lw 2 title 'raw launch + flag, spinning thread', \
+     '' using 1:3 skip 1 with linespoints lw 2 title 'raw launch + host function', \
+     '' using 1:4 skip 1 with linespoints lw 2 title 'cuv bridge (cuv_uv_submit)'
+GP
+fi
+ls "$out"
