@@ -11,6 +11,19 @@ out=${2:?usage: bench/plot.sh CSV_DIR OUT_DIR}
 command -v gnuplot >/dev/null || { echo "bench/plot.sh: gnuplot not found (apt-get install gnuplot-nox)" >&2; exit 77; }
 mkdir -p "$out"
 
+# The lines every chart starts with: preamble WIDTH HEIGHT FILE TITLE XLABEL YLABEL.
+preamble() {
+  cat <<GP
+set terminal svg size $1,$2 dynamic font 'sans,11' noenhanced
+set output '$out/$3'
+set datafile separator ','
+set title '$4'
+set xlabel '$5'
+set ylabel '$6'
+set grid
+GP
+}
+
 # One CDF per latency file; the title is the row name on the file's first line.
 curves=""
 for f in "$csv"/latency-*.csv; do
@@ -21,36 +34,31 @@ for f in "$csv"/latency-*.csv; do
   curves="$curves${curves:+, }'$f' using 2:1 skip 2 with lines lw 2 dt $dash title \"$title\""
 done
 if [ -n "$curves" ]; then
-  gnuplot <<GP
-set terminal svg size 1100,560 dynamic font 'sans,11' noenhanced
-set output '$out/latency-cdf.svg'
-set datafile separator ','
-set title 'empty kernel, submit -> callback on the loop thread (cuv-bench-latency, section 1)'
-set xlabel 'microseconds (log scale)'
-set ylabel 'fraction of submissions'
+  {
+    preamble 1100 560 latency-cdf.svg \
+      'empty kernel, submit -> callback on the loop thread (cuv-bench-latency, section 1)' \
+      'microseconds (log scale)' 'fraction of submissions'
+    cat <<GP
 set logscale x
 set xrange [5:100]
 set yrange [0:1]
-set grid
 set key outside right center font ',9'
 plot $curves
 GP
+  } | gnuplot
 fi
 
 if [ -f "$csv/throughput.csv" ]; then
-  gnuplot <<GP
-set terminal svg size 900,480 dynamic font 'sans,11' noenhanced
-set output '$out/throughput.svg'
-set datafile separator ','
-set title 'K pipelines into one loop thread (cuv-bench-latency, section 2)'
-set xlabel 'K (pipelines in flight, log scale)'
-set ylabel 'completions per second'
+  {
+    preamble 900 480 throughput.svg 'K pipelines into one loop thread (cuv-bench-latency, section 2)' \
+      'K (pipelines in flight, log scale)' 'completions per second'
+    cat <<GP
 set logscale x 2
-set grid
 set key left top
 plot '$csv/throughput.csv' using 1:2 skip 1 with linespoints lw 2 title 'raw launch + flag, spinning thread', \
      '' using 1:3 skip 1 with linespoints lw 2 title 'raw launch + host function', \
      '' using 1:4 skip 1 with linespoints lw 2 title 'cuv bridge (cuv_uv_submit)'
 GP
+  } | gnuplot
 fi
 ls "$out"
