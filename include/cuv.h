@@ -474,17 +474,17 @@ typedef struct cuv_stats {
   uint64_t submitted;          /* cuv_submit / sync / enqueue executions accepted */
   uint64_t completed;          /* submissions proven complete */
   uint64_t completed_spin;     /* ... by the inline spin */
-  uint64_t completed_reactor;  /* ... by the flag-write reactor */
+  uint64_t completed_reactor;  /* ... by the timeline reactor (a stream's word reached it) */
   uint64_t completed_polled;   /* ... of those, seen by a cuv_poll caller, not the reactor thread */
   uint64_t completed_hostfn;   /* ... by the host-callback path */
   uint64_t completed_sync;     /* ... by a blocking executor's wait */
   uint64_t completed_event;    /* ... by an event behind cuv_enqueue_on work */
-  uint64_t fallbacks;          /* reactor could not take the work: pool full or write failed */
+  uint64_t fallbacks;          /* to a host callback: the stream's word could not be written */
   uint64_t faults;             /* submissions completed with a device fault */
   uint64_t waits_inserted;     /* event waits cuv inserted between streams */
   uint64_t leaked;             /* submissions whose resources were leaked (completion unprovable) */
   uint64_t in_flight;          /* submissions not yet proven complete */
-  uint64_t slots_in_use;       /* reactor slots armed now */
+  uint64_t slots_in_use;       /* submissions waiting in the reactor now (on stream words) */
   uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
 } cuv_stats_t;
 

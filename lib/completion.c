@@ -1,9 +1,10 @@
 /* Learning that GPU work finished, by the first of these paths to see it:
  * 1. inline spin on the submitting thread for the spin budget (cuv_config_t.spin_budget_us; plain
- *    loads of the submission's reactor flag, so no driver call while spinning);
- * 2. the flag-write reactor (reactor.c);
- * 3. a host function (cuLaunchHostFunc) when the reactor cannot take the work, or always with
- *    cuv_config_t.host_sync spin or block. The host function only marks and notifies.
+ *    loads of the stream's timeline word, so no driver call while spinning);
+ * 2. the timeline reactor (reactor.c), which the submission joins when the spin did not see it;
+ * 3. a host function (cuLaunchHostFunc) when the stream's word cannot be written (a driver or
+ *    device without stream memory operations), or always with cuv_config_t.host_sync spin or
+ *    block. The host function only marks and notifies.
  * Whichever path sees the end first claims the submission; it is delivered to its queue once.
  * The blocking executors use an event instead (spin on it, then block), or with host_sync a host
  * function whose mark they spin on (spin) or sleep on (block). */
@@ -31,13 +32,14 @@ void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
   cuv__queue_push(sub->queue, sub);
 }
 
-/* Spins on the armed flag for the budget. True when the submission was completed here: its flag
- * landed, or (checked once when the budget ran out) its stream reports a fault. */
+/* Spins on the stream's word for the budget. True when the submission was completed here: the
+ * word reached its number, or (checked once when the budget ran out) its stream reports a fault.
+ * The submission is not in its stream's pending list while it spins (it joins it only when this
+ * fails), so the reactor never sees it and is not woken for it. */
 static bool inline_spin(cuv__submission_t *sub) {
   uint64_t deadline = cuv__now_ns() + (uint64_t)cuv__config.spin_budget_us * 1000u;
   do {
-    if (cuv__reactor_landed(sub->slot)) {
-      cuv__reactor_disarm(sub->slot);
+    if (cuv__reactor_landed(sub->stream, &sub->tl)) {
       cuv__complete(sub, 0, CUV__PATH_SPIN);
       return true;
     }
@@ -45,12 +47,13 @@ static bool inline_spin(cuv__submission_t *sub) {
   int status = cuv__cu(cuv__drv.cuStreamQuery(sub->stream->cu));
   if (!cuv_status_is_fault(status))
     return false; /* running, just done, or a transient error (which proves nothing) */
-  /* A fault: the flag will never land, and the slot stays out of the pool. */
+  /* A fault: the word will never reach the number, and writes of the stream may still land. */
+  cuv__reactor_faulted(sub->stream);
   cuv__complete(sub, status, CUV__PATH_SPIN);
   return true;
 }
 
-/* The reactor's firing: the slot's write landed, or the stream faulted. */
+/* The reactor's firing: the stream's word reached the submission's number, or it faulted. */
 static void reactor_fired(void *sub, int status) { cuv__complete(sub, status, CUV__PATH_REACTOR); }
 
 static void CUDA_CB hostfn_done(void *arg) {
@@ -73,19 +76,23 @@ static void arm_hostfn(cuv__submission_t *sub) {
   cuv__complete(sub, status, CUV__PATH_SYNC);
 }
 
+/* Safe from any number of threads at once, on one stream or several: the timeline numbers the
+ * submissions of a stream under its lock (reactor.c). Submissions armed without the spin are fired
+ * in their stream's order; one that spins completes when its thread sees its number, possibly
+ * ahead of older ones of its stream still waiting for the reactor. */
 void cuv__arm(cuv__submission_t *sub, bool may_spin) {
   if (cuv__config.host_sync == CUV_HOST_SYNC_OFF) {
-    int rc = cuv__reactor_arm(sub->stream, &sub->slot);
+    int rc = cuv__reactor_arm(sub->stream, &sub->tl);
     if (rc == 0) {
       if (!(may_spin && cuv__config.spin_budget_us && inline_spin(sub)))
-        cuv__reactor_register(sub->slot, reactor_fired, sub);
+        cuv__reactor_register(sub->stream, &sub->tl, reactor_fired, sub);
       return;
     }
     if (cuv_status_is_fault(rc)) {
       cuv__complete(sub, rc, CUV__PATH_SYNC);
       return;
     }
-    CUV__STAT_ADD(fallbacks, 1); /* pool exhausted, or stream memory operations failed */
+    CUV__STAT_ADD(fallbacks, 1); /* the word's write failed: no stream memory operations */
   }
   arm_hostfn(sub);
 }

@@ -1,16 +1,28 @@
-/* The flag-write reactor. Arming a slot enqueues cuStreamWriteValue32(slot, generation) behind a
- * submission's work; one thread, cuv-reactor, scans the armed slots with plain loads and completes
- * the (function, token) pair its armer registered once the slot's generation landed. Generations,
- * not a bare 1, so a late write can never complete a reused slot. The reactor knows streams, not
- * what runs on them: whoever arms decides what a firing means (completion.c).
+/* The timeline reactor. Each stream that arms work gets one pinned, device-mapped 64-bit word from
+ * a process-wide pool; arming a submission, under the stream's timeline lock, takes the stream's
+ * next sequence number and enqueues cuStreamWriteValue64(word, seq) behind the submission's work,
+ * so the word only ever rises and word >= seq proves every armed submission of the stream up to
+ * seq. A registered submission waits in its stream's pending list, in sequence order; a stream
+ * whose list is non-empty is active. One thread, cuv-reactor, scans the active streams: it reads
+ * each word once and fires, in order, the (function, token) pair of every pending entry it
+ * covers, deactivating a stream whose list it emptied under that stream's lock. The reactor knows
+ * streams, not what runs on them: whoever arms decides what a firing means (completion.c).
  *
- * Order (model/slots.pml checks it): reset the flag before the write is enqueued; publish the
- * slot's pair and expected value, count it armed, and only then set its active bit (release);
- * the scanner loads the bit (acquire) before reading what it guards. The thread spins while work
- * makes progress, backs off with sleeps that grow with how long nothing finished while armed work
- * is slow (probing the streams about every 2 ms for a sticky fault), and parks when nothing is
- * armed; a registrant wakes it only on the idle-to-active transition, under the park lock, so no
- * wake-up is lost. */
+ * model/timeline.pml checks this protocol: numbering and the write's enqueueing under one lock
+ * (else a later number can reach the word first and the word goes back), activation counted
+ * before the stream is linked, the wake-up of a parked reactor under the park lock on the
+ * 0 -> 1 transition of the count, and the count re-checked under that lock before parking.
+ *
+ * A word outlives its stream: given back to the pool with the stream's last number, it is taken
+ * by the next stream with its numbering continuing from there, so a write of the old stream still
+ * to land (the probe below completes work whose write had not landed) carries a number below
+ * anything the new stream waits for. A stream that faulted keeps its word out of the pool for
+ * good.
+ *
+ * The thread spins while work makes progress, backs off with sleeps that grow with how long
+ * nothing finished while work is armed, probes the active streams whose word did not move about
+ * every 2 ms for a sticky fault, and parks when nothing is armed. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
@@ -19,9 +31,9 @@
 #include "internal.h"
 #include "reactor.h"
 
-#define SPIN_NS 200000ull       /* keep scanning this long after the last progress */
-#define PARK_SPIN_NS 50000ull   /* with nothing armed, linger this long before parking */
-#define PROBE_NS 2000000ull     /* probe streams of stuck work this often */
+#define SPIN_NS 200000ull     /* keep scanning this long after the last progress */
+#define PARK_SPIN_NS 50000ull /* with nothing armed, linger this long before parking */
+#define PROBE_NS 2000000ull   /* probe streams of stuck work this often */
 /* The back-off sleep grows to 1/AGE_SHARE of how long no armed work has finished, between the
  * floor and the ceiling: work that runs for T is seen at most about T/64 late (and never more
  * than 20 us late below 1.3 ms), while a kernel of seconds costs the thread a few hundred short
@@ -30,30 +42,28 @@
 #define BACKOFF_CEIL_NS 2000000ull
 #define AGE_SHARE 64u
 
-typedef struct slot {
-  cuv_stream_t *stream; /* where the write was enqueued (kept alive by the armer until it fires) */
-  cuv__reactor_fn fn;
-  void *token;
-  uint32_t expect;
-  uint32_t generation;  /* the last generation handed out */
-  uint32_t next_free;
-  bool idle_seen;       /* the last probe found the stream idle but the flag not landed */
-} slot_t;
+/* The word pool grows by chunks of pinned memory, never freed (the GPU may write a word late). */
+#define CHUNK_WORDS 4096u
+#define MAX_CHUNKS 4096u
+
+static struct {
+  pthread_mutex_t lock;
+  uint64_t *host[MAX_CHUNKS]; /* pinned, device-mapped, portable; written by the GPU */
+  CUdeviceptr dev[MAX_CHUNKS];
+  uint64_t *last_seq[MAX_CHUNKS]; /* per word: the last number its streams handed out */
+  uint32_t nchunks;
+  uint32_t fresh; /* words below this index were handed out at least once */
+  uint32_t *free; /* given-back words, taken last in, first out */
+  uint32_t nfree, cap_free;
+} P = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static struct {
   pthread_once_t once;
   int init_status;
-  uint32_t *flags;            /* pinned, device-mapped; written by the GPU */
-  CUdeviceptr flags_dev;
-  CUcontext owner;            /* the context the flags were allocated in */
-  slot_t *slots;
-  uint32_t nslots;
-  _Atomic uint64_t *active;   /* one bit per armed slot */
-  uint32_t nwords;
-  pthread_mutex_t scan_lock;  /* one scanner at a time: the thread, or a cuv_poll caller */
-  pthread_mutex_t free_lock;
-  uint32_t free_head;         /* UINT32_MAX when empty */
-  atomic_uint armed;          /* slots armed + host-callback submissions watched */
+  pthread_mutex_t scan_lock;    /* one scanner at a time: the thread, or a cuv_poll caller */
+  pthread_mutex_t active_lock;  /* guards the links of the active list */
+  cuv__timeline_t *active_head; /* streams with pending entries; only scanners unlink */
+  atomic_uint armed;            /* active streams + host-callback submissions watched */
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   bool parked, started;
@@ -63,74 +73,26 @@ static struct {
   cuv__watch_t *watch_head;
 } R = {.once = PTHREAD_ONCE_INIT,
        .scan_lock = PTHREAD_MUTEX_INITIALIZER,
-       .free_lock = PTHREAD_MUTEX_INITIALIZER,
+       .active_lock = PTHREAD_MUTEX_INITIALIZER,
        .park_lock = PTHREAD_MUTEX_INITIALIZER,
        .park_cond = PTHREAD_COND_INITIALIZER,
        .watch_lock = PTHREAD_MUTEX_INITIALIZER};
 
 static void *reactor_main(void *arg);
 
-/* ---- set-up (first arm; the caller's context is current) ---- */
-
-/* The flags, pinned and mapped, in the current context. */
-static int alloc_flags(void) {
-  void *host = NULL;
-  int rc = cuv__cu(cuv__drv.cuMemHostAlloc(&host, (size_t)R.nslots * sizeof(uint32_t),
-                                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
-  if (rc == 0 && (rc = cuv__cu(cuv__drv.cuMemHostGetDevicePointer(&R.flags_dev, host, 0))) < 0)
-    cuv__drv.cuMemFreeHost(host);
-  if (rc < 0)
-    return rc;
-  R.flags = host;
-  memset(R.flags, 0, (size_t)R.nslots * sizeof(uint32_t));
-  cuv__drv.cuCtxGetCurrent(&R.owner);
-  return 0;
+static cuv_stream_t *stream_of(cuv__timeline_t *t) {
+  return (cuv_stream_t *)((char *)t - offsetof(cuv_stream_t, timeline));
 }
 
-/* Every slot free, in index order. */
-static void reset_free_list(void) {
-  for (uint32_t i = 0; i < R.nslots; i++)
-    R.slots[i].next_free = i + 1 < R.nslots ? i + 1 : UINT32_MAX;
-  R.free_head = 0;
-}
-
-static int alloc_slots(void) {
-  R.nslots = cuv__config.reactor_slots ? cuv__config.reactor_slots : 1;
-  R.nwords = (R.nslots + 63) / 64;
-  int rc = alloc_flags();
-  if (rc < 0)
-    return rc;
-  R.slots = calloc(R.nslots, sizeof *R.slots);
-  R.active = calloc(R.nwords, sizeof *R.active);
-  if (!R.slots || !R.active)
-    return CUV_ENOMEM;
-  reset_free_list();
-  return 0;
-}
-
-/* The device whose context the first arm runs in (init_once runs on that thread). */
-static __thread CUdevice arming_device;
-
-/* The flags live in the primary context of the device that armed first. Closing the last
- * cuv_device_t of that device releases cuv's hold on its context, and a context whose last hold
- * goes is destroyed with its memory: the flags would be freed under the next arm (another device
- * still using them, or the same device opened again). So the reactor holds that context itself,
- * for the life of the process, like the flags. */
-static int keep_owner_context(void) {
-  CUcontext ctx;
-  return cuv__cu(cuv__drv.cuDevicePrimaryCtxRetain(&ctx, arming_device));
-}
+/* ---- set-up (first arm) ---- */
 
 static void init_once(void) {
-  R.init_status = alloc_slots();
-  if (R.init_status == 0)
-    R.init_status = keep_owner_context();
-  if (R.init_status == 0 && pthread_create(&R.thread, NULL, reactor_main, NULL) != 0)
+  if (pthread_create(&R.thread, NULL, reactor_main, NULL) != 0) {
     R.init_status = CUV_ETHREAD;
-  if (R.init_status == 0) {
-    pthread_setname_np(R.thread, "cuv-reactor");
-    R.started = true;
+    return;
   }
+  pthread_setname_np(R.thread, "cuv-reactor");
+  R.started = true;
 }
 
 /* Stops the thread when the library goes away (dlclose or exit), so it never runs unmapped code. */
@@ -145,57 +107,121 @@ __attribute__((destructor)) static void reactor_shutdown(void) {
   R.started = false;
 }
 
-/* ---- the slot pool ---- */
+/* ---- the word pool ---- */
 
-static uint32_t slot_take(void) {
-  pthread_mutex_lock(&R.free_lock);
-  uint32_t i = R.flags ? R.free_head : UINT32_MAX;
-  if (i != UINT32_MAX)
-    R.free_head = R.slots[i].next_free;
-  pthread_mutex_unlock(&R.free_lock);
-  return i;
-}
-
-static void slot_put(uint32_t i) {
-  R.slots[i].stream = NULL;
-  R.slots[i].fn = NULL;
-  pthread_mutex_lock(&R.free_lock);
-  R.slots[i].next_free = R.free_head;
-  R.free_head = i;
-  pthread_mutex_unlock(&R.free_lock);
-}
-
-int cuv__reactor_arm(cuv_stream_t *stream, uint32_t *armed) {
-  arming_device = stream->dev->cu;
-  pthread_once(&R.once, init_once);
-  if (R.init_status < 0)
-    return R.init_status;
-  uint32_t i = slot_take();
-  if (i == UINT32_MAX)
-    return CUV_EBUSY;
-  slot_t *slot = &R.slots[i];
-  uint32_t gen = slot->generation + 1;
-  gen += gen == 0; /* 0 is the reset value, never a generation */
-  slot->generation = gen;
-  slot->expect = gen;
-  slot->idle_seen = false;
-  __atomic_store_n(&R.flags[i], 0, __ATOMIC_RELAXED);
-  CUresult r = cuv__drv.cuStreamWriteValue32(stream->cu, R.flags_dev + i * sizeof(uint32_t), gen,
-                                             CU_STREAM_WRITE_VALUE_DEFAULT);
-  if (r != CUDA_SUCCESS) {
-    slot_put(i);
-    return cuv__cu(r);
+/* Another chunk of words, pinned and mapped, in the current context (the arming stream's device).
+ * Portable, so every context's streams may write them. Closing the last cuv_device_t of that
+ * device releases cuv's hold on its primary context, and a context whose last hold goes is
+ * destroyed with its memory: the words would be freed under streams of other devices (or of the
+ * same device opened again). So the pool holds that context itself, for the life of the process,
+ * like the words. The caller holds P.lock. */
+static int grow_pool(cuv_device_t *dev) {
+  if (P.nchunks == MAX_CHUNKS)
+    return CUV_ENOMEM;
+  uint64_t *last = calloc(CHUNK_WORDS, sizeof *last);
+  if (!last)
+    return CUV_ENOMEM;
+  void *host = NULL;
+  CUdeviceptr devptr = 0;
+  CUcontext ctx;
+  int rc = cuv__cu(cuv__drv.cuMemHostAlloc(&host, CHUNK_WORDS * sizeof(uint64_t),
+                                           CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+  if (rc == 0 && (rc = cuv__cu(cuv__drv.cuMemHostGetDevicePointer(&devptr, host, 0))) == 0)
+    rc = cuv__cu(cuv__drv.cuDevicePrimaryCtxRetain(&ctx, dev->cu));
+  if (rc < 0) {
+    if (host)
+      cuv__drv.cuMemFreeHost(host);
+    free(last);
+    return rc;
   }
-  slot->stream = stream;
-  *armed = i;
+  memset(host, 0, CHUNK_WORDS * sizeof(uint64_t));
+  P.host[P.nchunks] = host;
+  P.dev[P.nchunks] = devptr;
+  P.last_seq[P.nchunks] = last;
+  P.nchunks++;
   return 0;
 }
 
-bool cuv__reactor_landed(uint32_t slot) {
-  return __atomic_load_n(&R.flags[slot], __ATOMIC_ACQUIRE) == R.slots[slot].expect;
+static void release_word(cuv_stream_t *stream);
+
+/* Gives the stream a word: the last one given back, else a fresh one. Its numbering continues
+ * from the word's last number. The caller holds the stream's timeline lock. */
+static int take_word(cuv_stream_t *stream) {
+  cuv__timeline_t *t = &stream->timeline;
+  pthread_mutex_lock(&P.lock);
+  int rc = 0;
+  uint32_t i;
+  if (P.nfree)
+    i = P.free[--P.nfree];
+  else if (P.fresh < P.nchunks * CHUNK_WORDS || (rc = grow_pool(stream->dev)) == 0)
+    i = P.fresh++;
+  if (rc == 0) {
+    t->word_index = i;
+    t->word = &P.host[i / CHUNK_WORDS][i % CHUNK_WORDS];
+    t->word_dev = P.dev[i / CHUNK_WORDS] + (i % CHUNK_WORDS) * sizeof(uint64_t);
+    t->seq = P.last_seq[i / CHUNK_WORDS][i % CHUNK_WORDS];
+    t->probe_word = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+    stream->timeline_release = release_word;
+  }
+  pthread_mutex_unlock(&P.lock);
+  return rc;
 }
 
-void cuv__reactor_disarm(uint32_t slot) { slot_put(slot); }
+/* The stream's last reference went (stream.c): its word goes back with its last number, unless
+ * a fault left writes of it possibly still to land. */
+static void release_word(cuv_stream_t *stream) {
+  cuv__timeline_t *t = &stream->timeline;
+  if (!t->word || t->faulted)
+    return;
+  pthread_mutex_lock(&P.lock);
+  uint32_t i = t->word_index;
+  P.last_seq[i / CHUNK_WORDS][i % CHUNK_WORDS] = t->seq;
+  if (P.nfree == P.cap_free) {
+    uint32_t cap = P.cap_free ? 2 * P.cap_free : 64;
+    uint32_t *grown = realloc(P.free, cap * sizeof *grown);
+    if (grown) {
+      P.free = grown;
+      P.cap_free = cap;
+    }
+  }
+  if (P.nfree < P.cap_free) /* else the word is lost: harmless */
+    P.free[P.nfree++] = i;
+  pthread_mutex_unlock(&P.lock);
+  t->word = NULL;
+}
+
+/* ---- arming ---- */
+
+int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e) {
+  pthread_once(&R.once, init_once);
+  if (R.init_status < 0)
+    return R.init_status;
+  cuv__timeline_t *t = &stream->timeline;
+  pthread_mutex_lock(&t->lock);
+  int rc = t->word ? 0 : take_word(stream);
+  if (rc == 0) {
+    /* Numbered and enqueued under the one lock: numbers reach the word in order. */
+    uint64_t seq = t->seq + 1;
+    rc = cuv__cu(
+        cuv__drv.cuStreamWriteValue64(stream->cu, t->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (rc == 0)
+      t->seq = e->seq = seq;
+    else if (cuv_status_is_fault(rc))
+      t->faulted = true;
+  }
+  pthread_mutex_unlock(&t->lock);
+  return rc;
+}
+
+bool cuv__reactor_landed(cuv_stream_t *stream, const cuv__tl_entry_t *e) {
+  return __atomic_load_n(stream->timeline.word, __ATOMIC_ACQUIRE) >= e->seq;
+}
+
+void cuv__reactor_faulted(cuv_stream_t *stream) {
+  pthread_mutex_lock(&stream->timeline.lock);
+  stream->timeline.faulted = true;
+  pthread_mutex_unlock(&stream->timeline.lock);
+}
 
 /* Wakes the thread if it parked. Called by whoever moved `armed` from 0: the thread parks only
  * while armed is 0, checked under the park lock, so taking that lock here cannot miss it. */
@@ -206,12 +232,52 @@ static void wake(void) {
   pthread_mutex_unlock(&R.park_lock);
 }
 
-void cuv__reactor_register(uint32_t i, cuv__reactor_fn fn, void *token) {
-  R.slots[i].fn = fn;
-  R.slots[i].token = token;
+/* Links e into t's list in sequence order. An armer that spun first registers after later numbers
+ * of the stream may have, so it walks from the head; everyone else appends. The caller holds
+ * t->lock. */
+static void insert_sorted(cuv__timeline_t *t, cuv__tl_entry_t *e) {
+  if (!t->tail || t->tail->seq < e->seq) {
+    if (t->tail)
+      t->tail->next = e;
+    else
+      t->head = e;
+    t->tail = e;
+  } else if (t->head->seq > e->seq) {
+    e->next = t->head;
+    t->head = e;
+  } else {
+    cuv__tl_entry_t *at = t->head;
+    while (at->next->seq < e->seq)
+      at = at->next;
+    e->next = at->next;
+    at->next = e;
+  }
+  atomic_store_explicit(&t->head_seq, t->head->seq, memory_order_release);
+}
+
+void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e, cuv__reactor_fn fn,
+                           void *token) {
+  cuv__timeline_t *t = &stream->timeline;
+  e->fn = fn;
+  e->token = token;
+  e->next = NULL;
   CUV__STAT_ADD(slots_in_use, 1);
-  unsigned before = atomic_fetch_add(&R.armed, 1); /* counted before the bit is set */
-  atomic_fetch_or_explicit(&R.active[i / 64], 1ull << (i % 64), memory_order_release);
+  unsigned before = 1;
+  pthread_mutex_lock(&t->lock);
+  insert_sorted(t, e);
+  if (!t->active) {
+    /* Counted before it is linked: a scanner may empty and unlink it at once. */
+    before = atomic_fetch_add(&R.armed, 1);
+    t->active = true;
+    pthread_mutex_lock(&R.active_lock);
+    t->active_prev = NULL;
+    t->active_next = R.active_head;
+    if (R.active_head)
+      R.active_head->active_prev = t;
+    R.active_head = t;
+    pthread_mutex_unlock(&R.active_lock);
+  }
+  pthread_mutex_unlock(&t->lock);
   if (before == 0)
     wake();
 }
@@ -220,7 +286,7 @@ void cuv__reactor_watch(cuv__watch_t *w) {
   pthread_once(&R.once, init_once);
   if (R.init_status < 0)
     return; /* no thread to probe: host callbacks still complete work that does not fault */
-  /* Counted before it is linked, as a slot before its bit: the probe may unlink it at once. */
+  /* Counted before it is linked, as a stream before its link: the probe may unlink it at once. */
   unsigned before = atomic_fetch_add(&R.armed, 1);
   pthread_mutex_lock(&R.watch_lock);
   w->watched = true;
@@ -254,36 +320,77 @@ void cuv__reactor_unwatch(cuv__watch_t *w) {
   pthread_mutex_unlock(&R.watch_lock);
 }
 
-/* ---- the thread ---- */
+/* ---- scanning (the thread, or a cuv_poll caller; the caller holds scan_lock) ---- */
 
-/* Retires armed slot i: clears its bit and fires its pair with `status`. A slot whose write may
- * still land (a fault) is not reused. */
-static void slot_retire(uint32_t i, int status, bool reuse, bool polled) {
-  atomic_fetch_and_explicit(&R.active[i / 64], ~(1ull << (i % 64)), memory_order_relaxed);
-  cuv__reactor_fn fn = R.slots[i].fn;
-  void *token = R.slots[i].token;
-  if (reuse)
-    slot_put(i);
-  CUV__STAT_SUB(slots_in_use, 1);
-  atomic_fetch_sub(&R.armed, 1);
-  if (polled)
-    CUV__STAT_ADD(completed_polled, 1);
-  fn(token, status);
+/* The first active stream. Later links are read without active_lock: only scanners unlink, and a
+ * link reached from this head was written before the head was read. */
+static cuv__timeline_t *active_first(void) {
+  pthread_mutex_lock(&R.active_lock);
+  cuv__timeline_t *t = R.active_head;
+  pthread_mutex_unlock(&R.active_lock);
+  return t;
 }
 
-/* Completes every armed slot whose write landed. The caller holds scan_lock. */
+/* Unlinks an emptied stream. The caller holds t->lock; the scanner's fields start afresh for
+ * the stream's next activation. */
+static void deactivate(cuv__timeline_t *t, uint64_t word) {
+  pthread_mutex_lock(&R.active_lock);
+  if (t->active_prev)
+    t->active_prev->active_next = t->active_next;
+  else
+    R.active_head = t->active_next;
+  if (t->active_next)
+    t->active_next->active_prev = t->active_prev;
+  pthread_mutex_unlock(&R.active_lock);
+  t->active_prev = t->active_next = NULL;
+  t->active = false;
+  t->probe_word = word;
+  t->idle_upto = 0;
+  atomic_fetch_sub(&R.armed, 1);
+}
+
+/* Takes t's pending entries numbered up to `upto` (all of them when `fault`, which also keeps the
+ * word out of the pool), deactivating t if that empties it, then fires them in order with
+ * `status`. After the last firing t may be gone (its stream's last submission retired): t is not
+ * touched again. The number fired. */
+static unsigned fire_upto(cuv__timeline_t *t, uint64_t upto, int status, bool fault, bool polled) {
+  uint64_t word = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+  pthread_mutex_lock(&t->lock);
+  cuv__tl_entry_t *first = t->head, *last = NULL;
+  unsigned n = 0;
+  while (t->head && (fault || t->head->seq <= upto)) {
+    last = t->head;
+    t->head = t->head->next;
+    n++;
+  }
+  if (!t->head)
+    t->tail = NULL;
+  atomic_store_explicit(&t->head_seq, t->head ? t->head->seq : UINT64_MAX, memory_order_release);
+  if (fault)
+    t->faulted = true;
+  if (!t->head && t->active)
+    deactivate(t, word);
+  pthread_mutex_unlock(&t->lock);
+  if (last)
+    last->next = NULL;
+  for (cuv__tl_entry_t *e = n ? first : NULL, *next; e; e = next) {
+    next = e->next;
+    CUV__STAT_SUB(slots_in_use, 1);
+    if (polled)
+      CUV__STAT_ADD(completed_polled, 1);
+    e->fn(e->token, status); /* e may be freed from here on */
+  }
+  return n;
+}
+
+/* Fires every pending entry the words of the active streams cover: each word read once. */
 static unsigned scan(bool polled) {
   unsigned done = 0;
-  for (uint32_t w = 0; w < R.nwords; w++) {
-    uint64_t bits = atomic_load_explicit(&R.active[w], memory_order_acquire);
-    while (bits) {
-      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-      bits &= bits - 1;
-      if (__atomic_load_n(&R.flags[i], __ATOMIC_ACQUIRE) == R.slots[i].expect) {
-        slot_retire(i, 0, true, polled);
-        done++;
-      }
-    }
+  for (cuv__timeline_t *t = active_first(), *next; t; t = next) {
+    next = t->active_next; /* read first: t may be gone once its entries fired */
+    uint64_t word = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+    if (word >= atomic_load_explicit(&t->head_seq, memory_order_acquire))
+      done += fire_upto(t, word, 0, false, polled);
   }
   return done;
 }
@@ -297,22 +404,34 @@ static int stream_state(cuv_stream_t *stream) {
   return status == 0 ? 0 : cuv_status_is_fault(status) ? status : 1;
 }
 
-/* Armed work made no progress for a while: a sticky fault never lets its flags land, so ask the
- * driver about the streams. An idle stream whose flag has not landed twice in a row completes
- * too (its write is behind the work, so it ran). */
-static void probe_slots(void) {
-  for (uint32_t w = 0; w < R.nwords; w++) {
-    uint64_t bits = atomic_load_explicit(&R.active[w], memory_order_acquire);
-    while (bits) {
-      uint32_t i = w * 64 + (uint32_t)__builtin_ctzll(bits);
-      bits &= bits - 1;
-      int state = stream_state(R.slots[i].stream);
-      if (state < 0)
-        slot_retire(i, state, false, false);
-      else if (state == 0 && R.slots[i].idle_seen)
-        slot_retire(i, 0, true, false);
-      else
-        R.slots[i].idle_seen = state == 0;
+/* Armed work made no progress for a while: a sticky fault never lets a word rise, so ask the
+ * driver about each active stream whose word did not move since the last probe. A fault fails
+ * every pending entry of the stream. An idle stream has passed every write enqueued before the
+ * query; when the next probe finds it idle again with its word still behind, the entries armed
+ * before the first look complete (their writes are behind their work, so it ran; the second look
+ * gives a write on its way time to land first). */
+static void probe_timelines(void) {
+  for (cuv__timeline_t *t = active_first(), *next; t; t = next) {
+    next = t->active_next;
+    uint64_t word = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+    if (word != t->probe_word) {
+      t->probe_word = word;
+      t->idle_upto = 0;
+      continue;
+    }
+    pthread_mutex_lock(&t->lock);
+    uint64_t armed_upto = t->seq; /* numbers enqueued before the query */
+    pthread_mutex_unlock(&t->lock);
+    int state = stream_state(stream_of(t));
+    if (state < 0) {
+      fire_upto(t, UINT64_MAX, state, true, false);
+    } else if (state == 0) {
+      uint64_t idle_before = t->idle_upto;
+      t->idle_upto = armed_upto;
+      if (idle_before)
+        fire_upto(t, idle_before, 0, false, false);
+    } else {
+      t->idle_upto = 0;
     }
   }
 }
@@ -368,8 +487,9 @@ static void probe_watched(void) {
 /* The longest back-off sleep while armed work has made no progress for `quiet` ns. */
 static uint64_t backoff_limit(uint64_t quiet) {
   uint64_t limit = quiet / AGE_SHARE;
-  return limit < BACKOFF_FLOOR_NS ? BACKOFF_FLOOR_NS
-                                  : limit > BACKOFF_CEIL_NS ? BACKOFF_CEIL_NS : limit;
+  return limit < BACKOFF_FLOOR_NS  ? BACKOFF_FLOOR_NS
+         : limit > BACKOFF_CEIL_NS ? BACKOFF_CEIL_NS
+                                   : limit;
 }
 
 static void sleep_ns(uint64_t ns) {
@@ -392,11 +512,11 @@ static bool park(void) {
 }
 
 unsigned cuv__reactor_poll(void) {
-  /* Nothing armed: nothing to find (and the flags may not exist yet). A registration counts
-   * itself in before it sets its bit, so armed work is never missed by this test. */
+  /* Nothing armed: nothing to find. A registration counts its stream in before it links it, so
+   * armed work is never missed by this test. */
   if (atomic_load(&R.armed) == 0 || pthread_mutex_trylock(&R.scan_lock) != 0)
-    return 0; /* or the thread is scanning right now: it sees the same flags */
-  unsigned done = R.flags ? scan(true) : 0;
+    return 0; /* or the thread is scanning right now: it reads the same words */
+  unsigned done = scan(true);
   pthread_mutex_unlock(&R.scan_lock);
   return done;
 }
@@ -416,8 +536,17 @@ static void *reactor_main(void *arg) {
   uint64_t last_progress = cuv__now_ns(), last_probe = last_progress, backoff = 0;
   while (!atomic_load_explicit(&R.stop, memory_order_relaxed)) {
     uint64_t now = cuv__now_ns();
+    /* Per stream and whatever the others do: a faulted stream is found while other streams
+     * keep completing (the probe skips the streams whose word moved). */
+    if (now - last_probe >= PROBE_NS && atomic_load(&R.armed) != 0) {
+      pthread_mutex_lock(&R.scan_lock);
+      probe_timelines();
+      pthread_mutex_unlock(&R.scan_lock);
+      probe_watched();
+      last_probe = now;
+    }
     if (locked_scan()) {
-      last_progress = last_probe = now;
+      last_progress = now;
       backoff = 0;
       continue;
     }
@@ -431,13 +560,6 @@ static void *reactor_main(void *arg) {
     }
     if (now - last_progress < SPIN_NS)
       continue;
-    if (now - last_probe >= PROBE_NS) {
-      pthread_mutex_lock(&R.scan_lock);
-      probe_slots();
-      pthread_mutex_unlock(&R.scan_lock);
-      probe_watched();
-      last_probe = now;
-    }
     uint64_t limit = backoff_limit(now - last_progress);
     backoff = backoff ? (backoff * 2 > limit ? limit : backoff * 2) : 1000;
     sleep_ns(backoff);

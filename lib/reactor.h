@@ -1,13 +1,23 @@
 #ifndef CUV_LIB_REACTOR_H
 #define CUV_LIB_REACTOR_H
 
-/* The flag-write reactor (reactor.c): pinned, device-mapped slots; one process-wide thread that
- * fires a (function, token) pair when the GPU reached a slot's write, or when a stream it watches
- * faulted. It knows streams, not submissions. */
+/* The timeline reactor (reactor.c): one pinned, device-mapped 64-bit word per stream that the GPU
+ * raises to each armed submission's sequence number behind its work; one process-wide thread that
+ * fires a (function, token) pair when its stream's word reached its number, or when a stream it
+ * watches faulted. It knows streams, not submissions. */
 
 /* Called once, on the reactor thread or a cuv_poll caller, with 0 (the work before the write ran)
  * or the stream's fault. */
 typedef void (*cuv__reactor_fn)(void *token, int status);
+
+/* An armed submission's place on its stream's timeline. Owned by the armer (embedded in what it
+ * completes); linked into the stream's pending list from cuv__reactor_register until it fires. */
+typedef struct cuv__tl_entry {
+  uint64_t seq;
+  cuv__reactor_fn fn;
+  void *token;
+  struct cuv__tl_entry *next;
+} cuv__tl_entry_t;
 
 /* A stream whose work completes through a host function, watched for faults (a dead context never
  * runs host functions). Owned by the watcher, linked into the reactor while watched. */
@@ -19,18 +29,24 @@ typedef struct cuv__watch {
   bool watched;
 } cuv__watch_t;
 
-/* Takes a free slot and enqueues the write of its new generation behind the work on `stream`
- * (which must stay alive until the slot fires or is disarmed). CUV_EBUSY when the pool is
- * exhausted; a driver error when the write could not be enqueued (the slot is back in the pool). */
-int cuv__reactor_arm(cuv_stream_t *stream, uint32_t *slot);
-/* Whether the armed slot's write has landed (a plain load). */
-bool cuv__reactor_landed(uint32_t slot);
-/* Gives an armed slot back without registering it (the caller saw it land). */
-void cuv__reactor_disarm(uint32_t slot);
-/* Hands the armed slot to the reactor thread, which fires fn(token, status) once. */
-void cuv__reactor_register(uint32_t slot, cuv__reactor_fn fn, void *token);
+/* Enqueues, behind the work on `stream`, the write of the stream's next sequence number to its
+ * word (taking a word from the pool at the stream's first one) and stores the number in e->seq.
+ * Safe from any number of threads on one stream: numbers follow the order of the writes. A
+ * driver error when the write could not be enqueued (nothing is then armed), CUV_ENOMEM when no
+ * word could be had. */
+int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e);
+/* Whether the stream's word reached the armed entry's number (a plain load). */
+bool cuv__reactor_landed(cuv_stream_t *stream, const cuv__tl_entry_t *e);
+/* The armer saw the stream fault: its writes may still land, so its word never goes back to the
+ * pool. */
+void cuv__reactor_faulted(cuv_stream_t *stream);
+/* Hands the armed entry (not yet landed as far as the caller knows) to the reactor, which fires
+ * fn(token, status) once: after the stream's word reached e->seq, or with the stream's fault.
+ * Entries are fired in sequence order per stream. */
+void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e, cuv__reactor_fn fn,
+                           void *token);
 /* One scan on the calling thread (cuv_poll), unless the thread is scanning at this moment: the
- * number of slots it fired. */
+ * number of entries it fired. */
 unsigned cuv__reactor_poll(void);
 /* Watches w->stream until cuv__reactor_unwatch; fires w's pair if the stream faults first (then
  * w is unwatched). */

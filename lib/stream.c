@@ -11,6 +11,8 @@ static int stream_init(cuv_stream_t **out, cuv_device_t *dev, CUstream cu, bool 
   atomic_init(&stream->refs, 1);
   atomic_init(&stream->in_flight, 0);
   pthread_mutex_init(&stream->lock, NULL);
+  pthread_mutex_init(&stream->timeline.lock, NULL);
+  atomic_init(&stream->timeline.head_seq, UINT64_MAX);
   stream->dev = holds_device ? cuv__device_ref(dev) : dev;
   stream->holds_device = holds_device;
   stream->cu = cu;
@@ -73,6 +75,11 @@ void cuv__stream_unref(cuv_stream_t *stream) {
   stream_settle_detached(stream);
   if (stream->owned && cuv__bind(stream->dev) == 0)
     cuv__drv.cuStreamDestroy(stream->cu);
+  /* No submission is left on the stream; a write of it still to land carries a number no
+   * higher than its last, and the word's next stream numbers above that (reactor.c). */
+  if (stream->timeline_release)
+    stream->timeline_release(stream);
+  pthread_mutex_destroy(&stream->timeline.lock);
   pthread_mutex_destroy(&stream->lock);
   if (stream->holds_device)
     cuv__device_unref(stream->dev);

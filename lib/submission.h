@@ -15,7 +15,7 @@ typedef struct cuv__hold {
 enum cuv__path {
   CUV__PATH_NONE,
   CUV__PATH_SPIN,     /* inline spin saw the work finish */
-  CUV__PATH_REACTOR,  /* the reactor saw the slot's flag */
+  CUV__PATH_REACTOR,  /* the reactor saw the stream's word reach it */
   CUV__PATH_HOSTFN,   /* a host function marked it */
   CUV__PATH_SYNC,     /* a blocking executor waited */
   CUV__PATH_EVENT,    /* an event behind enqueue_on work was found complete */
@@ -40,7 +40,7 @@ struct cuv__submission {
   cuv_done_fn done;
   void *done_arg;
   cuv__submission_t *next;  /* link in a queue or a stream's detached list */
-  uint32_t slot;            /* reactor slot index, when armed there */
+  cuv__tl_entry_t tl;       /* its place on its stream's timeline (reactor.c) */
   atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
   cuv__watch_t watch;       /* the reactor's fault watch of host-callback work */
   cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */

@@ -1,13 +1,15 @@
-/* Late flag writes against reused reactor slots. cuv's reactor (lib/reactor.c) completes a
- * submission when its slot's flag holds the generation it armed, or when the probe finds its
- * stream idle twice while the flag has not landed; then the slot goes back to the pool. If the
- * write lands later than the stream looked idle, it lands on a slot that may already be armed
- * again: the generation, not a bare 1, keeps it from completing the new submission before its
- * work (model/slots.pml checks the protocol). Here the simulator delays every flag write
- * (cuv_sim_set_write_delay_us) past the probe's two looks, the pool has one slot
- * (CUV_REACTOR_SLOTS=1), and each submission is a slow kernel that writes a fresh random value,
- * then a download of it: a submission completed early hands its callback a download that has not
- * happened. The simulator counts late writes that landed on a re-armed word
+/* Late writes against reused timeline words. cuv's reactor (lib/reactor.c) completes a
+ * submission when its stream's word reached the submission's number, or when the probe finds the
+ * stream idle twice while the word lags; the stream, once destroyed, gives its word back to the
+ * pool, and the next stream created takes it. If a write lands later than the stream looked idle,
+ * it lands on a word that may already belong to another stream: the numbering, which continues
+ * from the word's last number instead of starting again, keeps it from completing the new owner's
+ * submission before its work (model/timeline.pml checks the protocol). Here the simulator delays
+ * every write (cuv_sim_set_write_delay_us) past the probe's two looks, each round runs on a stream
+ * of its own, destroyed when its callback came (the pool hands out the word given back last), and
+ * each submission is a slow kernel that writes a fresh random value, then a download of it: a
+ * submission completed early hands its callback a download that has not happened. The simulator
+ * counts late writes that landed while a later write to the same word was queued
  * (cuv_sim_stale_writes), so the test also proves the case it is about really happened. On the
  * GPU (no delay to set) the same workload checks results only. Every callback is counted. */
 #include <stdlib.h>
@@ -42,9 +44,10 @@ static void wait_calls(cuv_queue_t *q, const cuvt_seen_t *seen, size_t n) {
   }
 }
 
-/* One submission at a time, each submitted as soon as the previous callback ran: the previous
- * one's late write is in flight while the next arms the one slot. */
-static void test_late_writes_on_reused_slot(void **state) {
+/* One submission at a time on a fresh stream, each submitted as soon as the previous callback ran
+ * and its stream was destroyed: the previous one's late write is in flight while the next stream
+ * arms the same word. */
+static void test_late_writes_on_reused_word(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
@@ -59,9 +62,13 @@ static void test_late_writes_on_reused_slot(void **state) {
   size_t rounds = 0;
   while (rounds < (cuvt_is_sim() ? MAX_ROUNDS : GPU_ROUNDS)) {
     want[rounds] = cuvt_nonzero_u32();
+    cuv_stream_t *stream;
+    assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+    cuv_submit_opts_t opts = {.stream = stream, .flags = CUV_SUBMIT_NO_SPIN};
     assert_cuv_ok(cuv_submit(q, slow_write_then_read(buf, want[rounds]), cuvt_record_seen,
-                             &seen[rounds], NULL));
+                             &seen[rounds], &opts));
     wait_calls(q, &seen[rounds], 1);
+    cuv_stream_destroy(stream); /* its word goes back to the pool, its write still to land */
     rounds++;
     if (cuvt_is_sim() && cuv_sim_stale_writes() - stale_before >= WANT_STALE)
       break;
@@ -79,7 +86,7 @@ static void test_late_writes_on_reused_slot(void **state) {
   }
   if (cuvt_is_sim()) {
     unsigned long stale = cuv_sim_stale_writes() - stale_before;
-    print_message("# %zu rounds, %lu late writes landed on a re-armed slot\n", rounds, stale);
+    print_message("# %zu rounds, %lu late writes landed on a reused word\n", rounds, stale);
     assert_true(stale >= WANT_STALE); /* else the scenario under test never happened */
   }
   cuv_stats_t after;
@@ -92,8 +99,8 @@ static void test_late_writes_on_reused_slot(void **state) {
   cuv_buffer_unref(buf);
 }
 
-/* Bursts over four streams with the one slot: one submission takes it, the others complete
- * through host functions, while late writes of earlier bursts land. Each writes its own buffer. */
+/* Bursts over the four streams of a policy, several submissions on each stream's word at once,
+ * while late writes of earlier bursts land. Each writes its own buffer. */
 static void test_bursts_mixed_paths(void **state) {
   enum { BURST = 8, BURSTS = 4 };
   cuv_buffer_t *bufs[BURST];
@@ -129,13 +136,11 @@ static void test_bursts_mixed_paths(void **state) {
 }
 
 int main(void) {
-  /* Before cuv starts (it reads the variable once) and before any thread exists. */
-  setenv("CUV_REACTOR_SLOTS", "1", 1);
   cuvt_init();
   if (cuvt_is_sim())
     cuv_sim_set_write_delay_us(WRITE_DELAY_US);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_late_writes_on_reused_slot),
+      cmocka_unit_test(test_late_writes_on_reused_word),
       cmocka_unit_test(test_bursts_mixed_paths),
   };
   return cuvt_run(tests);

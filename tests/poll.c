@@ -41,7 +41,7 @@ typedef struct submitter {
 } submitter_t;
 
 /* An empty kernel, then a counted host value naming the submission. No inline spin: every
- * submission that gets a slot is armed on the reactor, where the pollers can see it. */
+ * submission is armed on the reactor, where the pollers can see it. */
 static void *submit_many(void *arg) {
   submitter_t *w = arg;
   cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN};
@@ -119,7 +119,7 @@ static void test_pollers_race_the_reactor(void **state) {
   assert_true(polled >= 0);
   assert_int_equal(after.completed_polled - before.completed_polled, (uint64_t)polled);
   assert_true((uint64_t)polled <= by_flag);
-  assert_int_equal(by_flag + by_hostfn, TOTAL); /* a full slot pool falls back to host functions */
+  assert_int_equal(by_flag + by_hostfn, TOTAL); /* by stream words, or host functions */
   assert_int_equal(after.in_flight, 0);
   print_message("# %lld of %d completions seen by the pollers, %llu by the reactor thread, "
                 "%llu by host functions\n", polled, TOTAL,

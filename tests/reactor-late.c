@@ -1,21 +1,22 @@
-/* Late flag writes against the reactor's other ways of finishing a slot (lib/reactor.c): the
- * inline spin on the submitting thread, the probe's "idle twice" rule and the probe's handling of
- * a faulted stream. tests/generations.c covers the reactor thread's own scan; here:
+/* Late writes against the reactor's other ways of finishing a submission on a stream's timeline
+ * word (lib/reactor.c): the inline spin on the submitting thread, the probe's "idle twice" rule
+ * and the probe's handling of a faulted stream. tests/generations.c covers words reused by other
+ * streams; here:
  *
- * - the inline spin on a slot re-armed while the previous generation's write is still to land
- *   (the spin must wait for its own generation, not any non-zero word);
- * - a slot completed by the probe without its flag: only after two looks that found its stream
- *   idle, counted through the simulator's cuStreamQuery calls;
- * - a slot whose stream faulted stays out of the pool (its write may still land), so the next
- *   submission on a healthy device cannot take it.
+ * - the inline spin on a word whose previous number's write is still to land (the spin must wait
+ *   for its own number, not any change of the word);
+ * - a submission completed by the probe without its write landing: only after two looks that
+ *   found its stream idle, counted through the simulator's cuStreamQuery calls;
+ * - a stream that faulted keeps its word out of the pool (its write may still land), so a stream
+ *   created after it on a healthy device cannot take the word.
  *
- * One reactor slot (CUV_REACTOR_SLOTS=1), so every arm re-arms the same word, and a 1 s inline
- * spin budget (CUV_SPIN_BUDGET_US, read once per process), so a spinning submission waits
- * for its own flag on the submitting thread. The simulator delays flag writes
- * (cuv_sim_set_write_delay_us) and counts late writes that landed on a re-armed word
+ * Every case runs on one stream of its own, so each arm raises the same word, and a 1 s inline
+ * spin budget (CUV_SPIN_BUDGET_US, read once per process) lets a spinning submission wait for its
+ * own number on the submitting thread. The simulator delays writes (cuv_sim_set_write_delay_us)
+ * and counts late writes that landed while a later write to the same word was queued
  * (cuv_sim_stale_writes). On the GPU only the first case runs (results checked); the others need
- * the simulator's delay, call counts and fault. The fault case is last: it leaves the pool empty
- * for the rest of the process. Every callback is counted. */
+ * the simulator's delay, call counts and fault. The fault case is last: device 1 stays faulted.
+ * Every callback is counted. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -23,9 +24,9 @@
 
 #include "counted.h"
 
-/* The delay outlasts the probe's looks (about 2 ms apart, after 200 us without progress) and the
+/* The delay outlasts the probe's looks (about 2 ms apart) and the
  * drain and re-submit that follow, by far: a submission completed by the probe has its write
- * still to land when the next one arms the slot. Bounds of the scenario, not assertions. */
+ * still to land when the next one arms the word. Bounds of the scenario, not assertions. */
 #define WRITE_DELAY_US 30000u
 /* The spinning submission's kernel outlasts the delay, so the previous write lands while it
  * spins; the writer before it is short. */
@@ -49,10 +50,13 @@ static void wait_calls(cuv_queue_t *q, const cuvt_seen_t *seen) {
   }
 }
 
-/* Submits op and waits for its callback, which must come once, succeed and carry want. */
+/* The stream each case submits to (its word is the one under test). */
+static cuv_stream_t *on;
+
+/* Submits op on `on` and waits for its callback, which must come once, succeed and carry want. */
 static void submit_and_check(cuv_queue_t *q, cuv_op_t *op, unsigned flags, unsigned want) {
   cuvt_seen_t seen = {0};
-  cuv_submit_opts_t opts = {.flags = flags};
+  cuv_submit_opts_t opts = {.stream = on, .flags = flags};
   assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, &opts));
   wait_calls(q, &seen);
   assert_int_equal(cuv_queue_drain(q), 0); /* no second call */
@@ -64,13 +68,13 @@ static void submit_and_check(cuv_queue_t *q, cuv_op_t *op, unsigned flags, unsig
 }
 
 /* Each round: a submission that does not spin, which the probe completes (stream idle twice)
- * while its flag write is still to land; then, on the re-armed slot, a submission that spins on
- * the submitting thread while that old write lands. The old write holds the old generation: a
- * spin taking any non-zero word as landed would complete the second submission during its
- * kernel, and its callback would get a download that has not happened. A round is proven when
- * the old write landed on the re-armed word (cuv_sim_stale_writes) and the spin, not the
- * reactor, completed the second submission: the spin was running all the while. */
-static void test_spin_waits_for_its_generation(void **state) {
+ * while its write is still to land; then, on the same stream, a submission that spins on the
+ * submitting thread while that old write lands. The old write holds the old number: a spin taking
+ * any change of the word as its own would complete the second submission during its kernel, and
+ * its callback would get a download that has not happened. A round is proven when the old write
+ * landed while the new one was queued (cuv_sim_stale_writes) and the spin, not the reactor,
+ * completed the second submission: the spin was running all the while. */
+static void test_spin_waits_for_its_number(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
@@ -114,14 +118,14 @@ static void flush_late_writes(cuv_queue_t *q, cuv_buffer_t *buf) {
   }
 }
 
-/* The probe completes a slot whose flag has not landed only when its stream was idle on two looks
- * in a row: an idle stream has passed the write, but the write may still be on its way, and the
- * second look (a probe period later) gives it time to land before the slot goes back to the
- * pool. Here every write lands far later than both looks, and the work is a memset and its
- * download, done long before the first look: each round costs exactly the looks of the probe,
- * and nothing else queries a stream meanwhile (no spin, no host-function work). A round proves
- * itself completed without its flag when its write later lands on the slot re-armed by the next
- * round (cuv_sim_stale_writes). */
+/* The probe completes a submission whose write has not landed only when its stream was idle on
+ * two looks in a row with its word unmoved: an idle stream has passed the write, but the write
+ * may still be on its way, and the second look (a probe period later) gives it time to land. Here
+ * every write lands far later than both looks, and the work is a memset and its download, done
+ * long before the first look: each round costs exactly the looks of the probe, and nothing else
+ * queries a stream meanwhile (no spin, no host-function work). A round proves itself completed
+ * without its write when that write later lands while the next round's is queued
+ * (cuv_sim_stale_writes). */
 #define IDLE_DELAY_US 100000u
 #define IDLE_ROUNDS 6
 
@@ -147,25 +151,24 @@ static void test_probe_looks_twice(void **state) {
   }
   flush_late_writes(q, buf); /* the rounds' writes land only now */
   unsigned long landed_late = cuv_sim_stale_writes() - stale;
-  print_message("# %lu writes landed after the slot was armed again\n", landed_late);
+  print_message("# %lu writes landed after the word was armed again\n", landed_late);
   assert_true(landed_late >= 1); /* else no round was completed by the probe */
   cuv_sim_set_write_delay_us(0);
   assert_cuv_ok(cuv_queue_destroy(q));
   cuv_buffer_unref(buf);
 }
 
-/* A stream faults (device 1) while its submission holds the one slot: the probe completes it
- * with the fault and keeps the slot out of the pool, because the flag write queued behind the
- * kernel that was running when the fault hit still lands (as on an H200: tests/fault.c). The
- * next submission, on the healthy device 0, cannot take the slot: the pool is empty, so it
- * falls back to a host function, and the faulted work's late write lands on no one's slot. Put
- * back in the pool, the slot would be armed by that submission, and the late write would land
- * on its word (cuv_sim_stale_writes). Device 0 owns the reactor's flags and stays healthy, so
- * nothing here recovers them: the slot stays lost for the rest of the process. */
+/* A stream faults (device 1) while its submission waits on its word: the probe completes it with
+ * the fault and keeps the word out of the pool, because the write queued behind the kernel that
+ * was running when the fault hit still lands (as on an H200: tests/fault.c). The stream is then
+ * destroyed, and the next submission, on a new stream of the healthy device 0, takes a word of its
+ * own: the faulted work's late write lands on no one's word. Put back in the pool, the word would
+ * be the new stream's (the pool hands out the word given back last), and the late write would land
+ * while the new stream's write is queued (cuv_sim_stale_writes). */
 #define FAULTED_KERNEL_MS 100u
 #define NEXT_KERNEL_MS 300u
 
-static void test_faulted_slot_stays_out(void **state) {
+static void test_faulted_word_stays_out(void **state) {
   int count = 0;
   assert_cuv_ok(cuv_device_count(&count));
   if (!cuvt_is_sim() || count < 2) {
@@ -175,8 +178,7 @@ static void test_faulted_slot_stays_out(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  /* The flags are device 0's (its submissions armed first), and no earlier delayed write may
-   * land on the slot during this test. */
+  /* No earlier delayed write may land during this test. */
   cuv_sim_set_write_delay_us(WRITE_DELAY_US);
   flush_late_writes(q, buf);
   /* Short, but not 0: the simulator counts stale landings only of writes it delayed. */
@@ -212,39 +214,46 @@ static void test_faulted_slot_stays_out(void **state) {
     print_error("the faulted submission completed with %s\n", cuv_err_name(faulted.status));
   assert_true(cuv_status_is_fault(faulted.status));
 
-  /* Still inside the faulted kernel: its write is yet to land when the next one arms. */
+  /* Still inside the faulted kernel: its write is yet to land when the next stream arms. */
+  cuv_stream_destroy(s1);
+  cuv_stream_t *s0;
+  assert_cuv_ok(cuv_stream_create(&s0, cuvt_device()));
+  cuv_stream_t *was = on;
+  on = s0;
   unsigned value = cuvt_nonzero_u32();
   submit_and_check(q, slow_write_then_read(NEXT_KERNEL_MS, buf, value), CUV_SUBMIT_NO_SPIN,
                    value);
+  on = was;
+  cuv_stream_destroy(s0);
   cuv_stats_t after = cuvt_stats();
-  print_message("# fallbacks %llu, host function %llu, reactor %llu, late writes on the slot %lu\n",
+  print_message("# fallbacks %llu, host function %llu, reactor %llu, late writes on its word %lu\n",
                 (unsigned long long)(after.fallbacks - before.fallbacks),
                 (unsigned long long)(after.completed_hostfn - before.completed_hostfn),
                 (unsigned long long)(after.completed_reactor - before.completed_reactor),
                 cuv_sim_stale_writes() - stale);
-  assert_int_equal(after.fallbacks - before.fallbacks, 1);
-  assert_int_equal(after.completed_hostfn - before.completed_hostfn, 1);
+  assert_int_equal(after.fallbacks - before.fallbacks, 0);
+  assert_int_equal(after.completed_hostfn - before.completed_hostfn, 0);
   assert_int_equal(cuv_sim_stale_writes() - stale, 0);
   cuv_sim_set_write_delay_us(0);
 
   assert_int_equal(cuv_queue_drain(q), 0);
   assert_cuv_ok(cuv_queue_destroy(q));
-  cuv_stream_destroy(s1);
   cuv_kernel_unref(sleep1);
   cuv_device_unref(d1);
   cuv_buffer_unref(buf);
 }
 
 int main(void) {
-  /* Before cuv starts (it reads them once) and before any thread exists. */
-  setenv("CUV_REACTOR_SLOTS", "1", 1);
+  /* Before cuv starts (it reads it once) and before any thread exists. */
   setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   cuv_sim_set_device_count(2); /* the simulator only: a GPU machine has what it has */
   cuvt_init();
+  if (cuv_stream_create(&on, cuvt_device()) != 0)
+    return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_spin_waits_for_its_generation),
+      cmocka_unit_test(test_spin_waits_for_its_number),
       cmocka_unit_test(test_probe_looks_twice),
-      cmocka_unit_test(test_faulted_slot_stays_out), /* last: it loses the slot for good */
+      cmocka_unit_test(test_faulted_word_stays_out), /* last: device 1 stays faulted */
   };
   return cuvt_run(tests);
 }

@@ -1,14 +1,15 @@
 /* How the reactor (lib/reactor.c) learns that there is work to look after, and what it does with
  * host-callback work, each case built so that only the reactor thread can finish the work:
  *
- * - a registration counts the slot armed before it sets the slot's active bit. With the bit
- *   first, a scan can retire the slot before it is counted: the count drops to 0 while other
- *   work is still armed, and the thread parks (then the registrant's late count wakes it). A
- *   submission single-stepped through cuv__reactor_register, sleeping at each of its
- *   instructions, opens that window; the rule checked is that the reactor never parks while a
- *   gated submission holds a slot armed (cuv_stats.reactor_wakeups does not move).
+ * - a registration that activates its stream counts it armed before it links it into the active
+ *   list. With the link first, a scan can empty and unlink the stream before it is counted: the
+ *   count drops to 0 while other work is still armed, and the thread parks (then the
+ *   registrant's late count wakes it). A submission single-stepped through
+ *   cuv__reactor_register, sleeping at each of its instructions, opens that window; the rule
+ *   checked is that the reactor never parks while a gated submission keeps another stream active
+ *   (cuv_stats.reactor_wakeups does not move).
  * - host-callback work (the fallback of lib/completion.c, forced here with
- *   cuv_sim_fail("cuStreamWriteValue32")) is watched by the reactor: a watch that moves the armed
+ *   cuv_sim_fail("cuStreamWriteValue64")) is watched by the reactor: a watch that moves the armed
  *   count from 0 wakes the parked thread (counted by reactor_wakeups while the work is held);
  * - a sticky fault on the stream of watched work: the host function behind the faulting kernel
  *   never runs (as on an H200: tests/conformance.c), so only the reactor's probe of watched
@@ -88,13 +89,13 @@ static void idle_ms(long ms) {
 
 /* ---- the count before the bit --------------------------------------------------------------- */
 
-/* The window between the bit and the count is two instructions long: no lock, no driver call, no
- * simulator option can hold a thread there. Single-stepping can: with the x86 trap flag set, the
- * test thread gets a SIGTRAP before each instruction it runs, and the handler sleeps at every
+/* The window between the link and the count is a few instructions long: no lock, no driver call,
+ * no simulator option can hold a thread there. Single-stepping can: with the x86 trap flag set,
+ * the test thread gets a SIGTRAP before each instruction it runs, and the handler sleeps at every
  * instruction of cuv__reactor_register itself (not of what it calls), as a preemption at that
- * instruction would. Meanwhile the stream worker lands the flag and the reactor (sleeping at most
- * 20 us between scans while work is armed) scans: with the bit set before the count it retires
- * the slot uncounted, the count falls to 0 under the holder's armed slot, and the reactor parks,
+ * instruction would. Meanwhile the stream worker raises the word and the reactor (sleeping at most
+ * 20 us between scans while work is armed) scans: with the stream linked before it is counted and
+ * emptied by a scan, the count falls to 0 under the holder's active stream, and the reactor parks,
  * to be woken by the late count. A stall outlasts that by far (a bound of the scenario, not an
  * assertion). */
 #define STALL_NS 3000000L
@@ -153,8 +154,8 @@ static void test_register_counts_before_bit(void **state) {
     skip(); /* single-stepping a thread inside the CUDA driver: not on a shared GPU */
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  /* The holder: a slot armed for the whole case (its wait_flag kernel runs until the gate opens),
-   * so the armed count never falls to 0 and the reactor must never park. */
+  /* The holder: its stream active for the whole case (its wait_flag kernel runs until the gate
+   * opens), so the armed count never falls to 0 and the reactor must never park. */
   cuvt_gate_t g;
   cuvt_gate_init(&g);
   cuv_stream_t *held;
@@ -196,7 +197,7 @@ static void test_register_counts_before_bit(void **state) {
   assert_true(stalls_in_register >= 3 * TRACED);
   assert_int_equal(D(completed_reactor), TRACED);
   /* The holder was armed throughout: a park (and so a wake-up) means the count fell to 0 under
-   * armed work, i.e. a slot was retired before it was counted. */
+   * armed work, i.e. a stream was unlinked before it was counted. */
   assert_int_equal(D(reactor_wakeups), 0);
   assert_int_equal(atomic_load(&holder.calls), 0);
 
@@ -216,7 +217,7 @@ static void test_register_counts_before_bit(void **state) {
 
 /* Every flag write refused (a transient error, as on a GPU without stream memory operations):
  * each submission takes the host-callback path and is watched by the reactor. */
-static void force_hostfn_path(void) { cuv_sim_fail("cuStreamWriteValue32", 0, CUDA_ERROR_UNKNOWN); }
+static void force_hostfn_path(void) { cuv_sim_fail("cuStreamWriteValue64", 0, CUDA_ERROR_UNKNOWN); }
 
 /* The reactor thread exists and has parked: one submission through it (a thread started by the
  * watch itself would find the count raised and never park), then idle far longer than its 50 us
@@ -252,7 +253,7 @@ static void test_watch_wakes_parked_reactor(void **state) {
     cuv_submit_opts_t no_spin = {.flags = CUV_SUBMIT_NO_SPIN};
     assert_cuv_ok(cuv_submit(q, cuvt_gate_wait(&g), count_ok, &calls, &no_spin));
     now = cuvt_stats();
-    assert_int_equal(D(fallbacks), 1); /* the host-callback path: watched, not in a slot */
+    assert_int_equal(D(fallbacks), 1); /* the host-callback path: watched, not on a word */
     assert_int_equal(D(slots_in_use), 0);
     /* The work stays armed until the gate opens: give the woken thread up to 1 s to count. */
     for (int waited = 0; waited < 200 && D(reactor_wakeups) == 0; waited++) {

@@ -13,8 +13,8 @@
  *   - leave a runtime whose next clean run is right in every step (nothing freed early, nothing
  *     left broken; ASan and UBSan watch the rest).
  * No sticky fault is injected (that needs a process of its own: tests/fault.c, uv-fault.c).
- * Runs with CUV_REACTOR_SLOTS=1, so the second of two overlapping submissions takes the
- * host-callback path and both completion paths are in the workload. The figures are printed at
+ * A failing cuStreamWriteValue64 sends a submission to the host-callback path, so both
+ * completion paths are in the sweep. The figures are printed at
  * the end (tests/README.md, "Failure-injection sweep"); CUVT_SWEEP_ONLY=<entry point> sweeps
  * just one. */
 #include <pthread.h>
@@ -56,7 +56,7 @@ static const char *why_not_called(const char *entry) {
       {"cuDevicePrimaryCtxReset", "not called by the runtime (the simulator's smoke test)"},
       {"cuCtxSynchronize", "not called by the runtime (conformance tests)"},
       {"cuStreamWaitValue32", "not called by the runtime (conformance tests)"},
-      {"cuStreamWriteValue64", "not called by the runtime yet (conformance tests)"},
+      {"cuStreamWriteValue32", "not called by the runtime (conformance tests)"},
       {"cuStreamIsCapturing", "not called by the runtime (conformance tests)"},
       {"cuEventCreate", "the device's event pool is large enough once warm"},
       {"cuEventDestroy", "pooled events go at device destruction"},
@@ -239,7 +239,7 @@ static void step_chain(step_result_t *r, const data_t *d) {
   cuv_stream_destroy(s);
 }
 
-/* ---- submit: two overlapping submissions into a queue (reactor slot, then host callback) ---- */
+/* ---- submit: two overlapping submissions into a queue (the reactor) ------------------------- */
 
 typedef struct submitted {
   atomic_int calls;
@@ -267,8 +267,8 @@ static void step_submit(step_result_t *r, const data_t *d) {
   atomic_int releases = 0;
   int accepted = 0, expected_releases = 0;
   for (int i = 0; i < 2 && bufs[0] && bufs[1]; i++) {
-    /* The first is slow: it outlasts the inline spin and waits in the reactor's one slot, which
-     * probes its stream; the second finds no slot and takes the host-callback path. */
+    /* The first is slow: it outlasts the inline spin and waits on its stream's word in the
+     * reactor, which probes its stream; the second overlaps it. */
     cuv_op_t *work = cuv_seq(cuvt_fill_u32(bufs[i], N, d->v[i]), cuv_download(bufs[i], 0, N * 4));
     if (i == 0)
       work = cuv_seq(cuvt_sleep(SLOW_MS), work);
