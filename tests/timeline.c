@@ -299,7 +299,7 @@ static void test_many_in_flight_on_one_stream(void **state) {
 typedef struct seen_word {
   const uint64_t *word;
   uint64_t last; /* the highest number seen on it */
-  const cuv_stream_t *owner;
+  int owner;     /* the creation number of the stream that held it last, 0 before */
 } seen_word_t;
 
 static void test_word_reuse_monotone(void **state) {
@@ -307,6 +307,7 @@ static void test_word_reuse_monotone(void **state) {
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   cuv_stream_t *alive[ALIVE] = {0};
+  int alive_id[ALIVE] = {0}, created = 0; /* not the address: a new stream may reuse a freed one */
   seen_word_t words[MAX_WORDS] = {{0}};
   int nwords = 0, reuses = 0;
   atomic_int calls = 0;
@@ -318,8 +319,10 @@ static void test_word_reuse_monotone(void **state) {
       alive[j] = NULL;
       continue;
     }
-    if (!alive[j])
+    if (!alive[j]) {
       assert_cuv_ok(cuv_stream_create(&alive[j], cuvt_device()));
+      alive_id[j] = ++created;
+    }
     int n = 1 + (int)(cuvt_random_u32() % 4);
     cuv_submit_opts_t opts = {.stream = alive[j], .flags = CUV_SUBMIT_NO_SPIN};
     for (int i = 0; i < n; i++)
@@ -335,9 +338,9 @@ static void test_word_reuse_monotone(void **state) {
       w++;
     if (w == nwords) {
       assert_true(nwords < MAX_WORDS);
-      words[nwords++] = (seen_word_t){t->word, 0, NULL};
+      words[nwords++] = (seen_word_t){t->word, 0, 0};
     }
-    if (words[w].owner && words[w].owner != alive[j])
+    if (words[w].owner && words[w].owner != alive_id[j])
       reuses++;
     /* Every number this stream took is above every number the word carried before. */
     if (t->seq - (uint64_t)n < words[w].last)
@@ -345,7 +348,7 @@ static void test_word_reuse_monotone(void **state) {
                (unsigned long long)(t->seq - (uint64_t)n + 1), (unsigned long long)words[w].last);
     assert_true(t->seq > words[w].last);
     words[w].last = t->seq;
-    words[w].owner = alive[j];
+    words[w].owner = alive_id[j];
   }
   for (int j = 0; j < ALIVE; j++)
     cuv_stream_destroy(alive[j]);
