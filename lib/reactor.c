@@ -487,9 +487,8 @@ static void probe_watched(void) {
 /* The longest back-off sleep while armed work has made no progress for `quiet` ns. */
 static uint64_t backoff_limit(uint64_t quiet) {
   uint64_t limit = quiet / AGE_SHARE;
-  return limit < BACKOFF_FLOOR_NS  ? BACKOFF_FLOOR_NS
-         : limit > BACKOFF_CEIL_NS ? BACKOFF_CEIL_NS
-                                   : limit;
+  return limit < BACKOFF_FLOOR_NS ? BACKOFF_FLOOR_NS
+                                  : limit > BACKOFF_CEIL_NS ? BACKOFF_CEIL_NS : limit;
 }
 
 static void sleep_ns(uint64_t ns) {
