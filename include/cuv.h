@@ -486,6 +486,9 @@ typedef struct cuv_stats {
   uint64_t in_flight;          /* submissions not yet proven complete */
   uint64_t slots_in_use;       /* submissions waiting in the reactor now (on stream words) */
   uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
+  uint64_t engine_inline;      /* submissions whose driver calls the submitting thread made */
+  uint64_t engine_queued;      /* ... that a submitter thread made, from the ring */
+  uint64_t engine_helped;      /* queued work a pushing thread ran because the ring was full */
 } cuv_stats_t;
 
 CUV_EXTERN void cuv_stats(cuv_stats_t *stats);

@@ -96,7 +96,7 @@ static int alloc_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t alloc_vt = {"alloc", alloc_execute, alloc_drop};
+static const cuv__op_vt_t alloc_vt = {"alloc", alloc_execute, alloc_drop, cuv__touches_none};
 
 CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
   if (!dev || bytes == 0)
@@ -132,7 +132,11 @@ static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return 0;
 }
 
-static const cuv__op_vt_t free_vt = {"free", free_execute, free_drop};
+static void free_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  cuv__touch(t, ((const free_op_t *)op)->buf, true);
+}
+
+static const cuv__op_vt_t free_vt = {"free", free_execute, free_drop, free_touches};
 
 CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf) {
   if (!buf)

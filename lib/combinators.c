@@ -31,7 +31,8 @@ static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return next ? cuv__op_execute(next, ex, out) : CUV_EINVAL;
 }
 
-static const cuv__op_vt_t then_vt = {"then", then_execute, then_drop};
+static const cuv__op_vt_t then_vt = {"then", then_execute, then_drop,
+                                    NULL /* the callback builds the rest */};
 
 static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool checked) {
   if (!first || !fn) {
@@ -85,7 +86,11 @@ static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc < 0 ? rc : 0;
 }
 
-static const cuv__op_vt_t map_vt = {"map", map_execute, map_drop};
+static void map_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  cuv__op_touches(((const map_op_t *)op)->inner, t);
+}
+
+static const cuv__op_vt_t map_vt = {"map", map_execute, map_drop, map_touches};
 
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
   if (!inner || !fn) {
@@ -141,7 +146,13 @@ static int zip_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t zip_vt = {"zip", zip_execute, zip_drop};
+static void zip_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  const zip_op_t *z = (const zip_op_t *)op;
+  for (size_t i = 0; i < z->n && !t->all; i++)
+    cuv__op_touches(z->ops[i], t);
+}
+
+static const cuv__op_vt_t zip_vt = {"zip", zip_execute, zip_drop, zip_touches};
 
 cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n) {
   if (!ops || n == 0)

@@ -11,6 +11,8 @@
 #define SPIN_BUDGET_MAX_US 1000000u
 #define REACTOR_SLOTS_MAX (1u << 20)
 #define UV_POLL_MAX_US 1000000u
+#define SUBMIT_THREADS_MAX 64u
+#define SUBMIT_RING_MAX 65536u
 
 #define DEFAULTS                                                                                  \
   {.driver = "cuda",                                                                              \
@@ -18,7 +20,10 @@
    .host_sync = CUV_HOST_SYNC_OFF,                                                                \
    .reactor_slots = 4096,                                                                         \
    .strict_hazards = false,                                                                       \
-   .uv_poll_max_us = 1000}
+   .uv_poll_max_us = 1000,                                                                        \
+   .submit_threads = 4,                                                                           \
+   .submit_inline = CUV_SUBMIT_INLINE_IDLE,                                                       \
+   .submit_ring = 1024}
 
 static const cuv_config_t defaults = DEFAULTS;
 static char driver_copy[PATH_MAX];
@@ -58,6 +63,18 @@ static bool parse_host_sync(const char *text, cuv_host_sync_t *out) {
   return false;
 }
 
+static bool parse_submit_inline(const char *text, cuv_submit_inline_t *out) {
+  static const char *const names[] = {"idle", "never", "always"};
+  for (int i = 0; i < 3; i++)
+    if (strcmp(text, names[i]) == 0) {
+      *out = (cuv_submit_inline_t)i;
+      return true;
+    }
+  return false;
+}
+
+static bool power_of_two(unsigned v) { return v && (v & (v - 1)) == 0; }
+
 static bool parse_bool(const char *text, bool *out) {
   if (strcmp(text, "0") != 0 && strcmp(text, "1") != 0)
     return false;
@@ -78,6 +95,25 @@ static bool driver_valid(const char *driver) {
   if (!driver || strcmp(driver, "cuda") == 0 || strcmp(driver, "sim") == 0)
     return true;
   return strchr(driver, '/') && strlen(driver) < sizeof driver_copy;
+}
+
+/* The submission engine's variables. */
+static int env_engine(cuv_config_t *c, char *why, size_t n, int rc) {
+  const char *name, *text;
+  if ((text = env_value("CUV_SUBMIT_THREADS", NULL, &name)) &&
+      !parse_unsigned(text, 0, SUBMIT_THREADS_MAX, &c->submit_threads))
+    rc = refuse_env(name, text, "threads from 0 to 64", why, n);
+  if ((text = env_value("CUV_SUBMIT_INLINE", NULL, &name)) &&
+      !parse_submit_inline(text, &c->submit_inline))
+    rc = refuse_env(name, text, "idle, never or always", why, n);
+  unsigned ring = 0;
+  if ((text = env_value("CUV_SUBMIT_RING", NULL, &name))) {
+    if (parse_unsigned(text, 2, SUBMIT_RING_MAX, &ring) && power_of_two(ring))
+      c->submit_ring = ring;
+    else
+      rc = refuse_env(name, text, "a power of two from 2 to 65536", why, n);
+  }
+  return rc;
 }
 
 int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
@@ -109,7 +145,7 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
   if ((text = env_value("CUV_UV_POLL_MAX_US", NULL, &name)) &&
       !parse_unsigned(text, 0, UV_POLL_MAX_US, &c->uv_poll_max_us))
     rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
-  return rc;
+  return env_engine(c, why, n, rc);
 }
 
 CUV_EXTERN int cuv_config_default(cuv_config_t *config) {
@@ -131,6 +167,14 @@ int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
     bad = "reactor_slots: not from 1 to 1048576";
   else if (c->uv_poll_max_us > UV_POLL_MAX_US)
     bad = "uv_poll_max_us: more than 1000000";
+  else if (c->submit_threads > SUBMIT_THREADS_MAX)
+    bad = "submit_threads: more than 64";
+  else if (c->submit_inline != CUV_SUBMIT_INLINE_IDLE &&
+           c->submit_inline != CUV_SUBMIT_INLINE_NEVER &&
+           c->submit_inline != CUV_SUBMIT_INLINE_ALWAYS)
+    bad = "submit_inline: not a cuv_submit_inline_t";
+  else if (c->submit_ring < 2 || c->submit_ring > SUBMIT_RING_MAX || !power_of_two(c->submit_ring))
+    bad = "submit_ring: not a power of two from 2 to 65536";
   if (!bad)
     return 0;
   if (why && n) {
@@ -155,5 +199,6 @@ bool cuv__config_equal(const cuv_config_t *c) {
   return strcmp(driver_name(c->driver), a->driver) == 0 &&
          c->spin_budget_us == a->spin_budget_us && c->host_sync == a->host_sync &&
          c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
-         c->uv_poll_max_us == a->uv_poll_max_us;
+         c->uv_poll_max_us == a->uv_poll_max_us && c->submit_threads == a->submit_threads &&
+         c->submit_inline == a->submit_inline && c->submit_ring == a->submit_ring;
 }

@@ -19,7 +19,7 @@ CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *
   int rc = cuv__exec_begin(op, NULL, stream, &ex);
   if (rc < 0)
     return rc;
-  cuv__exec_run(op, &ex);
+  cuv__exec_run_blocking(op, &ex);
   int status = ex.sub->status;
   if (status == 0 && out)
     *out = cuv_output_take(&ex.sub->output);

@@ -44,8 +44,6 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   if (rc == 0 && op->device >= 0 && op->device != stream->dev->ordinal)
     rc = CUV_EDEVICE;
   if (rc == 0)
-    rc = cuv__bind(stream->dev);
-  if (rc == 0)
     rc = cuv__sub_create(&ex->sub, stream);
   cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
   if (rc < 0) {
@@ -59,7 +57,36 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
 }
 
 void cuv__exec_run(cuv_op_t *op, cuv__exec_t *ex) {
+  int rc = cuv__bind(ex->stream->dev);
+  if (rc < 0) {
+    cuv__op_drop(op);
+    ex->sub->status = rc;
+    return;
+  }
   ex->sub->status = cuv__op_execute(op, ex, &ex->sub->output);
+}
+
+/* A blocking executor's job: the op and its open submission. */
+typedef struct exec_job {
+  cuv__job_t job;
+  cuv_op_t *op;
+  cuv__exec_t *ex;
+} exec_job_t;
+
+static void exec_job_run(cuv__job_t *job, bool queued) {
+  (void)queued;
+  cuv__exec_run(((exec_job_t *)job)->op, ((exec_job_t *)job)->ex);
+}
+
+static void exec_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
+  cuv__op_touches(((exec_job_t *)job)->op, touches);
+}
+
+void cuv__exec_run_blocking(cuv_op_t *op, cuv__exec_t *ex) {
+  exec_job_t j = {.job = {.run = exec_job_run, .describe = exec_job_describe, .stream = ex->stream},
+                  .op = op,
+                  .ex = ex};
+  cuv__engine_run_blocking(&j.job);
 }
 
 /* Hands the output over (or releases it) and finishes the submission. */
@@ -78,7 +105,7 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   int rc = cuv__exec_begin(op, policy, stream, &ex);
   if (rc < 0)
     return rc;
-  cuv__exec_run(op, &ex);
+  cuv__exec_run_blocking(op, &ex);
   /* Wait also after a failure midway: what was enqueued must finish before its resources go. */
   int wait = cuv__wait_sync(ex.sub);
   CUV__STAT_ADD(completed_sync, 1);

@@ -5,5 +5,8 @@
 int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cuv__exec_t *ex);
 /* Enqueues the tree; the output lands in ex->sub->output, the status in ex->sub->status. */
 void cuv__exec_run(cuv_op_t *op, cuv__exec_t *ex);
+/* As cuv__exec_run, in its turn among the engine's jobs (on this thread, or on a submitter
+ * thread while this one waits). */
+void cuv__exec_run_blocking(cuv_op_t *op, cuv__exec_t *ex);
 
 #endif

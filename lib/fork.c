@@ -93,7 +93,8 @@ static int fork_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t fork_vt = {"fork", fork_execute, fork_drop};
+static const cuv__op_vt_t fork_vt = {"fork", fork_execute, fork_drop,
+                                    NULL /* its branches take streams as they run */};
 
 CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n) {
   return cuv__gather_ops(&fork_vt, ops, n);

@@ -86,7 +86,11 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   CUgraph graph = NULL;
   cuv_output_t output = {0}; /* stays cleared when the capture cannot even begin */
   cuv__uses_t *uses = NULL;
-  rc = capture_op(op, &ex, &graph, &output, &uses);
+  rc = cuv__bind(ex.stream->dev); /* the capture runs on this thread, outside the engine */
+  if (rc < 0)
+    cuv__op_drop(op);
+  else
+    rc = capture_op(op, &ex, &graph, &output, &uses);
   g->stream = cuv__stream_ref(ex.stream);
   if (rc == 0)
     rc = instantiate(g, graph);
@@ -128,8 +132,17 @@ static int launch_graph_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out
   return rc;
 }
 
+static void launch_graph_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  const cuv__uses_t *uses = ((const launch_graph_op_t *)op)->graph->uses;
+  for (size_t i = 0; i < cuv__hazard_uses_count(uses); i++) {
+    bool write;
+    const cuv_buffer_t *buf = cuv__hazard_uses_get(uses, i, &write);
+    cuv__touch(t, buf, write);
+  }
+}
+
 static const cuv__op_vt_t launch_graph_vt = {"graph_launch", launch_graph_execute,
-                                             launch_graph_drop};
+                                             launch_graph_drop, launch_graph_touches};
 
 CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *g) {
   if (!g)

@@ -161,6 +161,13 @@ void cuv__hazard_uses_free(cuv__uses_t *uses) {
   free(uses);
 }
 
+size_t cuv__hazard_uses_count(const cuv__uses_t *uses) { return uses ? uses->n : 0; }
+
+const cuv_buffer_t *cuv__hazard_uses_get(const cuv__uses_t *uses, size_t i, bool *write) {
+  *write = uses->items[i].write;
+  return uses->items[i].buf;
+}
+
 /* ---- holding a buffer ---- */
 
 /* The buffer's latest access is this submission's, on this stream, at least as strong: nothing

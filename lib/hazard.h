@@ -15,5 +15,8 @@ int cuv__hazard_capture_begin(cuv__submission_t *capture, cuv__uses_t **uses);
 void cuv__hazard_capture_end(void);
 int cuv__hazard_replay(cuv__exec_t *ex, const cuv__uses_t *uses);
 void cuv__hazard_uses_free(cuv__uses_t *uses);
+/* The noted buffers: how many, and the i-th with its access (for the engine's conflicts). */
+size_t cuv__hazard_uses_count(const cuv__uses_t *uses);
+const cuv_buffer_t *cuv__hazard_uses_get(const cuv__uses_t *uses, size_t i, bool *write);
 
 #endif

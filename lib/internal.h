@@ -25,6 +25,7 @@
 #include "stream.h"
 #include "stats.h"
 #include "submission.h"
+#include "engine.h"
 #include "op.h"
 #include "buffer.h"
 #include "module.h"

@@ -64,7 +64,13 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t launch_vt = {"launch", launch_execute, launch_drop};
+static void launch_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  const launch_op_t *l = (const launch_op_t *)op;
+  for (size_t i = 0; i < l->nargs; i++)
+    cuv__touch(t, l->args[i].buffer, l->args[i].kind != CUV_ARG_KIND_READ);
+}
+
+static const cuv__op_vt_t launch_vt = {"launch", launch_execute, launch_drop, launch_touches};
 
 static size_t arg_size(const cuv_arg_t *arg) {
   return arg->kind == CUV_ARG_KIND_SCALAR ? arg->size : sizeof(CUdeviceptr);

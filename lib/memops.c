@@ -80,7 +80,13 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t copy_vt = {"copy", copy_execute, copy_drop};
+static void copy_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  const copy_op_t *c = (const copy_op_t *)op;
+  cuv__touch(t, c->dst, true);
+  cuv__touch(t, c->src, false);
+}
+
+static const cuv__op_vt_t copy_vt = {"copy", copy_execute, copy_drop, copy_touches};
 
 /* Builds the node; takes references on the buffers. */
 static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_offset,

@@ -6,7 +6,7 @@
 
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
-static const cuv__op_vt_t error_vt = {"error", NULL, NULL};
+static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
 static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
@@ -38,6 +38,20 @@ static void op_free_node(cuv_op_t *op) {
  * freeing it twice. After execution the node is freed memory: a use then is a use after free no
  * mark can catch. The static out-of-memory op is never marked: it can be handed anywhere. */
 enum { OP_FREE, OP_TAKEN, OP_TAKING /* seen earlier in the list cuv__op_take_all is taking */ };
+
+void cuv__op_touches(const cuv_op_t *op, cuv__touches_t *t) {
+  if (!op || op->error)
+    return; /* executing it only reports the error */
+  if (op->vt->touches)
+    op->vt->touches(op, t);
+  else
+    t->all = true;
+}
+
+void cuv__touches_none(const cuv_op_t *op, cuv__touches_t *t) {
+  (void)op;
+  (void)t;
+}
 
 void cuv__op_drop(cuv_op_t *op) {
   if (!op)
@@ -216,7 +230,8 @@ static int value_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
 
 static void value_drop(cuv_op_t *op) { cuv_output_release(&((value_op_t *)op)->value); }
 
-static const cuv__op_vt_t value_vt = {"value", value_execute, value_drop};
+static const cuv__op_vt_t value_vt = {"value", value_execute, value_drop,
+                                      cuv__touches_none};
 
 CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release) {
   value_op_t *v = (value_op_t *)cuv__op_new(&value_vt, sizeof *v);
@@ -253,7 +268,8 @@ static int context_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return cuv__op_execute(next, ex, out);
 }
 
-static const cuv__op_vt_t context_vt = {"with_context", context_execute, context_drop};
+static const cuv__op_vt_t context_vt = {"with_context", context_execute, context_drop,
+                                       NULL /* the callback builds the rest */};
 
 CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release) {
   if (!fn) {

@@ -16,6 +16,9 @@ typedef struct cuv__op_vt {
   const char *name;
   int (*execute)(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
   void (*drop)(cuv_op_t *op);
+  /* Adds the buffers executing the op touches to t (the engine orders conflicting jobs by them);
+   * NULL when that is unknown before execution (a callback builds more work). */
+  void (*touches)(const cuv_op_t *op, cuv__touches_t *t);
 } cuv__op_vt_t;
 
 struct cuv_op_s {
@@ -31,6 +34,10 @@ cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
 cuv_op_t *cuv__op_fail(int error);
 /* Executes and consumes op; on failure *out is left cleared. */
 int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out);
+/* Adds what op touches to t (unknown: t->all). */
+void cuv__op_touches(const cuv_op_t *op, cuv__touches_t *t);
+/* A touches hook for ops that touch no buffer. */
+void cuv__touches_none(const cuv_op_t *op, cuv__touches_t *t);
 /* Frees an op this code owns, executed or not (cuv_op_destroy refuses an op a combinator holds). */
 void cuv__op_drop(cuv_op_t *op);
 /* Drops n ops (NULLs allowed). */

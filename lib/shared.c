@@ -116,7 +116,8 @@ static int clone_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   return rc;
 }
 
-static const cuv__op_vt_t clone_vt = {"shared_clone", clone_execute, clone_drop};
+static const cuv__op_vt_t clone_vt = {"shared_clone", clone_execute, clone_drop,
+                                     NULL /* runs, or waits for, another submission */};
 
 CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
   if (!op)

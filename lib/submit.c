@@ -1,9 +1,43 @@
-/* cuv_submit: the asynchronous executor. The op tree is enqueued like the blocking executors do,
- * then its completion is armed (completion.c) and delivered to the caller's queue, where
- * cuv_queue_drain runs the callback exactly once. */
+/* cuv_submit: the asynchronous executor. The op is scheduled and its submission opened and
+ * accepted by the queue on the calling thread (so a refusal is returned at once), then its driver
+ * calls are handed to the engine as a job: made by a submitter thread, or here when the engine is
+ * idle (engine.c). The job enqueues the tree and arms its completion (completion.c), which is
+ * delivered to the caller's queue, where cuv_queue_drain runs the callback exactly once. Errors
+ * found while enqueueing reach that callback, as for any failure after acceptance. */
 #include "internal.h"
 #include "completion.h"
 #include "queue.h"
+
+typedef struct submit_job {
+  cuv__job_t job;
+  cuv_op_t *op;
+  cuv__exec_t ex;
+  bool may_spin;
+} submit_job_t;
+
+/* Enqueues and arms. A failure midway still arms: what was enqueued must finish before its
+ * resources go, and the callback then reports the execution's error. Only the submitting thread
+ * spins: a submitter thread has other jobs to run. */
+static void submit_job_run(cuv__job_t *job, bool queued) {
+  submit_job_t *s = (submit_job_t *)job;
+  cuv__exec_run(s->op, &s->ex);
+  cuv__arm(s->ex.sub, s->may_spin && !queued);
+}
+
+static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
+  cuv__op_touches(((submit_job_t *)job)->op, touches);
+}
+
+static void submit_job_release(cuv__job_t *job) { free(job); }
+
+/* Hands the job to the engine, or runs it here when there is none (or it cannot start). */
+static void submit_job_start(submit_job_t *s) {
+  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, true) == 0)
+    return;
+  CUV__STAT_ADD(engine_inline, 1);
+  submit_job_run(&s->job, false);
+  free(s);
+}
 
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts) {
@@ -11,29 +45,34 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     cuv_op_destroy(op);
     return CUV_EINVAL;
   }
-  int rc = cuv__queue_enter(queue); /* counted from here: a closing owner waits for it */
+  submit_job_t *s = malloc(sizeof *s);
+  int rc = s ? cuv__queue_enter(queue) : CUV_ENOMEM; /* counted: a closing owner waits for it */
   if (rc < 0) {
+    free(s);
     cuv_op_destroy(op);
     return rc;
   }
   cuv_submit_opts_t defaults = {0};
   opts = opts ? opts : &defaults;
-  cuv__exec_t ex;
-  rc = cuv__exec_begin(op, opts->policy, opts->stream, &ex);
+  rc = cuv__exec_begin(op, opts->policy, opts->stream, &s->ex);
   if (rc < 0) {
+    free(s);
     cuv__queue_leave(queue);
     return rc;
   }
-  cuv__submission_t *sub = ex.sub;
+  cuv__submission_t *sub = s->ex.sub;
   sub->queue = queue;
   sub->done = done;
   sub->done_arg = arg;
   cuv__queue_accept(queue, sub, opts->flags);
   if (opts->ticket)
     *opts->ticket = sub->ticket;
-  /* A failure midway still arms: what was enqueued must finish before its resources go, and
-   * the callback then reports the execution's error. */
-  sub->status = cuv__op_execute(op, &ex, &sub->output);
-  cuv__arm(sub, !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED)));
+  s->job = (cuv__job_t){.run = submit_job_run,
+                        .describe = submit_job_describe,
+                        .release = submit_job_release,
+                        .stream = s->ex.stream};
+  s->op = op;
+  s->may_spin = !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED));
+  submit_job_start(s);
   return 0;
 }

@@ -26,6 +26,7 @@
 static const char *const variables[] = {
     "CUV_DRIVER",        "CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", "CUV_HOST_SYNC",
     "CUDA_ASYNC_HOST_SYNC", "CUV_REACTOR_SLOTS", "CUV_STRICT_HAZARDS",      "CUV_UV_POLL_MAX_US",
+    "CUV_SUBMIT_THREADS", "CUV_SUBMIT_INLINE", "CUV_SUBMIT_RING",
 };
 
 /* The suite's driver, "sim" or "cuda" (its CUV_DRIVER, read before any child changes it). */
@@ -41,7 +42,8 @@ static bool same_config(const cuv_config_t *a, const cuv_config_t *b) {
   return strcmp(a->driver ? a->driver : "cuda", b->driver ? b->driver : "cuda") == 0 &&
          a->spin_budget_us == b->spin_budget_us && a->host_sync == b->host_sync &&
          a->reactor_slots == b->reactor_slots && a->strict_hazards == b->strict_hazards &&
-         a->uv_poll_max_us == b->uv_poll_max_us;
+         a->uv_poll_max_us == b->uv_poll_max_us && a->submit_threads == b->submit_threads &&
+         a->submit_inline == b->submit_inline && a->submit_ring == b->submit_ring;
 }
 
 /* A configuration unlike the defaults in every field. */
@@ -54,6 +56,9 @@ static cuv_config_t custom_config(void) {
   c.reactor_slots = 1 + cuvt_random_u32() % 64;
   c.strict_hazards = true;
   c.uv_poll_max_us = 1 + cuvt_random_u32() % 5000;
+  c.submit_threads = 5 + cuvt_random_u32() % 60;
+  c.submit_inline = CUV_SUBMIT_INLINE_NEVER;
+  c.submit_ring = 2u << cuvt_random_u32() % 9;
   return c;
 }
 
@@ -64,6 +69,8 @@ static int child_defaults(void) {
   CHECK(strcmp(c.driver, suite_driver) == 0);
   CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
   CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
+  CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
+  CHECK(c.submit_ring == 1024);
   unsetenv("CUV_DRIVER");
   CHECK(cuv_config_default(&c) == 0 && strcmp(c.driver, "cuda") == 0);
   setenv("CUV_DRIVER", "", 1); /* empty counts as unset */
@@ -81,9 +88,14 @@ static int child_environment(void) {
   setenv("CUV_REACTOR_SLOTS", "3", 1);
   setenv("CUV_STRICT_HAZARDS", "1", 1);
   setenv("CUV_UV_POLL_MAX_US", "0", 1);
+  setenv("CUV_SUBMIT_THREADS", "0", 1);
+  setenv("CUV_SUBMIT_INLINE", "always", 1);
+  setenv("CUV_SUBMIT_RING", "65536", 1);
   CHECK(cuv_config_default(&c) == 0);
   CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN && c.reactor_slots == 3);
   CHECK(c.strict_hazards && c.uv_poll_max_us == 0);
+  CHECK(c.submit_threads == 0 && c.submit_inline == CUV_SUBMIT_INLINE_ALWAYS);
+  CHECK(c.submit_ring == 65536);
   clear_env();
   setenv("CUDA_ASYNC_SPIN_BUDGET_US", "9", 1);
   setenv("CUDA_ASYNC_HOST_SYNC", "block", 1);
@@ -105,7 +117,9 @@ static int child_environment_invalid(void) {
       {"CUDA_ASYNC_SPIN_BUDGET_US", "2x"}, {"CUV_HOST_SYNC", "spinn"},
       {"CUV_REACTOR_SLOTS", "0"},          {"CUV_REACTOR_SLOTS", "1048577"},
       {"CUV_STRICT_HAZARDS", "yes"},       {"CUV_UV_POLL_MAX_US", "99999999999999999999"},
-      {"CUV_DRIVER", "simm"},
+      {"CUV_DRIVER", "simm"},              {"CUV_SUBMIT_THREADS", "65"},
+      {"CUV_SUBMIT_INLINE", "sometimes"},  {"CUV_SUBMIT_RING", "1000"},
+      {"CUV_SUBMIT_RING", "1"},            {"CUV_SUBMIT_RING", "131072"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     clear_env();
@@ -116,6 +130,8 @@ static int child_environment_invalid(void) {
     CHECK(strcmp(c.driver, "cuda") == 0 && c.spin_budget_us == 20);
     CHECK(c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
     CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
+    CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
+    CHECK(c.submit_ring == 1024);
     CHECK(cuv_init() == CUV_EINVAL);
     const char *why = cuv_init_error();
     CHECK(why && strstr(why, bad[i][0]) && strstr(why, bad[i][1]));
@@ -241,8 +257,8 @@ static int child_invalid_configs(void) {
   long_path[sizeof long_path - 1] = '\0';
   cuv_config_t base;
   cuv_config_default(&base);
-  cuv_config_t bad[12];
-  const char *field[12];
+  cuv_config_t bad[20];
+  const char *field[20];
   size_t n = 0;
 #define BAD(name, expr)                                                                           \
   do {                                                                                            \
@@ -262,6 +278,12 @@ static int child_invalid_configs(void) {
   BAD("reactor_slots", reactor_slots = (1u << 20) + 1);
   BAD("uv_poll_max_us", uv_poll_max_us = 1000001);
   BAD("uv_poll_max_us", uv_poll_max_us = (unsigned)-5);
+  BAD("submit_threads", submit_threads = 65);
+  BAD("submit_inline", submit_inline = (cuv_submit_inline_t)3);
+  BAD("submit_inline", submit_inline = (cuv_submit_inline_t)-1);
+  BAD("submit_ring", submit_ring = 1000);
+  BAD("submit_ring", submit_ring = 1);
+  BAD("submit_ring", submit_ring = 131072);
 #undef BAD
   for (size_t i = 0; i < n; i++) {
     CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
@@ -319,6 +341,12 @@ static int child_concurrent_init(void) {
   setenv("CUV_REACTOR_SLOTS", slots, 1);
   setenv("CUV_STRICT_HAZARDS", "1", 1);
   setenv("CUV_UV_POLL_MAX_US", poll, 1);
+  char threads_text[16], ring[16];
+  snprintf(threads_text, sizeof threads_text, "%u", race_config.submit_threads);
+  snprintf(ring, sizeof ring, "%u", race_config.submit_ring);
+  setenv("CUV_SUBMIT_THREADS", threads_text, 1);
+  setenv("CUV_SUBMIT_INLINE", "never", 1);
+  setenv("CUV_SUBMIT_RING", ring, 1);
   pthread_t threads[RACERS];
   for (intptr_t i = 0; i < RACERS; i++)
     CHECK(pthread_create(&threads[i], NULL, racer, (void *)i) == 0);

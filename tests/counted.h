@@ -147,11 +147,12 @@ static inline uint64_t cuvt_waits_inserted(void) { return cuvt_stats().waits_ins
 /* Waits on and drains q until *calls reaches want (callbacks that count themselves), on the test
  * thread: it asserts. */
 static inline void cuvt_drain_until(cuv_queue_t *q, atomic_int *calls, int want) {
-  for (int spins = 0; atomic_load(calls) < want; spins++) {
+  for (int idle = 0, seen = atomic_load(calls); seen < want; seen = atomic_load(calls)) {
     int rc = cuv_queue_wait(q, 1000);
     assert_true(rc == 0 || rc == CUV_EBUSY);
     cuv_queue_drain(q);
-    if (spins > 120) /* a watchdog, not a timing assertion: two minutes without progress */
+    idle = atomic_load(calls) > seen ? 0 : idle + 1;
+    if (idle > 120) /* a watchdog, not a timing assertion: two minutes without progress */
       fail_msg("callbacks did not arrive: %d of %d", atomic_load(calls), want);
   }
 }

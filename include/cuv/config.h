@@ -30,6 +30,13 @@ typedef enum cuv_host_sync {
   CUV_HOST_SYNC_BLOCK    /* always a host function; a blocking executor sleeps until it ran */
 } cuv_host_sync_t;
 
+/* Who makes an asynchronous submission's driver calls (README: the submission engine). */
+typedef enum cuv_submit_inline {
+  CUV_SUBMIT_INLINE_IDLE = 0, /* the submitting thread, when the engine and the device are idle */
+  CUV_SUBMIT_INLINE_NEVER,    /* always a submitter thread (a full ring still runs inline) */
+  CUV_SUBMIT_INLINE_ALWAYS    /* always the submitting thread (as without an engine) */
+} cuv_submit_inline_t;
+
 typedef struct cuv_config {
   /* CUV_DRIVER: "cuda" (the default; NULL means the same) loads the NVIDIA driver,
    * libcuda.so.1; "sim" loads libcuv-sim, the CPU simulator; anything else is the path of a
@@ -54,6 +61,17 @@ typedef struct cuv_config {
    * when that is at most this bound; 0 keeps the polling to the spin budget. 0 to 1000000,
    * default 1000. */
   unsigned uv_poll_max_us;
+  /* CUV_SUBMIT_THREADS: submitter threads per device (named cuv-submit-N), started at the first
+   * submission that uses them; they spin briefly when the ring empties, then park (no CPU while
+   * idle). 0 turns the engine off: every executor makes its driver calls on its own thread.
+   * 0 to 64, default 4. */
+  unsigned submit_threads;
+  /* CUV_SUBMIT_INLINE: "idle" (the default), "never" or "always" (cuv_submit_inline_t). */
+  cuv_submit_inline_t submit_inline;
+  /* CUV_SUBMIT_RING: capacity of a device's submission ring, a power of two from 2 to 65536,
+   * default 1024. A push that finds it full runs the oldest queued work on the pushing thread
+   * instead of waiting (README: the submission engine). */
+  unsigned submit_ring;
 } cuv_config_t;
 
 /* Fills *config with the defaults, then with the environment variables above. Returns 0, or

@@ -1,0 +1,378 @@
+/* The submission engine: a ring per device that any thread pushes jobs onto without a lock, and
+ * submitter threads (cuv-submit-N) that claim them in push order and make their driver calls.
+ *
+ * Order. Claims happen under the engine's lock, in ring order, and a claimed job joins the list
+ * of running jobs. Before it runs, a job waits until no job claimed before it that it conflicts
+ * with is still running (same stream, a buffer one of them writes, or unknown touches). So two
+ * jobs that one thread pushed in turn reach a stream, and the hazard tracker, in that order,
+ * while unrelated jobs run side by side on several threads: the driver takes work from several
+ * threads faster than from one (README: the submission engine).
+ *
+ * The latency path. A job whose submitter may wait on it (cuv_submit's inline spin) runs on the
+ * submitting thread when the engine is idle: nothing queued, nothing running, and nothing else in
+ * flight on its stream. A blocking executor runs its job itself whenever nothing is queued.
+ *
+ * A full ring never makes a pusher wait for another thread: it claims the oldest queued job and
+ * runs it itself, as a submitter would, until its own job fits.
+ *
+ * Threads spin for SPIN_NS after their last job, then park on a condition variable; a pusher
+ * signals only when a thread is parked (the count and the queued number are both sequentially
+ * consistent, so a parking thread and a pusher cannot miss each other). */
+#include <sched.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "internal.h"
+#include "engine.h"
+#include "ring.h"
+
+#define SPIN_NS 50000ull /* a submitter's linger after its last job before it parks */
+#define MAX_DEVICES 64
+#define WAIT_SPIN_NS 20000ull /* a waiter's busy spin before it starts yielding */
+
+typedef struct engine {
+  pthread_mutex_t lock; /* claims, and the running list */
+  cuv__ring_t *ring;
+  atomic_uint queued;            /* pushed and not yet claimed */
+  cuv__job_t *head, *tail;       /* claimed and still running, in claim order */
+  atomic_uint_fast64_t finishes; /* bumped by every job that leaves the running list */
+  pthread_mutex_t park_lock;
+  pthread_cond_t park_cond;
+  atomic_uint parked;
+  atomic_bool stop;
+  unsigned n_threads;
+  pthread_t *threads;
+} engine_t;
+
+static struct {
+  pthread_mutex_t lock;
+  _Atomic(engine_t *) of[MAX_DEVICES];
+  int status[MAX_DEVICES]; /* a failed start, kept: every later job runs inline */
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Set while this thread runs a job: a job that submits (then_unchecked) must not wait on the
+ * engine it is part of. */
+static _Thread_local bool in_job;
+
+void cuv__touch(cuv__touches_t *t, const void *buf, bool write) {
+  if (!buf || t->all)
+    return;
+  for (unsigned i = 0; i < t->n; i++)
+    if (t->buf[i] == buf) {
+      t->write[i] = t->write[i] || write;
+      return;
+    }
+  if (t->n == CUV__TOUCH_MAX) {
+    t->all = true;
+    return;
+  }
+  t->buf[t->n] = buf;
+  t->write[t->n++] = write;
+}
+
+bool cuv__engine_enabled(void) {
+  return cuv__config.submit_threads > 0 && cuv__config.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
+}
+
+/* ---- conflicts and the running list (under the engine's lock) ---- */
+
+static bool touches_conflict(const cuv__touches_t *a, const cuv__touches_t *b) {
+  if (a->all || b->all)
+    return true;
+  for (unsigned i = 0; i < a->n; i++)
+    for (unsigned j = 0; j < b->n; j++)
+      if (a->buf[i] == b->buf[j] && (a->write[i] || b->write[j]))
+        return true;
+  return false;
+}
+
+static bool jobs_conflict(const cuv__job_t *a, const cuv__job_t *b) {
+  return a->stream == b->stream || touches_conflict(&a->touches, &b->touches);
+}
+
+/* Whether a job claimed before `job` and conflicting with it is still running. */
+static bool blocked(engine_t *e, const cuv__job_t *job) {
+  for (const cuv__job_t *j = e->head; j && j != job; j = j->next)
+    if (jobs_conflict(j, job))
+      return true;
+  return false;
+}
+
+/* Appends job to the running list; true when it must wait for an earlier one. */
+static bool enter(engine_t *e, cuv__job_t *job) {
+  job->touches = (cuv__touches_t){0};
+  job->describe(job, &job->touches);
+  job->next = NULL;
+  job->prev = e->tail;
+  if (e->tail)
+    e->tail->next = job;
+  else
+    e->head = job;
+  e->tail = job;
+  return blocked(e, job);
+}
+
+/* The oldest queued job, claimed; NULL when none. The caller holds the lock. */
+static cuv__job_t *claim_locked(engine_t *e, bool *wait) {
+  cuv__job_t *job = cuv__ring_pop(e->ring);
+  if (job) {
+    atomic_fetch_sub(&e->queued, 1);
+    *wait = enter(e, job);
+  }
+  return job;
+}
+
+static void yield_a_while(uint64_t since) {
+  if (cuv__now_ns() - since > WAIT_SPIN_NS)
+    sched_yield();
+}
+
+/* Waits until no earlier conflicting job runs. */
+static void wait_turn(engine_t *e, cuv__job_t *job) {
+  uint64_t since = cuv__now_ns();
+  for (;;) {
+    uint_fast64_t seen = atomic_load(&e->finishes);
+    pthread_mutex_lock(&e->lock);
+    bool still = blocked(e, job);
+    pthread_mutex_unlock(&e->lock);
+    if (!still)
+      return;
+    while (atomic_load(&e->finishes) == seen)
+      yield_a_while(since);
+  }
+}
+
+/* Takes job off the running list and hands it back to its owner. */
+static void leave(engine_t *e, cuv__job_t *job) {
+  pthread_mutex_lock(&e->lock);
+  if (job->prev)
+    job->prev->next = job->next;
+  else
+    e->head = job->next;
+  if (job->next)
+    job->next->prev = job->prev;
+  else
+    e->tail = job->prev;
+  pthread_mutex_unlock(&e->lock);
+  atomic_fetch_add(&e->finishes, 1);
+  if (job->release)
+    job->release(job);
+  else
+    atomic_store_explicit(&job->finished, true, memory_order_release);
+}
+
+/* Runs a claimed job on this thread, in its turn. */
+static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
+  if (wait)
+    wait_turn(e, job);
+  bool nested = in_job;
+  in_job = true;
+  job->run(job, queued);
+  in_job = nested;
+  leave(e, job);
+}
+
+/* ---- submitter threads ---- */
+
+static void wake_one(engine_t *e) {
+  if (atomic_load(&e->parked) == 0)
+    return;
+  pthread_mutex_lock(&e->park_lock);
+  pthread_cond_signal(&e->park_cond);
+  pthread_mutex_unlock(&e->park_lock);
+}
+
+/* Parks until something is queued; false when the engine stops. */
+static bool park(engine_t *e) {
+  pthread_mutex_lock(&e->park_lock);
+  atomic_fetch_add(&e->parked, 1);
+  while (atomic_load(&e->queued) == 0 && !atomic_load(&e->stop))
+    pthread_cond_wait(&e->park_cond, &e->park_lock);
+  atomic_fetch_sub(&e->parked, 1);
+  pthread_mutex_unlock(&e->park_lock);
+  return !atomic_load(&e->stop);
+}
+
+static void *submitter_main(void *arg) {
+  engine_t *e = arg;
+  uint64_t last = cuv__now_ns();
+  while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
+    cuv__job_t *job = NULL;
+    bool wait = false;
+    if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
+      pthread_mutex_lock(&e->lock);
+      job = claim_locked(e, &wait);
+      pthread_mutex_unlock(&e->lock);
+    }
+    if (job) {
+      if (atomic_load(&e->queued) > 0)
+        wake_one(e); /* more than this thread can take */
+      CUV__STAT_ADD(engine_queued, 1);
+      run_claimed(e, job, wait, true);
+      last = cuv__now_ns();
+    } else if (cuv__now_ns() - last > SPIN_NS) {
+      if (!park(e))
+        break;
+      last = cuv__now_ns();
+    }
+  }
+  return NULL;
+}
+
+static void engine_stop(engine_t *e) {
+  pthread_mutex_lock(&e->park_lock);
+  atomic_store(&e->stop, true);
+  pthread_cond_broadcast(&e->park_cond);
+  pthread_mutex_unlock(&e->park_lock);
+  for (unsigned i = 0; i < e->n_threads; i++)
+    pthread_join(e->threads[i], NULL);
+  e->n_threads = 0;
+}
+
+/* Stops the threads when the library goes away (dlclose or exit), so they never run unmapped
+ * code. Jobs still queued then are dropped with the process. */
+__attribute__((destructor)) static void engines_shutdown(void) {
+  for (int i = 0; i < MAX_DEVICES; i++) {
+    engine_t *e = atomic_load(&E.of[i]);
+    if (e)
+      engine_stop(e);
+  }
+}
+
+static int start_threads(engine_t *e, int ordinal) {
+  e->threads = calloc(cuv__config.submit_threads, sizeof *e->threads);
+  if (!e->threads)
+    return CUV_ENOMEM;
+  for (unsigned i = 0; i < cuv__config.submit_threads; i++) {
+    if (pthread_create(&e->threads[i], NULL, submitter_main, e) != 0) {
+      engine_stop(e);
+      return CUV_ETHREAD;
+    }
+    e->n_threads++;
+    char name[16];
+    snprintf(name, sizeof name, "cuv-submit-%u", ordinal * 100 + i);
+    pthread_setname_np(e->threads[i], name);
+  }
+  return 0;
+}
+
+static engine_t *engine_new(int ordinal, int *status) {
+  engine_t *e = calloc(1, sizeof *e);
+  *status = e ? cuv__ring_create(&e->ring, cuv__config.submit_ring) : CUV_ENOMEM;
+  if (*status == 0) {
+    pthread_mutex_init(&e->lock, NULL);
+    pthread_mutex_init(&e->park_lock, NULL);
+    pthread_cond_init(&e->park_cond, NULL);
+    *status = start_threads(e, ordinal);
+  }
+  if (*status == 0)
+    return e;
+  if (e) {
+    cuv__ring_destroy(e->ring);
+    free(e->threads);
+    free(e);
+  }
+  return NULL;
+}
+
+/* The engine of the stream's device, started on first use; NULL when it cannot start. */
+static engine_t *engine_of(cuv_stream_t *stream, int *status) {
+  int ordinal = stream->dev->ordinal;
+  *status = 0;
+  if (ordinal < 0 || ordinal >= MAX_DEVICES)
+    return NULL;
+  engine_t *e = atomic_load_explicit(&E.of[ordinal], memory_order_acquire);
+  if (e)
+    return e;
+  pthread_mutex_lock(&E.lock);
+  e = atomic_load(&E.of[ordinal]);
+  if (!e && E.status[ordinal] == 0) {
+    e = engine_new(ordinal, &E.status[ordinal]);
+    atomic_store_explicit(&E.of[ordinal], e, memory_order_release);
+  }
+  *status = E.status[ordinal];
+  pthread_mutex_unlock(&E.lock);
+  return e;
+}
+
+/* ---- pushing ---- */
+
+/* Runs the oldest queued job on this thread (the ring was full). */
+static void help(engine_t *e) {
+  bool wait = false;
+  pthread_mutex_lock(&e->lock);
+  cuv__job_t *job = claim_locked(e, &wait);
+  pthread_mutex_unlock(&e->lock);
+  if (!job)
+    return; /* a submitter took it meanwhile: the ring has room again */
+  CUV__STAT_ADD(engine_helped, 1);
+  run_claimed(e, job, wait, true);
+}
+
+static void push(engine_t *e, cuv__job_t *job) {
+  while (!cuv__ring_push(e->ring, job))
+    help(e);
+  atomic_fetch_add(&e->queued, 1);
+  wake_one(e);
+}
+
+/* Claims job for this thread when `idle` holds; the caller then runs it. */
+static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait) {
+  pthread_mutex_lock(&e->lock);
+  bool here = atomic_load(&e->queued) == 0 &&
+              (!need_idle || (!e->head && atomic_load(&job->stream->in_flight) <= 1));
+  if (here)
+    *wait = enter(e, job);
+  pthread_mutex_unlock(&e->lock);
+  return here;
+}
+
+int cuv__engine_submit(cuv__job_t *job, bool may_inline) {
+  int status;
+  engine_t *e = engine_of(job->stream, &status);
+  if (!e)
+    return status < 0 ? status : CUV_EINVAL;
+  bool wait = false;
+  if (in_job) {
+    /* A job submitting from its own run (then_unchecked): it must not help drain a full ring
+     * behind itself; queue it, or run it here when the ring is full. */
+    if (cuv__ring_push(e->ring, job)) {
+      atomic_fetch_add(&e->queued, 1);
+      wake_one(e);
+    } else {
+      job->run(job, true);
+      if (job->release)
+        job->release(job);
+    }
+    return 0;
+  }
+  if (may_inline && cuv__config.submit_inline == CUV_SUBMIT_INLINE_IDLE &&
+      claim_here(e, job, true, &wait)) {
+    CUV__STAT_ADD(engine_inline, 1);
+    run_claimed(e, job, wait, false);
+    return 0;
+  }
+  push(e, job);
+  return 0;
+}
+
+void cuv__engine_run_blocking(cuv__job_t *job) {
+  int status;
+  engine_t *e = cuv__engine_enabled() && !in_job ? engine_of(job->stream, &status) : NULL;
+  bool wait = false;
+  job->release = NULL;
+  atomic_store(&job->finished, false);
+  if (!e ||
+      (cuv__config.submit_inline != CUV_SUBMIT_INLINE_NEVER && claim_here(e, job, false, &wait))) {
+    CUV__STAT_ADD(engine_inline, 1);
+    if (e)
+      run_claimed(e, job, wait, false);
+    else
+      job->run(job, false);
+    return;
+  }
+  push(e, job);
+  uint64_t since = cuv__now_ns();
+  while (!atomic_load_explicit(&job->finished, memory_order_acquire))
+    yield_a_while(since);
+}

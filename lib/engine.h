@@ -1,0 +1,56 @@
+#ifndef CUV_LIB_ENGINE_H
+#define CUV_LIB_ENGINE_H
+
+/* engine.c: the submission engine. Executors hand jobs (the driver calls of one submission) to a
+ * device's engine: a bounded ring that submitter threads drain, or the submitting thread itself
+ * when the engine is idle. Jobs are claimed in the order they were pushed; a claimed job waits
+ * for every earlier claimed job it conflicts with (same stream, a buffer one of them writes, or
+ * one whose touches are unknown) to finish its driver calls, so stream order and the hazard
+ * tracker see what they would see if every call had been made on one thread. The engine knows
+ * streams and buffer addresses, not ops or submissions. */
+
+#define CUV__TOUCH_MAX 8
+
+/* What a job's driver calls touch besides its stream: buffer addresses (compared, never
+ * dereferenced) and whether it writes them. `all` means unknown: it conflicts with every job. */
+typedef struct cuv__touches {
+  bool all;
+  unsigned n;
+  const void *buf[CUV__TOUCH_MAX];
+  bool write[CUV__TOUCH_MAX];
+} cuv__touches_t;
+
+/* Adds a buffer (NULL is ignored); more than CUV__TOUCH_MAX distinct ones make the set `all`. */
+void cuv__touch(cuv__touches_t *t, const void *buf, bool write);
+
+typedef struct cuv__job cuv__job_t;
+struct cuv__job {
+  /* Makes the job's driver calls on the claiming thread; `queued` says whether that is a
+   * submitter thread (or a helping pusher) rather than the submitting thread itself. */
+  void (*run)(cuv__job_t *job, bool queued);
+  /* Fills in what the job touches; called once, when the job is claimed. */
+  void (*describe)(cuv__job_t *job, cuv__touches_t *touches);
+  /* Called once the engine no longer uses the job (after run): the job's owner may free it.
+   * NULL for a blocking job: its waiter learns of the end through `finished`. */
+  void (*release)(cuv__job_t *job);
+  cuv_stream_t *stream; /* where the job's driver calls go (its forks may use others) */
+  /* the engine's */
+  cuv__touches_t touches;
+  cuv__job_t *prev, *next; /* the claimed, unfinished jobs, in claim order */
+  atomic_bool finished;    /* a blocking job's end, the engine's last touch of it */
+};
+
+/* Hands an asynchronous job to the engine of the stream's device. The job runs on this thread
+ * when `may_inline` and the engine is idle (nothing queued, nothing running, nothing else in
+ * flight on the stream), else on a submitter thread; when the ring is full this thread runs the
+ * oldest queued jobs itself until the job fits. Returns 0, or a negative status when the engine
+ * cannot start (the job has not run; the caller runs it itself). */
+int cuv__engine_submit(cuv__job_t *job, bool may_inline);
+/* Runs a job whose caller waits for it (a blocking executor): on this thread when nothing is
+ * queued, else on a submitter thread while this one waits for its release. */
+void cuv__engine_run_blocking(cuv__job_t *job);
+/* Whether executors use an engine at all (the configuration's submit_threads and submit_inline);
+ * when not, they run jobs themselves. */
+bool cuv__engine_enabled(void);
+
+#endif

@@ -1,0 +1,340 @@
+/* The submission engine (lib/engine.c), through the public API, under whatever engine settings
+ * the environment gives (tests/meson.build runs this file with the engine forced, idle-inline, off
+ * and with a ring of 2): order and exactly-once delivery with several submitting threads and two
+ * loops, which path made the driver calls, and close and cancel while work waits in the ring.
+ * Callbacks and worker threads only record; the test thread asserts. */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "counted.h"
+#include "uvt.h"
+
+enum { THREADS = 4, LOOPS = 2 };
+
+static unsigned per_thread(void) {
+  const char *n = getenv("CUVT_ENGINE_N");
+  return n && *n ? (unsigned)atoi(n) : 10000;
+}
+
+static cuv_config_t config(void) {
+  cuv_config_t c;
+  assert_cuv_ok(cuv_config_get(&c));
+  return c;
+}
+
+/* ---- order and exactly-once: 4 threads into 2 loops ---- */
+
+typedef struct loop_side {
+  uvt_loop_t l;
+  uv_async_t stop;
+  uv_thread_t thread;
+  atomic_bool open;
+  atomic_uint expect, got;
+} loop_side_t;
+
+typedef struct submitter {
+  pthread_t thread;
+  unsigned index;
+  cuv_stream_t *stream;
+  cuv_buffer_t *cur, *log;
+  loop_side_t *side;
+  unsigned n;
+  atomic_uint next_k;     /* the k the next callback must carry */
+  atomic_uint misordered; /* callbacks that came out of submission order */
+  atomic_uint failed;     /* callbacks with a status other than 0 */
+  atomic_uint refused;    /* cuv_uv_submit calls that failed */
+} submitter_t;
+
+typedef struct tag {
+  submitter_t *s;
+  unsigned k;
+} tag_t;
+
+static loop_side_t sides[LOOPS];
+static submitter_t subs[THREADS];
+
+static void on_stop(uv_async_t *a) {
+  loop_side_t *side = a->data;
+  uv_close((uv_handle_t *)&side->stop, NULL);
+  cuv_uv_close(side->l.bridge, uvt_on_close, &side->l);
+}
+
+static void loop_main(void *arg) {
+  loop_side_t *side = arg;
+  uv_loop_init(&side->l.loop);
+  cuv_uv_open(&side->l.bridge, &side->l.loop);
+  side->stop.data = side;
+  uv_async_init(&side->l.loop, &side->stop, on_stop);
+  atomic_store(&side->open, true);
+  uv_run(&side->l.loop, UV_RUN_DEFAULT);
+  uv_loop_close(&side->l.loop);
+}
+
+/* On a loop thread: checks that thread s's callbacks come in the order it submitted. */
+static void ordered_done(int status, cuv_output_t *out, void *arg) {
+  tag_t *t = arg;
+  submitter_t *s = t->s;
+  if (status != 0)
+    atomic_fetch_add(&s->failed, 1);
+  if (atomic_load(&s->next_k) != t->k)
+    atomic_fetch_add(&s->misordered, 1);
+  atomic_store(&s->next_k, t->k + 1);
+  atomic_fetch_add(&s->side->got, 1);
+  free(t);
+}
+
+/* Submission k copies the running value into log[k], then sets it to k + 1: log[k] == k for
+ * every k proves the stream ran the thread's submissions in its order. */
+static cuv_op_t *step(submitter_t *s, unsigned k) {
+  cuv_op_t *copy = cuv_memcpy_dtod(s->log, (size_t)k * 4, s->cur, 0, 4);
+  return cuv_seq(copy, cuvt_fill_u32(s->cur, 1, k + 1));
+}
+
+static void *submitter_main(void *arg) {
+  submitter_t *s = arg;
+  cuv_submit_opts_t opts = {.stream = s->stream};
+  for (unsigned k = 0; k < s->n; k++) {
+    tag_t *t = malloc(sizeof *t);
+    *t = (tag_t){s, k};
+    if (cuv_uv_submit(s->side->l.bridge, step(s, k), ordered_done, t, &opts) != 0) {
+      atomic_fetch_add(&s->refused, 1);
+      free(t);
+    }
+  }
+  return NULL;
+}
+
+static void wait_all(void) {
+  for (unsigned i = 0; i < LOOPS; i++)
+    while (atomic_load(&sides[i].got) < atomic_load(&sides[i].expect))
+      uv_sleep(1);
+}
+
+static void test_order_threads_loops(void **state) {
+  unsigned n = per_thread();
+  cuv_stats_t before = cuvt_stats();
+  cuv_stream_t *streams[2];
+  for (int i = 0; i < 2; i++)
+    assert_cuv_ok(cuv_stream_create(&streams[i], cuvt_device()));
+  for (unsigned i = 0; i < LOOPS; i++) {
+    memset(&sides[i], 0, sizeof sides[i]);
+    atomic_store(&sides[i].expect, n * (THREADS / LOOPS));
+    assert_int_equal(uv_thread_create(&sides[i].thread, loop_main, &sides[i]),
+                     0);
+    while (!atomic_load(&sides[i].open))
+      uv_sleep(1);
+  }
+  for (unsigned t = 0; t < THREADS; t++) {
+    submitter_t *s = &subs[t];
+    memset(s, 0, sizeof *s);
+    *s = (submitter_t){.index = t, .stream = streams[t % 2], .side = &sides[t % LOOPS], .n = n};
+    s->cur = cuvt_buffer(4);
+    s->log = cuvt_buffer((size_t)n * 4);
+    assert_cuv_ok(cuv_sync(cuv_memset32(s->cur, 0, 0, 1), NULL));
+  }
+  for (unsigned t = 0; t < THREADS; t++)
+    assert_int_equal(pthread_create(&subs[t].thread, NULL, submitter_main, &subs[t]), 0);
+  for (unsigned t = 0; t < THREADS; t++)
+    pthread_join(subs[t].thread, NULL);
+  wait_all();
+  for (unsigned i = 0; i < LOOPS; i++) {
+    uv_async_send(&sides[i].stop);
+    uv_thread_join(&sides[i].thread);
+    assert_int_equal(sides[i].l.close_calls, 1);
+    assert_int_equal(atomic_load(&sides[i].got), n * (THREADS / LOOPS)); /* none twice */
+  }
+  unsigned *log = malloc((size_t)n * 4);
+  for (unsigned t = 0; t < THREADS; t++) {
+    submitter_t *s = &subs[t];
+    assert_int_equal(atomic_load(&s->refused), 0);
+    assert_int_equal(atomic_load(&s->failed), 0);
+    assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(log, s->log, 0, (size_t)n * 4), NULL));
+    for (unsigned k = 0; k < n; k++)
+      if (log[k] != k)
+        fail_msg("thread %u: submission %u saw %u before it, not %u", t, k, log[k], k);
+    cuv_buffer_unref(s->cur);
+    cuv_buffer_unref(s->log);
+    /* One stream, one loop: its completions are delivered in the order they were submitted. */
+    assert_int_equal(atomic_load(&s->misordered), 0);
+  }
+  free(log);
+  for (int i = 0; i < 2; i++)
+    cuv_stream_destroy(streams[i]);
+  cuv_stats_t now = cuvt_stats();
+  uint64_t inline_n = now.engine_inline - before.engine_inline;
+  uint64_t queued = now.engine_queued - before.engine_queued;
+  uint64_t helped = now.engine_helped - before.engine_helped;
+  cuv_config_t c = config();
+  print_message("# %u x %u submissions: %llu inline, %llu queued, %llu helped\n", THREADS, n,
+                (unsigned long long)inline_n, (unsigned long long)queued,
+                (unsigned long long)helped);
+  bool engine = c.submit_threads > 0 && c.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
+  if (!engine)
+    assert_int_equal(queued + helped, 0);
+  if (engine && c.submit_inline == CUV_SUBMIT_INLINE_NEVER)
+    assert_true(queued + helped >= (uint64_t)THREADS * n); /* the executor's syncs aside */
+  if (engine && c.submit_ring == 2)
+    assert_true(helped > 0); /* 40,000 pushes into 2 slots: some found it full */
+}
+
+/* ---- which path: one submission at a time on an idle stream, then a burst ---- */
+
+static atomic_int counted_calls;
+
+static atomic_int counted_failures;
+
+static void count_done(int status, cuv_output_t *out, void *arg) {
+  atomic_fetch_add(status == 0 ? &counted_calls : &counted_failures, 1);
+  if (status != 0)
+    fprintf(stderr, "status %d\n", status);
+}
+
+static void test_paths(void **state) {
+  enum { SINGLE = 20, BURST = 200 };
+  cuv_config_t c = config();
+  bool engine = c.submit_threads > 0 && c.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  cuv_buffer_t *buf = cuvt_buffer(4);
+  cuv_submit_opts_t opts = {.stream = stream};
+  atomic_store(&counted_calls, 0);
+  cuv_stats_t before = cuvt_stats();
+  for (int i = 0; i < SINGLE; i++) {
+    assert_cuv_ok(cuv_submit(q, cuvt_fill_u32(buf, 1, (unsigned)i), count_done, NULL, &opts));
+    cuvt_drain_until(q, &counted_calls, i + 1);
+  }
+  cuv_stats_t now = cuvt_stats();
+  uint64_t inline_n = now.engine_inline - before.engine_inline;
+  uint64_t queued = now.engine_queued - before.engine_queued;
+  if (engine && c.submit_inline == CUV_SUBMIT_INLINE_NEVER) {
+    assert_int_equal(queued, SINGLE);
+    assert_int_equal(inline_n, 0);
+  } else {
+    /* The engine is idle and the stream empty before each: the submitting thread enqueues. */
+    assert_int_equal(inline_n, SINGLE);
+    assert_int_equal(queued, 0);
+  }
+  before = now;
+  for (int i = 0; i < BURST; i++)
+    assert_cuv_ok(cuv_submit(q, cuvt_fill_u32(buf, 1, (unsigned)i), count_done, NULL, &opts));
+  cuvt_drain_until(q, &counted_calls, SINGLE + BURST);
+  now = cuvt_stats();
+  inline_n = now.engine_inline - before.engine_inline;
+  queued = now.engine_queued - before.engine_queued;
+  uint64_t helped = now.engine_helped - before.engine_helped;
+  assert_int_equal(inline_n + queued + helped, BURST);
+  if (engine)
+    assert_true(queued + helped > 0); /* the stream was busy with the burst's own work */
+  else
+    assert_int_equal(queued + helped, 0);
+  unsigned last = 0;
+  assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&last, buf, 0, 4), NULL));
+  assert_int_equal(last, BURST - 1); /* the burst's last fill ran last */
+  cuv_buffer_unref(buf);
+  cuv_stream_destroy(stream);
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
+/* ---- close and cancel with work waiting in the ring ---- */
+
+typedef struct blocker {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  bool open, entered;
+} blocker_t;
+
+static blocker_t blocker = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, false};
+
+/* Runs where the job's driver calls are made, and holds that thread until the test opens it: the
+ * jobs pushed meanwhile wait (in the ring, or claimed and waiting for it: its touches are unknown,
+ * so every later job is ordered after it). */
+static cuv_op_t *block_here(cuv_stream_t *stream, void *arg) {
+  pthread_mutex_lock(&blocker.lock);
+  blocker.entered = true;
+  pthread_cond_broadcast(&blocker.cond);
+  while (!blocker.open)
+    pthread_cond_wait(&blocker.cond, &blocker.lock);
+  pthread_mutex_unlock(&blocker.lock);
+  return cuv_value(NULL, NULL);
+}
+
+typedef struct record {
+  int calls, status;
+} record_t;
+
+static void record_done(int status, cuv_output_t *out, void *arg) {
+  record_t *r = arg;
+  r->calls++;
+  r->status = status;
+}
+
+static void close_cb(cuv_uv_t *bridge, void *arg) { (*(int *)arg)++; }
+
+static void test_close_cancel_queued(void **state) {
+  enum { QUEUED = 64 };
+  cuv_config_t c = config();
+  /* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
+   * than the work, the pushing thread itself would run queued jobs, which wait for the blocked
+   * one (the test thread, which alone can open it). */
+  if (c.submit_threads == 0 || c.submit_inline != CUV_SUBMIT_INLINE_NEVER ||
+      c.submit_ring < 2 * QUEUED) {
+    print_message("# not this configuration's case\n");
+    return;
+  }
+  uvt_loop_t l;
+  uvt_open(&l);
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  cuv_buffer_t *buf = cuvt_buffer(QUEUED * 4);
+  blocker.open = blocker.entered = false;
+  record_t first = {0}, rec[QUEUED] = {{0}};
+  cuv_submit_opts_t opts = {.stream = stream};
+  assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_with_context(block_here, NULL, NULL), record_done,
+                              &first, &opts));
+  pthread_mutex_lock(&blocker.lock);
+  while (!blocker.entered)
+    pthread_cond_wait(&blocker.cond, &blocker.lock);
+  pthread_mutex_unlock(&blocker.lock);
+  cuv_ticket_t tickets[QUEUED];
+  unsigned values[QUEUED];
+  for (int i = 0; i < QUEUED; i++) {
+    values[i] = cuvt_nonzero_u32();
+    cuv_submit_opts_t o = {.stream = stream, .ticket = &tickets[i]};
+    cuv_op_t *op = cuv_seq(cuv_memset32(buf, (size_t)i * 4, values[i], 1), cuv_value(NULL, NULL));
+    assert_cuv_ok(cuv_uv_submit(l.bridge, op, record_done, &rec[i], &o));
+  }
+  for (int i = 0; i < QUEUED; i += 2)
+    assert_cuv_ok(cuv_uv_cancel(l.bridge, tickets[i]));
+  int closed = 0;
+  assert_cuv_ok(cuv_uv_close(l.bridge, close_cb, &closed)); /* with all of it still queued */
+  pthread_mutex_lock(&blocker.lock);
+  blocker.open = true;
+  pthread_cond_broadcast(&blocker.cond);
+  pthread_mutex_unlock(&blocker.lock);
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(closed, 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+  assert_int_equal(first.calls, 1);
+  assert_int_equal(first.status, 0);
+  unsigned got[QUEUED];
+  assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(got, buf, 0, sizeof got), NULL));
+  for (int i = 0; i < QUEUED; i++) {
+    assert_int_equal(rec[i].calls, 1);
+    assert_int_equal(rec[i].status, i % 2 == 0 ? CUV_ECANCELED : 0);
+    assert_int_equal(got[i], values[i]); /* cancelled or not, accepted work ran */
+  }
+  cuv_buffer_unref(buf);
+  cuv_stream_destroy(stream);
+}
+
+int main(void) {
+  cuvt_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_paths),
+      cmocka_unit_test(test_close_cancel_queued),
+      cmocka_unit_test(test_order_threads_loops),
+  };
+  return cuvt_run(tests);
+}
