@@ -1,12 +1,15 @@
 /* Every field of cuv_stats (include/cuv.h), with exact deltas where the value is deterministic.
- * The process runs with two reactor slots and a 1 s inline spin budget (set before cuv reads its
- * environment, once): two gated submissions fill the slots, so a third takes the host-callback
- * path (a fallback), and a submission that may spin finds its flag within the budget. The gate is
+ * The process runs with a 1 s inline spin budget (set before cuv reads its environment, once), so
+ * a submission that may spin finds its stream's word within the budget; gated submissions wait in
+ * the reactor (slots_in_use counts them) and a failing stream write, on the simulator, sends one
+ * to the host-callback path (a fallback). The gate is
  * tests/concurrency.c's pair: a wait_flag kernel holds its stream until a set_flag kernel on
  * another stream writes the flag, so "in flight" states are held on purpose, not by timing. The
  * last test faults the device, so it runs last. */
 #include <stdlib.h>
 #include <time.h>
+
+#include <cuda.h>
 
 #include "gate.h"
 
@@ -121,9 +124,11 @@ static void test_spin_and_reactor(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
-/* Two gated submissions hold both slots; the third falls back to a host callback. Once the gate
- * opens this thread polls: what it completes is counted in completed_polled, exactly. */
-static void test_slots_fallback_hostfn_polled(void **state) {
+/* Three gated submissions on one stream wait in the reactor (no pool to run out of: no
+ * fallback); on the simulator a fourth, whose stream write fails, takes the host-callback path.
+ * Once the gate opens this thread polls: what it completes is counted in completed_polled,
+ * exactly. */
+static void test_reactor_fallback_hostfn_polled(void **state) {
   gate_t g;
   gate_init(&g);
   cuv_queue_t *q;
@@ -134,34 +139,40 @@ static void test_slots_fallback_hostfn_polled(void **state) {
   assert_quiet(&before);
   assert_cuv_ok(cuv_submit(q, gate_wait(&g), count_done, &calls, &held));
   assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
-  now = cuvt_stats();
-  assert_int_equal(D(slots_in_use), 2);
-  assert_int_equal(D(fallbacks), 0);
   assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
   now = cuvt_stats();
-  assert_int_equal(D(slots_in_use), 2);
-  assert_int_equal(D(fallbacks), 1);
-  assert_int_equal(D(in_flight), 3);
+  assert_int_equal(D(slots_in_use), 3);
+  assert_int_equal(D(fallbacks), 0);
+  int fallbacks = cuvt_is_sim() ? 1 : 0;
+  if (fallbacks) {
+    cuv_sim_fail("cuStreamWriteValue64", 0, CUDA_ERROR_NOT_SUPPORTED);
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
+    cuv_sim_fail_clear();
+  }
+  now = cuvt_stats();
+  assert_int_equal(D(slots_in_use), 3);
+  assert_int_equal(D(fallbacks), fallbacks);
+  assert_int_equal(D(in_flight), 3 + fallbacks);
   assert_int_equal(D(completed), 0);
-  assert_int_equal(cuv_queue_pending(q), 3);
+  assert_int_equal(cuv_queue_pending(q), 3 + fallbacks);
   gate_open(&g);
   uint64_t polled = 0;
   time_t start = time(NULL);
-  while (cuvt_stats().completed_reactor - before.completed_reactor < 2) {
+  while (cuvt_stats().completed_reactor - before.completed_reactor < 3) {
     polled += (uint64_t)cuv_poll();
     if (time(NULL) - start > 120) /* a watchdog, not a timing assertion */
       fail_msg("the gated work was not seen complete");
   }
-  cuvt_drain_until(q, &calls, 3);
+  cuvt_drain_until(q, &calls, 3 + fallbacks);
   now = cuvt_stats();
-  assert_int_equal(D(submitted), 4); /* and the opener's cuv_sync_on */
-  assert_int_equal(D(completed), 4);
+  assert_int_equal(D(submitted), 4 + fallbacks); /* and the opener's cuv_sync_on */
+  assert_int_equal(D(completed), 4 + fallbacks);
   assert_int_equal(D(completed_sync), 1);
-  assert_int_equal(D(completed_reactor), 2);
-  assert_int_equal(D(completed_hostfn), 1);
+  assert_int_equal(D(completed_reactor), 3);
+  assert_int_equal(D(completed_hostfn), fallbacks);
   assert_int_equal(D(completed_spin), 0);
   assert_int_equal(D(completed_polled), (int64_t)polled);
-  assert_int_equal(D(fallbacks), 1);
+  assert_int_equal(D(fallbacks), fallbacks);
   assert_int_equal(D(slots_in_use), 0);
   assert_int_equal(D(in_flight), 0);
   assert_int_equal(D(waits_inserted), 0); /* the gate's buffers are untracked */
@@ -271,7 +282,6 @@ static void test_fault_and_leak(void **state) {
 }
 
 int main(void) {
-  setenv("CUV_REACTOR_SLOTS", "2", 1);
   setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   /* The counters are read as soon as cuv_submit returns: its driver calls are made on this
    * thread (tests/engine.c counts the engine's paths). */
@@ -280,7 +290,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_executors),
       cmocka_unit_test(test_spin_and_reactor),
-      cmocka_unit_test(test_slots_fallback_hostfn_polled),
+      cmocka_unit_test(test_reactor_fallback_hostfn_polled),
       cmocka_unit_test(test_waits_inserted),
       cmocka_unit_test(test_reactor_wakeups),
       cmocka_unit_test(test_fault_and_leak),
