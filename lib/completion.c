@@ -79,13 +79,17 @@ static void arm_hostfn(cuv__submission_t *sub) {
 /* Safe from any number of threads at once, on one stream or several: the timeline numbers the
  * submissions of a stream under its lock (reactor.c). Submissions armed without the spin are fired
  * in their stream's order; one that spins completes when its thread sees its number, possibly
- * ahead of older ones of its stream still waiting for the reactor. */
+ * ahead of older ones of its stream still waiting for the reactor, and joins the reactor only
+ * when the spin did not see it. */
 void cuv__arm(cuv__submission_t *sub, bool may_spin) {
   if (cuv__config.host_sync == CUV_HOST_SYNC_OFF) {
-    int rc = cuv__reactor_arm(sub->stream, &sub->tl);
+    bool spin = may_spin && cuv__config.spin_budget_us;
+    sub->tl.fn = reactor_fired;
+    sub->tl.token = sub;
+    int rc = cuv__reactor_arm(sub->stream, &sub->tl, !spin);
     if (rc == 0) {
-      if (!(may_spin && cuv__config.spin_budget_us && inline_spin(sub)))
-        cuv__reactor_register(sub->stream, &sub->tl, reactor_fired, sub);
+      if (spin && !inline_spin(sub))
+        cuv__reactor_register(sub->stream, &sub->tl);
       return;
     }
     if (cuv_status_is_fault(rc)) {

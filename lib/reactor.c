@@ -192,27 +192,6 @@ static void release_word(cuv_stream_t *stream) {
 
 /* ---- arming ---- */
 
-int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e) {
-  pthread_once(&R.once, init_once);
-  if (R.init_status < 0)
-    return R.init_status;
-  cuv__timeline_t *t = &stream->timeline;
-  pthread_mutex_lock(&t->lock);
-  int rc = t->word ? 0 : take_word(stream);
-  if (rc == 0) {
-    /* Numbered and enqueued under the one lock: numbers reach the word in order. */
-    uint64_t seq = t->seq + 1;
-    rc = cuv__cu(
-        cuv__drv.cuStreamWriteValue64(stream->cu, t->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT));
-    if (rc == 0)
-      t->seq = e->seq = seq;
-    else if (cuv_status_is_fault(rc))
-      t->faulted = true;
-  }
-  pthread_mutex_unlock(&t->lock);
-  return rc;
-}
-
 bool cuv__reactor_landed(cuv_stream_t *stream, const cuv__tl_entry_t *e) {
   return __atomic_load_n(stream->timeline.word, __ATOMIC_ACQUIRE) >= e->seq;
 }
@@ -255,30 +234,61 @@ static void insert_sorted(cuv__timeline_t *t, cuv__tl_entry_t *e) {
   atomic_store_explicit(&t->head_seq, t->head->seq, memory_order_release);
 }
 
-void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e, cuv__reactor_fn fn,
-                           void *token) {
-  cuv__timeline_t *t = &stream->timeline;
-  e->fn = fn;
-  e->token = token;
+/* Puts e in t's pending list and activates t if it was not: the caller holds t->lock. The armed
+ * count before, when this activated t (the caller wakes the reactor on 0), else 1. */
+static unsigned enlist(cuv__timeline_t *t, cuv__tl_entry_t *e) {
   e->next = NULL;
   CUV__STAT_ADD(slots_in_use, 1);
+  insert_sorted(t, e);
+  if (t->active)
+    return 1;
+  /* Counted before it is linked, as the model has it (model/timeline.pml). */
+  unsigned before = atomic_fetch_add(&R.armed, 1);
+  t->active = true;
+  pthread_mutex_lock(&R.active_lock);
+  t->active_prev = NULL;
+  t->active_next = R.active_head;
+  if (R.active_head)
+    R.active_head->active_prev = t;
+  R.active_head = t;
+  pthread_mutex_unlock(&R.active_lock);
+  return before;
+}
+
+int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e, bool join) {
+  pthread_once(&R.once, init_once);
+  if (R.init_status < 0)
+    return R.init_status;
+  cuv__timeline_t *t = &stream->timeline;
   unsigned before = 1;
   pthread_mutex_lock(&t->lock);
-  insert_sorted(t, e);
-  if (!t->active) {
-    /* Counted before it is linked: a scanner may empty and unlink it at once. */
-    before = atomic_fetch_add(&R.armed, 1);
-    t->active = true;
-    pthread_mutex_lock(&R.active_lock);
-    t->active_prev = NULL;
-    t->active_next = R.active_head;
-    if (R.active_head)
-      R.active_head->active_prev = t;
-    R.active_head = t;
-    pthread_mutex_unlock(&R.active_lock);
+  int rc = t->word ? 0 : take_word(stream);
+  if (rc == 0) {
+    /* Numbered, enqueued and listed under the one lock: numbers reach the word in order, and
+     * the list is in the order of the writes. */
+    uint64_t seq = t->seq + 1;
+    rc = cuv__cu(
+        cuv__drv.cuStreamWriteValue64(stream->cu, t->word_dev, seq, CU_STREAM_WRITE_VALUE_DEFAULT));
+    if (rc == 0) {
+      t->seq = e->seq = seq;
+      if (join)
+        before = enlist(t, e);
+    } else if (cuv_status_is_fault(rc)) {
+      t->faulted = true;
+    }
   }
   pthread_mutex_unlock(&t->lock);
   if (before == 0)
+    wake();
+  return rc;
+}
+
+void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e) {
+  cuv__timeline_t *t = &stream->timeline;
+  pthread_mutex_lock(&t->lock);
+  unsigned before = enlist(t, e);
+  pthread_mutex_unlock(&t->lock);
+  if (before == 0) /* the 0 -> 1 transition: the reactor may be parked */
     wake();
 }
 

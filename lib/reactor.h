@@ -11,7 +11,7 @@
 typedef void (*cuv__reactor_fn)(void *token, int status);
 
 /* An armed submission's place on its stream's timeline. Owned by the armer (embedded in what it
- * completes); linked into the stream's pending list from cuv__reactor_register until it fires. */
+ * completes); in the stream's pending list from the time it joins until it fires. */
 typedef struct cuv__tl_entry {
   uint64_t seq;
   cuv__reactor_fn fn;
@@ -31,20 +31,23 @@ typedef struct cuv__watch {
 
 /* Enqueues, behind the work on `stream`, the write of the stream's next sequence number to its
  * word (taking a word from the pool at the stream's first one) and stores the number in e->seq.
- * Safe from any number of threads on one stream: numbers follow the order of the writes. A
+ * With `join`, e (whose fn and token the caller set) also joins the stream's pending list under
+ * the same lock, so the list is in the order of the writes and the reactor fires the entries in
+ * that order; without it the caller may look for its number itself (cuv__reactor_landed) and
+ * then hand e over with cuv__reactor_register. Safe from any number of threads on one stream. A
  * driver error when the write could not be enqueued (nothing is then armed), CUV_ENOMEM when no
  * word could be had. */
-int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e);
+int cuv__reactor_arm(cuv_stream_t *stream, cuv__tl_entry_t *e, bool join);
 /* Whether the stream's word reached the armed entry's number (a plain load). */
 bool cuv__reactor_landed(cuv_stream_t *stream, const cuv__tl_entry_t *e);
 /* The armer saw the stream fault: its writes may still land, so its word never goes back to the
  * pool. */
 void cuv__reactor_faulted(cuv_stream_t *stream);
-/* Hands the armed entry (not yet landed as far as the caller knows) to the reactor, which fires
- * fn(token, status) once: after the stream's word reached e->seq, or with the stream's fault.
- * Entries are fired in sequence order per stream. */
-void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e, cuv__reactor_fn fn,
-                           void *token);
+/* Hands an entry armed without `join` to the reactor, which fires e->fn(e->token, status) once:
+ * after the stream's word reached e->seq, or with the stream's fault. It takes its place in the
+ * list by number, behind entries that joined meanwhile with higher ones only if they fired
+ * already: it may fire after them. */
+void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e);
 /* One scan on the calling thread (cuv_poll), unless the thread is scanning at this moment: the
  * number of entries it fired. */
 unsigned cuv__reactor_poll(void);

@@ -5,7 +5,7 @@
  *   list. With the link first, a scan can empty and unlink the stream before it is counted: the
  *   count drops to 0 while other work is still armed, and the thread parks (then the
  *   registrant's late count wakes it). A submission single-stepped through
- *   cuv__reactor_register, sleeping at each of its instructions, opens that window; the rule
+ *   cuv__reactor_arm, sleeping at each of its instructions, opens that window; the rule
  *   checked is that the reactor never parks while a gated submission keeps another stream active
  *   (cuv_stats.reactor_wakeups does not move).
  * - host-callback work (the fallback of lib/completion.c, forced here with
@@ -92,7 +92,7 @@ static void idle_ms(long ms) {
 /* The window between the link and the count is a few instructions long: no lock, no driver call,
  * no simulator option can hold a thread there. Single-stepping can: with the x86 trap flag set,
  * the test thread gets a SIGTRAP before each instruction it runs, and the handler sleeps at every
- * instruction of cuv__reactor_register itself (not of what it calls), as a preemption at that
+ * instruction of cuv__reactor_arm itself (not of what it calls), as a preemption at that
  * instruction would. Meanwhile the stream worker raises the word and the reactor (sleeping at most
  * 20 us between scans while work is armed) scans: with the stream linked before it is counted and
  * emptied by a scan, the count falls to 0 under the holder's active stream, and the reactor parks,
@@ -175,7 +175,7 @@ static void test_register_counts_before_bit(void **state) {
   drain_until(q, &done, 1);
   before = cuvt_stats();
 
-  register_entry = (uintptr_t)cuv__reactor_register;
+  register_entry = (uintptr_t)cuv__reactor_arm;
   struct sigaction sa = {.sa_sigaction = on_step, .sa_flags = SA_SIGINFO | SA_RESTART}, old;
   sigemptyset(&sa.sa_mask);
   assert_int_equal(sigaction(SIGTRAP, &sa, &old), 0);
