@@ -1,5 +1,5 @@
-/* The per-stream timeline protocol that replaces the reactor's slots (the design of the
- * submission engine's completion path; not in lib/ yet), for spin. See README.md.
+/* The per-stream timeline protocol of the reactor (lib/reactor.c, lib/completion.c), for spin.
+ * See README.md.
  *
  * One stream, one 64-bit word W in pinned memory, written by the device only. Two submitting
  * threads make NS submissions each. A submission, under the stream's lock, takes the next

@@ -9,11 +9,11 @@
  * Delayed visibility (cuv_sim_set_write_delay_us, CUV_SIM_WRITE_DELAY_US): the stream passes the
  * write at once, so cuStreamQuery and events behind it report the work done, and the store itself
  * lands the delay later, from the cuv-sim-late thread, in the order the writes were passed (a late
- * write never overtakes a later one). That is the late flag write cuv's reactor guards against with
- * generations (lib/reactor.c): its probe completes a slot whose stream went idle and reuses it, and
- * the old write lands on the re-armed slot. A late write that lands while a later write to the same
- * word is queued on a stream, or waiting to land, is counted (cuv_sim_stale_writes). A late write
- * whose memory was freed meanwhile is dropped. */
+ * write never overtakes a later one). That is the late write cuv's reactor guards against with
+ * numbering that only rises (lib/reactor.c): its probe completes the work of a stream that went
+ * idle, the stream's word goes to another stream, and the old write lands on it. A late write that
+ * lands while a later write to the same word is queued on a stream, or waiting to land, is counted
+ * (cuv_sim_stale_writes). A late write whose memory was freed meanwhile is dropped. */
 
 #include <stdlib.h>
 
