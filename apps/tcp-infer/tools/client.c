@@ -8,7 +8,8 @@
  * server). To keep the check cheap at any rate, the inputs are rows drawn at random from a pool
  * whose outputs are computed once at start-up (the model is row-wise, so a batch's expected
  * output is the concatenation of its rows'). Reports requests/s and latency percentiles, and
- * exits 1 on any error or mismatch, 0 otherwise. The last line is machine-readable:
+ * exits 1 on any error or mismatch (with --requests N, also unless N verified replies came), 0
+ * otherwise. The last line is machine-readable:
  *   RESULT requests=N seconds=S rps=R p50_us=A p99_us=B errors=E mismatches=M */
 #include <getopt.h>
 #include <inttypes.h>
@@ -178,9 +179,11 @@ static void check_response(cconn_t *c) {
   record_latency(w, uv_hrtime() - p->sent_ns);
   size_t want = (size_t)p->batch * MLP_OUT * sizeof(float);
   if (c->status != 200 || c->body_len != want) {
-    if (w->errors++ < 5)
-      fprintf(stderr, "client: status %u, %zu bytes (want 200, %zu bytes)\n", c->status,
-              c->body_len, want);
+    if (w->errors++ < 5) /* an error's body is one line of text: what went wrong */
+      fprintf(stderr, "client: status %u, %zu bytes (want 200, %zu bytes)%s%.*s", c->status,
+              c->body_len, want, c->status != 200 ? ": " : "\n",
+              c->status != 200 ? (int)(c->body_len < 200 ? c->body_len : 200) : 0,
+              c->body ? c->body : "");
     return;
   }
   const float *got = (const float *)(const void *)c->body;
@@ -459,5 +462,10 @@ int main(int argc, char **argv) {
   free(conns);
   free(workers);
   free(lat);
-  return errors == 0 && mismatches == 0 && completed > 0 ? 0 : 1;
+  /* --requests N: every request must have got its verified reply, none left unanswered */
+  bool all = cfg.requests == 0 || completed == cfg.requests;
+  if (!all)
+    fprintf(stderr, "client: %" PRIu64 " verified replies of %" PRIu64 " requests\n", completed,
+            cfg.requests);
+  return errors == 0 && mismatches == 0 && completed > 0 && all ? 0 : 1;
 }
