@@ -7,7 +7,8 @@
  * everything that was readable), submits the whole batch as ONE op:
  *   upload(in, the bodies concatenated) ; dense ; dense ; download(out)
  * through one workspace sized for ROWS rows (model_rows_op). The bodies are concatenated straight
- * into a pinned host buffer of the batch (cuv_host_buffer_t), so the upload is one DMA with no
+ * into the pinned host buffer of the batch's workspace (cuv_host_buffer_t), so the upload is one
+ * DMA with no
  * staging copy; the submission holds that buffer until its work completed, and the batch slot
  * (with its workspace) is reused only after the completion. The completion (loop thread) hands
  * each request its slice of the downloaded outputs, one reference-counted output shared by the
@@ -23,7 +24,11 @@
  * infer_forget, then batch_forget); once submitted it is REQ_RUNNING (its connection's close
  * orphans it, and request_gpu_done frees it; the rest of the batch is answered as usual).
  *
- * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. */
+ * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. --graph
+ * --coalesce replays the workspace's graph for the batch's bucket of rows (model_graph_op: one
+ * graph per power of two of rows, captured on first use); the completion copies each request's
+ * slice of the workspace's pinned output into its body's buffer, since the workspace (and that
+ * output) is reused as soon as the completion returns. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -37,7 +42,6 @@ typedef struct batch {
   workspace_t *ws;
   request_t *reqs; /* in arrival order, linked by next_wait */
   unsigned nreqs, rows;
-  cuv_host_buffer_t *host; /* pinned: the inputs concatenated, ROWS rows */
   int status;      /* --baseline: cuv_sync's result and output */
   cuv_output_t out;
   uv_work_t work;
@@ -115,7 +119,8 @@ static void schedule(loop_t *lp);
 static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
   loop_t *lp = bt->lp;
   shared_out_t *sh = NULL;
-  if (status == 0 && !(sh = malloc(sizeof *sh)))
+  const char *graph_out = lp->srv->graph ? cuv_host_buffer_data(bt->ws->host_out) : NULL;
+  if (status == 0 && !graph_out && !(sh = malloc(sizeof *sh)))
     status = CUV_ENOMEM;
   if (sh)
     *sh = (shared_out_t){.whole = cuv_output_take(out), .refs = 1};
@@ -130,6 +135,9 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
     if (sh) {
       sh->refs++;
       req->out = (cuv_output_t){(char *)sh->whole.data + off, shared_unref, sh};
+    } else if (graph_out && status == 0) {
+      memcpy(req->body, graph_out + off, req->batch * ROW_OUT); /* freed with the request */
+      req->out = (cuv_output_t){.data = req->body};
     }
     off += req->batch * ROW_OUT;
     request_gpu_done(req); /* may free req (an orphan) */
@@ -147,7 +155,9 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
 static void on_gpu_done(int status, cuv_output_t *out, void *arg) { batch_done(arg, status, out); }
 
 static cuv_op_t *batch_op(batch_t *bt) {
-  cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->host, 0, bt->rows * ROW_IN);
+  if (bt->lp->srv->graph)
+    return model_graph_op(bt->lp, bt->ws, bt->rows);
+  cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->ws->host_in, 0, bt->rows * ROW_IN);
   return model_rows_op(bt->lp->srv, bt->ws, upload, bt->rows);
 }
 
@@ -184,11 +194,10 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
   bt->ws = ws;
   bt->reqs = b->head;
   bt->rows = bt->nreqs = 0;
-  char *host = cuv_host_buffer_data(bt->host);
+  char *host = cuv_host_buffer_data(ws->host_in);
   for (request_t *req = b->head; req; req = req->next_wait) {
-    memcpy(host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN);
-    free(req->body); /* copied */
-    req->body = NULL;
+    memcpy(host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN); /* the body is kept: it
+                                            * goes back to conn.c's cache with the request */
     req->state = REQ_RUNNING;
     bt->rows += req->batch;
     bt->nreqs++;
@@ -269,12 +278,8 @@ int batch_loop_init(loop_t *lp) {
     return CUV_ENOMEM;
   }
   lp->batcher = b;
-  for (unsigned i = 0; i < n; i++) {
+  for (unsigned i = 0; i < n; i++)
     b->batches[i].lp = lp;
-    int rc = cuv_host_buffer_create(&b->batches[i].host, lp->srv->dev, lp->srv->coalesce * ROW_IN);
-    if (rc < 0)
-      return rc; /* batch_loop_free frees what was made */
-  }
   uv_check_init(&lp->loop, &b->check); /* cannot fail */
   uv_idle_init(&lp->loop, &b->idle);
   b->check.data = b->idle.data = lp;
@@ -291,8 +296,6 @@ void batch_loop_free(loop_t *lp) {
     uv_close((uv_handle_t *)&b->idle, NULL);
     uv_run(&lp->loop, UV_RUN_NOWAIT);
   }
-  for (unsigned i = 0; b->batches && i < lp->srv->workspaces_per_loop; i++)
-    cuv_host_buffer_unref(b->batches[i].host);
   free(b->batches);
   free(b);
   lp->batcher = NULL;

@@ -11,7 +11,16 @@
  * refers to it, and a client that goes away mid-request costs nothing but the dropped response.
  *
  * Parser callbacks only change state; the read callback flushes after http_parser_execute returns,
- * so nothing is written or closed while the parser runs. */
+ * so nothing is written or closed while the parser runs.
+ *
+ * Writing. A read parses every request it holds (pipelined ones included). Ready responses at the
+ * head of the queue are serialized, head and body, into the connection's output buffer, and the
+ * request is freed; the buffer then goes to the socket in one write: uv_try_write first, which
+ * needs no write request, no callback and no epoll_ctl when the socket takes it all (the common
+ * case), and uv_write of what is left otherwise. GPU completions only mark their connection dirty:
+ * a check handle of the loop (after the poll phase, where the bridge delivers, and after the idle
+ * phase, where it polls) flushes each dirty connection once, so the responses that one loop
+ * iteration completed on a connection leave in one write. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +31,19 @@
 #define MAX_QUEUED 64            /* requests per connection before reading pauses */
 #define MAX_WRITE_QUEUE (4u << 20) /* bytes not yet sent before reading pauses */
 #define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
+#define HEAD_MAX 320             /* a response's status line and headers, at most */
+#define BODY_CACHE_MAX (256u << (BODY_CLASSES - 1)) /* bodies up to this size are recycled */
+#define BODY_CACHE_DEPTH 32      /* ... at most this many per size class and loop */
+
+/* Serialized responses on their way to the socket: accumulated in conn->out, then written; while
+ * a uv_write holds one, the connection holds a reference. */
+typedef struct outbuf {
+  uv_write_t write;
+  conn_t *conn;
+  size_t len, cap;
+  unsigned responses, by_status[6]; /* counted once written */
+  char data[];
+} outbuf_t;
 
 struct conn {
   uv_tcp_t tcp;
@@ -40,6 +62,10 @@ struct conn {
   request_t *head, *tail; /* requests in arrival order, not yet handed to a write */
   unsigned queued;
   unsigned writing; /* writes in flight */
+  outbuf_t *out;    /* serialized, not handed to the socket yet; NULL or empty: nothing */
+  outbuf_t *spare;  /* a written buffer kept for the next responses */
+  conn_t *next_dirty; /* the loop's connections to flush at its check (lp->dirty) */
+  bool dirty;
   request_t *cur;   /* the request being parsed */
   /* the header being parsed */
   char field[32], value[32];
@@ -72,6 +98,43 @@ static void conn_unref(conn_t *c) {
 
 static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
 
+/* ---- request bodies ----------------------------------------------------------------------- */
+
+/* Bodies of up to BODY_CACHE_MAX bytes are allocated in size classes of 256 << k bytes and go back
+ * to a free list of their loop: glibc serves blocks over 1 KiB (8 rows and more) from its bins,
+ * not its per-thread cache, which cost the loop about 1,500 instructions per request's body
+ * (bench/tcp-infer-callgrind.sh). Bodies are freed here only (request_free), never earlier by the
+ * GPU path, so that they come back; one that another file frees (isolate.c) is a plain block. */
+static unsigned body_class(size_t bytes) {
+  unsigned k = 0;
+  while (((size_t)256 << k) < bytes)
+    k++;
+  return k;
+}
+
+static char *body_alloc(loop_t *lp, size_t bytes) {
+  if (bytes > BODY_CACHE_MAX)
+    return malloc(bytes);
+  unsigned k = body_class(bytes);
+  char *body = lp->body_cache[k];
+  if (!body)
+    return malloc((size_t)256 << k);
+  memcpy(&lp->body_cache[k], body, sizeof(char *));
+  lp->body_cached[k]--;
+  return body;
+}
+
+static void body_free(loop_t *lp, char *body, size_t cap) {
+  unsigned k = body_class(cap);
+  if (!body || cap > BODY_CACHE_MAX || lp->stopping || lp->body_cached[k] >= BODY_CACHE_DEPTH) {
+    free(body);
+    return;
+  }
+  memcpy(body, &lp->body_cache[k], sizeof(char *));
+  lp->body_cache[k] = body;
+  lp->body_cached[k]++;
+}
+
 /* ---- requests ----------------------------------------------------------------------------- */
 
 static request_t *request_new(conn_t *c) {
@@ -94,7 +157,7 @@ static request_t *request_new(conn_t *c) {
 
 static void request_free(request_t *req) {
   conn_t *c = req->conn;
-  free(req->body);
+  body_free(c->lp, req->body, req->body_cap);
   free(req->text);
   cuv_output_release(&req->out);
   free(req);
@@ -154,43 +217,164 @@ static void conn_close(conn_t *c);
 static void conn_maybe_finish(conn_t *c);
 static void conn_resume_reading(conn_t *c);
 
-static void on_write(uv_write_t *w, int status) {
-  request_t *req = w->data;
-  conn_t *c = req->conn;
+/* The buffer's responses were written (status 0) or lost; the buffer is kept as the spare. */
+static void outbuf_done(conn_t *c, outbuf_t *ob, int status) {
   loop_t *lp = c->lp;
-  c->writing--;
-  conn_ref(c);
-  if (status < 0) {
-    lp->n.responses_dropped++;
-  } else {
-    lp->n.responses_by_status[req->status / 100 % 6]++;
+  if (status < 0)
+    lp->n.responses_dropped += ob->responses;
+  else
+    for (int i = 0; i < 6; i++)
+      lp->n.responses_by_status[i] += ob->by_status[i];
+  ob->len = ob->responses = 0;
+  memset(ob->by_status, 0, sizeof ob->by_status);
+  if (!c->spare && !c->closing && ob != c->out) {
+    c->spare = ob;
+  } else if (ob != c->out) {
+    free(ob);
   }
-  request_free(req);
+}
+
+static void on_write(uv_write_t *w, int status) {
+  outbuf_t *ob = w->data;
+  conn_t *c = ob->conn;
+  c->writing--;
+  outbuf_done(c, ob, status);
   if (status < 0)
     conn_close(c);
   else {
     conn_resume_reading(c);
     conn_maybe_finish(c);
   }
-  conn_unref(c);
+  conn_unref(c); /* the write's */
 }
 
-static void format_head(request_t *req, size_t body_len) {
-  const char *connection = !req->keep_alive ? "Connection: close\r\n"
-                           : req->http10    ? "Connection: keep-alive\r\n"
-                                            : "";
-  char extra[96] = "";
-  if (req->route == ROUTE_INFER && req->status == 200)
-    snprintf(extra, sizeof extra, "X-Batch: %u\r\nX-Out-Dim: %u\r\n", req->batch, MLP_OUT);
-  snprintf(req->head, sizeof req->head,
-           "HTTP/1.1 %u %s\r\nServer: tcp-infer\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
-           "%s%s%s\r\n",
-           req->status, reason(req->status), req->content_type, body_len, extra,
-           req->extra_header ? req->extra_header : "", connection);
+/* Room for `more` bytes at the end of the connection's output buffer; NULL without memory. */
+static outbuf_t *outbuf_reserve(conn_t *c, size_t more) {
+  outbuf_t *ob = c->out;
+  if (!ob) {
+    ob = c->spare;
+    c->spare = NULL;
+  }
+  size_t need = (ob ? ob->len : 0) + more;
+  if (!ob || need > ob->cap) {
+    size_t cap = ob && ob->cap ? ob->cap : 4096;
+    while (cap < need)
+      cap *= 2;
+    outbuf_t *grown = realloc(ob, sizeof *grown + cap); /* not in a write: it may move */
+    if (!grown) {
+      c->out = ob;
+      return NULL;
+    }
+    if (!ob)
+      *grown = (outbuf_t){.conn = c};
+    grown->cap = cap;
+    ob = grown;
+  }
+  c->out = ob;
+  return ob;
 }
 
-/* Writes every ready response at the head of the queue (in order, stopping at the first that is
- * not ready). */
+static char *put(char *p, const char *s, size_t n) {
+  memcpy(p, s, n);
+  return p + n;
+}
+
+#define PUT_LITERAL(p, s) put(p, s, sizeof s - 1)
+
+static char *put_str(char *p, const char *s) { return put(p, s, strlen(s)); }
+
+static char *put_uint(char *p, size_t v) {
+  char digits[24];
+  size_t n = 0;
+  do
+    digits[sizeof digits - ++n] = (char)('0' + v % 10);
+  while ((v /= 10) != 0);
+  return put(p, digits + sizeof digits - n, n);
+}
+
+/* The status line and headers (at most HEAD_MAX bytes), written by hand: snprintf cost the loop
+ * about 2,900 instructions per response (bench/tcp-infer-callgrind.sh). */
+static char *put_head(char *p, const request_t *req, size_t body_len) {
+  p = PUT_LITERAL(p, "HTTP/1.1 ");
+  p = put_uint(p, req->status);
+  *p++ = ' ';
+  p = put_str(p, reason(req->status));
+  p = PUT_LITERAL(p, "\r\nServer: tcp-infer\r\nContent-Type: ");
+  p = put_str(p, req->content_type);
+  p = PUT_LITERAL(p, "\r\nContent-Length: ");
+  p = put_uint(p, body_len);
+  p = PUT_LITERAL(p, "\r\n");
+  if (req->route == ROUTE_INFER && req->status == 200) {
+    p = PUT_LITERAL(p, "X-Batch: ");
+    p = put_uint(p, req->batch);
+    p = PUT_LITERAL(p, "\r\nX-Out-Dim: ");
+    p = put_uint(p, MLP_OUT);
+    p = PUT_LITERAL(p, "\r\n");
+  }
+  if (req->extra_header)
+    p = put_str(p, req->extra_header);
+  if (!req->keep_alive)
+    p = PUT_LITERAL(p, "Connection: close\r\n");
+  else if (req->http10)
+    p = PUT_LITERAL(p, "Connection: keep-alive\r\n");
+  return PUT_LITERAL(p, "\r\n");
+}
+
+/* Appends the response to the output buffer; false without memory. */
+static bool serialize(conn_t *c, const request_t *req) {
+  const char *body = NULL;
+  size_t body_len = 0;
+  if (req->route == ROUTE_INFER && req->status == 200) {
+    body = req->out.data;
+    body_len = (size_t)req->batch * MLP_OUT * sizeof(float);
+  } else if (req->text_len) {
+    body = req->text;
+    body_len = req->text_len;
+  }
+  outbuf_t *ob = outbuf_reserve(c, HEAD_MAX + body_len);
+  if (!ob)
+    return false;
+  char *p = put_head(ob->data + ob->len, req, body_len);
+  if (body_len)
+    p = put(p, body, body_len);
+  ob->len = (size_t)(p - ob->data);
+  ob->responses++;
+  ob->by_status[req->status / 100 % 6]++;
+  return true;
+}
+
+/* Hands the output buffer to the socket: written at once when the socket takes it all (no write
+ * request, callback or epoll_ctl), else what is left through uv_write. */
+static void conn_send(conn_t *c) {
+  outbuf_t *ob = c->out;
+  if (!ob || !ob->len || c->closing)
+    return;
+  uv_buf_t buf = uv_buf_init(ob->data, (unsigned)ob->len);
+  int n = c->writing ? UV_EAGAIN : uv_try_write((uv_stream_t *)&c->tcp, &buf, 1);
+  if (n == (int)ob->len) {
+    outbuf_done(c, ob, 0);
+    return;
+  }
+  if (n < 0 && n != UV_EAGAIN) {
+    outbuf_done(c, ob, n);
+    conn_close(c);
+    return;
+  }
+  size_t sent = n > 0 ? (size_t)n : 0;
+  buf = uv_buf_init(ob->data + sent, (unsigned)(ob->len - sent));
+  c->out = NULL;
+  ob->write.data = ob;
+  if (uv_write(&ob->write, (uv_stream_t *)&c->tcp, &buf, 1, on_write) != 0) {
+    outbuf_done(c, ob, UV_EPIPE);
+    conn_close(c);
+    return;
+  }
+  c->writing++;
+  conn_ref(c); /* until on_write */
+}
+
+/* Serializes every ready response at the head of the queue (in order, stopping at the first that
+ * is not ready), then writes them. */
 static void conn_flush(conn_t *c) {
   if (c->parsing)
     return; /* on_read flushes once the parser returned */
@@ -203,28 +387,55 @@ static void conn_flush(conn_t *c) {
     req->next = NULL;
     c->queued--;
     req->state = REQ_WRITING;
-    uv_buf_t bufs[2];
-    size_t nbufs = 1;
-    if (req->route == ROUTE_INFER && req->status == 200) {
-      bufs[1] = uv_buf_init(req->out.data, req->batch * MLP_OUT * (unsigned)sizeof(float));
-      nbufs = 2;
-    } else if (req->text_len) {
-      bufs[1] = uv_buf_init(req->text, (unsigned)req->text_len);
-      nbufs = 2;
-    }
-    format_head(req, nbufs == 2 ? bufs[1].len : 0);
-    bufs[0] = uv_buf_init(req->head, (unsigned)strlen(req->head));
-    req->write.data = req;
-    c->writing++;
-    if (uv_write(&req->write, (uv_stream_t *)&c->tcp, bufs, (unsigned)nbufs, on_write) != 0) {
-      c->writing--;
+    if (!serialize(c, req)) {
       c->lp->n.responses_dropped++;
       request_free(req);
       conn_close(c);
+      break;
     }
+    request_free(req);
   }
+  conn_send(c);
   conn_maybe_finish(c);
   conn_unref(c);
+}
+
+/* The loop's check handle: flushes the connections that completions made ready this iteration,
+ * once each. The idle handle only keeps the next poll from blocking when a connection became
+ * dirty after this iteration's check (in a later check callback). */
+static void on_flush_check(uv_check_t *check) {
+  loop_t *lp = check->data;
+  uv_check_stop(&lp->flush_check);
+  uv_idle_stop(&lp->flush_idle);
+  conn_t *c = lp->dirty;
+  lp->dirty = NULL;
+  while (c) {
+    conn_t *next = c->next_dirty;
+    c->next_dirty = NULL;
+    c->dirty = false;
+    conn_flush(c);
+    conn_unref(c); /* the dirty list's */
+    c = next;
+  }
+}
+
+static void on_flush_idle(uv_idle_t *idle) { (void)idle; }
+
+/* A response of c became ready outside its read: flushed at the loop's check. */
+static void conn_schedule_flush(conn_t *c) {
+  loop_t *lp = c->lp;
+  if (!lp->flush_check.loop || uv_is_closing((uv_handle_t *)&lp->flush_check)) {
+    conn_flush(c); /* the loop is closing its handles: at once */
+    return;
+  }
+  if (c->dirty)
+    return;
+  c->dirty = true;
+  conn_ref(c);
+  c->next_dirty = lp->dirty;
+  lp->dirty = c;
+  uv_check_start(&lp->flush_check, on_flush_check);
+  uv_idle_start(&lp->flush_idle, on_flush_idle);
 }
 
 /* ---- closing ------------------------------------------------------------------------------ */
@@ -238,6 +449,13 @@ static void conn_close(conn_t *c) {
   c->read_done = true;
   uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
   uv_close((uv_handle_t *)&c->linger, on_handle_closed);
+  if (c->out) { /* serialized, never handed to the socket */
+    lp->n.responses_dropped += c->out->responses;
+    free(c->out);
+    c->out = NULL;
+  }
+  free(c->spare);
+  c->spare = NULL;
   request_t *req = c->head;
   c->head = c->tail = c->cur = NULL;
   c->queued = 0;
@@ -271,7 +489,7 @@ static void on_shutdown(uv_shutdown_t *sh, int status) {
  * finished sending, shut our side down first and read (discarding) until its EOF or a timeout, so
  * that unread input does not make the kernel reset the connection before it read our response. */
 static void conn_maybe_finish(conn_t *c) {
-  if (c->closing || !c->read_done || c->head || c->writing)
+  if (c->closing || !c->read_done || c->head || c->writing || (c->out && c->out->len))
     return;
   if (c->peer_eof || c->lp->stopping) {
     conn_close(c);
@@ -327,12 +545,13 @@ static long parse_long(const char *s) {
   return end != s && *end == '\0' && v >= 0 ? v : -2;
 }
 
+/* The field's length first: most headers (Host, Content-Type, Content-Length) are none of these. */
 static void header_done(conn_t *c) {
-  if (!strcasecmp(c->field, "X-In-Dim"))
+  if (c->field_len == 8 && !strcasecmp(c->field, "X-In-Dim"))
     c->x_in_dim = parse_long(c->value);
-  else if (!strcasecmp(c->field, "X-Batch"))
+  else if (c->field_len == 7 && !strcasecmp(c->field, "X-Batch"))
     c->x_batch = parse_long(c->value);
-  else if (!strcasecmp(c->field, "Expect"))
+  else if (c->field_len == 6 && !strcasecmp(c->field, "Expect"))
     c->expect_continue = !strcasecmp(c->value, "100-continue");
   c->field_len = c->value_len = 0;
   c->field[0] = c->value[0] = '\0';
@@ -368,31 +587,17 @@ static route_t route_of(const char *url) {
   return ROUTE_NONE;
 }
 
-static void on_continue_written(uv_write_t *w, int status) {
-  conn_t *c = w->data;
-  c->writing--;
-  free(w);
-  conn_unref(c);
-}
-
 /* "Expect: 100-continue" (curl sends it for larger bodies): answered only when no earlier
- * response is pending, so it can never overtake one. */
+ * response is pending, so it can never overtake one; it goes out with the read's flush. */
 static void send_continue(conn_t *c) {
-  static char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
-  if (c->head != c->cur || c->writing)
+  static const char line[] = "HTTP/1.1 100 Continue\r\n\r\n";
+  if (c->head != c->cur)
     return;
-  uv_write_t *w = malloc(sizeof *w);
-  if (!w)
+  outbuf_t *ob = outbuf_reserve(c, sizeof line - 1);
+  if (!ob)
     return;
-  w->data = c;
-  uv_buf_t buf = uv_buf_init(line, sizeof line - 1);
-  conn_ref(c);
-  c->writing++;
-  if (uv_write(w, (uv_stream_t *)&c->tcp, &buf, 1, on_continue_written) != 0) {
-    c->writing--;
-    free(w);
-    conn_unref(c);
-  }
+  memcpy(ob->data + ob->len, line, sizeof line - 1);
+  ob->len += sizeof line - 1;
 }
 
 /* Decides the request's fate from its headers: a valid POST /infer gets a body buffer; anything
@@ -445,7 +650,7 @@ static int on_headers_complete(http_parser *p) {
   } else {
     req->batch = (unsigned)(p->content_length / row_bytes);
     req->body_cap = (size_t)p->content_length;
-    req->body = malloc(req->body_cap);
+    req->body = body_alloc(lp, req->body_cap);
     if (!req->body)
       req->status = 503;
     else if (c->expect_continue)
@@ -595,6 +800,11 @@ static conn_t *conn_new(loop_t *lp) {
   if (!c)
     return NULL;
   c->lp = lp;
+  if (!lp->flush_check.loop && !lp->stopping) { /* the loop's first connection */
+    uv_check_init(&lp->loop, &lp->flush_check);
+    uv_idle_init(&lp->loop, &lp->flush_idle);
+    lp->flush_check.data = lp->flush_idle.data = lp;
+  }
   uv_tcp_init(&lp->loop, &c->tcp);
   uv_timer_init(&lp->loop, &c->linger);
   c->tcp.data = c->linger.data = c;
@@ -648,6 +858,29 @@ void conn_close_all(loop_t *lp) {
     conn_close(c);
 }
 
+void conn_loop_close(loop_t *lp) {
+  conn_close_all(lp);
+  while (lp->dirty) { /* closed: nothing left to flush */
+    conn_t *c = lp->dirty;
+    lp->dirty = c->next_dirty;
+    c->next_dirty = NULL;
+    c->dirty = false;
+    conn_unref(c);
+  }
+  if (lp->flush_check.loop && !uv_is_closing((uv_handle_t *)&lp->flush_check)) {
+    uv_close((uv_handle_t *)&lp->flush_check, NULL);
+    uv_close((uv_handle_t *)&lp->flush_idle, NULL);
+  }
+  for (unsigned k = 0; k < BODY_CLASSES; k++) {
+    while (lp->body_cache[k]) {
+      char *body = lp->body_cache[k];
+      memcpy(&lp->body_cache[k], body, sizeof(char *));
+      free(body);
+    }
+    lp->body_cached[k] = 0;
+  }
+}
+
 /* ---- GPU completion ----------------------------------------------------------------------- */
 
 void request_gpu_done(request_t *req) {
@@ -680,5 +913,5 @@ void request_gpu_done(request_t *req) {
     cuv_output_release(&req->out);
     respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
   }
-  conn_flush(c);
+  conn_schedule_flush(c); /* with the other responses of this loop iteration */
 }

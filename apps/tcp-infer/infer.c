@@ -7,12 +7,16 @@
  * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
  * libuv program does without the bridge, one worker blocked per request in flight. --offload
  * submits from the thread pool instead of the loop thread (see offload_work). --coalesce hands
- * the request to batch.c, which runs the rows of several requests as one such op.
+ * the request to batch.c, which runs the rows of several requests as one such op. --graph copies
+ * the body into the workspace's pinned input and replays the workspace's graph of that op
+ * (model_graph_op); the completion copies the outputs from its pinned output into the body's
+ * buffer (bodies are 4x the outputs' size), which the response then sends.
  *
  * A workspace is reused only after the request's completion callback ran, that is, after cuv
  * proved the GPU work complete (infer_release). The dependency is one-way: this file calls
  * batch.c, model.c and pool.c; none of them calls back here. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "server.h"
 
@@ -29,6 +33,30 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
   if (status == 0)
     req->out = cuv_output_take(out);
   request_gpu_done(req);
+}
+
+/* --graph: the replay completed, so the workspace's pinned output holds the request's rows (and
+ * the workspace is still the request's: infer_release runs in request_gpu_done). The output
+ * borrows the body's buffer, freed with the request. */
+static void on_graph_done(int status, cuv_output_t *out, void *arg) {
+  (void)out; /* unit */
+  request_t *req = arg;
+  req->gpu_status = status;
+  if (status == 0) {
+    memcpy(req->body, cuv_host_buffer_data(req->ws->host_out),
+           (size_t)req->batch * MLP_OUT * sizeof(float));
+    req->out = (cuv_output_t){.data = req->body};
+  }
+  request_gpu_done(req);
+}
+
+/* --graph: the body into the workspace's pinned input (no request of the workspace is in flight,
+ * so nothing reads it now), then one graph launch. */
+static int graph_submit(loop_t *lp, request_t *req) {
+  memcpy(cuv_host_buffer_data(req->ws->host_in), req->body,
+         (size_t)req->batch * MLP_IN * sizeof(float));
+  return cuv_uv_submit(lp->bridge, model_graph_op(lp, req->ws, req->batch), on_graph_done,
+                       req, NULL);
 }
 
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
@@ -58,9 +86,8 @@ typedef struct offload {
 static void offload_work(uv_work_t *work) {
   offload_t *o = work->data;
   request_t *req = o->req;
-  cuv_op_t *op = infer_op(req->lp->srv, req);
-  free(req->body); /* staged */
-  req->body = NULL;
+  cuv_op_t *op = infer_op(req->lp->srv, req); /* staged: the body is free again (conn.c frees
+                                                 * it with the request, into its loop's cache) */
   o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, NULL);
   /* accepted: req belongs to its completion now, do not touch it */
 }
@@ -98,10 +125,9 @@ static void run(loop_t *lp, request_t *req) {
     }
     req->gpu_status = CUV_ENOMEM;
   } else {
-    cuv_op_t *op = infer_op(s, req);
-    free(req->body); /* staged: cuv holds its own copy */
-    req->body = NULL;
-    int rc = cuv_uv_submit(lp->bridge, op, on_gpu_done, req, NULL);
+    int rc = s->graph ? graph_submit(lp, req)
+                      : cuv_uv_submit(lp->bridge, infer_op(s, req), /* staged: cuv's own copy */
+                                      on_gpu_done, req, NULL);
     if (rc == 0)
       return;
     req->gpu_status = rc;
@@ -145,7 +171,9 @@ void infer_release(loop_t *lp, request_t *req) {
 }
 
 int infer_loop_init(loop_t *lp) {
-  int rc = pool_init(lp);
+  int rc = lp->srv->graph ? cuv_stream_create(&lp->capture, lp->srv->dev) : 0;
+  if (rc == 0)
+    rc = pool_init(lp);
   if (rc == 0 && lp->srv->coalesce)
     rc = batch_loop_init(lp);
   return rc;
@@ -154,4 +182,7 @@ int infer_loop_init(loop_t *lp) {
 void infer_loop_free(loop_t *lp) {
   batch_loop_free(lp);
   pool_free(lp);
+  if (lp->capture)
+    cuv_stream_destroy(lp->capture); /* the graphs hold it while they live */
+  lp->capture = NULL;
 }

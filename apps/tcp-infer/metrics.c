@@ -23,7 +23,7 @@ static void sample(FILE *f, const char *name, const char *label, const char *val
 typedef struct totals {
   uint64_t connections_total, requests_total, responses_by_status[6], infer_rows_total;
   uint64_t gpu_submitted, gpu_completed, gpu_failed, responses_dropped, truncated, parse_errors;
-  uint64_t open_conns, free_workspaces, waiting;
+  uint64_t open_conns, free_workspaces, waiting, graphs;
 } totals_t;
 
 static void sum(const server_t *s, totals_t *t) {
@@ -45,6 +45,7 @@ static void sum(const server_t *s, totals_t *t) {
     t->open_conns += n->open_conns;
     t->free_workspaces += n->free_workspaces;
     t->waiting += n->waiting;
+    t->graphs += n->graphs;
   }
 }
 
@@ -86,7 +87,8 @@ char *metrics_render(const server_t *s, size_t *len) {
          st.slots_in_use);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
-  sample(f, "cuv_infer_mode", "mode", s->baseline ? "baseline" : s->offload ? "offload" : "cuv", 1);
+  sample(f, "cuv_infer_mode", "mode",
+         s->baseline ? "baseline" : s->offload ? "offload" : s->graph ? "graph" : "cuv", 1);
   metric(f, "cuv_infer_connections_total", "counter", "Connections accepted.",
          n->connections_total);
   metric(f, "cuv_infer_loops", "gauge", "Event loops (threads) serving connections.", s->nloops);
@@ -113,6 +115,9 @@ char *metrics_render(const server_t *s, size_t *len) {
          s->isolate ? 0 : (uint64_t)s->workspaces_per_loop * s->nloops); /* theirs: the workers' */
   metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.",
          n->free_workspaces);
+  /* cuv counts a graph's capture as a submission in flight for as long as the graph lives */
+  metric(f, "cuv_infer_graphs", "gauge",
+         "CUDA graphs captured and alive (--graph; each counts in cuv_in_flight).", n->graphs);
   metric(f, "cuv_infer_responses_dropped_total", "counter",
          "Responses not delivered: the connection closed or failed first.", n->responses_dropped);
   metric(f, "cuv_infer_truncated_total", "counter",

@@ -5,9 +5,17 @@
  * holds the rows of one op in flight; model_rows_op is that op:
  *   upload(in) ; dense(in -> hidden, ReLU) ; dense(hidden -> out) ; download(out)
  * (with --cublas the layers are cublas.c's). Who runs the op, and when a workspace may be reused,
- * is the caller's: infer.c for one request, batch.c for a batch of them. */
+ * is the caller's: infer.c for one request, batch.c for a batch of them.
+ *
+ * --graph: the same op, from the workspace's pinned input to its pinned output, is captured once
+ * per workspace and bucket of rows into a CUDA graph (cuv_graph_capture, which holds the buffers
+ * it touched for the graph's lifetime) and replayed per request with one cuv_graph_launch: one
+ * driver call (cuGraphLaunch) instead of four, and one op to build instead of seven. An op cannot
+ * be reused instead: every executor consumes its op (cuv.h, "Ownership"), and cuv_shared runs its
+ * work once. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "server.h"
 
@@ -63,15 +71,37 @@ static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cu
   return cuv_launch(s->dense, grid_for(rows * out), CUV_DIM1(128), 0, args, 8);
 }
 
-cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+static cuv_op_t *layers(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
   cuv_op_t *op = upload;
-  if (s->cublas_ctx) {
-    op = cuv_seq(op, model_cublas_layers(s, ws, rows));
-  } else {
-    op = cuv_seq(op, dense(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, s->b1, ws->hidden, 1));
-    op = cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
+  if (s->cublas_ctx)
+    return cuv_seq(op, model_cublas_layers(s, ws, rows));
+  op = cuv_seq(op, dense(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, s->b1, ws->hidden, 1));
+  return cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
+}
+
+cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+  return cuv_seq(layers(s, ws, upload, rows),
+                 cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+}
+
+cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
+  server_t *s = lp->srv;
+  unsigned k = 0;
+  while ((1u << k) < rows)
+    k++;
+  if (k >= GRAPH_BUCKETS || rows == 0 || rows > ws->rows)
+    return cuv_fail(CUV_EINVAL);
+  if (!ws->graphs[k]) {
+    unsigned n = (1u << k) < ws->rows ? 1u << k : ws->rows;
+    cuv_op_t *op = cuv_upload(ws->in, 0, ws->host_in, 0, (size_t)n * MLP_IN * sizeof(float));
+    op = cuv_seq(layers(s, ws, op, n), cuv_download_into(ws->host_out, 0, ws->out, 0,
+                                                          (size_t)n * MLP_OUT * sizeof(float)));
+    int rc = cuv_graph_capture(&ws->graphs[k], op, lp->capture, NULL);
+    if (rc != 0)
+      return cuv_fail(rc); /* captured again by the next request of this bucket */
+    lp->n.graphs++;
   }
-  return cuv_seq(op, cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+  return cuv_graph_launch(ws->graphs[k]);
 }
 
 static int load_kernel(server_t *s, const char *ptx) {
@@ -152,18 +182,39 @@ static int buffer(cuv_buffer_t **buf, cuv_device_t *dev, size_t bytes) {
   return rc;
 }
 
+/* Pinned host memory, zeroed: the rows of a graph's bucket beyond a request's are computed too,
+ * and are never uninitialized memory. */
+static int host_buffer(cuv_host_buffer_t **buf, cuv_device_t *dev, size_t bytes) {
+  int rc = cuv_host_buffer_create(buf, dev, bytes);
+  if (rc == 0)
+    memset(cuv_host_buffer_data(*buf), 0, bytes);
+  return rc;
+}
+
 int model_workspace_init(server_t *s, workspace_t *ws, size_t rows) {
   int rc;
+  ws->rows = (unsigned)rows;
   if ((rc = buffer(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
       (rc = buffer(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
       (rc = buffer(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
     return rc; /* model_workspace_free frees what was made */
+  if ((s->coalesce || s->graph) &&
+      (rc = host_buffer(&ws->host_in, s->dev, rows * MLP_IN * sizeof(float))) != 0)
+    return rc;
+  if (s->graph && (rc = host_buffer(&ws->host_out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+    return rc;
   return 0;
 }
 
 void model_workspace_free(workspace_t *ws) {
+  for (size_t k = 0; k < GRAPH_BUCKETS; k++)
+    cuv_graph_unref(ws->graphs[k]); /* replays in flight hold theirs */
   cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};
   for (size_t j = 0; j < 3; j++)
     if (bufs[j])
       cuv_buffer_unref(bufs[j]);
+  cuv_host_buffer_t *host[] = {ws->host_in, ws->host_out};
+  for (size_t j = 0; j < 2; j++)
+    if (host[j])
+      cuv_host_buffer_unref(host[j]);
 }

@@ -5,7 +5,7 @@
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
  *             [--isolate [--isolate-queue N] [--isolate-spares 0|1] [--isolate-timeout MS]
  *                        [--debug-fault]]
- *             [--coalesce [ROWS]]
+ *             [--coalesce [ROWS]] [--graph]
  *
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
  * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
@@ -29,7 +29,7 @@
 
 typedef struct options {
   int port;
-  bool baseline, offload, cublas;
+  bool baseline, offload, cublas, graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms;
   double duration; /* seconds; 0: until a signal */
@@ -62,7 +62,9 @@ static void usage(FILE *f) {
           "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
           "                    POST /debug/hang a kernel that never ends\n"
           "  --coalesce [ROWS] run the requests of one loop iteration as one GPU submission, up\n"
-          "                    to ROWS rows (default %u; at least --max-batch)\n",
+          "                    to ROWS rows (default %u; at least --max-batch)\n"
+          "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
+          "                    download), one per power of two of rows, captured on first use\n",
           MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
 }
 
@@ -84,7 +86,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
       {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
       {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
-      {"coalesce", optional_argument, NULL, 'C'},
+      {"coalesce", optional_argument, NULL, 'C'},   {"graph", no_argument, NULL, 'G'},
       {"isolate-spares", required_argument, NULL, 'S'},
       {"isolate-timeout", required_argument, NULL, 'T'},
       {NULL, 0, NULL, 0}};
@@ -110,6 +112,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
     case 'W': o->worker = true; break;
     case 'Q': o->isolate_queue = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'C': o->coalesce = coalesce_rows(optarg, argc, argv); break;
+    case 'G': o->graph = true; break;
     case 'S': o->isolate_spares = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'T': o->isolate_timeout_ms = (unsigned)strtoul(optarg, NULL, 10); break;
     case 'h': usage(stdout); exit(0);
@@ -120,7 +123,9 @@ static int parse_options(int argc, char **argv, options_t *o) {
       o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
       o->loops > 64 || (o->baseline && o->offload) ||
       (o->debug_fault && !o->isolate && !o->worker) || /* a fault in-process is for good */
-      o->coalesce > 65536 || (o->coalesce && o->offload) || o->isolate_spares > 1) {
+      o->coalesce > 65536 || (o->coalesce && o->offload) || o->isolate_spares > 1 ||
+      /* --graph replays on the loop thread; cuBLAS inside a capture is not tested */
+      (o->graph && (o->baseline || o->offload || o->cublas))) {
     usage(stderr);
     return -1;
   }
@@ -146,7 +151,7 @@ static void loop_stop(uv_async_t *async) {
   uv_close((uv_handle_t *)&lp->stop, NULL);
   if (lp->listener.data)
     uv_close((uv_handle_t *)&lp->listener, NULL);
-  conn_close_all(lp);
+  conn_loop_close(lp);
   if (lp->bridge)
     cuv_uv_close(lp->bridge, NULL, NULL);
   isolate_stop(lp); /* --isolate: the worker finishes its work and exits */
@@ -262,7 +267,7 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                     .isolate = o->isolate, .debug_fault = o->debug_fault,
                     .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
                     .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
-                    .coalesce = o->coalesce};
+                    .coalesce = o->coalesce, .graph = o->graph};
 }
 
 /* cuv, and the device and the model unless --isolate (the front never opens the device, its
@@ -318,6 +323,7 @@ static void print_banner(const server_t *s, const options_t *o, bool cublas, int
          s->isolate ? "isolated (worker processes), " : "",
          s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
          : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
+         : s->graph   ? "cuv graph (cuv_uv_submit of cuv_graph_launch)"
                       : "cuv (cuv_uv_submit)",
          cuv_driver_is_sim() ? "the simulator" : "the GPU",
          s->dev ? cuv_device_name(s->dev) : "device 0", o->loops,

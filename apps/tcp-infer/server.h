@@ -38,13 +38,22 @@
 typedef struct server server_t;
 typedef struct loop loop_t;
 typedef struct conn conn_t;
+
+#define BODY_CLASSES 9 /* conn.c's size classes of request bodies: 256 B << 0..8 */
 typedef struct request request_t;
 typedef struct workspace workspace_t;
 
+#define GRAPH_BUCKETS 17 /* --graph: a workspace's graphs, for 1, 2, 4 .. 65536 rows */
+
 /* Device memory for one request in flight, sized for the largest batch; reused once the
- * request's GPU work completed. */
+ * request's GPU work completed. With --coalesce or --graph, pinned host memory for its input
+ * (host_in, uploaded in one DMA); with --graph, for its output too (host_out) and the graphs of
+ * its whole op, one per bucket of rows, captured on first use (model_graph_op). */
 struct workspace {
   cuv_buffer_t *in, *hidden, *out;
+  cuv_host_buffer_t *host_in, *host_out;
+  unsigned rows; /* what it holds */
+  cuv_graph_t *graphs[GRAPH_BUCKETS];
   workspace_t *next;
 };
 
@@ -80,8 +89,6 @@ struct request {
   size_t text_len;
   const char *content_type;
   const char *extra_header; /* e.g. "Allow: POST\r\n" */
-  char head[320];     /* the response's status line and headers */
-  uv_write_t write;
   uv_work_t work;     /* --baseline */
   uint64_t iso_id;    /* --isolate: its frame id at the worker process */
   uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
@@ -103,6 +110,7 @@ typedef struct counters {
   _Atomic uint64_t batches, batched_requests, batched_rows, batches_by_log2[17];
   _Atomic unsigned batch_pending; /* gauge: requests in the pending batch */
   _Atomic unsigned open_conns, free_workspaces, waiting; /* gauges */
+  _Atomic unsigned graphs; /* gauge, --graph: graphs captured and alive */
 } counters_t;
 
 /* One event loop on its own thread (--loops): its listener (SO_REUSEPORT spreads connections over
@@ -122,10 +130,18 @@ struct loop {
   struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   struct batcher *batcher; /* --coalesce: the pending batch, the batches in flight; else NULL */
+  cuv_stream_t *capture;   /* --graph: the loop's own stream for captures (model_graph_op) */
   bool stopping;
   int setup_status;
   counters_t n;
   http_parser_settings settings;
+  /* conn.c: connections whose responses are flushed at the loop's check (one write each per
+   * iteration), and the request bodies kept for reuse (free lists by size class) */
+  uv_check_t flush_check;
+  uv_idle_t flush_idle;
+  conn_t *dirty;
+  char *body_cache[BODY_CLASSES];
+  unsigned body_cached[BODY_CLASSES];
   char read_buf[65536]; /* the loop reads one connection at a time */
 };
 
@@ -136,6 +152,7 @@ struct server {
   cuv_buffer_t *w1, *b1, *w2, *b2;
   unsigned max_batch, workspaces_per_loop, nloops;
   bool baseline, offload;
+  bool graph; /* --graph: each workspace replays captured graphs of its op */
   unsigned coalesce; /* --coalesce: rows per batch (each workspace's size); 0: off */
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
@@ -156,6 +173,8 @@ void conn_on_connection(uv_stream_t *listener, int status);
  * loop owns and closes it once this returns 0. */
 int conn_open(loop_t *lp, uv_os_sock_t sock);
 void conn_close_all(loop_t *lp);
+/* Shutdown: closes the connections and the loop's own handles of conn.c, frees its caches. */
+void conn_loop_close(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
 
@@ -194,6 +213,15 @@ void model_workspace_free(workspace_t *ws);
  * outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats), the layers, the
  * download. */
 cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows);
+/* --graph: the op that replays ws's graph for `rows` rows (captured now on first use, on the
+ * loop's capture stream: a stream that other work shares may see an enqueue, or a query of the
+ * reactor's, while it captures, which fails that call and invalidates the capture): the upload
+ * of the first rows x MLP_IN floats of ws->host_in, the layers, the download into ws->host_out,
+ * whose first rows x MLP_OUT floats are the outputs once the replay completed. The graph covers
+ * the bucket of rows (the next power of two, at most ws->rows): the rows beyond `rows` hold what
+ * an earlier request left there, and since the model is row-wise they change no row of this one.
+ * Its output is unit. A capture that fails gives an op that fails with its status. */
+cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows);
 /* Registers the kernels' host twins with libcuv-sim (when linked); delay_us > 0 makes each
  * launch last at least that long on the simulator (a stand-in for a GPU's latency). */
 void model_register_twins(unsigned delay_us);

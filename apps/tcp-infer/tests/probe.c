@@ -257,12 +257,14 @@ static void pause_ms(unsigned ms) {
 }
 
 /* Polls until no GPU work is in flight, every workspace is back, and at most `conns` connections
- * remain (those of the caller); no time limit of its own (the test's timeout is the bound). */
+ * remain (those of the caller); no time limit of its own (the test's timeout is the bound). With
+ * --graph, cuv counts each live graph's capture in cuv_in_flight (cuv_infer_graphs of them). */
 static char *wait_settled(unsigned conns) {
   for (;;) {
     char *s = get_stats();
     /* the stats connection itself is counted while it is open */
-    if (metric(s, "cuv_infer_gpu_in_flight") == 0 && metric(s, "cuv_in_flight") == 0 &&
+    if (metric(s, "cuv_infer_gpu_in_flight") == 0 &&
+        metric(s, "cuv_in_flight") == metric(s, "cuv_infer_graphs") &&
         metric(s, "cuv_infer_workspaces_free") == metric(s, "cuv_infer_workspaces") &&
         metric(s, "cuv_infer_connections_open") <= conns + 1)
       return s;
