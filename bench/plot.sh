@@ -2,6 +2,8 @@
 # Turns cuv-bench-latency's CSV files (CUV_BENCH_CSV_DIR) into SVG charts with gnuplot:
 #   latency-cdf.svg   submit -> callback latency, one CDF per row (raw and cuv), log scale
 #   throughput.svg    completions/s into one loop against K pipelines (raw flag, raw hostfn, cuv)
+#   tcp-infer-LOAD.svg  tcp-infer's req/s and p99 against connections, one curve per server mode
+#                     (apps/tcp-infer/bench/tcp-infer.sh's tcp-infer-LOAD.csv, LOAD client or wrk)
 #
 #   bench/plot.sh CSV_DIR OUT_DIR
 # Needs gnuplot (Debian's gnuplot-nox).
@@ -61,4 +63,25 @@ plot '$csv/throughput.csv' using 1:2 skip 1 with linespoints lw 2 title 'raw lau
 GP
   } | gnuplot
 fi
+# tcp-infer: "conns,MODE,MODE,..." with each mode's req/s then p99 ms; two panels side by side.
+for f in "$csv"/tcp-infer-*.csv; do
+  [ -e "$f" ] || continue
+  load=$(basename "$f" .csv)
+  load=${load#tcp-infer-}
+  n=$(head -n 1 "$f" | awk -F, '{ print NF }')
+  {
+    preamble 1100 460 "tcp-infer-$load.svg" "tcp-infer, $load load: requests/s" \
+      'connections (log scale)' 'requests per second'
+    cat <<GP
+set logscale x 2
+set key left top font ',9'
+set multiplot layout 1,2
+plot for [i=2:$n:2] '$f' using 1:i with linespoints lw 2 title columnheader(i)
+set title 'tcp-infer, $load load: p99 latency'
+set ylabel 'milliseconds'
+plot for [i=3:$n:2] '$f' using 1:i with linespoints lw 2 title columnheader(i)
+unset multiplot
+GP
+  } | gnuplot
+done
 ls "$out"

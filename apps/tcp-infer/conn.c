@@ -33,7 +33,7 @@
 #define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
 #define HEAD_MAX 320             /* a response's status line and headers, at most */
 #define BODY_CACHE_MAX (256u << (BODY_CLASSES - 1)) /* bodies up to this size are recycled */
-#define BODY_CACHE_DEPTH 32      /* ... at most this many per size class and loop */
+#define BODY_CACHE_BYTES (1u << 20) /* ... at most this much per size class and loop */
 
 /* Serialized responses on their way to the socket: accumulated in conn->out, then written; while
  * a uv_write holds one, the connection holds a reference. */
@@ -104,7 +104,9 @@ static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
  * to a free list of their loop: glibc serves blocks over 1 KiB (8 rows and more) from its bins,
  * not its per-thread cache, which cost the loop about 1,500 instructions per request's body
  * (bench/tcp-infer-callgrind.sh). Bodies are freed here only (request_free), never earlier by the
- * GPU path, so that they come back; one that another file frees (isolate.c) is a plain block. */
+ * GPU path, so that they come back; one that another file frees (isolate.c) is a plain block.
+ * Each class keeps up to 1 MiB (1024 bodies of one row, 512 of 8 rows, 16 of 256 rows): enough for
+ * a loop's 64 workspaces' requests and those waiting behind them. */
 static unsigned body_class(size_t bytes) {
   unsigned k = 0;
   while (((size_t)256 << k) < bytes)
@@ -126,7 +128,8 @@ static char *body_alloc(loop_t *lp, size_t bytes) {
 
 static void body_free(loop_t *lp, char *body, size_t cap) {
   unsigned k = body_class(cap);
-  if (!body || cap > BODY_CACHE_MAX || lp->stopping || lp->body_cached[k] >= BODY_CACHE_DEPTH) {
+  unsigned depth = BODY_CACHE_BYTES >> (8 + k) < 1024 ? BODY_CACHE_BYTES >> (8 + k) : 1024;
+  if (!body || cap > BODY_CACHE_MAX || lp->stopping || lp->body_cached[k] >= depth) {
     free(body);
     return;
   }
