@@ -94,13 +94,12 @@ for n in "$n1" "$n2"; do
   CUV_DRIVER=sim CUV_SPIN_BUDGET_US=0 "$bin/tcp-infer-run" bash -c "$wrapper" strace \
     "$work/st.$n" "$bin/tcp-infer" "$@" $(client "$n") >"$work/slog.$n" 2>&1 ||
     { cat "$work/slog.$n" >&2; exit 1; }
-  awk '$NF ~ /^[a-z_0-9]+$/ && $(NF-1) ~ /^[0-9]+$/ && $NF != "total" { print $NF, $(NF-1) }
-       $NF == "total" { print "total", ($(NF-2) ~ /^[0-9]+$/ ? $(NF-2) : $(NF-1)) }' \
-    "$work/st.$n" >"$work/sc.$n"
+  # columns: % time, seconds, usecs/call, calls, [errors], syscall (or "total")
+  awk '$NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ { print $NF, $4 }' "$work/st.$n" >"$work/sc.$n"
 done
 echo "syscalls per request (whole server, every thread: the simulator's streams and cuv's reactor"
 echo "too), those at 0.01 or more:"
-for name in $(awk '{ print $1 }' "$work/sc.$n2" | grep -vx total) total; do
+for name in $(awk '$1 != "total" { print $1 }' "$work/sc.$n2") total; do
   a=$(awk -v k="$name" '$1 == k { print $2 }' "$work/sc.$n1")
   b=$(awk -v k="$name" '$1 == k { print $2 }' "$work/sc.$n2")
   v=$(per "${a:-0}" "${b:-0}" %7.2f)
