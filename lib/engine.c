@@ -90,17 +90,32 @@ static bool jobs_conflict(const cuv__job_t *a, const cuv__job_t *b) {
   return a->stream == b->stream || touches_conflict(&a->touches, &b->touches);
 }
 
-/* Whether a job claimed before `job` and conflicting with it is still running. */
-static bool blocked(engine_t *e, const cuv__job_t *job) {
-  for (const cuv__job_t *j = e->head; j && j != job; j = j->next)
+/* The latest job claimed before `job` that conflicts with it and still runs; NULL when none. */
+static cuv__job_t *blocker(engine_t *e, const cuv__job_t *job) {
+  cuv__job_t *last = NULL;
+  for (cuv__job_t *j = e->head; j && j != job; j = j->next)
     if (jobs_conflict(j, job))
-      return true;
-  return false;
+      last = j;
+  return last;
+}
+
+static bool blocked(engine_t *e, const cuv__job_t *job) { return blocker(e, job) != NULL; }
+
+/* Hands a blocked job to the thread running its blocker: that thread runs it next (leave), so
+ * no thread spins while another finishes, and jobs of one stream tend to stay on one thread. */
+static void follow(cuv__job_t *blocking, cuv__job_t *job) {
+  job->next_follower = NULL;
+  if (blocking->last_follower)
+    blocking->last_follower->next_follower = job;
+  else
+    blocking->followers = job;
+  blocking->last_follower = job;
 }
 
 /* Appends job to the running list; true when it must wait for an earlier one. */
 static bool enter(engine_t *e, cuv__job_t *job) {
   job->touches = (cuv__touches_t){0};
+  job->followers = job->last_follower = NULL;
   job->describe(job, &job->touches);
   job->next = NULL;
   job->prev = e->tail;
@@ -112,12 +127,17 @@ static bool enter(engine_t *e, cuv__job_t *job) {
   return blocked(e, job);
 }
 
-/* The oldest queued job, claimed; NULL when none. The caller holds the lock. */
-static cuv__job_t *claim_locked(engine_t *e, bool *wait) {
+/* Claims the oldest queued job: NULL when there is none, or when it waits for an earlier one
+ * (then that one's thread runs it). The caller holds the lock. */
+static cuv__job_t *claim_locked(engine_t *e, bool *claimed) {
   cuv__job_t *job = cuv__ring_pop(e->ring);
-  if (job) {
-    atomic_fetch_sub(&e->queued, 1);
-    *wait = enter(e, job);
+  *claimed = job != NULL;
+  if (!job)
+    return NULL;
+  atomic_fetch_sub(&e->queued, 1);
+  if (enter(e, job)) {
+    follow(blocker(e, job), job);
+    return NULL;
   }
   return job;
 }
@@ -142,8 +162,11 @@ static void wait_turn(engine_t *e, cuv__job_t *job) {
   }
 }
 
-/* Takes job off the running list and hands it back to its owner. */
-static void leave(engine_t *e, cuv__job_t *job) {
+/* Takes job off the running list and hands it back to its owner. Returns its followers that no
+ * longer wait for anything, in claim order, for this thread to run; the others follow their next
+ * blocker. */
+static cuv__job_t *leave(engine_t *e, cuv__job_t *job) {
+  cuv__job_t *ready = NULL, **ready_tail = &ready;
   pthread_mutex_lock(&e->lock);
   if (job->prev)
     job->prev->next = job->next;
@@ -153,23 +176,51 @@ static void leave(engine_t *e, cuv__job_t *job) {
     job->next->prev = job->prev;
   else
     e->tail = job->prev;
+  for (cuv__job_t *f = job->followers, *next; f; f = next) {
+    next = f->next_follower;
+    cuv__job_t *b = blocker(e, f);
+    if (b) {
+      follow(b, f);
+    } else {
+      f->next_follower = NULL;
+      *ready_tail = f;
+      ready_tail = &f->next_follower;
+    }
+  }
   pthread_mutex_unlock(&e->lock);
   atomic_fetch_add(&e->finishes, 1);
   if (job->release)
     job->release(job);
   else
     atomic_store_explicit(&job->finished, true, memory_order_release);
+  return ready;
 }
 
-/* Runs a claimed job on this thread, in its turn. */
-static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
-  if (wait)
-    wait_turn(e, job);
+static cuv__job_t *run_one(engine_t *e, cuv__job_t *job, bool queued) {
   bool nested = in_job;
   in_job = true;
   job->run(job, queued);
   in_job = nested;
-  leave(e, job);
+  return leave(e, job);
+}
+
+/* Runs a claimed job on this thread, in its turn, then the followers it leaves ready (they
+ * were queued: a submitter's work, whichever thread this is). */
+static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
+  if (wait)
+    wait_turn(e, job);
+  cuv__job_t *ready = run_one(e, job, queued);
+  while (ready) {
+    cuv__job_t *f = ready;
+    ready = f->next_follower;
+    cuv__job_t *more = run_one(e, f, true);
+    if (more) { /* they go after the rest of this list: claimed later than all of it */
+      cuv__job_t **tail = &ready;
+      while (*tail)
+        tail = &(*tail)->next_follower;
+      *tail = more;
+    }
+  }
 }
 
 /* ---- submitter threads ---- */
@@ -198,17 +249,18 @@ static void *submitter_main(void *arg) {
   uint64_t last = cuv__now_ns();
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
     cuv__job_t *job = NULL;
-    bool wait = false;
+    bool claimed = false;
     if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
       pthread_mutex_lock(&e->lock);
-      job = claim_locked(e, &wait);
+      job = claim_locked(e, &claimed);
       pthread_mutex_unlock(&e->lock);
     }
-    if (job) {
+    if (claimed) {
       if (atomic_load(&e->queued) > 0)
         wake_one(e); /* more than this thread can take */
       CUV__STAT_ADD(engine_queued, 1);
-      run_claimed(e, job, wait, true);
+      if (job)
+        run_claimed(e, job, false, true);
       last = cuv__now_ns();
     } else if (cuv__now_ns() - last > SPIN_NS) {
       if (!park(e))
@@ -299,14 +351,15 @@ static engine_t *engine_of(cuv_stream_t *stream, int *status) {
 
 /* Runs the oldest queued job on this thread (the ring was full). */
 static void help(engine_t *e) {
-  bool wait = false;
+  bool claimed = false;
   pthread_mutex_lock(&e->lock);
-  cuv__job_t *job = claim_locked(e, &wait);
+  cuv__job_t *job = claim_locked(e, &claimed);
   pthread_mutex_unlock(&e->lock);
-  if (!job)
+  if (!claimed)
     return; /* a submitter took it meanwhile: the ring has room again */
   CUV__STAT_ADD(engine_helped, 1);
-  run_claimed(e, job, wait, true);
+  if (job)
+    run_claimed(e, job, false, true);
 }
 
 static void push(engine_t *e, cuv__job_t *job) {

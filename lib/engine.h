@@ -37,6 +37,7 @@ struct cuv__job {
   /* the engine's */
   cuv__touches_t touches;
   cuv__job_t *prev, *next; /* the claimed, unfinished jobs, in claim order */
+  cuv__job_t *followers, *last_follower, *next_follower; /* jobs waiting for this one */
   atomic_bool finished;    /* a blocking job's end, the engine's last touch of it */
 };
 
