@@ -389,7 +389,10 @@ static void healthy_done(int status, cuv_output_t *output, void *arg) {
     atomic_fetch_add(&h->after_fault, 1);
 }
 
-/* Device 0's streams, submitted to and drained until told to stop. */
+/* Device 0's streams, kept busy until told to stop: many submissions in flight at all times, so
+ * the reactor sees progress on every scan and never waits for a quiet moment to probe. */
+#define HEALTHY_IN_FLIGHT 64
+
 static void *keep_completing(void *arg) {
   healthy_t *h = arg;
   cuv_queue_t *q;
@@ -397,11 +400,13 @@ static void *keep_completing(void *arg) {
     atomic_fetch_add(&h->bad, 1);
     return NULL;
   }
-  for (int i = 0; !atomic_load(&h->stop); i++) {
-    cuv_submit_opts_t opts = {.stream = h->streams[i % 2], .flags = CUV_SUBMIT_NO_SPIN};
-    if (cuv_submit(q, cuv_value(NULL, NULL), healthy_done, h, &opts) != 0)
-      atomic_fetch_add(&h->bad, 1);
-    cuv_queue_wait(q, 10);
+  for (int i = 0; !atomic_load(&h->stop);) {
+    while (cuv_queue_pending(q) < HEALTHY_IN_FLIGHT) {
+      cuv_submit_opts_t opts = {.stream = h->streams[i++ % 2], .flags = CUV_SUBMIT_NO_SPIN};
+      if (cuv_submit(q, cuv_value(NULL, NULL), healthy_done, h, &opts) != 0)
+        atomic_fetch_add(&h->bad, 1);
+    }
+    cuv_queue_wait(q, 1);
     cuv_queue_drain(q);
   }
   while (cuv_queue_pending(q)) {
