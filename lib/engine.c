@@ -8,16 +8,17 @@
  * while unrelated jobs run side by side on several threads: the driver takes work from several
  * threads faster than from one (README: the submission engine).
  *
- * The latency path. A job whose submitter may wait on it (cuv_submit's inline spin) runs on the
- * submitting thread when the engine is idle: nothing queued, nothing running, and nothing else in
- * flight on its stream. A blocking executor runs its job itself whenever nothing is queued.
+ * The latency path. A job runs on the submitting thread when the engine is idle (nothing queued,
+ * nothing running) and nothing else is in flight on its stream: a lone submission, whose inline
+ * spin may then see it finish. A blocking executor runs its job itself whenever nothing is
+ * queued.
  *
  * A full ring never makes a pusher wait for another thread: it claims the oldest queued job and
  * runs it itself, as a submitter would, until its own job fits.
  *
  * Threads spin for SPIN_NS after their last job, then park on a condition variable; a pusher
- * signals only when a thread is parked (the count and the queued number are both sequentially
- * consistent, so a parking thread and a pusher cannot miss each other). */
+ * signals only when a thread is parked and none is spinning (the counts and the queued number
+ * are sequentially consistent, so a parking thread and a pusher cannot miss each other). */
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -26,7 +27,7 @@
 #include "engine.h"
 #include "ring.h"
 
-#define SPIN_NS 50000ull /* a submitter's linger after its last job before it parks */
+#define SPIN_NS 200000ull /* a submitter's linger after its last job before it parks */
 #define MAX_DEVICES 64
 #define WAIT_SPIN_NS 20000ull /* a waiter's busy spin before it starts yielding */
 
@@ -39,6 +40,7 @@ typedef struct engine {
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   atomic_uint parked;
+  atomic_uint spinning;     /* awake submitters looking for work: a push needs no wake-up */
   atomic_bool stop;
   unsigned n_threads;
   pthread_t *threads;
@@ -226,7 +228,7 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
 /* ---- submitter threads ---- */
 
 static void wake_one(engine_t *e) {
-  if (atomic_load(&e->parked) == 0)
+  if (atomic_load(&e->spinning) > 0 || atomic_load(&e->parked) == 0)
     return;
   pthread_mutex_lock(&e->park_lock);
   pthread_cond_signal(&e->park_cond);
@@ -244,9 +246,17 @@ static bool park(engine_t *e) {
   return !atomic_load(&e->stop);
 }
 
+/* Counts this thread in or out of the spinning submitters. */
+static void set_spinning(engine_t *e, bool *spinning, bool now) {
+  if (*spinning != now)
+    now ? atomic_fetch_add(&e->spinning, 1) : atomic_fetch_sub(&e->spinning, 1);
+  *spinning = now;
+}
+
 static void *submitter_main(void *arg) {
   engine_t *e = arg;
   uint64_t last = cuv__now_ns();
+  bool spinning = false;
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
     cuv__job_t *job = NULL;
     bool claimed = false;
@@ -255,6 +265,7 @@ static void *submitter_main(void *arg) {
       job = claim_locked(e, &claimed);
       pthread_mutex_unlock(&e->lock);
     }
+    set_spinning(e, &spinning, !claimed);
     if (claimed) {
       if (atomic_load(&e->queued) > 0)
         wake_one(e); /* more than this thread can take */
@@ -263,6 +274,7 @@ static void *submitter_main(void *arg) {
         run_claimed(e, job, false, true);
       last = cuv__now_ns();
     } else if (cuv__now_ns() - last > SPIN_NS) {
+      set_spinning(e, &spinning, false); /* before parking: see wake_one */
       if (!park(e))
         break;
       last = cuv__now_ns();

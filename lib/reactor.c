@@ -64,6 +64,9 @@ static struct {
   pthread_mutex_t active_lock;  /* guards the links of the active list */
   cuv__timeline_t *active_head; /* streams with pending entries; only scanners unlink */
   atomic_uint armed;            /* active streams + host-callback submissions watched */
+  /* Bumped by every arming and by every cuv_poll that completed something: the thread's back-off
+   * restarts when work is coming and going, even when pollers see it finish first. */
+  atomic_uint_fast64_t activity;
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   bool parked, started;
@@ -238,6 +241,7 @@ static void insert_sorted(cuv__timeline_t *t, cuv__tl_entry_t *e) {
  * count before, when this activated t (the caller wakes the reactor on 0), else 1. */
 static unsigned enlist(cuv__timeline_t *t, cuv__tl_entry_t *e) {
   e->next = NULL;
+  atomic_fetch_add_explicit(&R.activity, 1, memory_order_relaxed);
   CUV__STAT_ADD(slots_in_use, 1);
   insert_sorted(t, e);
   if (t->active)
@@ -527,6 +531,8 @@ unsigned cuv__reactor_poll(void) {
     return 0; /* or the thread is scanning right now: it reads the same words */
   unsigned done = scan(true);
   pthread_mutex_unlock(&R.scan_lock);
+  if (done)
+    atomic_fetch_add_explicit(&R.activity, 1, memory_order_relaxed);
   return done;
 }
 
@@ -543,8 +549,15 @@ static void *reactor_main(void *arg) {
    * 50 us one, and long work would be seen that much later. */
   prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
   uint64_t last_progress = cuv__now_ns(), last_probe = last_progress, backoff = 0;
+  uint_fast64_t seen_activity = 0;
   while (!atomic_load_explicit(&R.stop, memory_order_relaxed)) {
     uint64_t now = cuv__now_ns();
+    uint_fast64_t activity = atomic_load_explicit(&R.activity, memory_order_relaxed);
+    if (activity != seen_activity) { /* work armed, or completed by a poller: not quiet */
+      seen_activity = activity;
+      last_progress = now;
+      backoff = 0;
+    }
     /* Per stream and whatever the others do: a faulted stream is found while other streams
      * keep completing (the probe skips the streams whose word moved). */
     if (now - last_probe >= PROBE_NS && atomic_load(&R.armed) != 0) {
