@@ -9,7 +9,7 @@
 #include "internal.h"
 
 #define SPIN_BUDGET_MAX_US 1000000u
-#define REACTOR_SLOTS_MAX (1u << 20)
+#define REACTOR_SLOTS_MAX (1u << 20) /* reactor_slots: checked for compatibility, used by nothing */
 #define UV_POLL_MAX_US 1000000u
 #define SUBMIT_THREADS_MAX 64u
 #define SUBMIT_RING_MAX 65536u

@@ -49,8 +49,10 @@ typedef struct cuv_config {
   unsigned spin_budget_us;
   /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" or "block". */
   cuv_host_sync_t host_sync;
-  /* CUV_REACTOR_SLOTS: completion flag slots of the reactor; when all are armed, work falls back
-   * to host functions. 1 to 1048576, default 4096. */
+  /* CUV_REACTOR_SLOTS: ignored since the reactor's per-stream timelines replaced its pool of flag
+   * slots (README: stream timelines); nothing is bounded by it. Still read and range-checked
+   * (1 to 1048576, default 4096) so that configurations written for older versions keep
+   * working. */
   unsigned reactor_slots;
   /* CUV_STRICT_HAZARDS ("0" or "1"): true makes every new buffer strict: a conflicting access
    * to a buffer in flight on another stream fails with CUV_ECONFLICT instead of being ordered
