@@ -2,7 +2,8 @@
 # test, calling apt-get (and `apt-get update`, once) only when something is missing.
 
 # The one list to extend (Debian 12 names). python3 comes with meson; it runs tap-summary.py.
-# spin checks model/slots.pml (model/check); g++ compiles the public headers as C++ (tests/headers).
+# spin checks model/timeline.pml (model/check-timeline); g++ compiles the public headers as C++
+# (tests/headers).
 CUV_APT_PACKAGES="meson ninja-build pkg-config gcc g++ libc6-dev libuv1-dev libcmocka-dev libhttp-parser-dev spin"
 # Fuzzing (scripts/fuzz, which scripts/test runs): clang and its libFuzzer runtime, which
 # Debian's clang only recommends.

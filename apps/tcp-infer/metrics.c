@@ -73,7 +73,8 @@ char *metrics_render(const server_t *s, size_t *len) {
          "Of the reactor's completions, those a polling loop saw first (cuv_poll).",
          st.completed_polled);
   metric(f, "cuv_fallbacks_total", "counter",
-         "Submissions the reactor could not take (pool full or flag write failed).", st.fallbacks);
+         "Submissions completed through a host callback: their stream's word write failed.",
+         st.fallbacks);
   metric(f, "cuv_faults_total", "counter", "Submissions completed with a device fault.",
          st.faults);
   metric(f, "cuv_waits_inserted_total", "counter", "Event waits cuv inserted between streams.",
@@ -83,7 +84,8 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_reactor_wakeups_total", "counter", "Times the reactor thread left its park.",
          st.reactor_wakeups);
   metric(f, "cuv_in_flight", "gauge", "Submissions not yet proven complete.", st.in_flight);
-  metric(f, "cuv_reactor_slots_in_use", "gauge", "Reactor flag slots armed now.",
+  metric(f, "cuv_reactor_slots_in_use", "gauge",
+         "Submissions waiting in the reactor now, on their streams' timeline words.",
          st.slots_in_use);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
