@@ -329,12 +329,76 @@ static void test_close_cancel_queued(void **state) {
   cuv_stream_destroy(stream);
 }
 
+/* ---- a fault with work waiting in the ring ---- */
+
+/* Last: the fault kills the device's context for the rest of the process. A blocked submitter
+ * holds QUEUED submissions in the ring behind a faulting kernel; once it opens, the kernel
+ * faults and every submission still gets its callback exactly once: the ones behind the fault
+ * with the fault (or, raced by the reactor's probe, a driver error), none with success after
+ * it on its stream. */
+static void test_fault_with_queued_work(void **state) {
+  enum { QUEUED = 32 };
+  cuv_config_t c = config();
+  if (c.submit_threads == 0 || c.submit_inline != CUV_SUBMIT_INLINE_NEVER ||
+      c.submit_ring < 2 * QUEUED) {
+    print_message("# not this configuration's case\n");
+    return;
+  }
+  uvt_loop_t l;
+  uvt_open(&l);
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  cuv_buffer_t *buf = cuvt_buffer(QUEUED * 4);
+  blocker.open = blocker.entered = false;
+  record_t first = {0}, faulting = {0}, rec[QUEUED] = {{0}};
+  cuv_submit_opts_t opts = {.stream = stream};
+  assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_with_context(block_here, NULL, NULL), record_done,
+                              &first, &opts));
+  pthread_mutex_lock(&blocker.lock);
+  while (!blocker.entered)
+    pthread_cond_wait(&blocker.cond, &blocker.lock);
+  pthread_mutex_unlock(&blocker.lock);
+  unsigned long long bad = 0x10; /* the GPU's first page is never mapped */
+  cuv_arg_t args[] = {CUV_ARG_VALUE(bad)};
+  cuv_op_t *fault =
+      cuv_launch(cuvt_kernel("fault_kernel"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 1);
+  assert_cuv_ok(cuv_uv_submit(l.bridge, fault, record_done, &faulting, &opts));
+  for (int i = 0; i < QUEUED; i++)
+    assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_memset32(buf, (size_t)i * 4, 1, 1), record_done,
+                                &rec[i], &opts));
+  cuv_stats_t before = cuvt_stats();
+  pthread_mutex_lock(&blocker.lock);
+  blocker.open = true;
+  pthread_cond_broadcast(&blocker.cond);
+  pthread_mutex_unlock(&blocker.lock);
+  int closed = 0;
+  assert_cuv_ok(cuv_uv_close(l.bridge, close_cb, &closed));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(closed, 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+  assert_int_equal(first.calls, 1);
+  assert_int_equal(faulting.calls, 1);
+  assert_true(cuv_status_is_fault(faulting.status));
+  for (int i = 0; i < QUEUED; i++) {
+    assert_int_equal(rec[i].calls, 1);
+    if (rec[i].status == 0)
+      fail_msg("submission %d behind the fault on its stream succeeded", i);
+    assert_true(CUV_IS_ECUDA(rec[i].status));
+  }
+  cuv_stats_t now = cuvt_stats();
+  assert_true(now.faults - before.faults >= 1 + QUEUED);
+  print_message("# %d queued behind a fault: all failed, each once\n", QUEUED);
+  (void)buf; /* leaked with the dead context, as cuv does with what the GPU may still touch */
+  (void)stream;
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths),
       cmocka_unit_test(test_close_cancel_queued),
       cmocka_unit_test(test_order_threads_loops),
+      cmocka_unit_test(test_fault_with_queued_work), /* last: the context dies */
   };
   return cuvt_run(tests);
 }
