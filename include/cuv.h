@@ -280,8 +280,9 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
 
 /* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
  * on or release it) and returns the op to enqueue next on the same stream. fn runs on the host
- * before the GPU finished `first`: use the output's handles, not device data. It runs under the
- * execution lock: executing another op inside it returns CUV_EREENTRANT. */
+ * before the GPU finished `first`: use the output's handles, not device data. It runs on the
+ * thread that makes the submission's driver calls (for cuv_submit, possibly a cuv-submit-N
+ * thread), under the execution lock: executing another op inside it returns CUV_EREENTRANT. */
 typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
 CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg);
 /* The same without the execution lock, for code that knows what it does. */
@@ -289,8 +290,9 @@ CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *a
 /* first, then second on the same stream; first's output is released, second's is the output. */
 CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
 
-/* map: transforms the output on the host when the op has been enqueued (not after completion).
- * fn may replace *value (releasing the old one); a negative return fails the op. */
+/* map: transforms the output on the host when the op has been enqueued (not after completion), on
+ * the thread that enqueues it (as for then). fn may replace *value (releasing the old one); a
+ * negative return fails the op. */
 typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
 
@@ -363,8 +365,9 @@ CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *
 
 typedef struct cuv_queue_s cuv_queue_t;
 
-/* Called (from the thread that completed the work: the reactor, the driver's callback thread or
- * the submitting thread) when the queue goes from empty to non-empty. Must not block. */
+/* Called (from the thread that completed the work: the reactor, a cuv_poll caller, the driver's
+ * callback thread, the submitting thread or a cuv-submit-N thread) when the queue goes from
+ * empty to non-empty. Must not block. */
 typedef void (*cuv_notify_fn)(cuv_queue_t *queue, void *arg);
 /* A submission's completion, run by cuv_queue_drain on the draining thread. status is 0 or a
  * negative code; output is valid during the call (see cuv_output_take). */
@@ -407,16 +410,20 @@ typedef struct cuv_submit_opts {
   cuv_ticket_t *ticket; /* non-NULL: receives the submission's ticket */
 } cuv_submit_opts_t;
 
-/* Schedules and enqueues op, arms its completion, and delivers (status, output) to `queue`, where
- * cuv_queue_drain runs done(status, output, arg) exactly once. Callbacks run in the order the
- * work was seen complete: submissions on one stream usually complete in order, but not when
- * their completion paths differ (a reactor flag and a host callback race to the queue). Returns 0
- * when the submission was accepted (done will run, also with an error status), or a negative code
- * when it was refused (done will not run; op is consumed either way). */
+/* Schedules op (picks its stream) and accepts it on this thread, then hands its driver calls to
+ * the device's submission engine (README: the submission engine): they are made by a submitter
+ * thread, or on this thread when the engine is idle or several threads are submitting; its
+ * completion is armed and (status, output) delivered to `queue`, where cuv_queue_drain runs
+ * done(status, output, arg) exactly once. Callbacks run in the order the work was seen complete:
+ * submissions on one stream complete in order, unless their completion paths differ (a timeline
+ * word and a host callback race to the queue, or an inline spin sees its work first). Returns 0
+ * when the submission was accepted (done will run, also with an error found while enqueueing),
+ * or a negative code when it was refused (bad input, a closed queue, the op's own error, no
+ * device: done will not run; op is consumed either way). */
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
-/* Looks once, without blocking, for submitted work whose completion flag has landed, and
+/* Looks once, without blocking, for submitted work whose stream's timeline word reached it, and
  * completes it on the calling thread (into its queue, as the reactor thread would): the
  * reactor's scan, done here now. A thread that polls anyway, such as a loop with young work in
  * flight (the libuv bridge), then sees short work finish without waiting for the reactor thread

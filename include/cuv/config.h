@@ -25,7 +25,7 @@ extern "C" {
 
 /* How a submission's completion reaches cuv (README: asynchronous submission and completion). */
 typedef enum cuv_host_sync {
-  CUV_HOST_SYNC_OFF = 0, /* the flag-write reactor, host functions only as its fallback */
+  CUV_HOST_SYNC_OFF = 0, /* stream timelines and the reactor, host functions as their fallback */
   CUV_HOST_SYNC_SPIN,    /* always a host function; a blocking executor spins on its mark */
   CUV_HOST_SYNC_BLOCK    /* always a host function; a blocking executor sleeps until it ran */
 } cuv_host_sync_t;
