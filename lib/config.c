@@ -53,24 +53,27 @@ static bool parse_unsigned(const char *text, unsigned min, unsigned max, unsigne
   return true;
 }
 
-static bool parse_host_sync(const char *text, cuv_host_sync_t *out) {
-  static const char *const names[] = {"off", "spin", "block"};
+/* The index of text among three names (an enum's values in order), or -1. */
+static int parse_name3(const char *text, const char *a, const char *b, const char *c) {
+  const char *const names[] = {a, b, c};
   for (int i = 0; i < 3; i++)
-    if (strcmp(text, names[i]) == 0) {
-      *out = (cuv_host_sync_t)i;
-      return true;
-    }
-  return false;
+    if (strcmp(text, names[i]) == 0)
+      return i;
+  return -1;
+}
+
+static bool parse_host_sync(const char *text, cuv_host_sync_t *out) {
+  int i = parse_name3(text, "off", "spin", "block");
+  if (i >= 0)
+    *out = (cuv_host_sync_t)i;
+  return i >= 0;
 }
 
 static bool parse_submit_inline(const char *text, cuv_submit_inline_t *out) {
-  static const char *const names[] = {"idle", "never", "always"};
-  for (int i = 0; i < 3; i++)
-    if (strcmp(text, names[i]) == 0) {
-      *out = (cuv_submit_inline_t)i;
-      return true;
-    }
-  return false;
+  int i = parse_name3(text, "idle", "never", "always");
+  if (i >= 0)
+    *out = (cuv_submit_inline_t)i;
+  return i >= 0;
 }
 
 static bool power_of_two(unsigned v) { return v && (v & (v - 1)) == 0; }

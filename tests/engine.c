@@ -272,6 +272,25 @@ static void record_done(int status, cuv_output_t *out, void *arg) {
 
 static void close_cb(cuv_uv_t *bridge, void *arg) { (*(int *)arg)++; }
 
+/* Submits the blocking op on stream and returns once a thread runs it (and is held there). */
+static void block_engine(uvt_loop_t *l, cuv_stream_t *stream, record_t *first) {
+  blocker.open = blocker.entered = false;
+  cuv_submit_opts_t opts = {.stream = stream};
+  assert_cuv_ok(cuv_uv_submit(l->bridge, cuv_with_context(block_here, NULL, NULL), record_done,
+                              first, &opts));
+  pthread_mutex_lock(&blocker.lock);
+  while (!blocker.entered)
+    pthread_cond_wait(&blocker.cond, &blocker.lock);
+  pthread_mutex_unlock(&blocker.lock);
+}
+
+static void unblock_engine(void) {
+  pthread_mutex_lock(&blocker.lock);
+  blocker.open = true;
+  pthread_cond_broadcast(&blocker.cond);
+  pthread_mutex_unlock(&blocker.lock);
+}
+
 static void test_close_cancel_queued(void **state) {
   enum { QUEUED = 64 };
   cuv_config_t c = config();
@@ -288,15 +307,8 @@ static void test_close_cancel_queued(void **state) {
   cuv_stream_t *stream;
   assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
   cuv_buffer_t *buf = cuvt_buffer(QUEUED * 4);
-  blocker.open = blocker.entered = false;
   record_t first = {0}, rec[QUEUED] = {{0}};
-  cuv_submit_opts_t opts = {.stream = stream};
-  assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_with_context(block_here, NULL, NULL), record_done,
-                              &first, &opts));
-  pthread_mutex_lock(&blocker.lock);
-  while (!blocker.entered)
-    pthread_cond_wait(&blocker.cond, &blocker.lock);
-  pthread_mutex_unlock(&blocker.lock);
+  block_engine(&l, stream, &first);
   cuv_ticket_t tickets[QUEUED];
   unsigned values[QUEUED];
   for (int i = 0; i < QUEUED; i++) {
@@ -309,10 +321,7 @@ static void test_close_cancel_queued(void **state) {
     assert_cuv_ok(cuv_uv_cancel(l.bridge, tickets[i]));
   int closed = 0;
   assert_cuv_ok(cuv_uv_close(l.bridge, close_cb, &closed)); /* with all of it still queued */
-  pthread_mutex_lock(&blocker.lock);
-  blocker.open = true;
-  pthread_cond_broadcast(&blocker.cond);
-  pthread_mutex_unlock(&blocker.lock);
+  unblock_engine();
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(closed, 1);
   assert_int_equal(uv_loop_close(&l.loop), 0);
@@ -349,15 +358,9 @@ static void test_fault_with_queued_work(void **state) {
   cuv_stream_t *stream;
   assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
   cuv_buffer_t *buf = cuvt_buffer(QUEUED * 4);
-  blocker.open = blocker.entered = false;
   record_t first = {0}, faulting = {0}, rec[QUEUED] = {{0}};
   cuv_submit_opts_t opts = {.stream = stream};
-  assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_with_context(block_here, NULL, NULL), record_done,
-                              &first, &opts));
-  pthread_mutex_lock(&blocker.lock);
-  while (!blocker.entered)
-    pthread_cond_wait(&blocker.cond, &blocker.lock);
-  pthread_mutex_unlock(&blocker.lock);
+  block_engine(&l, stream, &first);
   unsigned long long bad = 0x10; /* the GPU's first page is never mapped */
   cuv_arg_t args[] = {CUV_ARG_VALUE(bad)};
   cuv_op_t *fault =
@@ -367,10 +370,7 @@ static void test_fault_with_queued_work(void **state) {
     assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_memset32(buf, (size_t)i * 4, 1, 1), record_done,
                                 &rec[i], &opts));
   cuv_stats_t before = cuvt_stats();
-  pthread_mutex_lock(&blocker.lock);
-  blocker.open = true;
-  pthread_cond_broadcast(&blocker.cond);
-  pthread_mutex_unlock(&blocker.lock);
+  unblock_engine();
   int closed = 0;
   assert_cuv_ok(cuv_uv_close(l.bridge, close_cb, &closed));
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
