@@ -291,17 +291,22 @@ static void unblock_engine(void) {
   pthread_mutex_unlock(&blocker.lock);
 }
 
+/* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
+ * than the work, the pushing thread itself would run queued jobs, which wait for the blocked one
+ * (the test thread, which alone can open it). */
+static bool can_queue(unsigned jobs) {
+  cuv_config_t c = config();
+  bool can = c.submit_threads > 0 && c.submit_inline == CUV_SUBMIT_INLINE_NEVER &&
+             c.submit_ring >= 2 * jobs;
+  if (!can)
+    print_message("# not this configuration's case\n");
+  return can;
+}
+
 static void test_close_cancel_queued(void **state) {
   enum { QUEUED = 64 };
-  cuv_config_t c = config();
-  /* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
-   * than the work, the pushing thread itself would run queued jobs, which wait for the blocked
-   * one (the test thread, which alone can open it). */
-  if (c.submit_threads == 0 || c.submit_inline != CUV_SUBMIT_INLINE_NEVER ||
-      c.submit_ring < 2 * QUEUED) {
-    print_message("# not this configuration's case\n");
+  if (!can_queue(QUEUED))
     return;
-  }
   uvt_loop_t l;
   uvt_open(&l);
   cuv_stream_t *stream;
@@ -347,12 +352,8 @@ static void test_close_cancel_queued(void **state) {
  * it on its stream. */
 static void test_fault_with_queued_work(void **state) {
   enum { QUEUED = 32 };
-  cuv_config_t c = config();
-  if (c.submit_threads == 0 || c.submit_inline != CUV_SUBMIT_INLINE_NEVER ||
-      c.submit_ring < 2 * QUEUED) {
-    print_message("# not this configuration's case\n");
+  if (!can_queue(QUEUED))
     return;
-  }
   uvt_loop_t l;
   uvt_open(&l);
   cuv_stream_t *stream;
