@@ -144,11 +144,21 @@ static int note_use(cuv__uses_t *uses, cuv_buffer_t *buf, bool write) {
   return 0;
 }
 
+static int hazard_mode(cuv_buffer_t *buf) {
+  pthread_mutex_lock(&buf->lock);
+  int mode = buf->hazard_mode;
+  pthread_mutex_unlock(&buf->lock);
+  return mode;
+}
+
+/* A buffer that tracks nothing needs nothing from a replay: the graph holds it, and the replay
+ * holds the graph. */
 int cuv__hazard_replay(cuv__exec_t *ex, const cuv__uses_t *uses) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < uses->n; i++)
-    rc = cuv__hold_buffer(ex, uses->items[i].buf,
-                          uses->items[i].write ? CUV_ARG_KIND_RW : CUV_ARG_KIND_READ);
+    if (hazard_mode(uses->items[i].buf) != CUV_HAZARD_NONE)
+      rc = cuv__hold_buffer(ex, uses->items[i].buf,
+                            uses->items[i].write ? CUV_ARG_KIND_RW : CUV_ARG_KIND_READ);
   return rc;
 }
 
@@ -179,6 +189,15 @@ static bool already_held(const cuv_buffer_t *buf, const cuv__exec_t *ex, bool wr
   return a && a->sub == ex->sub && a->stream == ex->stream && (a->write || !write);
 }
 
+/* CUV_HAZARD_NONE: no access record, only the buffer held until retirement (once per
+ * submission where the latest holds show it already). */
+static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf) {
+  int rc = cuv__sub_hold_unique(sub, cuv__buffer_release, buf);
+  if (rc == 0)
+    cuv_buffer_ref(buf);
+  return rc < 0 ? rc : 0;
+}
+
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->sub->dev)
     return CUV_EDEVICE;
@@ -189,6 +208,10 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind)
   size_t n = 0;
   pthread_mutex_lock(&buf->lock);
   int mode = buf->hazard_mode;
+  if (mode == CUV_HAZARD_NONE) {
+    pthread_mutex_unlock(&buf->lock);
+    return hold_untracked(ex->sub, buf);
+  }
   bool held = already_held(buf, ex, write);
   int rc = held || mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
   pthread_mutex_unlock(&buf->lock);
