@@ -376,9 +376,10 @@ typedef void (*cuv_done_fn)(int status, cuv_output_t *output, void *arg);
 CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void *notify_arg);
 /* Runs the callbacks of every finished submission on the calling thread; returns how many ran. */
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
-/* Submissions of this queue whose callback has not started: counted from the moment cuv_submit
- * starts (before the work reaches a stream) until the drain takes them, just before their
- * callback runs (a callback does not count itself). Any thread. */
+/* Submissions of this queue not yet done with: counted from the moment cuv_submit starts (before
+ * the work reaches a stream) until the drain takes them, just before their callback runs (a
+ * callback does not count itself); a submission cancelled while its work runs is called back at
+ * once and still counts until a later drain retires its work. Any thread. */
 CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
 /* Blocks until at least one submission of this queue has finished, or timeout_ms passed
  * (negative: forever). For owners that have no loop; returns 0 or CUV_EBUSY on timeout. */
@@ -441,10 +442,12 @@ CUV_EXTERN unsigned cuv_spin_budget_us(void);
  * the spin budget is 0. Any thread. */
 CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *queue);
 
-/* Cancels a submission of `queue`: its done callback still runs exactly once, with CUV_ECANCELED
- * and no output (the output is released first). The GPU work is not interrupted: everything it
- * touches stays held until its completion is proven, as for any submission. Returns 0, or
- * CUV_ENOENT when the ticket is unknown or its callback already ran or is running. Any thread. */
+/* Cancels a submission of `queue`: its done callback runs exactly once, with CUV_ECANCELED and no
+ * output, at the next cuv_queue_drain, without waiting for the GPU. The GPU work is not
+ * interrupted: everything it touches (its output included) stays held until its completion is
+ * proven, and a later drain retires it without calling back again (cuv_queue_pending counts it
+ * until then). Returns 0, or CUV_ENOENT when the ticket is unknown, already cancelled, or its
+ * callback already ran or is running. Any thread. */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
 
 /* ---- CUDA graphs ---------------------------------------------------------------------------- */

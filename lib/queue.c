@@ -21,6 +21,7 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **out, cuv_notify_fn notify, void *n
   pthread_mutex_init(&q->lock, NULL);
   pthread_cond_init(&q->cond, NULL);
   q->tail = &q->head;
+  q->cancels_tail = &q->cancels;
   q->notify = notify;
   q->notify_arg = notify_arg;
   *out = q;
@@ -67,6 +68,7 @@ void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub, unsigned flags) {
   if (q->live)
     q->live->live_prev = sub;
   q->live = sub;
+  sub->in_live = true;
   pthread_mutex_unlock(&q->lock);
 }
 
@@ -78,6 +80,9 @@ CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *q) {
 }
 
 static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
+  if (!sub->in_live)
+    return;
+  sub->in_live = false;
   if (sub->live_prev)
     sub->live_prev->live_next = sub->live_next;
   else
@@ -86,16 +91,38 @@ static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
     sub->live_next->live_prev = sub->live_prev;
 }
 
+/* Something to deliver appeared: the owner is told (notify) and waiters woken. The caller holds
+ * the lock and says whether the queue had nothing to deliver before. */
+static void announce(cuv_queue_t *q, bool was_empty) {
+  if (was_empty && q->notify)
+    q->notify(q, q->notify_arg);
+  if (q->waiters)
+    pthread_cond_broadcast(&q->cond);
+}
+
+static bool nothing_to_deliver(const cuv_queue_t *q) { return !q->head && !q->cancels; }
+
+/* A submission still running is called back at the next drain, and its work retires when it
+ * finishes; one that finished already is called back with CUV_ECANCELED where it waits. Either
+ * way it leaves the live list, so a second cancel finds nothing. */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
   if (!q)
     return CUV_EINVAL;
   int rc = CUV_ENOENT;
   pthread_mutex_lock(&q->lock);
-  for (cuv__submission_t *sub = q->live; sub; sub = sub->live_next) {
-    if (sub->ticket == ticket) {
-      sub->cancelled = true;
-      rc = 0;
-      break;
+  cuv__submission_t *sub = q->live;
+  while (sub && sub->ticket != ticket)
+    sub = sub->live_next;
+  if (sub) {
+    sub->cancelled = true;
+    live_unlink(q, sub);
+    rc = 0;
+    if (!sub->in_done) {
+      bool was_empty = nothing_to_deliver(q);
+      sub->cancel_next = NULL;
+      *q->cancels_tail = sub;
+      q->cancels_tail = &sub->cancel_next;
+      announce(q, was_empty);
     }
   }
   pthread_mutex_unlock(&q->lock);
@@ -105,13 +132,11 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
 void cuv__queue_push(cuv_queue_t *q, cuv__submission_t *sub) {
   sub->next = NULL;
   pthread_mutex_lock(&q->lock);
-  bool was_empty = q->head == NULL;
+  bool was_empty = nothing_to_deliver(q);
+  sub->in_done = true;
   *q->tail = sub;
   q->tail = &sub->next;
-  if (was_empty && q->notify)
-    q->notify(q, q->notify_arg);
-  if (q->waiters)
-    pthread_cond_broadcast(&q->cond);
+  announce(q, was_empty);
   pthread_mutex_unlock(&q->lock);
 }
 
@@ -127,9 +152,13 @@ static void time_polled(cuv_queue_t *q, const cuv__submission_t *sub, uint64_t *
 }
 
 /* Takes every finished submission; from here on they cannot be cancelled. */
-static cuv__submission_t *take_all(cuv_queue_t *q) {
+/* The finished submissions, and (in *cancels) the cancellations to call back first. */
+static cuv__submission_t *take_all(cuv_queue_t *q, cuv__submission_t **cancels) {
   uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
+  *cancels = q->cancels;
+  q->cancels = NULL;
+  q->cancels_tail = &q->cancels;
   cuv__submission_t *list = q->head;
   q->head = NULL;
   q->tail = &q->head;
@@ -143,29 +172,49 @@ static cuv__submission_t *take_all(cuv_queue_t *q) {
 
 /* Runs the callback; a cancelled submission reports CUV_ECANCELED without its output. The
  * status that decides retirement stays the real one (a fault still leaks). */
+/* A cancellation of running work: its callback now, with no output (the work may still be
+ * writing it); the submission retires when it finishes, without a second call. */
+static void deliver_cancel(cuv__submission_t *sub) {
+  cuv_output_t none = {0};
+  sub->callback_ran = true;
+  sub->done(CUV_ECANCELED, &none, sub->done_arg);
+  cuv_output_release(&none);
+}
+
+/* A finished submission: what it holds is released first (the seed's order: the callback may
+ * free or reuse whatever the work used), then its callback runs, unless a cancel ran it. */
 static void deliver(cuv__submission_t *sub) {
-  if (sub->cancelled) {
-    cuv_output_release(&sub->output);
-    sub->done(CUV_ECANCELED, &sub->output, sub->done_arg);
-  } else {
-    sub->done(sub->status, &sub->output, sub->done_arg);
-  }
-  cuv_output_release(&sub->output); /* unless the callback took it */
+  cuv_done_fn done = sub->done;
+  void *arg = sub->done_arg;
+  bool called = sub->callback_ran, cancelled = sub->cancelled;
+  int status = cancelled ? CUV_ECANCELED : sub->status;
+  cuv_output_t out = sub->output;
+  if (cancelled || called)
+    cuv_output_release(&out);
+  sub->output = (cuv_output_t){0};
+  cuv__sub_finish(sub, sub->status);
+  if (!called)
+    done(status, &out, arg);
+  cuv_output_release(&out); /* unless the callback took it */
 }
 
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
   if (!q)
     return CUV_EINVAL;
   int ran = 0;
-  cuv__submission_t *list = take_all(q);
+  cuv__submission_t *cancels, *list = take_all(q, &cancels);
+  for (cuv__submission_t *sub = cancels, *next; sub; sub = next, ran++) {
+    next = sub->cancel_next; /* it stays pending: its work has not finished */
+    deliver_cancel(sub);
+  }
   while (list) {
     cuv__submission_t *sub = list;
     list = sub->next;
+    bool called = sub->callback_ran;
     /* Counted out before its callback, which may then destroy the queue once it was the last. */
     atomic_fetch_sub(&q->pending, 1);
     deliver(sub);
-    cuv__sub_finish(sub, sub->status);
-    ran++;
+    ran += !called;
   }
   return ran;
 }
@@ -193,11 +242,11 @@ CUV_EXTERN int cuv_queue_wait(cuv_queue_t *q, int timeout_ms) {
   int rc = 0;
   pthread_mutex_lock(&q->lock);
   q->waiters++;
-  while (!q->head && rc == 0) {
+  while (nothing_to_deliver(q) && rc == 0) {
     if (timeout_ms < 0)
       pthread_cond_wait(&q->cond, &q->lock);
     else if (pthread_cond_timedwait(&q->cond, &q->lock, &deadline) == ETIMEDOUT)
-      rc = q->head ? 0 : CUV_EBUSY;
+      rc = nothing_to_deliver(q) ? CUV_EBUSY : 0;
   }
   q->waiters--;
   pthread_mutex_unlock(&q->lock);

@@ -14,6 +14,8 @@ struct cuv_queue_s {
   bool closed;                /* under the lock: cuv__queue_enter refuses from then on */
   unsigned waiters;
   cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel */
+  cuv__submission_t *cancels; /* cancelled before they finished: called back at the next drain */
+  cuv__submission_t **cancels_tail;
   cuv_ticket_t last_ticket;
   cuv_notify_fn notify;
   void *notify_arg;

@@ -46,6 +46,9 @@ struct cuv__submission {
   cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
   cuv_ticket_t ticket;
   bool cancelled;           /* under the queue's lock */
+  bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
+  bool callback_ran;        /* cancelled and called back before it finished (drain only) */
+  cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
   uint64_t submitted_ns;    /* cuv__now_ns() of a CUV_SUBMIT_POLLED submission, else 0 */
 };
 

@@ -1,13 +1,16 @@
 /* Cancellation by ticket through the public API: cancel right after submit, during a slow
- * kernel, after the work finished but before the drain, and after delivery (CUV_ENOENT). The
- * callback runs exactly once, with CUV_ECANCELED and no output (the output is released once);
- * the GPU work still completes; what it touches retires only after completion. Many cancels race
+ * kernel (the callback comes while the kernel is still held: at the next drain, not when the
+ * work ends), after the work finished but before the drain, and after delivery (CUV_ENOENT). The
+ * callback runs exactly once, with CUV_ECANCELED and no output; a second cancel finds nothing
+ * (CUV_ENOENT); the GPU work still completes, and what it touches (the output included) retires
+ * only after completion, in a later drain. Many cancels race
  * completions from four threads while a drainer thread delivers: every callback exactly once
  * with a status that matches whether a cancel was accepted. Run under ThreadSanitizer too. */
 #include <pthread.h>
 #include <time.h>
 
 #include "counted.h"
+#include "gate.h"
 
 #define N 4099
 #define SLOW_MS 20
@@ -68,11 +71,24 @@ static void assert_filled(work_t *w) {
   free(got);
 }
 
+/* Drains until nothing of q is pending: every submission retired (a cancelled one's callback
+ * may have run long before its work finished). */
+static void drain_until_retired(cuv_queue_t *q) {
+  for (int idle = 0; cuv_queue_pending(q) > 0;) {
+    int rc = cuv_queue_wait(q, 1000);
+    assert_true(rc == 0 || rc == CUV_EBUSY);
+    idle = cuv_queue_drain(q) > 0 || rc == 0 ? 0 : idle + 1;
+    if (idle > 120) /* a watchdog, not a timing assertion */
+      fail_msg("%u submissions never retired", cuv_queue_pending(q));
+  }
+}
+
 static void assert_cancelled_once(work_t *w) {
+  drain_until_retired(w->q);
   assert_int_equal(atomic_load(&w->seen.calls), 1);
   assert_int_equal(w->seen.status, CUV_ECANCELED);
   assert_null(w->seen.data); /* no output */
-  assert_int_equal(atomic_load(&w->releases), 1); /* released once, by cuv */
+  assert_int_equal(atomic_load(&w->releases), 1); /* released once, by cuv, at retirement */
   assert_int_equal(cuv_cancel(w->q, w->ticket), CUV_ENOENT); /* delivered: gone */
 }
 
@@ -102,7 +118,7 @@ static void test_cancel_right_after_submit(void **state) {
     atomic_store(&w->releases, 0);
     work_submit(w, SLOW_MS);
     assert_cuv_ok(cuv_cancel(w->q, w->ticket));
-    assert_cuv_ok(cuv_cancel(w->q, w->ticket)); /* again, before delivery: still accepted */
+    assert_int_equal(cuv_cancel(w->q, w->ticket), CUV_ENOENT); /* again: already cancelled */
     assert_int_equal(atomic_load(&w->seen.calls), 0); /* callbacks run only in the drain */
     cuvt_drain_until(w->q, &w->seen.calls, 1);
     assert_cancelled_once(w);
@@ -111,14 +127,28 @@ static void test_cancel_right_after_submit(void **state) {
   }
 }
 
+/* The callback does not wait for the work: a gate holds the kernel until after it ran. */
 static void test_cancel_during_slow_kernel(void **state) {
   work_t *w = *state;
-  work_submit(w, 5 * SLOW_MS);
-  sleep_ms(SLOW_MS); /* most likely inside the kernel by now; either way not delivered yet */
+  cuvt_gate_t g;
+  cuvt_gate_init(&g);
+  w->value = cuvt_nonzero_u32();
+  cuv_op_t *op = cuv_seq(cuv_seq(cuvt_gate_wait(&g), cuvt_fill_u32(w->buf, N, w->value)),
+                         cuvt_counted_value(7, &w->releases));
+  cuv_submit_opts_t opts = {.ticket = &w->ticket};
+  atomic_store(&w->seen.calls, 0);
+  atomic_store(&w->releases, 0);
+  assert_cuv_ok(cuv_submit(w->q, op, record_done, &w->seen, &opts));
+  sleep_ms(SLOW_MS); /* most likely enqueued and held by now; either way not finished */
   assert_cuv_ok(cuv_cancel(w->q, w->ticket));
-  cuvt_drain_until(w->q, &w->seen.calls, 1);
+  cuvt_drain_until(w->q, &w->seen.calls, 1); /* with the gate still closed */
+  assert_int_equal(w->seen.status, CUV_ECANCELED);
+  assert_int_equal(atomic_load(&w->releases), 0); /* the output waits for the work */
+  assert_int_equal(cuv_queue_pending(w->q), 1);   /* and so does the submission */
+  cuvt_gate_open(&g);
   assert_cancelled_once(w);
   assert_filled(w);
+  cuvt_gate_close(&g);
 }
 
 /* Finished (its completion is in the queue) but not drained: a cancel still wins. */
@@ -167,6 +197,8 @@ static void test_cancel_failed_submission(void **state) {
   assert_int_equal(cancelled.status, CUV_ECANCELED);
   assert_int_equal(atomic_load(&failed.calls), 1);
   assert_int_equal(atomic_load(&cancelled.calls), 1);
+  drain_until_retired(w->q);
+  assert_int_equal(atomic_load(&cancelled.calls), 1); /* and not again when its work retired */
 }
 
 static void test_cancel_unknown_tickets(void **state) {
@@ -217,6 +249,7 @@ static void test_released_buffer_retires_after_completion(void **state) {
     cuvt_drain_until(w->q, &seen.calls, 1);
     assert_int_equal(seen.status, CUV_ECANCELED);
     assert_null(seen.data);
+    drain_until_retired(w->q);
     assert_int_equal(atomic_load(&releases), 1);
     assert_int_equal(cuvt_stats().in_flight, before.in_flight);
     if (cuvt_is_sim())
@@ -224,6 +257,38 @@ static void test_released_buffer_retires_after_completion(void **state) {
     w->value = value; /* the copy behind the write shows it landed */
     assert_filled(w);
   }
+}
+
+/* ---- holds go before the callback ---- */
+
+typedef struct at_callback {
+  atomic_int calls;
+  uint64_t in_flight;
+  unsigned long frees;
+} at_callback_t;
+
+static void record_at_callback(int status, cuv_output_t *output, void *arg) {
+  at_callback_t *a = arg;
+  a->in_flight = cuvt_stats().in_flight;
+  a->frees = cuvt_is_sim() ? cuv_sim_calls("cuMemFree") : 0;
+  atomic_fetch_add(&a->calls, 1);
+}
+
+/* The seed's order: what the work held is released before its callback runs, so the callback
+ * sees nothing in flight, and a buffer whose last reference the work held is freed already. */
+static void test_holds_released_before_callback(void **state) {
+  work_t *w = *state;
+  cuv_stats_t before = cuvt_stats();
+  unsigned long frees = cuvt_is_sim() ? cuv_sim_calls("cuMemFree") : 0;
+  cuv_buffer_t *tmp = cuvt_buffer(N * sizeof(unsigned));
+  at_callback_t seen = {0};
+  assert_cuv_ok(cuv_submit(w->q, cuvt_fill_u32(tmp, N, cuvt_nonzero_u32()), record_at_callback,
+                           &seen, NULL));
+  cuv_buffer_unref(tmp); /* the work holds the last reference */
+  cuvt_drain_until(w->q, &seen.calls, 1);
+  assert_int_equal(seen.in_flight, before.in_flight);
+  if (cuvt_is_sim())
+    assert_int_equal(seen.frees, frees + 1);
 }
 
 /* ---- many cancels racing completions ---- */
@@ -304,11 +369,12 @@ static void *submitter_main(void *arg) {
   return NULL;
 }
 
-/* Waits and drains until every submission was delivered (or a minute without progress). */
+/* Waits and drains until every submission was delivered and retired (a cancelled one is called
+ * back before its work finished), or a minute without progress. */
 static void *drainer_main(void *arg) {
   race_t *r = arg;
   int idle = 0;
-  while (atomic_load(&r->drained) < TOTAL) {
+  while (atomic_load(&r->drained) < TOTAL || cuv_queue_pending(r->q) > 0) {
     int rc = cuv_queue_wait(r->q, 100);
     int ran = cuv_queue_drain(r->q);
     if (ran > 0) {
@@ -384,6 +450,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cancel_after_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_failed_submission, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_unknown_tickets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_holds_released_before_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(test_released_buffer_retires_after_completion, setup,
                                       teardown),
       cmocka_unit_test(test_cancels_race_completions),

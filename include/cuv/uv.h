@@ -83,9 +83,12 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
 /* Cancels a submission made through this bridge (its ticket from opts->ticket): as cuv_cancel,
- * its callback runs once, on the loop thread, with CUV_ECANCELED. CUV_ENOENT once it ran. */
+ * its callback runs once, on the loop thread, with CUV_ECANCELED, in the loop's next iteration
+ * (not when the GPU finishes; the loop stays alive until the work retires). CUV_ENOENT once it
+ * ran or was cancelled. */
 CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *bridge, cuv_ticket_t ticket);
-/* Submissions accepted and whose callback has not run yet (inside a callback, not counting it). */
+/* Submissions accepted whose callback has not run yet (inside a callback, not counting it), and
+ * cancelled ones whose work has not retired yet. */
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *bridge);
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *bridge);
 /* Starts closing (see above); close_cb may be NULL. Calling it twice is CUV_ECLOSED. The
