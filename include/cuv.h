@@ -291,8 +291,8 @@ CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *a
 CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
 
 /* map: transforms the output on the host when the op has been enqueued (not after completion), on
- * the thread that enqueues it (as for then). fn may replace *value (releasing the old one); a
- * negative return fails the op. */
+ * the thread that enqueues it and under the execution lock (as for then). fn may replace *value
+ * (releasing the old one); a negative return fails the op. */
 typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
 

@@ -81,8 +81,11 @@ static void map_drop(cuv_op_t *op) { cuv__op_drop(((map_op_t *)op)->inner); }
 static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   map_op_t *m = (map_op_t *)op;
   int rc = cuv__op_execute(m->inner, ex, out);
-  if (rc == 0)
+  if (rc == 0) {
+    cuv__exec_lock(); /* as then's: fn must not execute ops */
     rc = m->fn(out, m->arg);
+    cuv__exec_unlock();
+  }
   return rc < 0 ? rc : 0;
 }
 

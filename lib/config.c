@@ -62,8 +62,11 @@ static int parse_name3(const char *text, const char *a, const char *b, const cha
   return -1;
 }
 
+/* The seed's spellings too: spin or spinwait, block or blocking. */
 static bool parse_host_sync(const char *text, cuv_host_sync_t *out) {
   int i = parse_name3(text, "off", "spin", "block");
+  if (i < 0)
+    i = parse_name3(text, "off", "spinwait", "blocking");
   if (i >= 0)
     *out = (cuv_host_sync_t)i;
   return i >= 0;

@@ -101,6 +101,10 @@ static int child_environment(void) {
   setenv("CUDA_ASYNC_HOST_SYNC", "block", 1);
   CHECK(cuv_config_default(&c) == 0);
   CHECK(c.spin_budget_us == 9 && c.host_sync == CUV_HOST_SYNC_BLOCK);
+  setenv("CUDA_ASYNC_HOST_SYNC", "spinwait", 1); /* the seed's long spellings */
+  CHECK(cuv_config_default(&c) == 0 && c.host_sync == CUV_HOST_SYNC_SPIN);
+  setenv("CUDA_ASYNC_HOST_SYNC", "blocking", 1);
+  CHECK(cuv_config_default(&c) == 0 && c.host_sync == CUV_HOST_SYNC_BLOCK);
   setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   setenv("CUV_HOST_SYNC", "off", 1);
   CHECK(cuv_config_default(&c) == 0);

@@ -75,6 +75,21 @@ static cuv_op_t *syncs_inside_unchecked(cuv_output_t *input, void *arg) {
   return cuv_value(NULL, NULL);
 }
 
+static int executes_inside_map(cuv_output_t *value, void *arg) {
+  inner_call_t *c = arg;
+  atomic_fetch_add(&c->calls, 1);
+  try_every_executor(c);
+  return 0;
+}
+
+/* map runs under the lock like then (the seed's host combinators never execute ops). */
+static void test_sync_inside_map_is_refused(void **state) {
+  inner_call_t c = {0};
+  assert_cuv_ok(cuv_sync(cuv_map(cuv_value(NULL, NULL), executes_inside_map, &c), NULL));
+  assert_all_refused(&c);
+  assert_cuv_ok(cuv_sync(cuv_value(NULL, NULL), NULL));
+}
+
 static void test_sync_inside_then_unchecked_works(void **state) {
   inner_call_t c = {.buf = cuvt_buffer(4), .value = cuvt_nonzero_u32()};
   assert_cuv_ok(cuv_sync(cuv_then_unchecked(cuv_value(NULL, NULL), syncs_inside_unchecked, &c),
@@ -139,6 +154,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_sync_inside_then_is_refused),
       cmocka_unit_test(test_sync_inside_with_context_is_refused),
+      cmocka_unit_test(test_sync_inside_map_is_refused),
       cmocka_unit_test(test_sync_inside_then_unchecked_works),
       cmocka_unit_test(test_nested_lock_depth),
       cmocka_unit_test(test_shared_clone_inside_its_producer),

@@ -47,7 +47,8 @@ typedef struct cuv_config {
    * on young work before handing it to the reactor; 0 disables the inline spin. 0 to 1000000,
    * default 20. */
   unsigned spin_budget_us;
-  /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" or "block". */
+  /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" (or the seed's
+   * "spinwait") or "block" (or "blocking"); anything else is refused. */
   cuv_host_sync_t host_sync;
   /* CUV_REACTOR_SLOTS: ignored since the reactor's per-stream timelines replaced its pool of flag
    * slots (README: stream timelines); nothing is bounded by it. Still read and range-checked
