@@ -28,29 +28,18 @@ command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Of the loop thread's profile: "total, inclusive Ir in driver entry points, self Ir in libcuv*".
-measure() {
-  local f=$1
-  { awk '/^summary:/ { print "T", $2 }' "$f"
-    callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null | sed 's/^/I /'
-    callgrind_annotate --inclusive=no --threshold=100 "$f" 2>/dev/null | sed 's/^/S /'; } | awk '
-    { ir = $2; gsub(",", "", ir) }
-    $1 == "T" { total = $2 }
-    $1 == "I" && /libcuv-sim\.so/ && /:cu[A-Z][A-Za-z0-9_]* \[/ { driver += ir }
-    $1 == "S" && /\[[^]]*\/libcuv(-uv)?\.so[^]]*\]$/ { self += ir }
-    END { printf "%d %d %d\n", total, driver, self }'
-}
+. "$(dirname "${BASH_SOURCE[0]}")/callgrind-measure.sh"
 
 for n in "$n1" "$n2"; do
   CUV_DRIVER=sim CUV_SPIN_BUDGET_US=0 valgrind --tool=callgrind --separate-threads=yes \
     --callgrind-out-file="$work/cg.$n" "$bench" --submissions "$n" --pipelines "$k" \
     >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; exit 1; }
-  read -r total driver self < <(measure "$work/cg.$n-01")
+  read -r total driver self _ < <(callgrind_measure "$work/cg.$n-01")
   echo "N=$n: loop thread $total Ir (driver $driver, libcuv self $self)"
   eval "total$n=$total driver$n=$driver self$n=$self"
 done
 
-per() { awk -v a="$1" -v b="$2" -v n="$((n2 - n1))" 'BEGIN { printf "%6.0f", (b - a) / n }'; }
+per() { callgrind_per "$@"; }
 echo "instructions per submission, (I(N2)-I(N1)) / (N2-N1), N1=$n1 N2=$n2 K=$k"
 echo "  loop thread     $(per "$((total$n1))" "$((total$n2))")"
 echo "    in driver     $(per "$((driver$n1))" "$((driver$n2))")"

@@ -41,20 +41,7 @@ command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# Of the loop thread's profile: "total, inclusive Ir in driver entry points, self Ir in libcuv*,
-# self Ir in the server".
-measure() {
-  local f=$1
-  { awk '/^summary:/ { print "T", $2 }' "$f"
-    callgrind_annotate --inclusive=yes --threshold=100 "$f" 2>/dev/null | sed 's/^/I /'
-    callgrind_annotate --inclusive=no --threshold=100 "$f" 2>/dev/null | sed 's/^/S /'; } | awk '
-    { ir = $2; gsub(",", "", ir) }
-    $1 == "T" { total = $2 }
-    $1 == "I" && /libcuv-sim\.so/ && /:cu[A-Z][A-Za-z0-9_]* \[/ { driver += ir }
-    $1 == "S" && /\[[^]]*\/libcuv(-uv)?\.so[^]]*\]$/ { self += ir }
-    $1 == "S" && /\[[^]]*\/tcp-infer\]$/ { app += ir }
-    END { printf "%d %d %d %d\n", total, driver, self, app }'
-}
+. "$here/../../../bench/callgrind-measure.sh"
 
 client() {
   echo -- "$bin/tcp-infer-client" --connections "$conns" --depth "$depth" --batch "$batch" \
@@ -68,12 +55,12 @@ for n in "$n1" "$n2"; do
     $(client "$n") >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; exit 1; }
   loop=$(grep -l 'loop_main' "$work/cg.$n"-* | head -n 1)
   [ -n "$loop" ] || { echo "no loop thread in the profiles" >&2; exit 1; }
-  read -r total driver self app < <(measure "$loop")
+  read -r total driver self app < <(callgrind_measure "$loop" tcp-infer)
   echo "N=$n: loop thread $total Ir (driver $driver, libcuv self $self, server self $app)"
   eval "total$n=$total driver$n=$driver self$n=$self app$n=$app"
 done
 
-per() { awk -v a="$1" -v b="$2" -v n="$((n2 - n1))" -v f="${3:-%7.0f}" 'BEGIN { printf f, (b - a) / n }'; }
+per() { callgrind_per "$@"; }
 echo "instructions per request, (I(N2)-I(N1)) / (N2-N1), N1=$n1 N2=$n2, $conns connections x" \
   "$depth, batch $batch, server options: ${*:-none}"
 echo "  loop thread     $(per "$((total$n1))" "$((total$n2))")"
