@@ -454,12 +454,14 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
 
 typedef struct cuv_graph_s cuv_graph_t;
 
-/* Captures op into a graph on `stream` (NULL: a new stream of the op's device, the graph's own)
- * in relaxed mode, then instantiates and uploads it. Nothing runs: *out (may be NULL) receives the
- * captured op's output, whose device data the first launch produces. Capture always ends, also
- * when op fails midway (the partial graph is destroyed and the error returned). The captured op
- * runs under the execution lock (executing another op inside it returns CUV_EREENTRANT). The
- * graph holds what the capture touched (buffers, kernels, staged host data) for its lifetime.
+/* Captures op into a graph on `stream` (NULL: a stream of the op device's default policy, which
+ * the submission engine's threads may be using meanwhile: pass a stream of your own whenever
+ * other threads submit) in relaxed mode, then instantiates and uploads it. Nothing runs: *out
+ * (may be NULL) receives the captured op's output, whose device data the first launch
+ * produces. Capture always ends, also when op fails midway (the partial graph is destroyed and
+ * the error returned). The captured op runs under the execution lock (executing another op
+ * inside it returns CUV_EREENTRANT). The graph holds what the capture touched (buffers, kernels,
+ * staged host data) for its lifetime.
  * Do not allocate (cuv_alloc) inside a capture; use buffers made before. A given stream must
  * carry nothing else during the capture (no submissions through a policy that may pick it: the
  * submission engine's threads enqueue concurrently). Consumes op. */

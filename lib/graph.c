@@ -68,19 +68,6 @@ static int instantiate(cuv_graph_t *g, CUgraph graph) {
   return rc;
 }
 
-/* A stream of the op's device for the capture alone: a shared one would carry other threads'
- * work (the submission engine's) into the capture, which invalidates it. */
-static int private_stream(const cuv_op_t *op, cuv_stream_t **stream) {
-  cuv_device_t *dev = NULL;
-  int rc = cuv__driver_init();
-  if (rc == 0)
-    rc = cuv__device_get(&dev, op->device < 0 ? 0 : op->device);
-  if (rc == 0)
-    rc = cuv__stream_create(stream, dev, true);
-  cuv__device_unref(dev);
-  return rc;
-}
-
 CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stream_t *stream,
                                  cuv_output_t *out) {
   if (out)
@@ -90,14 +77,8 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
     cuv_op_destroy(op);
     return out_graph ? CUV_ENOMEM : CUV_EINVAL;
   }
-  cuv_stream_t *own = NULL;
-  int rc = stream || !op ? 0 : private_stream(op, &own);
   cuv__exec_t ex;
-  if (rc == 0)
-    rc = cuv__exec_begin(op, NULL, stream ? stream : own, &ex);
-  else
-    cuv_op_destroy(op);
-  cuv__stream_unref(own); /* the submission holds it now, and then the graph */
+  int rc = cuv__exec_begin(op, NULL, stream, &ex);
   if (rc < 0) {
     free(g);
     return rc;
