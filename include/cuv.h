@@ -268,6 +268,10 @@ typedef struct cuv_arg {
 #define CUV_ARG_READ(buf) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), 0, NULL, 0})
 #define CUV_ARG_WRITE(buf) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), 0, NULL, 0})
 #define CUV_ARG_RW(buf) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), 0, NULL, 0})
+/* The same at a byte offset into the buffer (the kernel receives its pointer + offset). */
+#define CUV_ARG_READ_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), (off), NULL, 0})
+#define CUV_ARG_WRITE_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), (off), NULL, 0})
+#define CUV_ARG_RW_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), (off), NULL, 0})
 #define CUV_ARG_SCALAR(ptr, bytes) ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes)})
 #define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
 
