@@ -283,10 +283,17 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
 /* ---- combinators ---------------------------------------------------------------------------- */
 
 /* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
- * on or release it) and returns the op to enqueue next on the same stream. fn runs on the host
- * before the GPU finished `first`: use the output's handles, not device data. It runs on the
- * thread that makes the submission's driver calls (for cuv_submit, possibly a cuv-submit-N
- * thread), under the execution lock: executing another op inside it returns CUV_EREENTRANT. */
+ * on or release it) and returns the op to enqueue next on the same stream.
+ * When fn runs (the same for map): right after the work before it was enqueued, except that when
+ * that work includes a copy to the host (cuv_download, cuv_download_into, cuv_memcpy_dtoh, or a
+ * with_context whose calls may have been one), fn runs once the stream got there, so it reads the
+ * downloaded data. Otherwise the GPU may not have run `first` yet: use the output's handles, not
+ * device data. fn runs on the thread that makes the submission's driver calls, under the
+ * execution lock (executing another op inside it returns CUV_EREENTRANT). For cuv_submit and the
+ * libuv bridge that thread is never one that must not block while the callback waits for a copy:
+ * such submissions go to a cuv-submit-N thread (with submit_threads 0 there is none, and the
+ * submitting thread waits). The blocking executors and cuv_enqueue_on wait on the calling thread;
+ * inside cuv_graph_capture nothing runs, so fn does not wait. */
 typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
 CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg);
 /* The same without the execution lock, for code that knows what it does. */
@@ -294,9 +301,9 @@ CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *a
 /* first, then second on the same stream; first's output is released, second's is the output. */
 CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
 
-/* map: transforms the output on the host when the op has been enqueued (not after completion), on
- * the thread that enqueues it and under the execution lock (as for then). fn may replace *value
- * (releasing the old one); a negative return fails the op. */
+/* map: transforms the output on the host, when and where then's fn would run (above: after a copy
+ * to the host, once the data landed), under the execution lock. fn may replace *value (releasing
+ * the old one); a negative return fails the op. */
 typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
 

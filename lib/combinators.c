@@ -3,6 +3,18 @@
 
 #include "internal.h"
 #include "combinators.h"
+#include "completion.h"
+#include "hazard.h"
+
+/* Before a then/map callback: when a copy to the host was enqueued since the last wait, waits
+ * until the stream got there, so the callback sees the data (not during a capture, whose work
+ * runs only when the graph is launched). 0 or the stream's error. */
+static int await_landing(cuv__exec_t *ex) {
+  if (!ex->landing)
+    return 0;
+  ex->landing = false;
+  return cuv__hazard_capturing(ex->sub) ? 0 : cuv__wait_point(ex->sub, ex->stream);
+}
 
 /* ---- then / then_unchecked ---- */
 
@@ -20,8 +32,12 @@ static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   then_op_t *t = (then_op_t *)op;
   cuv_output_t mid;
   int rc = cuv__op_execute(t->first, ex, &mid);
-  if (rc < 0)
+  if (rc == 0)
+    rc = await_landing(ex);
+  if (rc < 0) {
+    cuv_output_release(&mid);
     return rc;
+  }
   if (t->checked)
     cuv__exec_lock();
   cuv_op_t *next = t->fn(&mid, t->arg);
@@ -56,6 +72,7 @@ static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool check
   t->arg = arg;
   t->checked = checked;
   t->op.device = first->device;
+  t->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* the op fn returns is unknown */
   return &t->op;
 }
 
@@ -81,6 +98,8 @@ static void map_drop(cuv_op_t *op) { cuv__op_drop(((map_op_t *)op)->inner); }
 static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   map_op_t *m = (map_op_t *)op;
   int rc = cuv__op_execute(m->inner, ex, out);
+  if (rc == 0)
+    rc = await_landing(ex);
   if (rc == 0) {
     cuv__exec_lock(); /* as then's: fn must not execute ops */
     rc = m->fn(out, m->arg);
@@ -116,6 +135,7 @@ CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
   m->fn = fn;
   m->arg = arg;
   m->op.device = inner->device;
+  m->op.host = inner->host | (inner->host & CUV__OP_LANDS ? CUV__OP_WAITS : 0);
   return &m->op;
 }
 
@@ -165,8 +185,11 @@ cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n
     return cuv__op_fail(rc);
   int device = -1;
   rc = cuv__op_first_error(ops, n);
-  for (size_t i = 0; rc == 0 && i < n; i++)
+  unsigned char host = 0;
+  for (size_t i = 0; rc == 0 && i < n; i++) {
     rc = cuv__op_join_device(&device, ops[i]->device);
+    host |= ops[i]->host;
+  }
   zip_op_t *z = rc < 0 ? NULL : (zip_op_t *)cuv__op_new(vt, sizeof *z + n * sizeof z->ops[0]);
   if (!z) {
     cuv__op_drop_all(ops, n);
@@ -175,6 +198,7 @@ cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n
   memcpy(z->ops, ops, n * sizeof ops[0]);
   z->n = n;
   z->op.device = device;
+  z->op.host = host;
   return &z->op;
 }
 

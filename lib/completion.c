@@ -202,4 +202,18 @@ int cuv__wait_sync(cuv__submission_t *sub) {
   return rc;
 }
 
+int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
+  CUevent event;
+  int rc = cuv__event_get(sub->dev, &event);
+  if (rc < 0)
+    return rc;
+  CUresult r = cuv__drv.cuEventRecord(event, stream->cu);
+  if (r == CUDA_SUCCESS && cuv__config.spin_budget_us)
+    r = spin_event(event, cuv__config.spin_budget_us);
+  if (r == CUDA_ERROR_NOT_READY)
+    r = cuv__drv.cuEventSynchronize(event);
+  cuv__event_put(sub->dev, event);
+  return cuv__cu(r);
+}
+
 CUV_EXTERN int cuv_poll(void) { return (int)cuv__reactor_poll(); }

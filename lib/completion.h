@@ -11,5 +11,8 @@ void cuv__arm(cuv__submission_t *sub, bool may_spin);
 void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path);
 /* Blocks until the submission's work is done (inline spin, then a blocking wait). */
 int cuv__wait_sync(cuv__submission_t *sub);
+/* Blocks until what is enqueued on `stream` so far is done (an event recorded now: the spin
+ * budget, then a blocking wait); 0 or the stream's error. */
+int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream);
 
 #endif

@@ -16,6 +16,11 @@
  * A full ring never makes a pusher wait for another thread: it claims the oldest queued job and
  * runs it itself, as a submitter would, until its own job fits.
  *
+ * Jobs that may wait for the GPU (a then/map callback over a device-to-host copy waits until the
+ * copy landed) run only on threads that may block: submitter threads, and a blocking executor's
+ * caller. A submitting thread that claims one (helping, or as its own job's follower) hands it
+ * to the submitters instead, so a loop thread never waits for the GPU.
+ *
  * Threads spin for SPIN_NS after their last job, then park on a condition variable; a pusher
  * signals only when a thread is parked and none is spinning (the counts and the queued number
  * are sequentially consistent, so a parking thread and a pusher cannot miss each other). */
@@ -45,6 +50,7 @@ typedef struct engine {
   _Atomic(const void *) last_pusher; /* the thread that submitted last, and when */
   atomic_uint_fast64_t last_push_ns;
   atomic_uint_fast64_t shared_until; /* until then, several threads are submitting */
+  cuv__job_t *handoff, *handoff_tail; /* claimed, ready jobs for a thread that may block */
   atomic_bool stop;
   unsigned n_threads;
   pthread_t *threads;
@@ -59,6 +65,9 @@ static struct {
 /* Set while this thread runs a job: a job that submits (then_unchecked) must not wait on the
  * engine it is part of. */
 static _Thread_local bool in_job;
+/* Set on submitter threads, and on a blocking executor's caller while it waits: they may run a
+ * job that waits for the GPU. */
+static _Thread_local bool may_block;
 
 void cuv__touch(cuv__touches_t *t, const void *buf, bool write) {
   if (!buf || t->all)
@@ -133,10 +142,28 @@ static bool enter(engine_t *e, cuv__job_t *job) {
   return blocked(e, job);
 }
 
+/* A claimed job handed over by a thread that must not run it (it may wait for the GPU). */
+static cuv__job_t *take_handoff_locked(engine_t *e) {
+  cuv__job_t *job = e->handoff;
+  if (job) {
+    e->handoff = job->next_follower;
+    if (!e->handoff)
+      e->handoff_tail = NULL;
+    atomic_fetch_sub(&e->queued, 1);
+  }
+  return job;
+}
+
 /* Claims the oldest queued job: NULL when there is none, or when it waits for an earlier one
- * (then that one's thread runs it). The caller holds the lock. */
-static cuv__job_t *claim_locked(engine_t *e, bool *claimed) {
-  cuv__job_t *job = cuv__ring_pop(e->ring);
+ * (then that one's thread runs it). Jobs handed over come first, when `handoffs`. The caller
+ * holds the lock. */
+static cuv__job_t *claim_locked(engine_t *e, bool *claimed, bool handoffs) {
+  cuv__job_t *job = handoffs ? take_handoff_locked(e) : NULL;
+  if (job) {
+    *claimed = true;
+    return job; /* claimed before, and no longer blocked */
+  }
+  job = cuv__ring_pop(e->ring);
   *claimed = job != NULL;
   if (!job)
     return NULL;
@@ -210,6 +237,22 @@ static cuv__job_t *run_one(engine_t *e, cuv__job_t *job, bool queued) {
   return leave(e, job);
 }
 
+static void wake_one(engine_t *e);
+
+/* Gives a claimed, ready job to the submitter threads (this thread must not wait for the GPU). */
+static void hand_off(engine_t *e, cuv__job_t *job) {
+  job->next_follower = NULL;
+  pthread_mutex_lock(&e->lock);
+  if (e->handoff_tail)
+    e->handoff_tail->next_follower = job;
+  else
+    e->handoff = job;
+  e->handoff_tail = job;
+  atomic_fetch_add(&e->queued, 1);
+  pthread_mutex_unlock(&e->lock);
+  wake_one(e);
+}
+
 /* Runs a claimed job on this thread, in its turn, then the followers it leaves ready (they
  * were queued: a submitter's work, whichever thread this is). */
 static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
@@ -219,6 +262,10 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
   while (ready) {
     cuv__job_t *f = ready;
     ready = f->next_follower;
+    if (f->may_wait && !may_block) {
+      hand_off(e, f);
+      continue;
+    }
     cuv__job_t *more = run_one(e, f, true);
     if (more) { /* they go after the rest of this list: claimed later than all of it */
       cuv__job_t **tail = &ready;
@@ -259,6 +306,7 @@ static void set_spinning(engine_t *e, bool *spinning, bool now) {
 
 static void *submitter_main(void *arg) {
   engine_t *e = arg;
+  may_block = true;
   uint64_t last = cuv__now_ns();
   bool spinning = false;
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
@@ -266,7 +314,7 @@ static void *submitter_main(void *arg) {
     bool claimed = false;
     if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
       pthread_mutex_lock(&e->lock);
-      job = claim_locked(e, &claimed);
+      job = claim_locked(e, &claimed, true);
       pthread_mutex_unlock(&e->lock);
     }
     set_spinning(e, &spinning, !claimed);
@@ -369,12 +417,14 @@ static engine_t *engine_of(cuv_stream_t *stream, int *status) {
 static void help(engine_t *e) {
   bool claimed = false;
   pthread_mutex_lock(&e->lock);
-  cuv__job_t *job = claim_locked(e, &claimed);
+  cuv__job_t *job = claim_locked(e, &claimed, false);
   pthread_mutex_unlock(&e->lock);
   if (!claimed)
     return; /* a submitter took it meanwhile: the ring has room again */
   CUV__STAT_ADD(engine_helped, 1);
-  if (job)
+  if (job && job->may_wait && !may_block)
+    hand_off(e, job);
+  else if (job)
     run_claimed(e, job, false, true);
 }
 
@@ -451,10 +501,13 @@ void cuv__engine_run_blocking(cuv__job_t *job) {
   if (!e ||
       (cuv__config.submit_inline != CUV_SUBMIT_INLINE_NEVER && claim_here(e, job, false, &wait))) {
     CUV__STAT_ADD(engine_inline, 1);
+    bool could_block = may_block;
+    may_block = true; /* this caller blocks anyway */
     if (e)
       run_claimed(e, job, wait, false);
     else
       job->run(job, false);
+    may_block = could_block;
     return;
   }
   push(e, job);

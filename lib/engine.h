@@ -34,6 +34,10 @@ struct cuv__job {
    * NULL for a blocking job: its waiter learns of the end through `finished`. */
   void (*release)(cuv__job_t *job);
   cuv_stream_t *stream; /* where the job's driver calls go (its forks may use others) */
+  /* It may wait for the GPU (a then/map callback over a device-to-host copy): it runs only on a
+   * thread that may block (a submitter thread, a blocking executor's caller), never on a
+   * submitting thread that helps or runs followers. */
+  bool may_wait;
   /* the engine's */
   cuv__touches_t touches;
   cuv__job_t *prev, *next; /* the claimed, unfinished jobs, in claim order */
@@ -42,10 +46,10 @@ struct cuv__job {
 };
 
 /* Hands an asynchronous job to the engine of the stream's device. The job runs on this thread
- * when `may_inline` and the engine is idle (nothing queued, nothing running, nothing else in
- * flight on the stream), else on a submitter thread; when the ring is full this thread runs the
- * oldest queued jobs itself until the job fits. Returns 0, or a negative status when the engine
- * cannot start (the job has not run; the caller runs it itself). */
+ * when `may_inline` (never for a job that may wait) and the engine is idle (nothing queued,
+ * nothing running, nothing else in flight on the stream), else on a submitter thread; when the
+ * ring is full this thread runs the oldest queued jobs itself until the job fits. Returns 0, or
+ * a negative status when the engine cannot start (the job has not run; the caller runs it). */
 int cuv__engine_submit(cuv__job_t *job, bool may_inline);
 /* Runs a job whose caller waits for it (a blocking executor): on this thread when nothing is
  * queued, else on a submitter thread while this one waits for its release. */

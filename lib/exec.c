@@ -52,6 +52,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   }
   ex->stream = stream;
   ex->policy = policy;
+  ex->landing = false;
   CUV__STAT_ADD(submitted, 1);
   return 0;
 }

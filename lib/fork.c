@@ -41,8 +41,10 @@ static int fork_branch(cuv__exec_t *ex, cuv_stream_t *stream) {
 static int run_branch(cuv__exec_t *ex, cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *item) {
   if (stream == ex->stream)
     return cuv__op_execute(op, ex, item);
-  cuv__exec_t branch = {ex->sub, stream, ex->policy};
-  return cuv__op_execute(op, &branch, item);
+  cuv__exec_t branch = {ex->sub, stream, ex->policy, false};
+  int rc = cuv__op_execute(op, &branch, item);
+  ex->landing = ex->landing || branch.landing; /* the join orders it before what follows */
+  return rc;
 }
 
 /* Joined back even when the branch failed midway: what it enqueued must finish before the

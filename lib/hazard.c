@@ -125,6 +125,8 @@ void cuv__hazard_capture_end(void) {
   capturing.uses = NULL;
 }
 
+bool cuv__hazard_capturing(const cuv__submission_t *sub) { return capturing.sub == sub; }
+
 static int note_use(cuv__uses_t *uses, cuv_buffer_t *buf, bool write) {
   for (size_t i = 0; i < uses->n; i++) {
     if (uses->items[i].buf == buf) {

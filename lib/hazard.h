@@ -13,6 +13,8 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind acces
 typedef struct cuv__uses cuv__uses_t;
 int cuv__hazard_capture_begin(cuv__submission_t *capture, cuv__uses_t **uses);
 void cuv__hazard_capture_end(void);
+/* Whether `sub` is the capture this thread is executing (its work runs only when launched). */
+bool cuv__hazard_capturing(const cuv__submission_t *sub);
 int cuv__hazard_replay(cuv__exec_t *ex, const cuv__uses_t *uses);
 void cuv__hazard_uses_free(cuv__uses_t *uses);
 /* The noted buffers: how many, and the i-th with its access (for the engine's conflicts). */

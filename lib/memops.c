@@ -71,6 +71,8 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   }
   if (rc == 0 && c->bytes > 0)
     rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL));
+  if (c->op.host & CUV__OP_LANDS)
+    ex->landing = true;
   if (download) {
     /* The output owns the block; on failure it is released by the caller. The GPU never saw
      * the block when the enqueue failed, and otherwise its release waits for delivery. */
@@ -107,6 +109,8 @@ static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_off
   c->src_offset = src_offset;
   c->bytes = bytes;
   c->op.device = (dst ? dst : src)->dev->ordinal;
+  if (kind == COPY_DTOH || kind == DOWNLOAD)
+    c->op.host = CUV__OP_LANDS;
   return &c->op;
 }
 

@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__zalloc(size);
@@ -263,6 +263,7 @@ static int context_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_op_t *next = c->fn(ex->stream, c->arg);
   cuv__exec_unlock();
   context_drop(op);
+  ex->landing = true; /* fn's own calls may have been a copy to the host */
   if (!next)
     return CUV_EINVAL;
   return cuv__op_execute(next, ex, out);
@@ -286,5 +287,6 @@ CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_
   c->fn = fn;
   c->arg = arg;
   c->arg_release = arg_release;
+  c->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* fn's calls and the op it returns are unknown */
   return &c->op;
 }

@@ -10,6 +10,9 @@ typedef struct cuv__exec {
   cuv__submission_t *sub;
   cuv_stream_t *stream;
   cuv_policy_t *policy;  /* where fork finds more streams */
+  /* A device-to-host copy was enqueued since the last wait for one: the next then/map callback
+   * waits until the stream got there (combinators.c), so it sees the data. */
+  bool landing;
 } cuv__exec_t;
 
 typedef struct cuv__op_vt {
@@ -21,11 +24,21 @@ typedef struct cuv__op_vt {
   void (*touches)(const cuv_op_t *op, cuv__touches_t *t);
 } cuv__op_vt_t;
 
+/* What executing an op may do on the host (struct cuv_op_s.host), known when it is built. */
+enum {
+  /* it may enqueue a device-to-host copy whose data a host callback over it must see */
+  CUV__OP_LANDS = 1u << 0,
+  /* it may wait for the GPU (a then/map callback over such a copy): the engine runs it on a
+   * submitter thread, never on a thread that must not block */
+  CUV__OP_WAITS = 1u << 1,
+};
+
 struct cuv_op_s {
   const cuv__op_vt_t *vt;
   int error;   /* a failed constructor's error: executing reports it */
   int device;  /* ordinal of the device the op touches, or -1 */
   unsigned char taken; /* OP_FREE, or held by a combinator or shared (op.c) */
+  unsigned char host;  /* CUV__OP_* */
 };
 
 /* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */

@@ -20,6 +20,7 @@ struct cuv_shared_s {
   CUevent event;        /* recorded on stream behind the op's work */
   atomic_uint runs;
   int device;
+  unsigned char host;   /* the op's CUV__OP_* */
   bool failed;          /* one of the static shared ops below: no references, no state */
 };
 
@@ -112,6 +113,8 @@ static int clone_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
     shared_unref(sh);
   if (rc == 0)
     *out = cuv__output(sh->value.data, shared_unref, shared_ref(sh));
+  if (sh->host & CUV__OP_LANDS)
+    ex->landing = true; /* this stream waited for the producer's copy, or made it */
   shared_unref(sh); /* the clone's own reference */
   return rc;
 }
@@ -132,6 +135,7 @@ CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
   pthread_mutex_init(&sh->lock, NULL);
   pthread_cond_init(&sh->cond, NULL);
   sh->device = op->device;
+  sh->host = op->host;
   if (taken < 0) {
     sh->status = taken;
     sh->state = SHARED_DONE;
@@ -155,6 +159,7 @@ CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *sh) {
     return cuv__op_fail(CUV_ENOMEM);
   c->shared = shared_ref(sh);
   c->op.device = sh->device;
+  c->op.host = sh->host;
   return &c->op;
 }
 

@@ -30,9 +30,10 @@ static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
 
 static void submit_job_release(cuv__job_t *job) { free(job); }
 
-/* Hands the job to the engine, or runs it here when there is none (or it cannot start). */
+/* Hands the job to the engine, or runs it here when there is none (or it cannot start). A job
+ * that may wait for the GPU never runs here while an engine can take it. */
 static void submit_job_start(submit_job_t *s) {
-  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, true) == 0)
+  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, !s->job.may_wait) == 0)
     return;
   CUV__STAT_ADD(engine_inline, 1);
   submit_job_run(&s->job, false);
@@ -70,7 +71,8 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   s->job = (cuv__job_t){.run = submit_job_run,
                         .describe = submit_job_describe,
                         .release = submit_job_release,
-                        .stream = s->ex.stream};
+                        .stream = s->ex.stream,
+                        .may_wait = (op->host & CUV__OP_WAITS) != 0};
   s->op = op;
   s->may_spin = !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED));
   submit_job_start(s);
