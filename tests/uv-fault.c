@@ -2,8 +2,10 @@
  * by tests/meson.build; a process of its own, as a fault kills the context): a slow kernel, then
  * a kernel writing through a bad pointer, on one stream. The faulting submission's flag never
  * lands; the reactor's probe must find the sticky fault and the callback must fire with the CUDA
- * error, exactly once, on the loop thread. A 10 s watchdog timer fails the test instead of
- * hanging; nothing else here is timed. */
+ * error, exactly once, on the loop thread. Run also with CUV_HOST_SYNC=spin and =block, where
+ * the completion comes through a host callback that a dead context never runs: the probe still
+ * finds the fault. A 10 s watchdog timer fails the test instead of hanging; nothing else here is
+ * timed. */
 #include <cuda.h>
 
 #include "uvt.h"
