@@ -522,4 +522,6 @@ CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
 }
 #endif
 
+#include <cuv/typed.h> /* typed launches: launch configurations, vector types */
+
 #endif
