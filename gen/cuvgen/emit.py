@@ -1,0 +1,225 @@
+"""The generated files' text: a header of typed launchers (static inline functions over
+cuv_launch) with the module's struct and loaders declared, and a source that defines the loaders,
+embeds the PTX and asserts each scalar C type against the PTX's size and alignment."""
+
+import os
+import re
+
+ACCESS_MACRO = {'read': 'CUV_ARG_READ_AT', 'write': 'CUV_ARG_WRITE_AT', 'rw': 'CUV_ARG_RW_AT'}
+ACCESS_WORDS = {'read': 'read', 'write': 'written', 'rw': 'read and written'}
+WIDTH = 100
+
+
+def _wrap(head, items, tail, indent=None):
+    """head + items joined by ', ' + tail, wrapped at WIDTH under the first item."""
+    pad = ' ' * (len(head) if indent is None else indent)
+    lines, line = [], head
+    for k, item in enumerate(items):
+        piece = item + (', ' if k + 1 < len(items) else tail)
+        if len(line) + len(piece.rstrip()) > WIDTH and line.strip():
+            lines.append(line.rstrip())
+            line = pad
+        line += piece
+    if not items:
+        line += tail
+    lines.append(line.rstrip())
+    return '\n'.join(lines)
+
+
+def _fresh(base, taken):
+    name = base
+    while name in taken:
+        name += '_'
+    taken.add(name)
+    return name
+
+
+def _comment(lines, indent=''):
+    out = [indent + '/* ' + lines[0]]
+    out += [indent + ' * ' + line if line else indent + ' *' for line in lines[1:]]
+    out[-1] += ' */'
+    return '\n'.join(out)
+
+
+class Module:
+    """Names the generated code uses for one .cu file."""
+
+    def __init__(self, name, cu_name, kernels, includes, embedded):
+        self.name = name
+        self.cu_name = cu_name
+        self.kernels = kernels
+        self.includes = includes
+        self.embedded = embedded
+        self.type = name + '_module_t'
+
+    def loaders(self):
+        m, t = self.name + '_module', self.type
+        out = []
+        if self.embedded:
+            out.append(('/* Loads the kernels from the PTX embedded when the program was built: '
+                        'no file at run time. */',
+                        'int %s_load(%s *module, cuv_device_t *dev)' % (m, t)))
+        out.append(('/* Loads the kernels from a PTX, cubin or fatbin file built from %s. */'
+                    % self.cu_name,
+                    'int %s_load_file(%s *module, cuv_device_t *dev, const char *path)' % (m, t)))
+        out.append(('/* Loads the kernels from an image in memory (PTX NUL-terminated). */',
+                    'int %s_load_data(%s *module, cuv_device_t *dev, const void *image, '
+                    'size_t size)' % (m, t)))
+        out.append(('/* Drops the kernels\' references and clears *module; NULL or a cleared '
+                    'module is harmless. */', 'void %s_destroy(%s *module)' % (m, t)))
+        return out
+
+
+def _launcher_names(kernel):
+    taken = {p.name for p in kernel.params}
+    names = {k: _fresh(k, taken) for k in ('module', 'config', 'args')}
+    names['offsets'] = {p.name: _fresh(p.name + '_offset', taken)
+                        for p in kernel.params if p.kind == 'buffer'}
+    return names
+
+
+def _words(text, width):
+    """text broken into lines of at most width columns, at spaces."""
+    lines, line = [], ''
+    for word in text.split(' '):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = word if not line else line + ' ' + word
+    return lines + [line]
+
+
+def _kernel_doc(mod, kernel):
+    text = '%s:%d: %s' % (mod.cu_name, kernel.line, kernel.text)
+    buffers = ['%s %s' % (p.name, ACCESS_WORDS[p.access]) for p in kernel.params
+               if p.kind == 'buffer']
+    if buffers:
+        text += '. Buffers: ' + ', '.join(buffers) + '.'
+    return _comment(_words(text, WIDTH - 3))
+
+
+def _launchers(mod, kernel):
+    n = _launcher_names(kernel)
+    head = ['const %s *%s' % (mod.type, n['module']), 'cuv_launch_config_t ' + n['config']]
+    params_at, params, call, args = [], [], [], []
+    for p in kernel.params:
+        if p.kind == 'buffer':
+            off = n['offsets'][p.name]
+            params_at += ['cuv_buffer_t *' + p.name, 'size_t ' + off]
+            params.append('cuv_buffer_t *' + p.name)
+            call += [p.name, '0']
+            args.append('%s(%s, %s)' % (ACCESS_MACRO[p.access], p.name, off))
+        else:
+            params_at.append('%s %s' % (p.ctype, p.name))
+            params.append('%s %s' % (p.ctype, p.name))
+            call.append(p.name)
+            args.append('CUV_ARG_VALUE(%s)' % p.name)
+    at = kernel.name + ('_launch_at' if n['offsets'] else '_launch')
+    out = [_kernel_doc(mod, kernel)]
+    out.append(_wrap('static inline cuv_op_t *%s(' % at, head + params_at, ') {'))
+    if args:
+        out.append(_wrap('  const cuv_arg_t %s[] = {' % n['args'], args, '};'))
+    out.append('  if (!%s)\n    return cuv_fail(CUV_EINVAL);' % n['module'])
+    cfg = n['config']
+    out.append(_wrap('  return cuv_launch(', ['%s->%s' % (n['module'], kernel.name),
+                     cfg + '.grid', cfg + '.block', cfg + '.shared_bytes',
+                     n['args'] if args else 'NULL', str(len(args))], ');'))
+    out.append('}')
+    if n['offsets']:
+        out.append('/* The same with every buffer at offset 0. */')
+        out.append(_wrap('static inline cuv_op_t *%s_launch(' % kernel.name, head + params,
+                         ') {'))
+        out.append(_wrap('  return %s(' % at, [n['module'], cfg] + call, ');'))
+        out.append('}')
+    return '\n'.join(out)
+
+
+def header(mod, header_name):
+    guard = re.sub(r'[^A-Za-z0-9]', '_', header_name).upper()
+    guard = 'H_' + guard if guard[0].isdigit() else guard
+    out = [_comment(['Generated by cuv-launchers from %s: do not edit.' % mod.cu_name,
+                     'Typed launchers of its kernels, each returning a lazy launch op '
+                     '(include/cuv.h), and the',
+                     'loaders of the module that holds them (README: typed launchers).']),
+           '#ifndef %s\n#define %s\n' % (guard, guard), '#include <cuv.h>']
+    out += ['#include "%s"' % inc if not inc.startswith('<') else '#include %s' % inc
+            for inc in mod.includes]
+    out.append('\n#ifdef __cplusplus\nextern "C" {\n#endif\n')
+    out.append(_comment(['The kernels of %s, loaded together by the functions below; each '
+                         'holds a reference on' % mod.cu_name,
+                         'the module, and launches hold the kernel until their work is done.']))
+    out.append('typedef struct %s_module {' % mod.name)
+    out += ['  cuv_kernel_t *%s;' % k.name for k in mod.kernels]
+    out.append('} %s;\n' % mod.type)
+    for doc, decl in mod.loaders():
+        head, rest = decl.split('(', 1)
+        out.append(doc + '\n' + _wrap(head + '(', rest[:-1].split(', '), ');'))
+    out.append('')
+    out += [_launchers(mod, k) + '\n' for k in mod.kernels]
+    out.append('#ifdef __cplusplus\n}\n#endif\n\n#endif')
+    return '\n'.join(out) + '\n'
+
+
+def _assertions(mod, sizes):
+    out = []
+    for k in mod.kernels:
+        for p, (size, align) in zip(k.params, sizes.get(k.name) or []):
+            if p.kind != 'scalar':
+                continue
+            what = '%s:%d: parameter %s of %s: %s' % (mod.cu_name, k.line, p.name, k.name,
+                                                        p.ctype)
+            out.append('_Static_assert(sizeof(%s) == %d, "%s is not %d bytes as in the PTX");'
+                       % (p.ctype, size, what, size))
+            out.append('_Static_assert(_Alignof(%s) == %d, "%s is not aligned to %d as in the '
+                       'PTX");' % (p.ctype, align, what, align))
+    return out
+
+
+def _image(name, data):
+    data = bytes(data) + b'\0'
+    rows = [', '.join(str(b) for b in data[i:i + 24]) for i in range(0, len(data), 24)]
+    return ('static const unsigned char %s[] = {\n    ' % name + ',\n    '.join(rows) + '};')
+
+
+def source(mod, header_name, sizes, image):
+    m, t, table = mod.name + '_module', mod.type, mod.name + '_kernels'
+    out = [_comment(['Generated by cuv-launchers from %s: do not edit.' % mod.cu_name,
+                     'The loaders declared in %s%s.' % (os.path.basename(header_name),
+                                                         ', and the PTX embedded' if image
+                                                         else '')]),
+           '#include <stddef.h>\n#include <string.h>\n', '#include "%s"\n' % header_name]
+    asserts = _assertions(mod, sizes)
+    if asserts:
+        out.append(_comment(['Each scalar C type against what the PTX says of the parameter: a '
+                             'type declared', 'differently on the two sides fails here.']))
+        out += asserts + ['']
+    out.append('static const struct {\n  const char *name;\n  size_t offset;\n} %s[] = {' % table)
+    out += ['    {"%s", offsetof(%s, %s)},' % (k.name, t, k.name) for k in mod.kernels]
+    out.append('};\n#define %s_COUNT (sizeof %s / sizeof %s[0])\n' % (table.upper(), table,
+                                                                      table))
+    out.append('static cuv_kernel_t **slot(%s *module, size_t i) {\n'
+               '  return (cuv_kernel_t **)((char *)module + %s[i].offset);\n}\n' % (t, table))
+    out.append('void %s_destroy(%s *module) {\n  if (!module)\n    return;\n'
+               '  for (size_t i = 0; i < %s_COUNT; i++) {\n    cuv_kernel_unref(*slot(module, i));'
+               '\n    *slot(module, i) = NULL;\n  }\n}\n' % (m, t, table.upper()))
+    out.append('/* Every kernel or none: a failure drops those already got. Consumes mod. */\n'
+               'static int get_kernels(%s *module, cuv_module_t *mod) {\n  int rc = 0;\n'
+               '  for (size_t i = 0; rc == 0 && i < %s_COUNT; i++)\n'
+               '    rc = cuv_kernel_get(slot(module, i), mod, %s[i].name);\n'
+               '  cuv_module_unref(mod);\n  if (rc != 0)\n    %s_destroy(module);\n'
+               '  return rc;\n}\n' % (t, table.upper(), table, m))
+    for kind, params, call in (
+            ('file', 'const char *path', 'cuv_module_load_file(&mod, dev, path)'),
+            ('data', 'const void *image, size_t size',
+             'cuv_module_load_data(&mod, dev, image, size)')):
+        out.append('int %s_load_%s(%s *module, cuv_device_t *dev, %s) {\n'
+                   '  if (!module)\n    return CUV_EINVAL;\n  memset(module, 0, sizeof *module);\n'
+                   '  cuv_module_t *mod;\n  int rc = %s;\n'
+                   '  return rc == 0 ? get_kernels(module, mod) : rc;\n}\n'
+                   % (m, kind, t, params, call))
+    if image is not None:
+        out.append(_image('image', image) + '\n')
+        out.append('int %s_load(%s *module, cuv_device_t *dev) {\n'
+                   '  return %s_load_data(module, dev, image, sizeof image);\n}' % (m, t, m))
+    return '\n'.join(out) + '\n'
