@@ -14,7 +14,9 @@
  * `delay` keeps the stream busy for stage-us microseconds (on the GPU and on the simulator alike),
  * so the timer visibly ticks while the GPU works. Every pipeline's w is checked on the host in its
  * completion callback, which runs on the loop thread. Exit status: 0 when every result is right,
- * 77 without any CUDA driver (run it with CUV_DRIVER=sim), 1 otherwise. */
+ * 77 without any CUDA driver (run it with CUV_DRIVER=sim), 1 otherwise. The kernels launch through
+ * the typed launchers that cuv-launchers generated from pipeline.cu (pipeline_launchers.h), loaded
+ * from the PTX embedded in the program, or from ptx-file when one is given. */
 #include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
@@ -27,6 +29,8 @@
 #ifdef PIPELINE_WITH_SIM
 #include <cuv/sim.h>
 #endif
+
+#include "pipeline_launchers.h"
 
 #define EXIT_NO_DRIVER 77
 
@@ -99,7 +103,7 @@ struct app {
   uv_timer_t timer;
   cuv_uv_t *bridge;
   cuv_device_t *dev;
-  cuv_kernel_t *axpy, *mul, *sub, *delay;
+  pipeline_module_t kernels; /* pl_axpy, pl_mul, pl_sub, pl_delay */
   unsigned n;
   float a;
   unsigned long long stage_ns;
@@ -116,11 +120,9 @@ static int fail(const char *what, int rc) {
   return EXIT_FAILURE;
 }
 
-static cuv_dim3_t grid_for(unsigned n) { return CUV_DIM1((n + 255) / 256); }
-
+/* One thread: it only watches the clock. */
 static cuv_op_t *delay_op(app_t *app) {
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(app->stage_ns)};
-  return cuv_launch(app->delay, CUV_DIM1(1), CUV_DIM1(1), 0, args, 1);
+  return pl_delay_launch(&app->kernels, cuv_for_num_elems_block(1, 1), app->stage_ns);
 }
 
 /* then: runs at execution time, once both branches were enqueued and joined. It receives the
@@ -129,9 +131,7 @@ static cuv_op_t *last_stage(cuv_output_t *branches, void *arg) {
   pipeline_t *p = arg;
   app_t *app = p->app;
   cuv_output_release(branches);
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(app->n), CUV_ARG_READ(p->u), CUV_ARG_READ(p->v),
-                            CUV_ARG_WRITE(p->w)};
-  cuv_op_t *sub = cuv_launch(app->sub, grid_for(app->n), CUV_DIM1(256), 0, args, 4);
+  cuv_op_t *sub = pl_sub_launch(&app->kernels, cuv_for_num_elems(app->n), app->n, p->u, p->v, p->w);
   return cuv_seq(cuv_seq(delay_op(app), sub), cuv_download(p->w, 0, app->n * sizeof(float)));
 }
 
@@ -142,12 +142,9 @@ static cuv_op_t *build(pipeline_t *p) {
                          cuv_memcpy_htod(p->y, 0, p->hy, bytes, CUV_COPY_STAGE)};
   cuv_shared_t *inputs = cuv_shared(cuv_zip(uploads, 2));
 
-  const cuv_arg_t axpy_args[] = {CUV_ARG_VALUE(app->n), CUV_ARG_VALUE(app->a), CUV_ARG_READ(p->x),
-                                 CUV_ARG_READ(p->y), CUV_ARG_WRITE(p->u)};
-  const cuv_arg_t mul_args[] = {CUV_ARG_VALUE(app->n), CUV_ARG_READ(p->x), CUV_ARG_READ(p->y),
-                                CUV_ARG_WRITE(p->v)};
-  cuv_op_t *axpy = cuv_launch(app->axpy, grid_for(app->n), CUV_DIM1(256), 0, axpy_args, 5);
-  cuv_op_t *mul = cuv_launch(app->mul, grid_for(app->n), CUV_DIM1(256), 0, mul_args, 4);
+  cuv_launch_config_t all = cuv_for_num_elems(app->n);
+  cuv_op_t *axpy = pl_axpy_launch(&app->kernels, all, app->n, app->a, p->x, p->y, p->u);
+  cuv_op_t *mul = pl_mul_launch(&app->kernels, all, app->n, p->x, p->y, p->v);
   cuv_op_t *branches[] = {
       cuv_seq(cuv_shared_clone(inputs), cuv_seq(delay_op(app), axpy)),
       cuv_seq(cuv_shared_clone(inputs), cuv_seq(delay_op(app), mul)),
@@ -200,18 +197,12 @@ static void random_floats(float *out, unsigned n, unsigned *seed) {
   }
 }
 
+/* From ptx when given, else the PTX embedded in the program. */
 static int load_kernels(app_t *app, const char *ptx) {
-  cuv_module_t *mod;
-  int rc = cuv_module_load_file(&mod, app->dev, ptx);
-  if (rc != 0) {
-    fprintf(stderr, "pipeline: cannot load %s\n", ptx);
-    return rc;
-  }
-  if ((rc = cuv_kernel_get(&app->axpy, mod, "pl_axpy")) == 0 &&
-      (rc = cuv_kernel_get(&app->mul, mod, "pl_mul")) == 0 &&
-      (rc = cuv_kernel_get(&app->sub, mod, "pl_sub")) == 0)
-    rc = cuv_kernel_get(&app->delay, mod, "pl_delay");
-  cuv_module_unref(mod); /* the kernels keep it */
+  int rc = ptx ? pipeline_module_load_file(&app->kernels, app->dev, ptx)
+               : pipeline_module_load(&app->kernels, app->dev);
+  if (rc != 0)
+    fprintf(stderr, "pipeline: cannot load %s\n", ptx ? ptx : "the embedded PTX");
   return rc;
 }
 
@@ -247,7 +238,7 @@ int main(int argc, char **argv) {
   app.n = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1u << 16;
   app.count = argc > 2 ? (unsigned)strtoul(argv[2], NULL, 10) : 4;
   app.stage_ns = (argc > 3 ? strtoull(argv[3], NULL, 10) : 4000) * 1000u;
-  const char *ptx = argc > 4 ? argv[4] : PIPELINE_PTX_PATH;
+  const char *ptx = argc > 4 ? argv[4] : NULL;
   app.n = app.n ? app.n : 1;
   app.count = app.count ? app.count : 1;
   setvbuf(stdout, NULL, _IOLBF, 0);
@@ -302,10 +293,7 @@ int main(int argc, char **argv) {
   for (unsigned i = 0; i < app.count; i++)
     free_pipeline(&app.pipelines[i]);
   free(app.pipelines);
-  cuv_kernel_unref(app.axpy);
-  cuv_kernel_unref(app.mul);
-  cuv_kernel_unref(app.sub);
-  cuv_kernel_unref(app.delay);
+  pipeline_module_destroy(&app.kernels);
   cuv_device_unref(app.dev);
   if (closed != 0) {
     fprintf(stderr, "pipeline: the loop still had handles open\n");

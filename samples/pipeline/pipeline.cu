@@ -1,20 +1,22 @@
 // The pipeline sample's kernels, compiled to PTX by nvcc at build time. Their host twins for the
-// simulator are in pipeline.c (same names, same parameters).
+// simulator are in pipeline.c (same names, same parameters); their typed launchers are generated
+// by cuv-launchers, which reads CUV_OUT: the kernel only writes that buffer.
+#include <cuv/kernel.h>
 
 // u = a*x + y
-extern "C" __global__ void pl_axpy(unsigned n, float a, const float *x, const float *y, float *u) {
+extern "C" __global__ void pl_axpy(unsigned n, float a, const float *x, const float *y, CUV_OUT float *u) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) u[i] = a * x[i] + y[i];
 }
 
 // v = x*y
-extern "C" __global__ void pl_mul(unsigned n, const float *x, const float *y, float *v) {
+extern "C" __global__ void pl_mul(unsigned n, const float *x, const float *y, CUV_OUT float *v) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) v[i] = x[i] * y[i];
 }
 
 // w = u - v
-extern "C" __global__ void pl_sub(unsigned n, const float *u, const float *v, float *w) {
+extern "C" __global__ void pl_sub(unsigned n, const float *u, const float *v, CUV_OUT float *w) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) w[i] = u[i] - v[i];
 }

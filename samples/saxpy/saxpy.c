@@ -2,6 +2,10 @@
  *
  *   saxpy [n] [ptx-file]
  *
+ * The kernel launches through saxpy_launch, the typed launcher that cuv-launchers generated from
+ * saxpy.cu (saxpy_launchers.h), and is loaded from the PTX embedded in the program, or from
+ * ptx-file when one is given.
+ *
  * Runs on whatever driver cuv loads: the real one (libcuda) by default, libcuv-sim with
  * CUV_DRIVER=sim. Without any CUDA driver it says so and exits with status 77, so that a caller
  * (scripts/demo) can run it again on the simulator. A driver that loads but fails is an error. */
@@ -16,6 +20,8 @@
 #ifdef SAXPY_WITH_SIM
 #include <cuv/sim.h>
 #endif
+
+#include "saxpy_launchers.h"
 
 #define EXIT_NO_DRIVER 77 /* the usual 'skipped' status: the gpu suite's test skips */
 
@@ -58,7 +64,7 @@ static void random_floats(float *out, size_t n, unsigned *seed) {
 
 int main(int argc, char **argv) {
   unsigned n = argc > 1 ? (unsigned)strtoul(argv[1], NULL, 10) : 1u << 20;
-  const char *ptx = argc > 2 ? argv[2] : SAXPY_PTX_PATH;
+  const char *ptx = argc > 2 ? argv[2] : NULL;
   const float a = 2.5f;
   if (n == 0)
     n = 1;
@@ -82,15 +88,12 @@ int main(int argc, char **argv) {
     return fail("cuv_device_open", rc);
   printf("device: %s\n", cuv_device_name(dev));
 
-  cuv_module_t *mod;
-  cuv_kernel_t *kernel;
-  if ((rc = cuv_module_load_file(&mod, dev, ptx)) != 0) {
-    fprintf(stderr, "saxpy: cannot load %s\n", ptx);
-    return fail("cuv_module_load_file", rc);
+  saxpy_module_t kernels;
+  rc = ptx ? saxpy_module_load_file(&kernels, dev, ptx) : saxpy_module_load(&kernels, dev);
+  if (rc != 0) {
+    fprintf(stderr, "saxpy: cannot load %s\n", ptx ? ptx : "the embedded PTX");
+    return fail("saxpy_module_load", rc);
   }
-  if ((rc = cuv_kernel_get(&kernel, mod, "saxpy")) != 0)
-    return fail("cuv_kernel_get", rc);
-  cuv_module_unref(mod); /* the kernel keeps the module alive */
 
   size_t bytes = (size_t)n * sizeof(float);
   float *x = malloc(bytes), *y = malloc(bytes);
@@ -109,9 +112,8 @@ int main(int argc, char **argv) {
    * fail return an op carrying the error, so the chain is checked once, by cuv_sync. */
   cuv_op_t *uploads[] = {cuv_memcpy_htod(dx, 0, x, bytes, CUV_COPY_STAGE),
                          cuv_memcpy_htod(dy, 0, y, bytes, CUV_COPY_STAGE)};
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_READ(dx), CUV_ARG_RW(dy)};
-  cuv_op_t *op = cuv_seq(cuv_zip(uploads, 2),
-                         cuv_launch(kernel, CUV_DIM1((n + 255) / 256), CUV_DIM1(256), 0, args, 4));
+  cuv_op_t *op =
+      cuv_seq(cuv_zip(uploads, 2), saxpy_launch(&kernels, cuv_for_num_elems(n), n, a, dx, dy));
   op = cuv_seq(op, cuv_download(dy, 0, bytes));
 
   cuv_output_t out;
@@ -131,7 +133,7 @@ int main(int argc, char **argv) {
   cuv_output_release(&out);
   cuv_buffer_unref(dx);
   cuv_buffer_unref(dy);
-  cuv_kernel_unref(kernel);
+  saxpy_module_destroy(&kernels);
   cuv_device_unref(dev);
   free(x);
   free(y);

@@ -1,0 +1,2 @@
+// expect: 2: kernel log is variadic
+extern "C" __global__ void log(const char *fmt, ...) {}
