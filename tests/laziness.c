@@ -5,6 +5,9 @@
 #include <cuv/sim.h>
 
 #include "counted.h"
+#include "test_kernels_launchers.h"
+
+static test_kernels_module_t kernels; /* typed launchers (tests/kernels) */
 
 /* The entry points that put work on a stream or take memory from it. */
 static const char *const stream_entries[] = {
@@ -42,6 +45,7 @@ static cuv_op_t *build_everything(cuv_buffer_t *a, cuv_buffer_t *b, cuv_host_buf
       cuv_upload(a, 0, host, 0, 16),
       cuv_download_into(host, 0, b, 0, 16),
       cuv_with_context(in_context, NULL, NULL),
+      add_one_launch(&kernels, cuv_for_num_elems(N), N, b),
   };
   size_t n = sizeof leaves / sizeof leaves[0];
   cuv_op_t *zipped = cuv_zip(leaves, n);
@@ -75,6 +79,8 @@ int main(void) {
   cuvt_init();
   if (!cuvt_is_sim())
     return 77; /* counting calls is the simulator's */
+  if (test_kernels_module_load(&kernels, cuvt_device()) != 0)
+    return 1;
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_building_touches_no_stream),
   };
