@@ -10,6 +10,9 @@
  *                                (CUV_DRIVER), opened again with dlopen + cuGetProcAddress_v2 (raw.c)
  *   --seq                        chains with cuv_seq (ops built up front) instead of cuv_then
  *                                (each op built by the previous stage's callback)
+ *   --typed                      with --chains: each launch through the typed launcher that
+ *                                cuv-launchers generated (empty_kernel_launch) instead of
+ *                                cuv_launch; the wall-time run always measures both, rep by rep
  *
  * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
 #include <stdio.h>
@@ -20,17 +23,19 @@
 #include <cuv.h>
 
 #include "raw.h"
+#include "test_kernels_launchers.h"
 #include "twins.h"
 
 #define CHAIN_OPS 100
 
 static const char *const usage =
-    "usage: cuv-bench-chain [--chains K | --reps R] [--seq]\n";
+    "usage: cuv-bench-chain [--chains K [--typed] | --reps R] [--seq]\n";
 
 /* ---- the cuv side ---- */
 
 static cuv_device_t *dev;
 static cuv_kernel_t *empty;
+static test_kernels_module_t kernels; /* the typed launchers' module */
 
 static void die(const char *what, int rc) {
   fprintf(stderr, "cuv-bench-chain: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
@@ -40,7 +45,7 @@ static void die(const char *what, int rc) {
 static void setup_cuv(void) {
   cuvt_register_twins(); /* for the simulator; harmless on a GPU */
   int rc = bench_cuv_kernel(CUV_BENCH_PTX_PATH, "empty_kernel", &dev, &empty);
-  if (rc < 0)
+  if (rc < 0 || (rc = test_kernels_module_load(&kernels, dev)) < 0)
     die("setup", rc);
 }
 
@@ -48,18 +53,25 @@ static cuv_op_t *empty_launch(void) {
   return cuv_launch(empty, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0);
 }
 
-static cuv_op_t *next_launch(cuv_output_t *input, void *arg) { return empty_launch(); }
+static cuv_op_t *typed_launch(void) {
+  static const cuv_launch_config_t one = {{1, 1, 1}, {1, 1, 1}, 0};
+  return empty_kernel_launch(&kernels, one);
+}
 
-/* CHAIN_OPS launches, each chained after the previous one. */
-static cuv_op_t *build_chain(int use_seq) {
-  cuv_op_t *op = empty_launch();
+static cuv_op_t *next_launch(cuv_output_t *input, void *arg) { return empty_launch(); }
+static cuv_op_t *next_typed(cuv_output_t *input, void *arg) { return typed_launch(); }
+
+/* CHAIN_OPS launches, each chained after the previous one, through cuv_launch or typed. */
+static cuv_op_t *build_chain(int use_seq, int typed) {
+  cuv_op_t *(*launch)(void) = typed ? typed_launch : empty_launch;
+  cuv_op_t *op = launch();
   for (int i = 1; i < CHAIN_OPS; i++)
-    op = use_seq ? cuv_seq(op, empty_launch()) : cuv_then(op, next_launch, NULL);
+    op = use_seq ? cuv_seq(op, launch()) : cuv_then(op, typed ? next_typed : next_launch, NULL);
   return op;
 }
 
-static void run_chain(int use_seq) {
-  int rc = cuv_sync(build_chain(use_seq), NULL);
+static void run_chain(int use_seq, int typed) {
+  int rc = cuv_sync(build_chain(use_seq, typed), NULL);
   if (rc < 0)
     die("cuv_sync", rc);
 }
@@ -94,7 +106,8 @@ static void run_raw(const raw_t *raw) {
 
 /* ---- measuring ---- */
 
-/* cuv and raw alternate rep by rep, so drift (clocks, other load) hits both alike. */
+/* cuv_launch, typed and raw alternate rep by rep, in turn first, so drift (clocks, other load)
+ * and the order hit all alike. */
 static void wall(int reps, int use_seq) {
   cuv_stream_t *stream;
   int rc = cuv_stream_create(&stream, dev);
@@ -102,35 +115,46 @@ static void wall(int reps, int use_seq) {
     die("cuv_stream_create", rc);
   raw_t raw;
   setup_raw(&raw, stream);
-  double *cuv_us = calloc((size_t)reps, sizeof *cuv_us), *raw_us = calloc((size_t)reps, sizeof *raw_us);
+  double *us[3]; /* per op: cuv_launch, typed, raw */
+  for (int k = 0; k < 3; k++)
+    us[k] = calloc((size_t)reps, sizeof *us[k]);
   for (int i = 0; i < 5; i++) { /* warm-up: streams, event pool, staging, caches */
-    run_chain(use_seq);
+    run_chain(use_seq, 0);
+    run_chain(use_seq, 1);
     run_raw(&raw);
   }
   for (int i = 0; i < reps; i++) {
-    double t0 = now_us();
-    run_chain(use_seq);
-    double t1 = now_us();
-    run_raw(&raw);
-    double t2 = now_us();
-    cuv_us[i] = (t1 - t0) / CHAIN_OPS;
-    raw_us[i] = (t2 - t1) / CHAIN_OPS;
+    for (int j = 0; j < 3; j++) { /* each goes first, second and third in turn */
+      int k = (i + j) % 3;
+      double t0 = now_us();
+      if (k == 2)
+        run_raw(&raw);
+      else
+        run_chain(use_seq, k);
+      us[k][i] = (now_us() - t0) / CHAIN_OPS;
+    }
   }
-  double cuv_p50 = percentile(cuv_us, reps, 0.5), raw_p50 = percentile(raw_us, reps, 0.5);
-  double cuv_p90 = percentile(cuv_us, reps, 0.9), raw_p90 = percentile(raw_us, reps, 0.9);
+  double p50[3], p90[3];
+  for (int k = 0; k < 3; k++) {
+    p50[k] = percentile(us[k], reps, 0.5);
+    p90[k] = percentile(us[k], reps, 0.9);
+  }
   printf("device %s, driver %s, %d-op %s-chain of empty_kernel, %d reps\n",
          cuv_device_name(dev), cuv_driver_name(), CHAIN_OPS, use_seq ? "seq" : "then", reps);
-  printf("cuv chain (build + cuv_sync)     p50 %8.3f us/op  p90 %8.3f us/op\n", cuv_p50, cuv_p90);
+  printf("cuv chain (build + cuv_sync)     p50 %8.3f us/op  p90 %8.3f us/op\n", p50[0], p90[0]);
+  printf("typed chain (generated launcher) p50 %8.3f us/op  p90 %8.3f us/op\n", p50[1], p90[1]);
   printf("raw cuLaunchKernel x%d + sync   p50 %8.3f us/op  p90 %8.3f us/op\n", CHAIN_OPS,
-         raw_p50, raw_p90);
-  printf("ratio cuv/raw (p50)              %8.3f\n", cuv_p50 / raw_p50);
-  free(cuv_us);
-  free(raw_us);
+         p50[2], p90[2]);
+  printf("ratio cuv/raw (p50)              %8.3f\n", p50[0] / p50[2]);
+  printf("ratio typed/raw (p50)            %8.3f\n", p50[1] / p50[2]);
+  printf("ratio typed/cuv (p50)            %8.3f\n", p50[1] / p50[0]);
+  for (int k = 0; k < 3; k++)
+    free(us[k]);
   cuv_stream_destroy(stream);
 }
 
 int main(int argc, char **argv) {
-  int chains = -1, reps = 0, use_seq = 0;
+  int chains = -1, reps = 0, use_seq = 0, typed = 0;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--chains") == 0 && i + 1 < argc)
       chains = atoi(argv[++i]);
@@ -138,6 +162,8 @@ int main(int argc, char **argv) {
       reps = atoi(argv[++i]);
     else if (strcmp(argv[i], "--seq") == 0)
       use_seq = 1;
+    else if (strcmp(argv[i], "--typed") == 0)
+      typed = 1;
     else {
       fputs(usage, stderr);
       return 2;
@@ -145,14 +171,15 @@ int main(int argc, char **argv) {
   }
   setup_cuv();
   if (chains >= 0) {
-    run_chain(use_seq); /* warm-up, in both runs of a callgrind pair */
+    run_chain(use_seq, typed); /* warm-up, in both runs of a callgrind pair */
     for (int i = 0; i < chains; i++)
-      run_chain(use_seq);
-    printf("ran %d %d-op %s-chains (+1 warm-up) on %s\n", chains, CHAIN_OPS,
-           use_seq ? "seq" : "then", cuv_driver_name());
+      run_chain(use_seq, typed);
+    printf("ran %d %d-op %s-chains%s (+1 warm-up) on %s\n", chains, CHAIN_OPS,
+           use_seq ? "seq" : "then", typed ? " of typed launches" : "", cuv_driver_name());
   } else {
     wall(reps > 0 ? reps : (cuv_driver_is_sim() ? 50 : 500), use_seq);
   }
+  test_kernels_module_destroy(&kernels);
   cuv_kernel_unref(empty);
   cuv_device_unref(dev);
   return 0;
