@@ -22,6 +22,8 @@
 #include <cuv.h>
 #include <cuv/uv.h>
 
+#include "fileio_launchers.h" /* fio_xor_launch, fio_delay_launch: generated from fileio.cu */
+
 /* Host twins of the kernels for libcuv-sim (twins.c); a no-op without it. */
 void fileio_register_twins(void);
 
@@ -44,7 +46,7 @@ struct app {
   uv_timer_t timer;
   cuv_uv_t *bridge;
   cuv_device_t *dev;
-  cuv_kernel_t *xor_kernel, *delay;
+  fileio_module_t kernels;
   uv_file in, out;
   unsigned chunk, nslots, active, chunks;
   unsigned long long stage_ns;
@@ -102,12 +104,9 @@ static void process(slot_t *s, unsigned bytes) {
   app_t *app = s->app;
   s->bytes = bytes;
   unsigned long long base = (unsigned long long)s->offset;
-  const cuv_arg_t delay_args[] = {CUV_ARG_VALUE(app->stage_ns)};
-  const cuv_arg_t xor_args[] = {CUV_ARG_VALUE(s->bytes), CUV_ARG_VALUE(base), CUV_ARG_RW(s->dev)};
   cuv_op_t *op = cuv_upload(s->dev, 0, s->host, 0, s->bytes);
-  op = cuv_seq(op, cuv_launch(app->delay, CUV_DIM1(1), CUV_DIM1(1), 0, delay_args, 1));
-  op = cuv_seq(op, cuv_launch(app->xor_kernel, CUV_DIM1((s->bytes + 255) / 256), CUV_DIM1(256), 0,
-                              xor_args, 3));
+  op = cuv_seq(op, fio_delay_launch(&app->kernels, cuv_for_num_elems_block(1, 1), app->stage_ns));
+  op = cuv_seq(op, fio_xor_launch(&app->kernels, cuv_for_num_elems(bytes), bytes, base, s->dev));
   op = cuv_seq(op, cuv_download_into(s->host, 0, s->dev, 0, s->bytes));
   int rc = cuv_uv_submit(app->bridge, op, on_processed, s, NULL); /* one check, at the end */
   if (rc != 0)
@@ -150,15 +149,10 @@ static int fail(const char *what, int rc) {
   return EXIT_FAILURE;
 }
 
+/* From ptx when given, else the PTX embedded in the program. */
 static int load_kernels(app_t *app, const char *ptx) {
-  cuv_module_t *mod;
-  int rc = cuv_module_load_file(&mod, app->dev, ptx);
-  if (rc != 0)
-    return rc;
-  if ((rc = cuv_kernel_get(&app->xor_kernel, mod, "fio_xor")) == 0)
-    rc = cuv_kernel_get(&app->delay, mod, "fio_delay");
-  cuv_module_unref(mod); /* the kernels keep it */
-  return rc;
+  return ptx ? fileio_module_load_file(&app->kernels, app->dev, ptx)
+             : fileio_module_load(&app->kernels, app->dev);
 }
 
 /* Files opened synchronously (a NULL callback): the loop is not running yet. */
@@ -192,7 +186,7 @@ static int setup(app_t *app, char **argv, const char *ptx) {
   if ((rc = cuv_device_open(&app->dev, 0)) != 0)
     return fail("cuv_device_open", rc);
   if ((rc = load_kernels(app, ptx)) != 0)
-    return fail(ptx, rc);
+    return fail(ptx ? ptx : "the embedded PTX", rc);
   if ((rc = open_files(app, argv[1], argv[2])) != 0)
     return fail("opening the files", rc);
   if ((rc = make_slots(app)) != 0)
@@ -221,8 +215,7 @@ static void teardown(app_t *app) {
       uv_fs_close(NULL, &req, files[i], NULL);
       uv_fs_req_cleanup(&req);
     }
-  cuv_kernel_unref(app->xor_kernel);
-  cuv_kernel_unref(app->delay);
+  fileio_module_destroy(&app->kernels);
   cuv_device_unref(app->dev);
 }
 
@@ -244,7 +237,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fileio: cuv_init: %s\n", cuv_strerror(rc));
     return rc == CUV_ENODRIVER ? EXIT_NO_DRIVER : EXIT_FAILURE;
   }
-  if (setup(&app, argv, argc > 6 ? argv[6] : FILEIO_PTX_PATH) != 0) {
+  if (setup(&app, argv, argc > 6 ? argv[6] : NULL) != 0) {
     teardown(&app); /* what setup made before it failed */
     return EXIT_FAILURE;
   }

@@ -4,7 +4,8 @@
 #include <cuv/kernel.h>
 
 // u = a*x + y
-extern "C" __global__ void pl_axpy(unsigned n, float a, const float *x, const float *y, CUV_OUT float *u) {
+extern "C" __global__ void pl_axpy(unsigned n, float a, const float *x, const float *y,
+                                   CUV_OUT float *u) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) u[i] = a * x[i] + y[i];
 }
