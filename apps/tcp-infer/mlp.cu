@@ -1,9 +1,12 @@
-// tcp-infer's kernel, compiled to PTX by nvcc at build time: one dense layer, bias and optional
-// ReLU fused, one thread per output element. Its host twin for the simulator is mlp_dense in
-// mlp.c (same name, same parameters, same order of additions).
+// tcp-infer's kernels, compiled to PTX by nvcc at build time and launched through the typed
+// launchers cuv-launchers generates from this file (mlp_launchers.h). mlp_dense: one dense layer,
+// bias and optional ReLU fused, one thread per output element. Its host twin for the simulator
+// is mlp_dense in mlp.c (same name, same parameters, same order of additions).
+#include <cuv/kernel.h>
+
 extern "C" __global__ void mlp_dense(unsigned rows, unsigned in_dim, unsigned out_dim,
-                                     const float *x, const float *w, const float *b, float *y,
-                                     unsigned relu) {
+                                     const float *x, const float *w, const float *b,
+                                     CUV_OUT float *y, unsigned relu) {
   unsigned idx = blockIdx.x * blockDim.x + threadIdx.x;
   if (idx >= rows * out_dim) return;
   unsigned r = idx / out_dim, o = idx % out_dim;
@@ -25,7 +28,8 @@ extern "C" __global__ void mlp_bias_act(unsigned rows, unsigned n, float *y, con
 // tcp-infer --isolate --debug-fault (POST /debug/fault): a write through a bad pointer (the
 // worker passes 0x10: the GPU's first page is never mapped), an illegal address, which is a
 // sticky fault: the context is dead for the rest of the worker process. Host twin: worker.c.
-extern "C" __global__ void mlp_fault(unsigned *bad) { *bad = 1u; }
+// The address is a number, not a buffer: no buffer holds it.
+extern "C" __global__ void mlp_fault(unsigned long long bad) { *(unsigned *)bad = 1u; }
 
 // tcp-infer --isolate --debug-fault (POST /debug/hang): a kernel that never ends, as far as the
 // front can tell: it spins on a flag nobody sets. The guard (guard_ns of the GPU's global timer,

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mlp_launchers.h"
 #include "server.h"
 
 #ifdef TCP_INFER_WITH_SIM
@@ -60,15 +61,11 @@ void model_register_twins(unsigned delay_us) {
 }
 #endif
 
-static cuv_dim3_t grid_for(unsigned threads) { return CUV_DIM1((threads + 127) / 128); }
-
-/* One dense layer: y = act(x W^T + b). */
+/* One dense layer: y = act(x W^T + b), one thread per output element. */
 static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
                        cuv_buffer_t *w, cuv_buffer_t *b, cuv_buffer_t *y, unsigned relu) {
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(rows), CUV_ARG_VALUE(in),  CUV_ARG_VALUE(out),
-                            CUV_ARG_READ(x),     CUV_ARG_READ(w),    CUV_ARG_READ(b),
-                            CUV_ARG_WRITE(y),    CUV_ARG_VALUE(relu)};
-  return cuv_launch(s->dense, grid_for(rows * out), CUV_DIM1(128), 0, args, 8);
+  return mlp_dense_launch(s->kernels, cuv_for_num_elems_block((size_t)rows * out, 128), rows, in,
+                          out, x, w, b, y, relu);
 }
 
 static cuv_op_t *layers(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
@@ -104,17 +101,16 @@ cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
   return cuv_graph_launch(ws->graphs[k]);
 }
 
-static int load_kernel(server_t *s, const char *ptx) {
-  cuv_module_t *mod;
-  int rc = cuv_module_load_file(&mod, s->dev, ptx);
-  if (rc != 0) {
-    fprintf(stderr, "tcp-infer: cannot load %s\n", ptx);
-    return rc;
-  }
-  rc = cuv_kernel_get(&s->dense, mod, "mlp_dense");
-  if (rc == 0 && cuv_kernel_get(&s->bias_act, mod, "mlp_bias_act") != 0)
-    s->bias_act = NULL; /* an older PTX: no --cublas */
-  cuv_module_unref(mod); /* the kernels keep it */
+/* Every kernel of mlp.cu, from the PTX file or the PTX embedded in the program. */
+static int load_kernels(server_t *s, const char *ptx) {
+  if (!(s->kernels = calloc(1, sizeof *s->kernels)))
+    return CUV_ENOMEM;
+  int rc =
+      ptx ? mlp_module_load_file(s->kernels, s->dev, ptx) : mlp_module_load(s->kernels, s->dev);
+  if (rc != 0)
+    fprintf(stderr, "tcp-infer: cannot load the kernels of %s: %s\n", ptx ? ptx : "mlp.cu",
+            cuv_strerror(rc));
+  s->bias_act = s->kernels->mlp_bias_act;
   return rc;
 }
 
@@ -155,7 +151,7 @@ static int upload_weights(server_t *s, uint64_t seed) {
 }
 
 int model_init(server_t *s, const char *ptx, uint64_t seed) {
-  int rc = load_kernel(s, ptx);
+  int rc = load_kernels(s, ptx);
   if (rc == 0)
     rc = upload_weights(s, seed);
   return rc;
@@ -167,10 +163,10 @@ void model_free(server_t *s) {
   for (size_t i = 0; i < 4; i++)
     if (weights[i])
       cuv_buffer_unref(weights[i]);
-  if (s->dense)
-    cuv_kernel_unref(s->dense);
-  if (s->bias_act)
-    cuv_kernel_unref(s->bias_act);
+  mlp_module_destroy(s->kernels);
+  free(s->kernels);
+  s->kernels = NULL;
+  s->bias_act = NULL;
 }
 
 /* The workspaces take no hazard tracking: one op uses one at a time, and its owner reuses it only

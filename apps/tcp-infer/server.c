@@ -52,7 +52,7 @@ static void usage(FILE *f) {
           "  --seed N          weight seed (default %u; clients must use the same)\n"
           "  --sim-delay-us N  on the simulator, each layer takes at least N us\n"
           "  --cublas          layers through cuBLAS (dlopen'd) when it loads, else the kernel\n"
-          "  --ptx FILE        the kernel's PTX (default: the one built beside the program)\n"
+          "  --ptx FILE        the kernels' PTX, built from mlp.cu (default: the one embedded)\n"
           "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
           "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
           "  --isolate-spares N  0 or 1: a started, idle worker per loop that takes over at once\n"
@@ -91,7 +91,7 @@ static int parse_options(int argc, char **argv, options_t *o) {
       {"isolate-timeout", required_argument, NULL, 'T'},
       {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
-                   .seed = MLP_DEFAULT_SEED, .ptx = TCP_INFER_PTX_PATH, .loops = 1,
+                   .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000};
   int ch;
   while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
@@ -274,6 +274,7 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
  * workers do); an exit status. */
 static int open_gpu(server_t *s, const options_t *o, bool *cublas) {
   model_register_twins(o->sim_delay_us);
+  worker_register_twins(); /* the module loads every kernel of mlp.cu, the debug ones too */
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
     fprintf(stderr, "tcp-infer: %s\n", cuv_strerror(rc));
@@ -410,7 +411,7 @@ int main(int argc, char **argv) {
   if (status != EXIT_SUCCESS)
     return status;
   if (o.worker)
-    return worker_main(&srv, o.ptx); /* frames from the front on fd 3 instead of connections */
+    return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
   int port = o.port;
   if ((status = start_loops(&srv, &port)) != EXIT_SUCCESS)
     return status;

@@ -148,7 +148,8 @@ struct loop {
 /* What every loop shares, read-only once serving. */
 struct server {
   cuv_device_t *dev;
-  cuv_kernel_t *dense, *bias_act; /* bias_act: the --cublas path's epilogue */
+  struct mlp_module *kernels; /* mlp.cu's, loaded by model.c (generated mlp_launchers.h) */
+  cuv_kernel_t *bias_act;     /* kernels->mlp_bias_act (borrowed): the --cublas epilogue */
   cuv_buffer_t *w1, *b1, *w2, *b2;
   unsigned max_batch, workspaces_per_loop, nloops;
   bool baseline, offload;
@@ -203,7 +204,8 @@ request_t *pool_next_waiting(loop_t *lp);
 bool pool_forget(loop_t *lp, request_t *req);
 
 /* model.c: the model on the GPU. */
-/* The kernels and the weights (uploaded once). */
+/* The kernels (from the PTX file ptx, or NULL: the PTX embedded in the program) and the weights
+ * (uploaded once). */
 int model_init(server_t *s, const char *ptx, uint64_t seed);
 void model_free(server_t *s);
 /* A workspace's buffers for `rows` rows; model_workspace_free frees what was made. */
@@ -249,7 +251,10 @@ void isolate_metrics(const server_t *s, FILE *f);
 
 /* worker.c (the worker process, --worker): serves frames on fd 3 with the loaded model; returns
  * the process's exit status. */
-int worker_main(server_t *s, const char *ptx);
+int worker_main(server_t *s);
+/* The host twins of the debug kernels (mlp_fault, mlp_hang) for libcuv-sim, registered before the
+ * model's module is loaded: it loads every kernel of mlp.cu. */
+void worker_register_twins(void);
 /* request_gpu_done for the worker's requests: the reply frame goes back to the front. */
 void worker_request_done(request_t *req);
 /* batch.c (--coalesce; loop thread). */

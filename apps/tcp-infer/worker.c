@@ -20,6 +20,7 @@
 #include <cuda.h>
 
 #include "frames.h"
+#include "mlp_launchers.h"
 #include "server.h"
 
 #define FRAMES_FD 3
@@ -33,9 +34,7 @@ struct worker_side {
   uv_pipe_t pipe;
   uv_timer_t grace;
   frame_reader_t rd;
-  cuv_kernel_t *fault; /* mlp_fault, with --debug-fault */
-  cuv_kernel_t *hang;  /* mlp_hang, with --debug-fault */
-  unsigned held;       /* requests taken and not yet answered (reply written) */
+  unsigned held; /* requests taken and not yet answered (reply written) */
   bool faulted, eof, closed;
 };
 
@@ -63,14 +62,14 @@ static int twin_hang(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
-static void register_debug_twins(void) {
-  static const size_t fault_sizes[1] = {sizeof(cuv_deviceptr_t)};
+void worker_register_twins(void) {
+  static const size_t fault_sizes[1] = {sizeof(unsigned long long)};
   static const size_t hang_sizes[1] = {sizeof(unsigned long long)};
   cuv_sim_register_kernel("mlp_fault", twin_fault, 1, fault_sizes);
   cuv_sim_register_kernel("mlp_hang", twin_hang, 1, hang_sizes);
 }
 #else
-static void register_debug_twins(void) {}
+void worker_register_twins(void) {}
 #endif
 
 /* ---- ending --------------------------------------------------------------------------------- */
@@ -199,14 +198,13 @@ static void on_debug_done(int status, cuv_output_t *out, void *arg) {
  * mapped), which makes the context's sticky fault. POST /debug/hang: mlp_hang spins until its
  * guard (a kernel that never ends, as far as the front's watchdog can tell). */
 static void start_debug(struct worker_side *wk, request_t *req) {
-  bool hang = req->route == ROUTE_HANG;
-  cuv_kernel_t *k = hang ? wk->hang : wk->fault;
+  const mlp_module_t *kernels = wk->lp->srv->kernels;
+  cuv_launch_config_t one = cuv_for_num_elems_block(1, 1);
   int rc = CUV_ENOTSUP; /* the worker runs them only when told --debug-fault too */
-  if (wk->lp->srv->debug_fault && k) {
-    unsigned long long arg = hang ? HANG_GUARD_NS : 0x10; /* the guard, or the bad pointer */
-    const cuv_arg_t args[] = {CUV_ARG_VALUE(arg)};
-    rc = cuv_uv_submit(wk->lp->bridge, cuv_launch(k, CUV_DIM1(1), CUV_DIM1(1), 0, args, 1),
-                       on_debug_done, req, NULL);
+  if (wk->lp->srv->debug_fault) {
+    cuv_op_t *op = req->route == ROUTE_HANG ? mlp_hang_launch(kernels, one, HANG_GUARD_NS)
+                                            : mlp_fault_launch(kernels, one, 0x10);
+    rc = cuv_uv_submit(wk->lp->bridge, op, on_debug_done, req, NULL);
     if (rc == 0)
       return;
   }
@@ -275,29 +273,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- start-up ----------------------------------------------------------------------------- */
 
-/* The debug kernels; one that an older PTX lacks leaves its route answering CUV_ENOTSUP. */
-static int load_debug_kernels(struct worker_side *wk, const char *ptx) {
-  cuv_module_t *mod;
-  register_debug_twins();
-  int rc = cuv_module_load_file(&mod, wk->lp->srv->dev, ptx);
-  if (rc != 0)
-    return rc;
-  if (cuv_kernel_get(&wk->fault, mod, "mlp_fault") != 0)
-    fprintf(stderr, "tcp-infer worker: %s has no mlp_fault: POST /debug/fault is refused\n", ptx);
-  if (cuv_kernel_get(&wk->hang, mod, "mlp_hang") != 0)
-    fprintf(stderr, "tcp-infer worker: %s has no mlp_hang: POST /debug/hang is refused\n", ptx);
-  cuv_module_unref(mod); /* the kernels keep it */
-  return 0;
-}
-
 /* The loop, its workspaces and bridge, the frames' pipe; then the ready frame. */
-static int setup(struct worker_side *wk, const char *ptx) {
+static int setup(struct worker_side *wk) {
   loop_t *lp = wk->lp;
   int rc = infer_loop_init(lp);
   if (rc == 0) /* also in --baseline: the debug fault goes through it */
     rc = cuv_uv_open(&lp->bridge, &lp->loop);
-  if (rc == 0 && lp->srv->debug_fault)
-    rc = load_debug_kernels(wk, ptx);
   if (rc != 0)
     return rc;
   if (frame_reader_init(&wk->rd, false, lp->srv->max_batch) != 0)
@@ -314,8 +295,8 @@ static int setup(struct worker_side *wk, const char *ptx) {
   return uv_try_write((uv_stream_t *)&wk->pipe, &buf, 1) == FRAME_REPLY_HEAD ? 0 : CUV_EINVAL;
 }
 
-int worker_main(server_t *s, const char *ptx) {
-  if (!s || !s->dev || !ptx)
+int worker_main(server_t *s) {
+  if (!s || !s->dev || !s->kernels)
     return EXIT_FAILURE;
   if (uv_guess_handle(FRAMES_FD) != UV_NAMED_PIPE) {
     fprintf(stderr, "tcp-infer: --worker is started by --isolate (frames on fd %d)\n", FRAMES_FD);
@@ -331,7 +312,7 @@ int worker_main(server_t *s, const char *ptx) {
   s->loops = lp;
   s->nloops = 1;
   uv_loop_init(&lp->loop);
-  int rc = setup(&wk, ptx);
+  int rc = setup(&wk);
   if (rc != 0) {
     fprintf(stderr, "tcp-infer worker: start-up failed: %s\n", cuv_err_name(rc));
     fflush(stderr);
@@ -341,10 +322,6 @@ int worker_main(server_t *s, const char *ptx) {
   infer_loop_free(lp);
   int status = uv_loop_close(&lp->loop) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
   frame_reader_free(&wk.rd);
-  if (wk.fault)
-    cuv_kernel_unref(wk.fault);
-  if (wk.hang)
-    cuv_kernel_unref(wk.hang);
   free(lp);
   s->loops = NULL;
   s->nloops = 0;
