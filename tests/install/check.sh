@@ -1,7 +1,8 @@
 #!/bin/sh
 # The `install` test: stages `meson install` of the build into a temporary DESTDIR, then builds
 # small programs against the installed pkg-config files only (cuv, and cuv-sim / cuv-uv where
-# they are installed; a C++ one where there is a C++ compiler) and runs them on the simulator.
+# they are installed; a C++ one where there is a C++ compiler) and runs them on the simulator;
+# with cuv-sim, one launches through typed launchers written by the installed cuv-launchers.
 # A static build (-Ddefault_library=static) is linked as pkg-config --static says.
 # usage: check.sh MESON BUILD_DIR SOURCE_DIR SANITIZE CC...
 set -eu
@@ -50,15 +51,29 @@ check() {
   fi
 }
 
+# typed CC...: the installed generator (cuv.pc's launchers, inside DESTDIR) writes typed.cu's
+# launchers, then consumer-typed.c is built with them against cuv and cuv-sim and run (check).
+typed() {
+  gen=$(pkg-config --variable=launchers cuv) # pkgconf puts the sysroot in front; others do not
+  [ -e "$gen" ] || gen="$tmp/root$gen"
+  mkdir -p "$tmp/typed"
+  "$gen" "$src/tests/install/typed.cu" --ptx "$src/tests/install/typed-sim.ptx" \
+    --header "$tmp/typed/typed_launchers.h" --source "$tmp/typed/typed_launchers.c" ||
+    echo "# cuv-launchers failed: the build below fails"
+  check cuv-launchers consumer-typed.c "cuv cuv-sim" "$@" -std=gnu11 -I"$tmp/typed" \
+    "$tmp/typed/typed_launchers.c"
+}
+
 cxx=$(command -v c++ || true)
 plan=1
-pkg-config --exists cuv-sim && plan=$((plan + 1))
+pkg-config --exists cuv-sim && plan=$((plan + 2))
 pkg-config --exists cuv-uv && plan=$((plan + 1))
 [ -n "$cxx" ] && plan=$((plan + 1))
 echo "1..$plan"
 check cuv consumer.c cuv "$@" -std=gnu11
 if pkg-config --exists cuv-sim; then
   check cuv-sim consumer.c "cuv cuv-sim" "$@" -std=gnu11 -DWITH_SIM
+  typed "$@"
 fi
 if pkg-config --exists cuv-uv; then
   check cuv-uv consumer-uv.c cuv-uv "$@" -std=gnu11

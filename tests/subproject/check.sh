@@ -2,8 +2,9 @@
 # The `subproject` test (TAP): cuv as a subproject of parent/ (subprojects/cuv is a link to this
 # source tree) registers no test and builds nothing but its libraries in the parent, with
 # -Dcuv:tests=disabled and with its defaults; the parent links dependency('cuv'), 'cuv-sim' and
-# 'cuv-uv' and runs on the simulator. Then a missing CUDA tree, named by -Dcuda-root, CUDA_PATH
-# or CUDA_HOME, stops the configuration with the project's message naming all three.
+# 'cuv-uv', generates typed launchers with cuv's cuv-launchers, and runs on the simulator. Then a
+# missing CUDA tree, named by -Dcuda-root, CUDA_PATH or CUDA_HOME, stops the configuration with
+# the project's message naming all three.
 # usage: check.sh MESON SOURCE_DIR CUDA_ROOT SANITIZE CC...
 set -eu
 meson=$1 src=$2 cuda=$3 sanitize=$4
@@ -17,7 +18,9 @@ trap 'rm -rf "$tmp"' EXIT
 export CC="$*"
 
 cp -R "$src/tests/subproject/parent" "$tmp/parent"
-cp "$src/tests/install/consumer.c" "$src/tests/install/consumer-uv.c" "$tmp/parent/"
+cp "$src/tests/install/consumer.c" "$src/tests/install/consumer-uv.c" \
+  "$src/tests/install/consumer-typed.c" "$src/tests/install/typed.cu" \
+  "$src/tests/install/typed-sim.ptx" "$tmp/parent/"
 mkdir "$tmp/parent/subprojects"
 ln -s "$src" "$tmp/parent/subprojects/cuv"
 
@@ -40,7 +43,8 @@ import json, sys
 tests = json.load(open(sys.argv[1]))
 targets = json.load(open(sys.argv[2]))
 bad = [t['name'] for t in tests
-       if t['name'] not in ('parent', 'parent-uv') or any(s.startswith('cuv:') for s in t['suite'])]
+       if t['name'] not in ('parent', 'parent-uv', 'parent-typed')
+       or any(s.startswith('cuv:') for s in t['suite'])]
 libs = {'cuv', 'cuv-internal', 'cuv-sim', 'cuv-uv'}
 bad += [t['name'] for t in targets if t['subproject'] == 'cuv' and t['name'] not in libs]
 print('\n'.join(bad))
