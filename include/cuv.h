@@ -203,6 +203,8 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_of
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
+/* offset and count in bytes and 16-bit elements; offset must be 2-byte aligned (CUV_EINVAL). */
+CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count);
 /* offset and count in bytes and 32-bit words; offset must be 4-byte aligned. */
 CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count);
 /* Copies a device range into new host memory. Output: a pointer to `bytes` bytes (valid after

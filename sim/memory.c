@@ -412,18 +412,22 @@ struct memset_cmd {
   void *dst;
   uint32_t value;
   size_t count;
-  unsigned width; /* bytes per element: 1 or 4 */
+  unsigned width; /* bytes per element: 1, 2 or 4 */
 };
 
 static void memset_run(struct sim_cmd *cmd, struct sim_stream *s) {
   struct memset_cmd *c = (struct memset_cmd *)cmd;
   if (c->width == 1) {
     memset(c->dst, (int)(c->value & 0xff), c->count);
-    return;
+  } else if (c->width == 2) {
+    uint16_t *p = c->dst;
+    for (size_t i = 0; i < c->count; i++)
+      p[i] = (uint16_t)c->value;
+  } else {
+    uint32_t *p = c->dst;
+    for (size_t i = 0; i < c->count; i++)
+      p[i] = c->value;
   }
-  uint32_t *p = c->dst;
-  for (size_t i = 0; i < c->count; i++)
-    p[i] = c->value;
 }
 
 static const struct sim_cmd_ops memset_ops = {.run = memset_run};
@@ -498,7 +502,8 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 
 static CUresult memset_async(CUstream h, CUdeviceptr dst, uint32_t value, size_t count,
                              unsigned width) {
-  if (width == 4 && (dst % 4 != 0 || count > SIZE_MAX / 4))
+  /* As the driver: each element at its own alignment. */
+  if (dst % width != 0 || count > SIZE_MAX / width)
     return CUDA_ERROR_INVALID_VALUE;
   struct memset_cmd *c = sim_cmd_new(&memset_ops, sizeof *c);
   if (!c)
@@ -514,6 +519,12 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t
                                  CUstream hStream) {
   SIM_ENTER(cuMemsetD8Async);
   return memset_async(hStream, dstDevice, uc, N, 1);
+}
+
+CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                  CUstream hStream) {
+  SIM_ENTER(cuMemsetD16Async);
+  return memset_async(hStream, dstDevice, us, N, 2);
 }
 
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,

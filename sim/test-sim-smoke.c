@@ -315,6 +315,15 @@ static void test_fifo(void) {
   /* Zero-size operations succeed without enqueueing anything. */
   OK(d.cuMemcpyHtoDAsync(buf, NULL, 0, s));
   OK(d.cuMemsetD32Async(buf, 0, 0, s));
+  /* 16-bit sets: elements at 2-byte alignment, as the driver wants them. */
+  OK(d.cuMemsetD16Async(buf + 2, 0xbeef, 3, s));
+  CHECK_CU(d.cuMemsetD16Async(buf + 1, 0xbeef, 1, s), CUDA_ERROR_INVALID_VALUE);
+  OK(d.cuMemcpyDtoHAsync(back, buf, 10, s));
+  OK(d.cuStreamSynchronize(s));
+  for (int i = 0; i < 10; i++) {
+    uint16_t set = 0xbeef;
+    CHECK(back[i] == (i < 2 || i >= 8 ? i : ((const unsigned char *)&set)[i % 2]));
+  }
   /* Device ranges are checked. */
   CHECK_CU(d.cuMemcpyHtoDAsync(buf + 200, host, 100, s), CUDA_ERROR_INVALID_VALUE);
   CHECK_CU(d.cuMemcpyDtoHAsync(back, (CUdeviceptr)(uintptr_t)host, 1, s), CUDA_ERROR_INVALID_VALUE);

@@ -124,6 +124,7 @@ static void test_null_arguments(void **state) {
   EXPECT_OP(cuv_memcpy_dtod(NULL, 0, buf, 0, 4), CUV_EINVAL);
   EXPECT_OP(cuv_memcpy_dtod(buf, 0, NULL, 0, 4), CUV_EINVAL);
   EXPECT_OP(cuv_memset8(NULL, 0, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memset16(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_memset32(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_download(NULL, 0, 4), CUV_EINVAL);
   EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0), CUV_EINVAL);
@@ -313,6 +314,7 @@ static void test_zero_and_huge_sizes(void **state) {
   EXPECT(cuv_sync(cuv_memcpy_dtoh(NULL, buf, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memcpy_dtod(buf, 0, buf, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);
+  EXPECT(cuv_sync(cuv_memset16(buf, 64, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memset32(buf, 0, 0, 0), NULL), 0);
   EXPECT_OP(cuv_download(buf, 0, 0), CUV_EINVAL); /* an output of no bytes is refused */
   /* Huge sizes: out of range, never an overflow. */
@@ -322,6 +324,8 @@ static void test_zero_and_huge_sizes(void **state) {
   EXPECT_OP(cuv_memset8(buf, 0, 0, SIZE_MAX), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4 + 1), CUV_EINVAL); /* count * 4 overflows */
+  EXPECT_OP(cuv_memset16(buf, 0, 0, SIZE_MAX / 2), CUV_ERANGE);
+  EXPECT_OP(cuv_memset16(buf, 0, 0, SIZE_MAX / 2 + 1), CUV_EINVAL); /* count * 2 overflows */
   EXPECT_OP(cuv_download(buf, 0, SIZE_MAX), CUV_ERANGE);
   EXPECT_OP(cuv_memcpy_htod(buf, 0, host, 4, 7), CUV_EINVAL); /* no such flag */
   cuv_policy_t *p;
@@ -342,6 +346,8 @@ static void test_offsets_out_of_range(void **state) {
   EXPECT_OP(cuv_memset8(buf, 64, 0, 1), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 2, 0, 1), CUV_EINVAL); /* not 4-byte aligned */
   EXPECT_OP(cuv_memset32(buf, 64, 0, 1), CUV_ERANGE);
+  EXPECT_OP(cuv_memset16(buf, 1, 0, 1), CUV_EINVAL); /* not 2-byte aligned */
+  EXPECT_OP(cuv_memset16(buf, 62, 0, 2), CUV_ERANGE);
   EXPECT_OP(cuv_download(buf, SIZE_MAX - 1, 4), CUV_ERANGE);
   /* The end of a buffer is a valid place for nothing. */
   EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);

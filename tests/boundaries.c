@@ -92,6 +92,8 @@ static void test_copy_ranges_at_the_end(void **state) {
   expect_op(cuv_memset8(buf, SIZE, 1, 1), CUV_ERANGE);
   expect_op(cuv_memset32(buf, SIZE, 1, 0), 0);
   expect_op(cuv_memset32(buf, SIZE, 1, 1), CUV_ERANGE);
+  expect_op(cuv_memset16(buf, SIZE, 1, 0), 0);
+  expect_op(cuv_memset16(buf, SIZE, 1, 1), CUV_ERANGE);
   expect_op(cuv_memcpy_dtod(buf, SIZE, other, 0, 0), 0);
   expect_op(cuv_memcpy_dtod(buf, 0, other, SIZE, 0), 0);
   expect_op(cuv_memcpy_dtod(buf, SIZE, other, 0, 1), CUV_ERANGE);
@@ -124,6 +126,7 @@ static void test_copy_ranges_at_the_end(void **state) {
   expect_op(cuv_memcpy_dtod(other, 0, buf, SIZE - 1, 2), CUV_ERANGE);
   expect_op(cuv_memset8(buf, SIZE - 1, 1, 2), CUV_ERANGE);
   expect_op(cuv_memset32(buf, SIZE - 4, 1, 2), CUV_ERANGE);
+  expect_op(cuv_memset16(buf, SIZE - 2, 1, 2), CUV_ERANGE);
   expect_op(cuv_download(buf, SIZE - 1, 2), CUV_ERANGE);
   expect_op(cuv_memcpy_htod(buf, 0, host, SIZE + 1, CUV_COPY_BORROW), CUV_ERANGE);
   /* The whole buffer is in range. */

@@ -8,10 +8,10 @@
 
 /* The entry points that put work on a stream or take memory from it. */
 static const char *const stream_entries[] = {
-    "cuLaunchKernel",       "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",     "cuMemcpyDtoDAsync",
-    "cuMemsetD8Async",      "cuMemsetD32Async",  "cuStreamWriteValue32",  "cuStreamWriteValue64",
-    "cuEventRecord",        "cuStreamWaitEvent", "cuLaunchHostFunc",      "cuMemAllocAsync",
-    "cuMemFreeAsync",       "cuGraphLaunch",     "cuStreamBeginCapture",
+    "cuLaunchKernel",       "cuMemcpyHtoDAsync",    "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "cuMemsetD8Async",      "cuMemsetD16Async",     "cuMemsetD32Async",  "cuStreamWriteValue32",
+    "cuStreamWriteValue64", "cuEventRecord",        "cuStreamWaitEvent", "cuLaunchHostFunc",
+    "cuMemAllocAsync",      "cuMemFreeAsync",       "cuGraphLaunch",     "cuStreamBeginCapture",
 };
 #define N_ENTRIES (sizeof stream_entries / sizeof stream_entries[0])
 
@@ -38,6 +38,7 @@ static cuv_op_t *build_everything(cuv_buffer_t *a, cuv_buffer_t *b, cuv_host_buf
       cuv_memcpy_dtod(b, 0, a, 0, sizeof bytes),
       cuv_memset8(a, 0, 1, 16),
       cuv_memset32(b, 0, 3, 4),
+      cuv_memset16(a, 2, 5, 4),
       cuv_download(a, 0, 16),
       cuv_upload(a, 0, host, 0, 16),
       cuv_download_into(host, 0, b, 0, 16),
