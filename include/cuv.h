@@ -257,28 +257,61 @@ typedef struct cuv_dim3 {
 
 enum cuv_arg_kind { CUV_ARG_KIND_SCALAR, CUV_ARG_KIND_READ, CUV_ARG_KIND_WRITE, CUV_ARG_KIND_RW };
 
-/* One kernel argument: a buffer with its access (passed as a device pointer plus offset), or a
- * scalar of any size (copied when the launch op is built). */
+enum {
+  /* This writable argument may share storage with other writable arguments of its launch: for a
+   * kernel that aliases on purpose and orders its own accesses. */
+  CUV_ARG_FLAG_MAY_ALIAS = 1u << 0,
+};
+
+/* One kernel argument: a buffer with its access (passed to the kernel as the buffer's device
+ * pointer plus offset), or a scalar of any size and alignment (copied when the launch op is
+ * built; a struct __align__(32) is passed as it is, the driver lays it out).
+ *
+ * Unique storage: a writable buffer argument (WRITE, RW) names the bytes [offset, offset + length)
+ * of its buffer (length 0: to the buffer's end), and no other writable argument of the launch may
+ * name any of them: cuv_launch refuses that with CUV_EARGS, as the seed requires unique storage
+ * for mutable arguments: no two writers of one launch share a byte. Disjoint ranges
+ * of one buffer are fine. A read may overlap a write: an in-place kernel reads through one pointer
+ * what it writes through another (y = f(x) with y == x), and refusing that would refuse the
+ * common case to catch nothing a single writer could not do alone. A kernel that aliases writable
+ * arguments on purpose marks one with CUV_ARG_MAY_ALIAS. A range past the buffer is CUV_ERANGE.
+ * Hazard tracking between streams stays per buffer, whatever the ranges. */
 typedef struct cuv_arg {
   enum cuv_arg_kind kind;
   cuv_buffer_t *buffer;
-  size_t offset;
-  const void *scalar;
+  size_t offset;      /* buffer arguments: bytes into the buffer */
+  const void *scalar; /* scalars: the value, `size` bytes */
   size_t size;
+  size_t length;      /* buffer arguments: bytes the kernel may touch from offset; 0: to the end */
+  unsigned flags;     /* buffer arguments: CUV_ARG_FLAG_*; 0 for scalars */
 } cuv_arg_t;
 
-#define CUV_ARG_READ(buf) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), 0, NULL, 0})
-#define CUV_ARG_WRITE(buf) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), 0, NULL, 0})
-#define CUV_ARG_RW(buf) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), 0, NULL, 0})
+#define CUV__ARG_BUF(kind, buf, off, len) ((cuv_arg_t){(kind), (buf), (off), NULL, 0, (len), 0})
+#define CUV_ARG_READ(buf) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), 0, 0)
+#define CUV_ARG_WRITE(buf) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), 0, 0)
+#define CUV_ARG_RW(buf) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), 0, 0)
 /* The same at a byte offset into the buffer (the kernel receives its pointer + offset). */
-#define CUV_ARG_READ_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), (off), NULL, 0})
-#define CUV_ARG_WRITE_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), (off), NULL, 0})
-#define CUV_ARG_RW_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), (off), NULL, 0})
-#define CUV_ARG_SCALAR(ptr, bytes) ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes)})
+#define CUV_ARG_READ_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), 0)
+#define CUV_ARG_WRITE_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), 0)
+#define CUV_ARG_RW_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), 0)
+/* The same for the `len` bytes from `off` only: two writable ranges of one buffer that do not
+ * overlap are accepted (two halves written by one kernel). */
+#define CUV_ARG_READ_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), (len))
+#define CUV_ARG_WRITE_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), (len))
+#define CUV_ARG_RW_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), (len))
+#define CUV_ARG_SCALAR(ptr, bytes)                                                                \
+  ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes), 0, 0})
 #define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
 
+/* `arg` marked CUV_ARG_FLAG_MAY_ALIAS: CUV_ARG_MAY_ALIAS(CUV_ARG_RW(buf)). */
+static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
+  arg.flags |= CUV_ARG_FLAG_MAY_ALIAS;
+  return arg;
+}
+#define CUV_ARG_MAY_ALIAS(arg) cuv_arg_may_alias(arg)
+
 /* A kernel launch. Arguments are checked against the kernel's parameter count and sizes where the
- * driver reports them. Output: unit. */
+ * driver reports them (CUV_EARGS), and for unique storage (above). Output: unit. */
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
                                 unsigned shared_bytes, const cuv_arg_t *args, size_t nargs);
 

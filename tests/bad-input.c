@@ -356,6 +356,12 @@ static void test_offsets_out_of_range(void **state) {
   args[1].offset = 65;
   EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 2),
             CUV_ERANGE);
+  cuv_arg_t ranges[][2] = {{CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 0, 65)},
+                           {CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 60, 8)},
+                           {CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 8, SIZE_MAX)}};
+  for (size_t i = 0; i < 3; i++)
+    EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(1), CUV_DIM1(1), 0, ranges[i], 2),
+              CUV_ERANGE);
   cuv_buffer_unref(buf);
 }
 
@@ -382,6 +388,14 @@ static void test_kernel_wrong_arguments(void **state) {
   EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, empty_scalar, 2), CUV_EINVAL);
   cuv_arg_t null_buffer[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(NULL)};
   EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, null_buffer, 2), CUV_EINVAL);
+  cuv_arg_t unknown_flag[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  unknown_flag[1].flags = 1u << 7;
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, unknown_flag, 2), CUV_EINVAL);
+  cuv_arg_t flagged_scalar[] = {CUV_ARG_MAY_ALIAS(CUV_ARG_VALUE(n)), CUV_ARG_RW(buf)};
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, flagged_scalar, 2), CUV_EINVAL);
+  cuv_arg_t scalar_length[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  scalar_length[0].length = 4;
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, scalar_length, 2), CUV_EINVAL);
 
   /* Launch limits are the driver's: a block of 2048 threads fails when executed. */
   EXPECT_DRIVER(cuv_sync(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(2048), 0, good, 2), NULL),

@@ -164,7 +164,7 @@ static void test_launch_argument_offset_at_the_end(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(SIZE);
   unsigned n = 0, value = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value),
-                      {CUV_ARG_KIND_WRITE, buf, SIZE, NULL, 0}};
+                      CUV_ARG_WRITE_AT(buf, SIZE)};
   expect_op(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3), 0);
   args[2].offset = SIZE + 1;
   expect_op(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3),

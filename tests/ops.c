@@ -404,7 +404,7 @@ static void test_out_of_range_offsets(void **state) {
   expect_error(cuv_memset32(a, 4, 7, BYTES / 4), CUV_ERANGE);
   expect_error(cuv_download(a, 1, BYTES), CUV_ERANGE);
   unsigned n = 1, value = 1;
-  cuv_arg_t past_end = {CUV_ARG_KIND_WRITE, a, BYTES + 4, NULL, 0};
+  cuv_arg_t past_end = CUV_ARG_WRITE_AT(a, BYTES + 4);
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value), past_end};
   expect_error(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3),
                CUV_ERANGE);

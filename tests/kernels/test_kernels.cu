@@ -49,6 +49,15 @@ __global__ void copy_f32(unsigned n, const float *in, float *out) {
   if (i < n) out[i] = in[i];
 }
 
+// Two outputs: x[i] = a, then y[i] = b (tests/args-unique.c gives it two ranges of one buffer).
+__global__ void fill_two_u32(unsigned n, unsigned a, unsigned *x, unsigned b, unsigned *y) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    x[i] = a;
+    y[i] = b;
+  }
+}
+
 // Busy for at least ns nanoseconds (one thread is enough), then writes `value` to *flag.
 __global__ void sleep_then_write(unsigned long long ns, unsigned value, unsigned *flag) {
   unsigned long long start;

@@ -76,6 +76,17 @@ static int copy_f32(const cuv_sim_launch_t *l, void **params) {
   return 0;
 }
 
+static int fill_two_u32(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned), a = P(1, unsigned), b = P(3, unsigned);
+  unsigned *x = PTR(2, unsigned), *y = PTR(4, unsigned);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++) {
+    x[i] = a;
+    y[i] = b;
+  }
+  return 0;
+}
+
 static int sleep_then_write(const cuv_sim_launch_t *l, void **params) {
   unsigned long long ns = P(0, unsigned long long);
   unsigned value = P(1, unsigned);
@@ -212,6 +223,8 @@ void cuvt_register_twins(void) {
   cuv_sim_register_kernel("add_one", add_one, 2, p_u4_ptr);
   cuv_sim_register_kernel("sum_reduce", sum_reduce, 3, p_u4_ptr_ptr);
   cuv_sim_register_kernel("copy_f32", copy_f32, 3, p_u4_ptr_ptr);
+  static const size_t p_fill_two[] = {4, 4, 8, 4, 8};
+  cuv_sim_register_kernel("fill_two_u32", fill_two_u32, 5, p_fill_two);
   cuv_sim_register_kernel("sleep_then_write", sleep_then_write, 3, p_sleep);
   cuv_sim_register_kernel("fault_kernel", fault_kernel, 1, p_ptr);
   static const size_t p_wait_flag[] = {8, 4, 8, 8};
