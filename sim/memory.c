@@ -18,6 +18,7 @@
 #define SIM_DEVICE_MEMORY (140ull << 30)
 #define SIM_DEVICE_ALIGN 256
 #define SIM_HOST_ALIGN 64
+#define ASYNC_GARBAGE 0xa5 /* the bytes of new stream-ordered memory */
 
 enum alloc_kind { ALLOC_DEVICE, ALLOC_ASYNC, ALLOC_HOST, ALLOC_GRAPH };
 
@@ -321,7 +322,9 @@ static CUresult alloc_captured(struct sim_stream *s, size_t bytesize, void **out
 
 /* The memory is allocated at call time, so it is usable by everything ordered after the call.
  * During capture it becomes a graph allocation. On a stream that is not capturing, this is a
- * "potentially unsafe" call while other captures run. */
+ * "potentially unsafe" call while other captures run. The driver serves these from a pool that
+ * hands out what earlier frees left there, so new memory is filled with ASYNC_GARBAGE: code that
+ * reads it before writing sees that, not the zeros a fresh host page would show. */
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SIM_ENTER(cuMemAllocAsync);
   if (!dptr || bytesize == 0)
@@ -332,8 +335,9 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
   CUresult r = sim_stream_get_live(hStream, &s);
   if (r == CUDA_SUCCESS && s->cap)
     r = alloc_captured(s, bytesize, &p);
-  else if (r == CUDA_SUCCESS && (r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
-    r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p);
+  else if (r == CUDA_SUCCESS && (r = sim_capture_check_unsafe()) == CUDA_SUCCESS &&
+           (r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p)) == CUDA_SUCCESS)
+    memset(p, ASYNC_GARBAGE, bytesize); /* nothing can reach it before *dptr is set */
   if (r == CUDA_SUCCESS)
     *dptr = (CUdeviceptr)(uintptr_t)p;
   sim_unlock();
