@@ -230,6 +230,34 @@ CUV_EXTERN cuv_op_t *cuv_upload(cuv_buffer_t *dst, size_t dst_offset, cuv_host_b
 CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset,
                                        cuv_buffer_t *src, size_t src_offset, size_t bytes);
 
+/* ---- buffer helpers: new buffers as lazy ops ------------------------------------------------- */
+
+/* The seed's api::zeros, ones and dup. Each op allocates a buffer on the executing stream
+ * (stream-ordered, as cuv_alloc) and fills it there; its output is the new buffer (a
+ * cuv_buffer_t *: cuv_output_buffer), which the submission holds as written, so another stream's
+ * use of it is ordered after the fill as for cuv_memset32. count is in elements: 0, or
+ * count * element size past SIZE_MAX, is CUV_EINVAL; so is a NULL device or buffer. Executed on a
+ * stream of another device: CUV_EDEVICE. Like cuv_alloc, not inside a graph capture. */
+CUV_EXTERN cuv_op_t *cuv_fill8(cuv_device_t *dev, size_t count, uint8_t value);
+CUV_EXTERN cuv_op_t *cuv_fill16(cuv_device_t *dev, size_t count, uint16_t value);
+CUV_EXTERN cuv_op_t *cuv_fill32(cuv_device_t *dev, size_t count, uint32_t value);
+/* `bytes` zero bytes (zero in every type). */
+CUV_EXTERN cuv_op_t *cuv_zeros(cuv_device_t *dev, size_t bytes);
+/* `count` floats of 1.0f. */
+CUV_EXTERN cuv_op_t *cuv_ones_f32(cuv_device_t *dev, size_t count);
+/* Element i is start + i * step: modulo 2^32 for u32; for f32 computed in double and rounded to
+ * float once. The values are computed on the host when the op executes, into pinned staging, and
+ * copied in with one DMA. */
+CUV_EXTERN cuv_op_t *cuv_iota_u32(cuv_device_t *dev, size_t count, uint32_t start, uint32_t step);
+CUV_EXTERN cuv_op_t *cuv_iota_f32(cuv_device_t *dev, size_t count, float start, float step);
+/* A new buffer of src's size holding a copy of src, read on the executing stream (ordered after
+ * writers of src on other streams). */
+CUV_EXTERN cuv_op_t *cuv_dup(cuv_buffer_t *src);
+/* The buffer an output holds (that of cuv_alloc, the helpers above, a launch with one op
+ * argument, or a cuv_value passing such an output on), or NULL when it holds none. Borrowed: it
+ * lives as long as the output, or take a reference (cuv_buffer_ref). */
+CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out);
+
 /* ---- modules and kernels -------------------------------------------------------------------- */
 
 typedef struct cuv_module_s cuv_module_t;

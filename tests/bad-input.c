@@ -127,6 +127,15 @@ static void test_null_arguments(void **state) {
   EXPECT_OP(cuv_memset16(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_memset32(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_download(NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_fill8(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_zeros(NULL, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(NULL, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(NULL, 4, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(NULL, 4, 0.0f, 1.0f), CUV_EINVAL);
+  EXPECT_OP(cuv_dup(NULL), CUV_EINVAL);
+  assert_null(cuv_output_buffer(NULL));
   EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0), CUV_EINVAL);
   EXPECT_OP(cuv_with_context(NULL, NULL, NULL), CUV_EINVAL);
   EXPECT_OP(cuv_shared_clone(NULL), CUV_EINVAL);
@@ -317,6 +326,21 @@ static void test_zero_and_huge_sizes(void **state) {
   EXPECT(cuv_sync(cuv_memset16(buf, 64, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memset32(buf, 0, 0, 0), NULL), 0);
   EXPECT_OP(cuv_download(buf, 0, 0), CUV_EINVAL); /* an output of no bytes is refused */
+  /* The buffer helpers: a new buffer of no elements, or more bytes than size_t holds. */
+  EXPECT_OP(cuv_fill8(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_zeros(dev, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(dev, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(dev, 0, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(dev, 0, 0.0f, 1.0f), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(dev, SIZE_MAX / 2 + 1, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(dev, SIZE_MAX / 4 + 1, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(dev, SIZE_MAX / 4 + 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(dev, SIZE_MAX / 4 + 1, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(dev, SIZE_MAX / 4 + 1, 0.0f, 1.0f), CUV_EINVAL);
+  /* Built (only the device knows the size is too large), refused when executed. */
+  EXPECT_DRIVER(cuv_sync(cuv_zeros(dev, SIZE_MAX), NULL), CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
   /* Huge sizes: out of range, never an overflow. */
   EXPECT_OP(cuv_memcpy_htod(buf, 0, host, SIZE_MAX, CUV_COPY_STAGE), CUV_ERANGE);
   EXPECT_OP(cuv_memcpy_dtoh(host, buf, 0, SIZE_MAX), CUV_ERANGE);
@@ -559,6 +583,9 @@ static void test_mismatched_devices(void **state) {
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_memset8(b1, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_alloc(d1, 64), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_zeros(d1, 64), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_iota_f32(d1, 16, 0.0f, 1.0f), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_dup(b1), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_policy(p1, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_enqueue_on(s1, cuv_free(cuv_buffer_ref(b0)), NULL), CUV_EDEVICE);
   /* Each works on its own device. */

@@ -43,6 +43,14 @@ static cuv_op_t *build_everything(cuv_buffer_t *a, cuv_buffer_t *b, cuv_host_buf
       cuv_upload(a, 0, host, 0, 16),
       cuv_download_into(host, 0, b, 0, 16),
       cuv_with_context(in_context, NULL, NULL),
+      cuv_fill8(cuvt_device(), 16, 1),
+      cuv_fill16(cuvt_device(), 16, 2),
+      cuv_fill32(cuvt_device(), 16, 3),
+      cuv_zeros(cuvt_device(), 16),
+      cuv_ones_f32(cuvt_device(), 16),
+      cuv_iota_u32(cuvt_device(), 16, 0, 1),
+      cuv_iota_f32(cuvt_device(), 16, 0.5f, 2.0f),
+      cuv_dup(b),
   };
   size_t n = sizeof leaves / sizeof leaves[0];
   cuv_op_t *zipped = cuv_zip(leaves, n);
