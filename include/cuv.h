@@ -292,8 +292,9 @@ enum {
 };
 
 /* One kernel argument: a buffer with its access (passed to the kernel as the buffer's device
- * pointer plus offset), or a scalar of any size and alignment (copied when the launch op is
- * built; a struct __align__(32) is passed as it is, the driver lays it out).
+ * pointer plus offset), a scalar of any size and alignment (copied when the launch op is built; a
+ * struct __align__(32) is passed as it is, the driver lays it out), or an op whose output buffer
+ * becomes the argument (CUV_ARG_OP_*, below).
  *
  * Unique storage: a writable buffer argument (WRITE, RW) names the bytes [offset, offset + length)
  * of its buffer (length 0: to the buffer's end), and no other writable argument of the launch may
@@ -312,9 +313,11 @@ typedef struct cuv_arg {
   size_t size;
   size_t length;      /* buffer arguments: bytes the kernel may touch from offset; 0: to the end */
   unsigned flags;     /* buffer arguments: CUV_ARG_FLAG_*; 0 for scalars */
+  cuv_op_t *op;       /* op arguments, instead of buffer: the op, consumed by cuv_launch */
 } cuv_arg_t;
 
-#define CUV__ARG_BUF(kind, buf, off, len) ((cuv_arg_t){(kind), (buf), (off), NULL, 0, (len), 0})
+#define CUV__ARG_BUF(kind, buf, off, len)                                                         \
+  ((cuv_arg_t){(kind), (buf), (off), NULL, 0, (len), 0, NULL})
 #define CUV_ARG_READ(buf) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), 0, 0)
 #define CUV_ARG_WRITE(buf) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), 0, 0)
 #define CUV_ARG_RW(buf) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), 0, 0)
@@ -328,7 +331,7 @@ typedef struct cuv_arg {
 #define CUV_ARG_WRITE_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), (len))
 #define CUV_ARG_RW_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), (len))
 #define CUV_ARG_SCALAR(ptr, bytes)                                                                \
-  ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes), 0, 0})
+  ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes), 0, 0, NULL})
 #define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
 
 /* `arg` marked CUV_ARG_FLAG_MAY_ALIAS: CUV_ARG_MAY_ALIAS(CUV_ARG_RW(buf)). */
@@ -338,8 +341,24 @@ static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
 }
 #define CUV_ARG_MAY_ALIAS(arg) cuv_arg_may_alias(arg)
 
+/* An op as a kernel argument (the seed passes lazy ops to kernels): CUV_ARG_OP_RW(cuv_dup(x)).
+ * The op must output a buffer (cuv_output_buffer: cuv_alloc, the buffer helpers, or a then, map
+ * or cuv_value passing one on). The launch runs it first, on its own stream, before the kernel and
+ * in argument order, and passes that buffer with the access given (offset and length apply to
+ * it, as to a buffer argument: CUV_ERANGE past it). The launch's output is then that buffer's
+ * output (one op argument) or a tuple of them in argument order (several), instead of unit:
+ * cuv_sync(cuv_launch(k, grid, block, 0, args, n), &out) hands the results back. An op whose
+ * output is not a buffer fails the launch with CUV_EARGS when it runs; one of another device is
+ * CUV_EDEVICE. cuv_launch consumes every op argument, also when it fails (an op owned elsewhere
+ * already, or named twice: CUV_ECONSUMED). */
+#define CUV__ARG_OP(kind, op_) ((cuv_arg_t){(kind), NULL, 0, NULL, 0, 0, 0, (op_)})
+#define CUV_ARG_OP_READ(op) CUV__ARG_OP(CUV_ARG_KIND_READ, (op))
+#define CUV_ARG_OP_WRITE(op) CUV__ARG_OP(CUV_ARG_KIND_WRITE, (op))
+#define CUV_ARG_OP_RW(op) CUV__ARG_OP(CUV_ARG_KIND_RW, (op))
+
 /* A kernel launch. Arguments are checked against the kernel's parameter count and sizes where the
- * driver reports them (CUV_EARGS), and for unique storage (above). Output: unit. */
+ * driver reports them (CUV_EARGS), and for unique storage (above). Output: unit, or the buffers
+ * of its op arguments. Consumes the op arguments. */
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
                                 unsigned shared_bytes, const cuv_arg_t *args, size_t nargs);
 
@@ -382,7 +401,8 @@ CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
  * several threads: the first clone executed runs the op, the others wait for it to be enqueued;
  * a clone executed on another stream is ordered after the producer with a CUDA event. Every
  * clone outputs a view of the same value (data identical; the value is released when the shared
- * handle and every clone output are gone). */
+ * handle and every clone output are gone; a buffer is viewed through a reference of its own, so
+ * a clone's output is a buffer to cuv_output_buffer and may be a launch's op argument). */
 typedef struct cuv_shared_s cuv_shared_t;
 /* Never NULL: without an op (CUV_EINVAL) or memory (CUV_ENOMEM) it returns a handle whose clones
  * fail with that status, as an error op does. */

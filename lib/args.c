@@ -1,8 +1,9 @@
 /* Kernel arguments: what cuv_launch checks before it builds a launch (kinds, scalars, flags,
- * buffer ranges and devices, the kernel's parameter count and sizes) and the unique storage of
- * writable arguments. Two writable arguments of one launch may not name overlapping bytes of one
- * buffer (the seed requires unique storage for mutable arguments) unless one says it may alias;
- * a read may overlap a write, as an in-place kernel's input and output do. */
+ * buffer ranges and devices, the kernel's parameter count and sizes), and the unique storage of
+ * writable arguments, checked again once op arguments gave their buffers. Two writable arguments
+ * of one launch may not name overlapping bytes of one buffer (the seed requires unique storage
+ * for mutable arguments) unless one says it may alias; a read may overlap a write, as an in-place
+ * kernel's input and output do. */
 #include "internal.h"
 #include "args.h"
 
@@ -13,14 +14,17 @@ size_t cuv__arg_size(const cuv_arg_t *arg) {
 }
 
 static int check_scalar(const cuv_arg_t *a) {
-  if (!a->scalar || a->size == 0 || a->length || a->flags)
+  if (!a->scalar || a->size == 0 || a->length || a->flags || a->op)
     return CUV_EINVAL;
   return 0;
 }
 
+/* A buffer argument names a buffer or an op whose output is one (checked when it ran). */
 static int check_buffer(const cuv_arg_t *a, int device) {
-  if (!a->buffer || a->flags & ~(unsigned)KNOWN_FLAGS)
+  if (!a->buffer == !a->op || a->flags & ~(unsigned)KNOWN_FLAGS)
     return CUV_EINVAL;
+  if (a->op)
+    return cuv__op_join_device(&device, a->op->device);
   if (a->offset > a->buffer->size || a->length > a->buffer->size - a->offset)
     return CUV_ERANGE;
   if (a->buffer->dev->ordinal != device)
@@ -44,7 +48,7 @@ int cuv__args_check(const cuv_kernel_t *k, const cuv_arg_t *args, size_t nargs) 
   int device = k->mod->dev->ordinal;
   for (size_t i = 0; i < nargs; i++) {
     const cuv_arg_t *a = &args[i];
-    int rc = a->kind > CUV_ARG_KIND_RW       ? CUV_EINVAL
+    int rc = a->kind > CUV_ARG_KIND_RW        ? CUV_EINVAL
              : a->kind == CUV_ARG_KIND_SCALAR ? check_scalar(a)
                                               : check_buffer(a, device);
     if (rc < 0)

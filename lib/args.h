@@ -8,7 +8,8 @@
 typedef struct cuv__karg {
   enum cuv_arg_kind kind;
   unsigned flags;        /* CUV_ARG_FLAG_* */
-  cuv_buffer_t *buffer;  /* a reference; NULL for a scalar */
+  cuv_buffer_t *buffer;  /* a reference; NULL for a scalar, and for an op argument until it ran */
+  cuv_op_t *op;          /* an op argument's op until it ran (arg_ops.c) */
   size_t offset, length; /* a buffer argument's bytes: [offset, offset + length), 0: to the end */
   size_t at;             /* where its value lies in the launch's storage */
 } cuv__karg_t;

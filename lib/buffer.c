@@ -119,6 +119,7 @@ CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
   a->dev = cuv__device_ref(dev);
   a->bytes = bytes;
   a->op.device = dev->ordinal;
+  a->op.fresh_buffer = true;
   return &a->op;
 }
 

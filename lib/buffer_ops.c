@@ -107,6 +107,7 @@ static cuv_op_t *make_new(enum make_kind kind, cuv_device_t *dev, size_t count, 
   m->start = start;
   m->step = step;
   m->op.device = dev->ordinal;
+  m->op.fresh_buffer = true;
   return &m->op;
 }
 
@@ -136,8 +137,7 @@ CUV_EXTERN cuv_op_t *cuv_ones_f32(cuv_device_t *dev, size_t count) {
   return make_set(MAKE_SET32, dev, count, 4, one.u);
 }
 
-CUV_EXTERN cuv_op_t *cuv_iota_u32(cuv_device_t *dev, size_t count, uint32_t start,
-                                  uint32_t step) {
+CUV_EXTERN cuv_op_t *cuv_iota_u32(cuv_device_t *dev, size_t count, uint32_t start, uint32_t step) {
   return make_new(MAKE_IOTA_U32, dev, count, 4, (word_t){.u = start}, (word_t){.u = step});
 }
 

@@ -1,12 +1,14 @@
 /* Kernel launches with annotated arguments. Buffer arguments become device pointers when the op
  * is built (the buffer already exists) and are held with their access mode when it executes;
- * scalars are copied into the op, so the caller's argument memory is free at once. */
+ * scalars are copied into the op, so the caller's argument memory is free at once. An op argument
+ * runs first and gives its buffer then (lib/arg_ops.c). */
 #include <string.h>
 
 #include "internal.h"
 #include "module.h"
 #include "hazard.h"
 #include "args.h"
+#include "arg_ops.h"
 
 typedef struct launch_op {
   struct cuv_op_s op;
@@ -14,14 +16,17 @@ typedef struct launch_op {
   cuv_dim3_t grid, block;
   unsigned shared_bytes;
   size_t nargs;
+  size_t nops;             /* op arguments (arg_ops.c): run first, their buffers are the output */
   cuv__karg_t *args;       /* these two point into the node's own allocation (one per op) */
   unsigned char *storage;
 } launch_op_t;
 
 static void launch_drop(cuv_op_t *op) {
   launch_op_t *l = (launch_op_t *)op;
-  for (size_t i = 0; i < l->nargs; i++)
+  for (size_t i = 0; i < l->nargs; i++) {
     cuv_buffer_unref(l->args[i].buffer);
+    cuv__op_drop(l->args[i].op); /* an op argument that never ran */
+  }
   cuv_kernel_unref(l->kernel);
 }
 
@@ -42,6 +47,8 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   int rc = params ? 0 : CUV_ENOMEM;
   if (rc == 0 && kernel->mod->dev != ex->sub->dev)
     rc = CUV_EDEVICE;
+  if (rc == 0 && l->nops)
+    rc = cuv__arg_ops_run(l->args, l->nargs, l->nops, l->storage, ex, out);
   for (size_t i = 0; rc == 0 && i < l->nargs; i++) {
     params[i] = l->storage + l->args[i].at;
     if (l->args[i].buffer)
@@ -63,6 +70,8 @@ static void launch_touches(const cuv_op_t *op, cuv__touches_t *t) {
   const launch_op_t *l = (const launch_op_t *)op;
   for (size_t i = 0; i < l->nargs; i++)
     cuv__touch(t, l->args[i].buffer, l->args[i].kind != CUV_ARG_KIND_READ);
+  if (l->nops)
+    cuv__arg_ops_touches(l->args, l->nargs, t);
 }
 
 static const cuv__op_vt_t launch_vt = {"launch", launch_execute, launch_drop, launch_touches};
@@ -101,9 +110,12 @@ static void pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
     if (args[i].kind == CUV_ARG_KIND_SCALAR) {
       memcpy(l->storage + at, args[i].scalar, args[i].size);
     } else {
-      CUdeviceptr ptr = args[i].buffer->ptr + args[i].offset;
-      memcpy(l->storage + at, &ptr, sizeof ptr);
+      if (args[i].buffer) { /* an op argument's pointer is written when its op ran */
+        CUdeviceptr ptr = args[i].buffer->ptr + args[i].offset;
+        memcpy(l->storage + at, &ptr, sizeof ptr);
+      }
       k->buffer = cuv_buffer_ref(args[i].buffer);
+      k->op = args[i].op;
       k->offset = args[i].offset;
       k->length = args[i].length;
       k->flags = args[i].flags;
@@ -112,23 +124,40 @@ static void pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
   }
 }
 
-CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
-                                unsigned shared_bytes, const cuv_arg_t *args, size_t nargs) {
+/* What makes a launch an error op, in the order a caller would look for it: its own shape, its
+ * arguments, then an error an op argument carries. */
+static int check_launch(const cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
+                        const cuv_arg_t *args, size_t nargs, size_t *nops, unsigned char *host) {
+  *nops = 0;
+  *host = 0;
   if (!kernel || (nargs && !args) || !grid.x || !grid.y || !grid.z || !block.x || !block.y ||
       !block.z)
-    return cuv__op_fail(CUV_EINVAL);
+    return CUV_EINVAL;
   int rc = cuv__args_check(kernel, args, nargs);
+  return rc < 0 ? rc : cuv__arg_ops_error(args, nargs, nops, host);
+}
+
+CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
+                                unsigned shared_bytes, const cuv_arg_t *args, size_t nargs) {
+  int rc = cuv__arg_ops_take(args, nargs); /* consumed from here on, whatever happens */
   if (rc < 0)
     return cuv__op_fail(rc);
-  launch_op_t *l = launch_new(nargs, storage_size(args, nargs));
-  if (!l)
-    return cuv__op_fail(CUV_ENOMEM);
+  size_t nops;
+  unsigned char host;
+  rc = check_launch(kernel, grid, block, args, nargs, &nops, &host);
+  launch_op_t *l = rc == 0 ? launch_new(nargs, storage_size(args, nargs)) : NULL;
+  if (!l) {
+    cuv__arg_ops_drop(args, nargs);
+    return cuv__op_fail(rc < 0 ? rc : CUV_ENOMEM);
+  }
   l->kernel = cuv__kernel_ref(kernel);
   l->grid = grid;
   l->block = block;
   l->shared_bytes = shared_bytes;
+  l->nops = nops;
+  l->op.host = host;
   l->op.device = kernel->mod->dev->ordinal;
-  pack_args(l, args, nargs);
+  pack_args(l, args, nargs); /* the op arguments move into the node */
   if ((rc = cuv__kargs_unique(l->args, l->nargs)) < 0) {
     cuv_op_destroy(&l->op);
     return cuv__op_fail(rc);

@@ -42,7 +42,8 @@ struct a32_params {
 typedef struct member {
   size_t offset, size;
 } member_t;
-#define MEMBER(type, m) {offsetof(struct type, m), sizeof(((struct type *)0)->m)}
+#define MEMBER(type, m)                                                                            \
+  { offsetof(struct type, m), sizeof(((struct type *)0)->m) }
 
 static void expect_layout(const char *kernel, const member_t *members, size_t n) {
   CUfunction fn = cuvt_fn(kernel);
@@ -63,10 +64,10 @@ static void test_parameter_layout_is_the_c_layout(void **state) {
     printf("# this driver reports no parameter layout (CUDA 12.4+ does): not checked\n");
     return;
   }
-  static const member_t f4[] = {MEMBER(f4_params, n), MEMBER(f4_params, v),
-                                MEMBER(f4_params, x), MEMBER(f4_params, y)};
-  static const member_t d2[] = {MEMBER(d2_params, n), MEMBER(d2_params, ab),
-                                MEMBER(d2_params, x), MEMBER(d2_params, y)};
+  static const member_t f4[] = {MEMBER(f4_params, n), MEMBER(f4_params, v), MEMBER(f4_params, x),
+                                MEMBER(f4_params, y)};
+  static const member_t d2[] = {MEMBER(d2_params, n), MEMBER(d2_params, ab), MEMBER(d2_params, x),
+                                MEMBER(d2_params, y)};
   static const member_t u8_u64[] = {MEMBER(u8_u64_params, shift), MEMBER(u8_u64_params, add),
                                     MEMBER(u8_u64_params, x), MEMBER(u8_u64_params, y),
                                     MEMBER(u8_u64_params, n)};
@@ -86,8 +87,8 @@ static unsigned random_n(void) { return 1 + cuvt_random_u32() % 5000; }
 static float small_int(void) { return (float)((int)(cuvt_random_u32() % 2001) - 1000); }
 
 static void launch(const char *kernel, unsigned n, const cuv_arg_t *args, size_t nargs) {
-  assert_cuv_ok(cuv_sync(cuv_launch(cuvt_kernel(kernel), CUVT_GRID(n), CUVT_BLOCK, 0, args, nargs),
-                         NULL));
+  assert_cuv_ok(
+      cuv_sync(cuv_launch(cuvt_kernel(kernel), CUVT_GRID(n), CUVT_BLOCK, 0, args, nargs), NULL));
 }
 
 static void test_float4_struct(void **state) {
@@ -136,8 +137,8 @@ static void test_u64_after_u8(void **state) {
   unsigned long long add = (unsigned long long)cuvt_random_u32() << 32 | cuvt_random_u32();
   cuv_buffer_t *dx = cuvt_buffer(n * sizeof *x), *dy = cuvt_buffer(n * sizeof *y);
   cuvt_upload(dx, 0, x, n * sizeof *x);
-  cuv_arg_t args[] = {CUV_ARG_VALUE(shift), CUV_ARG_VALUE(add), CUV_ARG_READ(dx),
-                      CUV_ARG_WRITE(dy), CUV_ARG_VALUE(n)};
+  cuv_arg_t args[] = {CUV_ARG_VALUE(shift), CUV_ARG_VALUE(add), CUV_ARG_READ(dx), CUV_ARG_WRITE(dy),
+                      CUV_ARG_VALUE(n)};
   launch("args_u8_u64", n, args, 5);
   cuvt_read(y, dy, 0, n * sizeof *y);
   for (unsigned i = 0; i < n; i++)

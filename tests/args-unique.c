@@ -96,18 +96,17 @@ static void test_disjoint_halves_written(void **state) {
   size_t half = 1 + cuvt_random_u32() % 2048;
   cuv_buffer_t *buf = random_buffer(2 * half, &want);
   unsigned a = cuvt_random_u32(), b = cuvt_random_u32(), n = (unsigned)half;
-  assert_cuv_ok(cuv_sync(fill_two(n, &a, CUV_ARG_WRITE_RANGE(buf, 0, half * 4), &b,
-                                  CUV_ARG_RW_AT(buf, half * 4)),
-                         NULL));
+  assert_cuv_ok(cuv_sync(
+      fill_two(n, &a, CUV_ARG_WRITE_RANGE(buf, 0, half * 4), &b, CUV_ARG_RW_AT(buf, half * 4)),
+      NULL));
   for (size_t i = 0; i < half; i++) {
     want[i] = a;
     want[half + i] = b;
   }
   expect_contents(buf, want, 2 * half);
   /* The second half first, the first as a range of its own. */
-  assert_cuv_ok(cuv_sync(fill_two(n, &b, CUV_ARG_RW_AT(buf, half * 4), &a,
-                                  CUV_ARG_RW_RANGE(buf, 0, half * 4)),
-                         NULL));
+  assert_cuv_ok(cuv_sync(
+      fill_two(n, &b, CUV_ARG_RW_AT(buf, half * 4), &a, CUV_ARG_RW_RANGE(buf, 0, half * 4)), NULL));
   for (size_t i = 0; i < half; i++) {
     want[i] = a;
     want[half + i] = b;
@@ -127,8 +126,8 @@ static void test_read_overlapping_write_accepted(void **state) {
     want[i] = a * host[i] + host[i];
   cuv_buffer_t *buf = cuvt_buffer_of(host, n);
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_READ(buf), CUV_ARG_RW(buf)};
-  assert_cuv_ok(cuv_sync(cuv_launch(cuvt_kernel_ok("saxpy"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 4),
-                         NULL));
+  assert_cuv_ok(
+      cuv_sync(cuv_launch(cuvt_kernel_ok("saxpy"), CUVT_GRID(n), CUVT_BLOCK, 0, args, 4), NULL));
   cuvt_read(host, buf, 0, n * sizeof *host);
   cuvt_assert_floats_equal(host, want, n);
   cuv_buffer_unref(buf);

@@ -237,6 +237,14 @@ static void test_op_consumed_on_every_path(void **state) {
   EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
   EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 6);
+  /* A launch refused for any reason consumes its op arguments (tests/args-ops.c has more). */
+  atomic_store(&releases, 0);
+  cuv_arg_t op_arg[] = {CUV_ARG_OP_RW(counted())};
+  EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, op_arg, 1), CUV_EINVAL);
+  op_arg[0] = CUV_ARG_OP_RW(counted());
+  EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(0), CUV_DIM1(1), 0, op_arg, 1),
+            CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
 }
 
 static void count_stray(int status, cuv_output_t *output, void *arg) { ++*(int *)arg; }
@@ -581,6 +589,8 @@ static void test_mismatched_devices(void **state) {
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
+  cuv_arg_t op_args[] = {CUV_ARG_VALUE(n), CUV_ARG_OP_RW(cuv_zeros(d0, 64))};
+  EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, op_args, 2), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_memset8(b1, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_alloc(d1, 64), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_zeros(d1, 64), NULL), CUV_EDEVICE);
