@@ -83,6 +83,25 @@ static void test_several_op_arguments_make_a_tuple(void **state) {
   free(y);
 }
 
+/* The README's example, the seed's first: saxpy over ones and zeros made on the launch's stream. */
+static void test_readme_example(void **state) {
+  unsigned n = random_n();
+  float a = (float)(int)(cuvt_random_u32() % 1001) - 500.0f;
+  cuv_device_t *dev = cuvt_device();
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_OP_READ(cuv_ones_f32(dev, n)),
+                      CUV_ARG_OP_RW(cuv_zeros(dev, n * sizeof(float)))};
+  cuv_output_t out;
+  int rc = cuv_sync(
+      cuv_launch(cuvt_kernel_ok("saxpy"), CUV_DIM1((n + 255) / 256), CUV_DIM1(256), 0, args, 4),
+      &out);
+  assert_cuv_ok(rc);
+  float *y = floats_of(cuv_tuple_get(&out, 1), n);
+  for (unsigned i = 0; i < n; i++)
+    assert_true(y[i] == a);
+  cuv_output_release(&out);
+  free(y);
+}
+
 /* An op argument at an offset: the kernel gets the new buffer's pointer + offset; past the buffer
  * is CUV_ERANGE when the launch runs (its size is known only then). */
 static void test_op_argument_at_an_offset(void **state) {
@@ -286,6 +305,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dup_as_argument),
       cmocka_unit_test(test_several_op_arguments_make_a_tuple),
+      cmocka_unit_test(test_readme_example),
       cmocka_unit_test(test_op_argument_at_an_offset),
       cmocka_unit_test(test_op_arguments_from_combinators),
       cmocka_unit_test(test_nested_in_seq_zip_fork_then),
