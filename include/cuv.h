@@ -232,7 +232,7 @@ CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset
 
 /* ---- buffer helpers: new buffers as lazy ops ------------------------------------------------- */
 
-/* The seed's api::zeros, ones and dup. Each op allocates a buffer on the executing stream
+/* Zeros, ones, patterns, iota and copies. Each op allocates a buffer on the executing stream
  * (stream-ordered, as cuv_alloc) and fills it there; its output is the new buffer (a
  * cuv_buffer_t *: cuv_output_buffer), which the submission holds as written, so another stream's
  * use of it is ordered after the fill as for cuv_memset32. count is in elements: 0, or
@@ -296,15 +296,15 @@ enum {
  * struct __align__(32) is passed as it is, the driver lays it out), or an op whose output buffer
  * becomes the argument (CUV_ARG_OP_*, below).
  *
- * Unique storage: a writable buffer argument (WRITE, RW) names the bytes [offset, offset + length)
- * of its buffer (length 0: to the buffer's end), and no other writable argument of the launch may
- * name any of them: cuv_launch refuses that with CUV_EARGS, as the seed requires unique storage
- * for mutable arguments: no two writers of one launch share a byte. Disjoint ranges
- * of one buffer are fine. A read may overlap a write: an in-place kernel reads through one pointer
- * what it writes through another (y = f(x) with y == x), and refusing that would refuse the
- * common case to catch nothing a single writer could not do alone. A kernel that aliases writable
- * arguments on purpose marks one with CUV_ARG_MAY_ALIAS. A range past the buffer is CUV_ERANGE.
- * Hazard tracking between streams stays per buffer, whatever the ranges. */
+ * Unique storage: a writable buffer argument (WRITE,
+ * RW) names the bytes [offset, offset + length) of its buffer (length 0: to the buffer's end), and
+ * no other writable argument of the launch may name any of them: cuv_launch refuses that with
+ * CUV_EARGS. Disjoint ranges of one buffer are fine. A read may overlap a write: an in-place
+ * kernel reads through one pointer what it writes through another (y = f(x) with y == x), and
+ * refusing that would refuse the common case to catch nothing a single writer could not do alone.
+ * A kernel that aliases writable arguments on purpose marks one with CUV_ARG_MAY_ALIAS. A range
+ * past the buffer is CUV_ERANGE. Hazard tracking between streams stays per buffer, whatever the
+ * ranges. */
 typedef struct cuv_arg {
   enum cuv_arg_kind kind;
   cuv_buffer_t *buffer;
@@ -341,7 +341,7 @@ static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
 }
 #define CUV_ARG_MAY_ALIAS(arg) cuv_arg_may_alias(arg)
 
-/* An op as a kernel argument (the seed passes lazy ops to kernels): CUV_ARG_OP_RW(cuv_dup(x)).
+/* An op as a kernel argument: CUV_ARG_OP_RW(cuv_dup(x)).
  * The op must output a buffer (cuv_output_buffer: cuv_alloc, the buffer helpers, or a then, map
  * or cuv_value passing one on). The launch runs it first, on its own stream, before the kernel and
  * in argument order, and passes that buffer with the access given (offset and length apply to

@@ -1,8 +1,7 @@
-/* Op arguments of a kernel launch (CUV_ARG_OP_READ/WRITE/RW), as the seed passes lazy ops to its
- * kernels: the launch owns each such op, runs it on its own stream before the kernel, in argument
- * order, and passes the buffer it outputs as the argument. Those buffers are the launch's output
- * (one, or a tuple), so cuv_sync(cuv_launch(..., CUV_ARG_OP_RW(cuv_dup(x)), ...), &out) hands
- * back the result. */
+/* Op arguments of a kernel launch (CUV_ARG_OP_READ/WRITE/RW): the launch owns each such op, runs
+ * it on its own stream before the kernel, in argument order, and passes the buffer it outputs as
+ * the argument. Those buffers are the launch's output (one, or a tuple), so
+ * cuv_sync(cuv_launch(..., CUV_ARG_OP_RW(cuv_dup(x)), ...), &out) hands back the result. */
 #include <string.h>
 
 #include "internal.h"

@@ -1,9 +1,8 @@
 /* Kernel arguments: what cuv_launch checks before it builds a launch (kinds, scalars, flags,
  * buffer ranges and devices, the kernel's parameter count and sizes), and the unique storage of
  * writable arguments, checked again once op arguments gave their buffers. Two writable arguments
- * of one launch may not name overlapping bytes of one buffer (the seed requires unique storage
- * for mutable arguments) unless one says it may alias; a read may overlap a write, as an in-place
- * kernel's input and output do. */
+ * of one launch may not name overlapping bytes of one buffer unless one says it may alias; a read
+ * may overlap a write, as an in-place kernel's input and output do. */
 #include "internal.h"
 #include "args.h"
 

@@ -1,8 +1,7 @@
 /* Buffer helpers: ops that allocate a buffer on the executing stream and fill it there (a byte,
- * 16- or 32-bit pattern, an iota, a copy of another buffer), as the seed's api::zeros, ones and
- * dup. The new buffer is the output. The submission holds it as written, so hazard tracking
- * orders another stream's use of it after the fill, and an output dropped early (by seq) cannot
- * free it under the fill. */
+ * 16- or 32-bit pattern, an iota, a copy of another buffer). The new buffer is the output. The
+ * submission holds it as written, so hazard tracking orders another stream's use of it after the
+ * fill, and an output dropped early (by seq) cannot free it under the fill. */
 #include "internal.h"
 #include "hazard.h"
 #include "staging.h"

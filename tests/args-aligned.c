@@ -1,4 +1,4 @@
-/* Over-aligned kernel arguments (the seed supports them): a struct __align__(16) of four floats,
+/* Over-aligned kernel arguments (cuda-async supports them): a struct __align__(16) of four floats,
  * a double2, an 8-byte value after a 1-byte one, a struct __align__(32) and a 16-byte struct
  * aligned at 8, each mixed with pointers, passed through cuv_launch as CUV_ARG_VALUE and checked
  * against host math on fresh random data. The parameter layout the driver reports

@@ -1,10 +1,10 @@
-/* Lazy ops as kernel arguments (the seed passes lazy ops to its kernels): CUV_ARG_OP_* runs the op
- * first on the launch's stream and passes the buffer it outputs; the launch outputs that buffer
- * (or a tuple of them). Checked against host math on fresh random data: alone, several at once,
- * at an offset, built from seq, map, then and shared clones, and launches with op arguments nested
- * in seq, zip, fork and then. Misuse: an op whose output is no buffer fails with CUV_EARGS when
- * executed, and every op argument is consumed exactly once on every path (counted), also when
- * cuv_launch refuses the launch. */
+/* Lazy ops as kernel arguments (as cuda-async passes lazy ops to its kernels): CUV_ARG_OP_* runs
+ * the op first on the launch's stream and passes the buffer it outputs; the launch outputs that
+ * buffer (or a tuple of them). Checked against host math on fresh random data: alone, several at
+ * once, at an offset, built from seq, map, then and shared clones, and launches with op arguments
+ * nested in seq, zip, fork and then. Misuse: an op whose output is no buffer fails with CUV_EARGS
+ * when executed, and every op argument is consumed exactly once on every path (counted), also
+ * when cuv_launch refuses the launch. */
 #include "counted.h"
 
 static atomic_int releases;
@@ -83,7 +83,8 @@ static void test_several_op_arguments_make_a_tuple(void **state) {
   free(y);
 }
 
-/* The README's example, the seed's first: saxpy over ones and zeros made on the launch's stream. */
+/* The README's example, cuda-async's first: saxpy over ones and zeros made on the launch's
+ * stream. */
 static void test_readme_example(void **state) {
   unsigned n = random_n();
   float a = (float)(int)(cuvt_random_u32() % 1001) - 500.0f;
@@ -165,7 +166,7 @@ static void test_op_arguments_from_combinators(void **state) {
 
 /* ---- launches with op arguments nested in combinators ---- */
 
-/* then: another launch on the buffer it receives, as the seed's .then(|buf| kernel(buf)). */
+/* then: another launch on the buffer it receives, as cuda-async's .then(|buf| kernel(buf)). */
 static cuv_op_t *add_one_again(cuv_output_t *input, void *arg) {
   return add_one(*(unsigned *)arg, CUV_ARG_OP_RW(pass_on(input, NULL)));
 }

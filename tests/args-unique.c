@@ -1,4 +1,4 @@
-/* Unique storage for writable kernel arguments (the seed's rule for mutable arguments): two
+/* Unique storage for writable kernel arguments (cuda-async's rule for mutable arguments): two
  * writable arguments naming overlapping bytes of one buffer are refused with CUV_EARGS when the
  * launch is built, and the buffer is left untouched; disjoint ranges of one buffer are accepted
  * and written as asked; a read may overlap a write (an in-place kernel); CUV_ARG_MAY_ALIAS lets a

@@ -1,4 +1,4 @@
-/* Buffer helpers (the seed's api::zeros, ones and dup): cuv_fill8/16/32, cuv_zeros, cuv_ones_f32,
+/* Buffer helpers (cuda-async's api::zeros, ones and dup): cuv_fill8/16/32, cuv_zeros, cuv_ones_f32,
  * cuv_iota_u32/f32 and cuv_dup each output a new buffer of the right size whose contents match a
  * host reference, on fresh random sizes and values. New stream-ordered memory holds garbage (the
  * simulator fills it with 0xa5, as a driver's pool hands out what was freed), so a helper that
