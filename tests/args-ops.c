@@ -5,6 +5,8 @@
  * nested in seq, zip, fork and then. Misuse: an op whose output is no buffer fails with CUV_EARGS
  * when executed, and every op argument is consumed exactly once on every path (counted), also
  * when cuv_launch refuses the launch. */
+#include <pthread.h>
+
 #include "counted.h"
 
 static atomic_int releases;
@@ -198,6 +200,56 @@ static void test_nested_in_seq_zip_fork_then(void **state) {
   free(host);
 }
 
+/* A map over a launch whose op argument copies to the host first (a slow kernel's value,
+ * downloaded into a host buffer): the map sees the value landed, and, as for any map over a copy
+ * to the host, runs on a thread that may wait (a submitter thread when there are any). */
+typedef struct landed {
+  cuv_host_buffer_t *host;
+  unsigned value;
+  pthread_t thread;
+  atomic_int calls;
+} landed_t;
+
+static int record_landed(cuv_output_t *value, void *arg) {
+  landed_t *l = arg;
+  memcpy(&l->value, cuv_host_buffer_data(l->host), sizeof l->value);
+  l->thread = pthread_self();
+  atomic_fetch_add(&l->calls, 1);
+  return 0;
+}
+
+static void count_done(int status, cuv_output_t *output, void *arg) {
+  *(int *)arg = status == 0 && cuv_output_buffer(output) ? 1 : status;
+}
+
+static void test_map_over_launch_sees_op_argument_download(void **state) {
+  cuv_config_t config;
+  assert_cuv_ok(cuv_config_get(&config));
+  cuv_buffer_t *flag = cuvt_buffer(sizeof(unsigned));
+  landed_t seen = {0};
+  assert_cuv_ok(cuv_host_buffer_create(&seen.host, cuvt_device(), sizeof(unsigned)));
+  memset(cuv_host_buffer_data(seen.host), 0, sizeof(unsigned));
+  unsigned value = cuvt_random_u32() | 1u;
+  cuv_op_t *landing = cuv_seq(cuvt_slow_write(40, value, flag),
+                              cuv_download_into(seen.host, 0, flag, 0, sizeof value));
+  cuv_op_t *launch = add_one(16, CUV_ARG_OP_RW(cuv_seq(landing, cuv_zeros(cuvt_device(), 64))));
+  cuv_queue_t *queue;
+  assert_cuv_ok(cuv_queue_create(&queue, NULL, NULL));
+  int done = 0;
+  assert_cuv_ok(cuv_submit(queue, cuv_map(launch, record_landed, &seen), count_done, &done, NULL));
+  while (cuv_queue_pending(queue) > 0) {
+    cuv_queue_wait(queue, -1);
+    cuv_queue_drain(queue);
+  }
+  assert_int_equal(done, 1);
+  assert_int_equal(atomic_load(&seen.calls), 1);
+  assert_int_equal(seen.value, value);
+  assert_int_equal(pthread_equal(seen.thread, pthread_self()) != 0, config.submit_threads == 0);
+  assert_cuv_ok(cuv_queue_destroy(queue));
+  cuv_host_buffer_unref(seen.host);
+  cuv_buffer_unref(flag);
+}
+
 /* ---- misuse ---- */
 
 /* Outputs that are no buffer: a host value, unit, a tuple. The launch fails when it runs, with
@@ -310,6 +362,7 @@ int main(void) {
       cmocka_unit_test(test_op_argument_at_an_offset),
       cmocka_unit_test(test_op_arguments_from_combinators),
       cmocka_unit_test(test_nested_in_seq_zip_fork_then),
+      cmocka_unit_test(test_map_over_launch_sees_op_argument_download),
       cmocka_unit_test(test_non_buffer_output_fails),
       cmocka_unit_test(test_op_arguments_consumed_on_every_path),
       cmocka_unit_test(test_op_argument_aliasing_a_buffer_argument),
