@@ -203,6 +203,8 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_of
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
+/* offset and count in bytes and 16-bit elements; offset must be 2-byte aligned (CUV_EINVAL). */
+CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count);
 /* offset and count in bytes and 32-bit words; offset must be 4-byte aligned. */
 CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count);
 /* Copies a device range into new host memory. Output: a pointer to `bytes` bytes (valid after
@@ -227,6 +229,34 @@ CUV_EXTERN cuv_op_t *cuv_upload(cuv_buffer_t *dst, size_t dst_offset, cuv_host_b
 /* dst[dst_offset..+bytes) = src[src_offset..+bytes), defined once the submission completed. */
 CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset,
                                        cuv_buffer_t *src, size_t src_offset, size_t bytes);
+
+/* ---- buffer helpers: new buffers as lazy ops ------------------------------------------------- */
+
+/* Zeros, ones, patterns, iota and copies. Each op allocates a buffer on the executing stream
+ * (stream-ordered, as cuv_alloc) and fills it there; its output is the new buffer (a
+ * cuv_buffer_t *: cuv_output_buffer), which the submission holds as written, so another stream's
+ * use of it is ordered after the fill as for cuv_memset32. count is in elements: 0, or
+ * count * element size past SIZE_MAX, is CUV_EINVAL; so is a NULL device or buffer. Executed on a
+ * stream of another device: CUV_EDEVICE. Like cuv_alloc, not inside a graph capture. */
+CUV_EXTERN cuv_op_t *cuv_fill8(cuv_device_t *dev, size_t count, uint8_t value);
+CUV_EXTERN cuv_op_t *cuv_fill16(cuv_device_t *dev, size_t count, uint16_t value);
+CUV_EXTERN cuv_op_t *cuv_fill32(cuv_device_t *dev, size_t count, uint32_t value);
+/* `bytes` zero bytes (zero in every type). */
+CUV_EXTERN cuv_op_t *cuv_zeros(cuv_device_t *dev, size_t bytes);
+/* `count` floats of 1.0f. */
+CUV_EXTERN cuv_op_t *cuv_ones_f32(cuv_device_t *dev, size_t count);
+/* Element i is start + i * step: modulo 2^32 for u32; for f32 computed in double and rounded to
+ * float once. The values are computed on the host when the op executes, into pinned staging, and
+ * copied in with one DMA. */
+CUV_EXTERN cuv_op_t *cuv_iota_u32(cuv_device_t *dev, size_t count, uint32_t start, uint32_t step);
+CUV_EXTERN cuv_op_t *cuv_iota_f32(cuv_device_t *dev, size_t count, float start, float step);
+/* A new buffer of src's size holding a copy of src, read on the executing stream (ordered after
+ * writers of src on other streams). */
+CUV_EXTERN cuv_op_t *cuv_dup(cuv_buffer_t *src);
+/* The buffer an output holds (that of cuv_alloc, the helpers above, a launch with one op
+ * argument, or a cuv_value passing such an output on), or NULL when it holds none. Borrowed: it
+ * lives as long as the output, or take a reference (cuv_buffer_ref). */
+CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out);
 
 /* ---- modules and kernels -------------------------------------------------------------------- */
 
@@ -255,28 +285,80 @@ typedef struct cuv_dim3 {
 
 enum cuv_arg_kind { CUV_ARG_KIND_SCALAR, CUV_ARG_KIND_READ, CUV_ARG_KIND_WRITE, CUV_ARG_KIND_RW };
 
-/* One kernel argument: a buffer with its access (passed as a device pointer plus offset), or a
- * scalar of any size (copied when the launch op is built). */
+enum {
+  /* This writable argument may share storage with other writable arguments of its launch: for a
+   * kernel that aliases on purpose and orders its own accesses. */
+  CUV_ARG_FLAG_MAY_ALIAS = 1u << 0,
+};
+
+/* One kernel argument: a buffer with its access (passed to the kernel as the buffer's device
+ * pointer plus offset), a scalar of any size and alignment (copied when the launch op is built; a
+ * struct __align__(32) is passed as it is, the driver lays it out), or an op whose output buffer
+ * becomes the argument (CUV_ARG_OP_*, below).
+ *
+ * Unique storage: a writable buffer argument (WRITE,
+ * RW) names the bytes [offset, offset + length) of its buffer (length 0: to the buffer's end), and
+ * no other writable argument of the launch may name any of them: cuv_launch refuses that with
+ * CUV_EARGS. Disjoint ranges of one buffer are fine. A read may overlap a write: an in-place
+ * kernel reads through one pointer what it writes through another (y = f(x) with y == x), and
+ * refusing that would refuse the common case to catch nothing a single writer could not do alone.
+ * A kernel that aliases writable arguments on purpose marks one with CUV_ARG_MAY_ALIAS. A range
+ * past the buffer is CUV_ERANGE. Hazard tracking between streams stays per buffer, whatever the
+ * ranges. */
 typedef struct cuv_arg {
   enum cuv_arg_kind kind;
   cuv_buffer_t *buffer;
-  size_t offset;
-  const void *scalar;
+  size_t offset;      /* buffer arguments: bytes into the buffer */
+  const void *scalar; /* scalars: the value, `size` bytes */
   size_t size;
+  size_t length;      /* buffer arguments: bytes the kernel may touch from offset; 0: to the end */
+  unsigned flags;     /* buffer arguments: CUV_ARG_FLAG_*; 0 for scalars */
+  cuv_op_t *op;       /* op arguments, instead of buffer: the op, consumed by cuv_launch */
 } cuv_arg_t;
 
-#define CUV_ARG_READ(buf) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), 0, NULL, 0})
-#define CUV_ARG_WRITE(buf) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), 0, NULL, 0})
-#define CUV_ARG_RW(buf) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), 0, NULL, 0})
+#define CUV__ARG_BUF(kind, buf, off, len)                                                         \
+  ((cuv_arg_t){(kind), (buf), (off), NULL, 0, (len), 0, NULL})
+#define CUV_ARG_READ(buf) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), 0, 0)
+#define CUV_ARG_WRITE(buf) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), 0, 0)
+#define CUV_ARG_RW(buf) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), 0, 0)
 /* The same at a byte offset into the buffer (the kernel receives its pointer + offset). */
-#define CUV_ARG_READ_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_READ, (buf), (off), NULL, 0})
-#define CUV_ARG_WRITE_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_WRITE, (buf), (off), NULL, 0})
-#define CUV_ARG_RW_AT(buf, off) ((cuv_arg_t){CUV_ARG_KIND_RW, (buf), (off), NULL, 0})
-#define CUV_ARG_SCALAR(ptr, bytes) ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes)})
+#define CUV_ARG_READ_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), 0)
+#define CUV_ARG_WRITE_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), 0)
+#define CUV_ARG_RW_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), 0)
+/* The same for the `len` bytes from `off` only: two writable ranges of one buffer that do not
+ * overlap are accepted (two halves written by one kernel). */
+#define CUV_ARG_READ_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), (len))
+#define CUV_ARG_WRITE_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), (len))
+#define CUV_ARG_RW_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), (len))
+#define CUV_ARG_SCALAR(ptr, bytes)                                                                \
+  ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes), 0, 0, NULL})
 #define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
 
+/* `arg` marked CUV_ARG_FLAG_MAY_ALIAS: CUV_ARG_MAY_ALIAS(CUV_ARG_RW(buf)). */
+static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
+  arg.flags |= CUV_ARG_FLAG_MAY_ALIAS;
+  return arg;
+}
+#define CUV_ARG_MAY_ALIAS(arg) cuv_arg_may_alias(arg)
+
+/* An op as a kernel argument: CUV_ARG_OP_RW(cuv_dup(x)).
+ * The op must output a buffer (cuv_output_buffer: cuv_alloc, the buffer helpers, or a then, map
+ * or cuv_value passing one on). The launch runs it first, on its own stream, before the kernel and
+ * in argument order, and passes that buffer with the access given (offset and length apply to
+ * it, as to a buffer argument: CUV_ERANGE past it). The launch's output is then that buffer's
+ * output (one op argument) or a tuple of them in argument order (several), instead of unit:
+ * cuv_sync(cuv_launch(k, grid, block, 0, args, n), &out) hands the results back. An op whose
+ * output is not a buffer fails the launch with CUV_EARGS when it runs; one of another device is
+ * CUV_EDEVICE. cuv_launch consumes every op argument, also when it fails (an op owned elsewhere
+ * already, or named twice: CUV_ECONSUMED). */
+#define CUV__ARG_OP(kind, op_) ((cuv_arg_t){(kind), NULL, 0, NULL, 0, 0, 0, (op_)})
+#define CUV_ARG_OP_READ(op) CUV__ARG_OP(CUV_ARG_KIND_READ, (op))
+#define CUV_ARG_OP_WRITE(op) CUV__ARG_OP(CUV_ARG_KIND_WRITE, (op))
+#define CUV_ARG_OP_RW(op) CUV__ARG_OP(CUV_ARG_KIND_RW, (op))
+
 /* A kernel launch. Arguments are checked against the kernel's parameter count and sizes where the
- * driver reports them. Output: unit. */
+ * driver reports them (CUV_EARGS), and for unique storage (above). Output: unit, or the buffers
+ * of its op arguments. Consumes the op arguments. */
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
                                 unsigned shared_bytes, const cuv_arg_t *args, size_t nargs);
 
@@ -319,7 +401,8 @@ CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
  * several threads: the first clone executed runs the op, the others wait for it to be enqueued;
  * a clone executed on another stream is ordered after the producer with a CUDA event. Every
  * clone outputs a view of the same value (data identical; the value is released when the shared
- * handle and every clone output are gone). */
+ * handle and every clone output are gone; a buffer is viewed through a reference of its own, so
+ * a clone's output is a buffer to cuv_output_buffer and may be a launch's op argument). */
 typedef struct cuv_shared_s cuv_shared_t;
 /* Never NULL: without an op (CUV_EINVAL) or memory (CUV_ENOMEM) it returns a handle whose clones
  * fail with that status, as an error op does. */

@@ -47,6 +47,7 @@
   X(cuMemcpyDtoHAsync)                                                                            \
   X(cuMemcpyDtoDAsync)                                                                            \
   X(cuMemsetD8Async)                                                                              \
+  X(cuMemsetD16Async)                                                                             \
   X(cuMemsetD32Async)                                                                             \
   X(cuModuleLoadData)                                                                             \
   X(cuModuleUnload)                                                                               \

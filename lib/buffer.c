@@ -81,15 +81,27 @@ typedef struct alloc_op {
 
 static void alloc_drop(cuv_op_t *op) { cuv__device_unref(((alloc_op_t *)op)->dev); }
 
+int cuv__buffer_alloc_async(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes,
+                            cuv_stream_t *stream) {
+  CUdeviceptr ptr = 0;
+  int rc = dev == stream->dev ? 0 : CUV_EDEVICE;
+  if (rc == 0)
+    rc = cuv__cu(cuv__drv.cuMemAllocAsync(&ptr, bytes, stream->cu));
+  if (rc == 0 && (rc = buffer_new(out, dev, ptr, bytes, stream)) < 0)
+    cuv__drv.cuMemFreeAsync(ptr, stream->cu);
+  return rc;
+}
+
+CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out) {
+  if (!out || !out->data || out->release != cuv__buffer_release || out->release_arg != out->data)
+    return NULL;
+  return out->data;
+}
+
 static int alloc_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   alloc_op_t *a = (alloc_op_t *)op;
-  int rc = a->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
-  CUdeviceptr ptr = 0;
-  if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuMemAllocAsync(&ptr, a->bytes, ex->stream->cu));
   cuv_buffer_t *buf = NULL;
-  if (rc == 0 && (rc = buffer_new(&buf, a->dev, ptr, a->bytes, ex->stream)) < 0)
-    cuv__drv.cuMemFreeAsync(ptr, ex->stream->cu);
+  int rc = cuv__buffer_alloc_async(&buf, a->dev, a->bytes, ex->stream);
   if (rc == 0)
     *out = cuv__output(buf, cuv__buffer_release, buf);
   alloc_drop(op);
@@ -107,6 +119,7 @@ CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
   a->dev = cuv__device_ref(dev);
   a->bytes = bytes;
   a->op.device = dev->ordinal;
+  a->op.fresh_buffer = true;
   return &a->op;
 }
 

@@ -16,6 +16,11 @@ struct cuv_buffer_s {
 
 /* Checks [offset, offset + bytes) lies in buf. */
 int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes);
+/* The release function of every output that is a buffer (cuv_output_buffer recognises it). */
 void cuv__buffer_release(void *buf);
+/* A new buffer from stream-ordered allocation on `stream` (of dev: else CUV_EDEVICE), freed on that
+ * stream at its last reference. */
+int cuv__buffer_alloc_async(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes,
+                            cuv_stream_t *stream);
 
 #endif

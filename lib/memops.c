@@ -8,7 +8,7 @@
 #include "staging.h"
 #include "host_buffer.h"
 
-enum copy_kind { COPY_HTOD, COPY_DTOH, COPY_DTOD, SET8, SET32, DOWNLOAD };
+enum copy_kind { COPY_HTOD, COPY_DTOH, COPY_DTOD, SET8, SET16, SET32, DOWNLOAD };
 
 typedef struct copy_op {
   struct cuv_op_s op;
@@ -36,6 +36,8 @@ static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
   case DOWNLOAD: return cuv__drv.cuMemcpyDtoHAsync(download, src, c->bytes, stream);
   case COPY_DTOD: return cuv__drv.cuMemcpyDtoDAsync(dst, src, c->bytes, stream);
   case SET8: return cuv__drv.cuMemsetD8Async(dst, (unsigned char)c->value, c->bytes, stream);
+  case SET16:
+    return cuv__drv.cuMemsetD16Async(dst, (unsigned short)c->value, c->bytes / 2, stream);
   case SET32: return cuv__drv.cuMemsetD32Async(dst, c->value, c->bytes / 4, stream);
   }
   return CUDA_ERROR_INVALID_VALUE;
@@ -162,13 +164,23 @@ CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value
   return op;
 }
 
-CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count) {
-  if (!dst || offset % 4 != 0 || count > SIZE_MAX / 4)
+/* A set of `count` elements of `width` bytes, each at its own alignment as the driver wants. */
+static cuv_op_t *set_wide(enum copy_kind kind, cuv_buffer_t *dst, size_t offset, uint32_t value,
+                          size_t count, size_t width) {
+  if (!dst || offset % width != 0 || count > SIZE_MAX / width)
     return cuv__op_fail(CUV_EINVAL);
-  cuv_op_t *op = copy_new(SET32, dst, offset, NULL, 0, count * 4);
+  cuv_op_t *op = copy_new(kind, dst, offset, NULL, 0, count * width);
   if (!op->error)
     ((copy_op_t *)op)->value = value;
   return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count) {
+  return set_wide(SET16, dst, offset, value, count, 2);
+}
+
+CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count) {
+  return set_wide(SET32, dst, offset, value, count, 4);
 }
 
 /* A copy whose host side is a host buffer: the op holds a reference on it (as `staged`, which the

@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__zalloc(size);

@@ -39,6 +39,9 @@ struct cuv_op_s {
   int device;  /* ordinal of the device the op touches, or -1 */
   unsigned char taken; /* OP_FREE, or held by a combinator or shared (op.c) */
   unsigned char host;  /* CUV__OP_* */
+  /* Its output is a buffer it allocates when it runs, which no other job can touch before: the
+   * engine needs no buffer address for it (a launch's op argument, lib/arg_ops.c). */
+  bool fresh_buffer;
 };
 
 /* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */

@@ -100,6 +100,15 @@ typedef struct clone_op {
 
 static void clone_drop(cuv_op_t *op) { shared_unref(((clone_op_t *)op)->shared); }
 
+/* A view of the value. A buffer is its own reference counted view, so a clone's output is a buffer
+ * to cuv_output_buffer (a launch's op argument takes it); other values live in the shared state. */
+static cuv_output_t clone_output(cuv_shared_t *sh) {
+  cuv_buffer_t *buf = cuv_output_buffer(&sh->value);
+  if (buf)
+    return cuv__output(cuv_buffer_ref(buf), cuv__buffer_release, buf);
+  return cuv__output(sh->value.data, shared_unref, shared_ref(sh));
+}
+
 static int clone_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_shared_t *sh = ((clone_op_t *)op)->shared;
   int rc = shared_resolve(sh, ex);
@@ -112,7 +121,7 @@ static int clone_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   if (rc == 0 && (rc = cuv__sub_hold(ex->sub, shared_unref, shared_ref(sh))) < 0)
     shared_unref(sh);
   if (rc == 0)
-    *out = cuv__output(sh->value.data, shared_unref, shared_ref(sh));
+    *out = clone_output(sh);
   if (sh->host & CUV__OP_LANDS)
     ex->landing = true; /* this stream waited for the producer's copy, or made it */
   shared_unref(sh); /* the clone's own reference */

@@ -18,6 +18,7 @@
 #define SIM_DEVICE_MEMORY (140ull << 30)
 #define SIM_DEVICE_ALIGN 256
 #define SIM_HOST_ALIGN 64
+#define ASYNC_GARBAGE 0xa5 /* the bytes of new stream-ordered memory */
 
 enum alloc_kind { ALLOC_DEVICE, ALLOC_ASYNC, ALLOC_HOST, ALLOC_GRAPH };
 
@@ -321,7 +322,9 @@ static CUresult alloc_captured(struct sim_stream *s, size_t bytesize, void **out
 
 /* The memory is allocated at call time, so it is usable by everything ordered after the call.
  * During capture it becomes a graph allocation. On a stream that is not capturing, this is a
- * "potentially unsafe" call while other captures run. */
+ * "potentially unsafe" call while other captures run. The driver serves these from a pool that
+ * hands out what earlier frees left there, so new memory is filled with ASYNC_GARBAGE: code that
+ * reads it before writing sees that, not the zeros a fresh host page would show. */
 CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream) {
   SIM_ENTER(cuMemAllocAsync);
   if (!dptr || bytesize == 0)
@@ -332,8 +335,9 @@ CUresult CUDAAPI cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hS
   CUresult r = sim_stream_get_live(hStream, &s);
   if (r == CUDA_SUCCESS && s->cap)
     r = alloc_captured(s, bytesize, &p);
-  else if (r == CUDA_SUCCESS && (r = sim_capture_check_unsafe()) == CUDA_SUCCESS)
-    r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p);
+  else if (r == CUDA_SUCCESS && (r = sim_capture_check_unsafe()) == CUDA_SUCCESS &&
+           (r = alloc_new(s->obj.ctx, bytesize, ALLOC_ASYNC, &p)) == CUDA_SUCCESS)
+    memset(p, ASYNC_GARBAGE, bytesize); /* nothing can reach it before *dptr is set */
   if (r == CUDA_SUCCESS)
     *dptr = (CUdeviceptr)(uintptr_t)p;
   sim_unlock();
@@ -412,18 +416,22 @@ struct memset_cmd {
   void *dst;
   uint32_t value;
   size_t count;
-  unsigned width; /* bytes per element: 1 or 4 */
+  unsigned width; /* bytes per element: 1, 2 or 4 */
 };
 
 static void memset_run(struct sim_cmd *cmd, struct sim_stream *s) {
   struct memset_cmd *c = (struct memset_cmd *)cmd;
   if (c->width == 1) {
     memset(c->dst, (int)(c->value & 0xff), c->count);
-    return;
+  } else if (c->width == 2) {
+    uint16_t *p = c->dst;
+    for (size_t i = 0; i < c->count; i++)
+      p[i] = (uint16_t)c->value;
+  } else {
+    uint32_t *p = c->dst;
+    for (size_t i = 0; i < c->count; i++)
+      p[i] = c->value;
   }
-  uint32_t *p = c->dst;
-  for (size_t i = 0; i < c->count; i++)
-    p[i] = c->value;
 }
 
 static const struct sim_cmd_ops memset_ops = {.run = memset_run};
@@ -498,7 +506,8 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
 
 static CUresult memset_async(CUstream h, CUdeviceptr dst, uint32_t value, size_t count,
                              unsigned width) {
-  if (width == 4 && (dst % 4 != 0 || count > SIZE_MAX / 4))
+  /* As the driver: each element at its own alignment. */
+  if (dst % width != 0 || count > SIZE_MAX / width)
     return CUDA_ERROR_INVALID_VALUE;
   struct memset_cmd *c = sim_cmd_new(&memset_ops, sizeof *c);
   if (!c)
@@ -514,6 +523,12 @@ CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dstDevice, unsigned char uc, size_t
                                  CUstream hStream) {
   SIM_ENTER(cuMemsetD8Async);
   return memset_async(hStream, dstDevice, uc, N, 1);
+}
+
+CUresult CUDAAPI cuMemsetD16Async(CUdeviceptr dstDevice, unsigned short us, size_t N,
+                                  CUstream hStream) {
+  SIM_ENTER(cuMemsetD16Async);
+  return memset_async(hStream, dstDevice, us, N, 2);
 }
 
 CUresult CUDAAPI cuMemsetD32Async(CUdeviceptr dstDevice, unsigned int ui, size_t N,

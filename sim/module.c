@@ -25,7 +25,9 @@ struct sim_kernel {
   char *name;
   cuv_sim_kernel_fn fn; /* NULL while only a duration was set */
   size_t nparams;
-  size_t *sizes;
+  size_t *sizes;  /* nparams sizes, then nparams alignments (one allocation) */
+  size_t *aligns;
+  size_t max_align;
   unsigned usec;
   struct sim_kernel *next;
 };
@@ -53,19 +55,44 @@ static struct sim_kernel *kernel_get_or_add(const char *name) {
   return k;
 }
 
-CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
-                                           const size_t *param_sizes) {
-  if (!name || !fn || (nparams > 0 && !param_sizes))
+/* A parameter's alignment when only its size is known: the largest power of two dividing the
+ * size (a type's alignment always divides its size), capped at 16. Right for scalars, pointers
+ * and the vector types (float4 at 16, as the driver reports), and for structs of those; a type
+ * aligned otherwise (a struct of a double and a float: 16 bytes at 8; a struct __align__(32))
+ * needs its alignment registered (cuv_sim_register_kernel_aligned). */
+static size_t param_align(size_t size) {
+  size_t a = 1;
+  while (a < 16 && size % (a * 2) == 0)
+    a *= 2;
+  return a;
+}
+
+static bool layout_valid(size_t nparams, const size_t *sizes, const size_t *aligns) {
+  if (nparams > 0 && !sizes)
+    return false;
+  for (size_t i = 0; i < nparams; i++) {
+    size_t a = aligns ? aligns[i] : 1;
+    if (sizes[i] == 0 || a == 0 || (a & (a - 1)) != 0 || sizes[i] % a != 0)
+      return false;
+  }
+  return true;
+}
+
+CUV_SIM_EXTERN int cuv_sim_register_kernel_aligned(const char *name, cuv_sim_kernel_fn fn,
+                                                   size_t nparams, const size_t *param_sizes,
+                                                   const size_t *param_aligns) {
+  if (!name || !fn || !layout_valid(nparams, param_sizes, param_aligns))
     return -EINVAL;
-  for (size_t i = 0; i < nparams; i++)
-    if (param_sizes[i] == 0)
-      return -EINVAL;
-  size_t *sizes = NULL;
+  size_t *sizes = NULL, max_align = 1;
   if (nparams > 0) {
-    sizes = malloc(nparams * sizeof *sizes);
+    sizes = malloc(2 * nparams * sizeof *sizes);
     if (!sizes)
       return -ENOMEM;
     memcpy(sizes, param_sizes, nparams * sizeof *sizes);
+    for (size_t i = 0; i < nparams; i++) {
+      sizes[nparams + i] = param_aligns ? param_aligns[i] : param_align(param_sizes[i]);
+      max_align = sizes[nparams + i] > max_align ? sizes[nparams + i] : max_align;
+    }
   }
   sim_lock();
   struct sim_kernel *k = kernel_get_or_add(name);
@@ -74,11 +101,18 @@ CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn f
     k->fn = fn;
     k->nparams = nparams;
     k->sizes = sizes;
+    k->aligns = sizes ? sizes + nparams : NULL;
+    k->max_align = max_align;
   }
   sim_unlock();
   if (!k)
     free(sizes);
   return k ? 0 : -ENOMEM;
+}
+
+CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
+                                           const size_t *param_sizes) {
+  return cuv_sim_register_kernel_aligned(name, fn, nparams, param_sizes, NULL);
 }
 
 CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec) {
@@ -91,22 +125,12 @@ CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec)
   sim_unlock();
 }
 
-/* Parameter i's offset in the device-side layout: each parameter aligned like the ABI would.
- * Only sizes are known, so the alignment is the largest power of two dividing the size (a type's
- * alignment always divides its size), capped at 16: right for scalars, pointers and the vector
- * types (float4 at 16, as the driver reports), and for structs of those; a struct of two
- * doubles would be placed at 16 where the ABI uses 8. */
-static size_t param_align(size_t size) {
-  size_t a = 1;
-  while (a < 16 && size % (a * 2) == 0)
-    a *= 2;
-  return a;
-}
-
+/* Parameter i's offset in the device-side layout: each parameter at its alignment, as the PTX's
+ * `.param .align N` places it and cuFuncGetParamInfo reports it. */
 static size_t params_layout(const struct sim_kernel *k, size_t *offsets) {
   size_t off = 0;
   for (size_t i = 0; i < k->nparams; i++) {
-    size_t a = param_align(k->sizes[i]);
+    size_t a = k->aligns[i];
     off = (off + a - 1) / a * a;
     if (offsets)
       offsets[i] = off;
@@ -412,6 +436,8 @@ struct kernel_cmd {
   unsigned usec;
   size_t nparams;
   size_t data_offset; /* of the values in payload */
+  size_t data_size;
+  size_t max_align;   /* of the parameters: above 16, the values are realigned when run */
   _Alignas(16) unsigned char payload[];
 };
 
@@ -425,22 +451,38 @@ static void sleep_until(uint64_t until, struct sim_stream *s) {
   }
 }
 
+/* The parameter values at the kernel's alignment: in the command, or (a parameter aligned to more
+ * than the command's memory is) in *scratch, a copy the caller frees. NULL when out of memory. */
+static unsigned char *aligned_values(struct kernel_cmd *c, unsigned char **scratch) {
+  unsigned char *values = c->payload + c->data_offset;
+  *scratch = NULL;
+  if ((uintptr_t)values % c->max_align == 0)
+    return values;
+  size_t bytes = (c->data_size + c->max_align - 1) / c->max_align * c->max_align;
+  *scratch = aligned_alloc(c->max_align, bytes ? bytes : c->max_align);
+  if (*scratch)
+    memcpy(*scratch, values, c->data_size);
+  return *scratch;
+}
+
 static void kernel_run(struct sim_cmd *cmd, struct sim_stream *s) {
   struct kernel_cmd *c = (struct kernel_cmd *)cmd;
   void *stack_params[16];
   void **params = c->nparams <= 16 ? stack_params : malloc(c->nparams * sizeof *params);
+  unsigned char *scratch, *values = aligned_values(c, &scratch);
   cuv_sim_launch_t launch = c->launch;
   launch.shared = launch.shared_bytes ? malloc(launch.shared_bytes) : NULL;
   int rc;
   uint64_t start = sim_now_ns();
-  if (!params || (launch.shared_bytes && !launch.shared)) {
+  if (!params || !values || (launch.shared_bytes && !launch.shared)) {
     rc = CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES;
   } else {
     const size_t *offsets = (const size_t *)(void *)c->payload;
     for (size_t i = 0; i < c->nparams; i++)
-      params[i] = c->payload + c->data_offset + offsets[i];
+      params[i] = values + offsets[i];
     rc = c->fn(&launch, params);
   }
+  free(scratch);
   if (rc != 0) {
     sim_lock();
     sim_ctx_set_fault(s->obj.ctx, (CUresult)rc, s);
@@ -536,6 +578,8 @@ static CUresult kernel_cmd_new(struct sim_module *mod, const struct sim_kernel *
   c->usec = k->usec;
   c->nparams = k->nparams;
   c->data_offset = data_offset;
+  c->data_size = data_size;
+  c->max_align = k->max_align ? k->max_align : 1;
   *out = c;
   return CUDA_SUCCESS;
 }

@@ -46,7 +46,8 @@
   X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuMemAlloc) X(cuMemFree)              \
   X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)                        \
   X(cuMemHostGetDevicePointer) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)    \
-  X(cuMemsetD8Async) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleUnload)                   \
+  X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuModuleLoadData)                 \
+  X(cuModuleUnload)                                                                              \
   X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchHostFunc)             \
   X(cuStreamWriteValue32) X(cuStreamWriteValue64) X(cuStreamWaitValue32)                         \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)     \

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +120,38 @@ static int saxpy_twin(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
+/* wide(char tag, struct wide32 v, int n, struct dq q, float *out): over-aligned parameters.
+ * out[0] = tag + v's sum + n + q.a + q.b, or -1 when a parameter is not at its alignment. */
+struct wide32 {
+  _Alignas(32) float v[8];
+};
+struct dq {
+  double a;
+  float b;
+};
+struct wide_params {
+  char tag;
+  struct wide32 v;
+  int n;
+  struct dq q;
+  float *out;
+};
+
+static int wide_twin(const cuv_sim_launch_t *launch, void **params) {
+  float *out = *(float **)params[4];
+  if ((uintptr_t)params[1] % 32 != 0 || (uintptr_t)params[3] % 8 != 0) {
+    *out = -1.0f;
+    return 0;
+  }
+  const struct wide32 *v = params[1];
+  const struct dq *q = params[3];
+  float sum = (float)*(char *)params[0] + (float)*(int *)params[2] + (float)q->a + q->b;
+  for (int i = 0; i < 8; i++)
+    sum += v->v[i];
+  *out = sum;
+  return 0;
+}
+
 /* fault(): an illegal address, as a bad kernel on a GPU. */
 static int fault_twin(const cuv_sim_launch_t *launch, void **params) {
   return CUDA_ERROR_ILLEGAL_ADDRESS;
@@ -156,10 +189,11 @@ static const char ptx[] = "//\n"
                           ") { ret; }\n"
                           ".visible .entry incr(.param .u64 c) { ret; }\n"
                           ".visible .entry slow(.param .u64 f) { ret; }\n"
-                          ".visible .entry no_twin() { ret; }\n";
+                          ".visible .entry no_twin() { ret; }\n"
+                          ".visible .entry wide() { ret; }\n";
 
 static CUmodule module;
-static CUfunction f_saxpy, f_fault, f_incr, f_slow;
+static CUfunction f_saxpy, f_fault, f_incr, f_slow, f_wide;
 
 static void register_kernels(void) {
   static const size_t saxpy_sizes[] = {sizeof(float), sizeof(void *), sizeof(void *), sizeof(int)};
@@ -171,6 +205,12 @@ static void register_kernels(void) {
   CHECK(cuv_sim_register_kernel("slow", slow_twin, 1, ptr_size) == 0);
   CHECK(cuv_sim_register_kernel(NULL, incr_twin, 0, NULL) == -EINVAL);
   CHECK(cuv_sim_register_kernel("incr", incr_twin, 1, (const size_t[]){0}) == -EINVAL);
+  static const size_t wide_sizes[] = {1, 32, 4, 16, 8}, wide_aligns[] = {1, 32, 4, 8, 8};
+  CHECK(cuv_sim_register_kernel_aligned("wide", wide_twin, 5, wide_sizes, wide_aligns) == 0);
+  static const size_t not_pow2[] = {1, 24, 4, 8, 8}, not_dividing[] = {1, 32, 8, 8, 8};
+  CHECK(cuv_sim_register_kernel_aligned("wide", wide_twin, 5, wide_sizes, not_pow2) == -EINVAL);
+  CHECK(cuv_sim_register_kernel_aligned("wide", wide_twin, 5, wide_sizes, not_dividing) ==
+        -EINVAL);
 }
 
 static void *lookup_error_of_new_thread(void *arg) {
@@ -184,6 +224,7 @@ static void load_module(void) {
   OK(d.cuModuleGetFunction(&f_fault, module, "fault"));
   OK(d.cuModuleGetFunction(&f_incr, module, "incr"));
   OK(d.cuModuleGetFunction(&f_slow, module, "slow"));
+  OK(d.cuModuleGetFunction(&f_wide, module, "wide"));
   CUfunction again;
   OK(d.cuModuleGetFunction(&again, module, "saxpy"));
   CHECK(again == f_saxpy);
@@ -315,6 +356,15 @@ static void test_fifo(void) {
   /* Zero-size operations succeed without enqueueing anything. */
   OK(d.cuMemcpyHtoDAsync(buf, NULL, 0, s));
   OK(d.cuMemsetD32Async(buf, 0, 0, s));
+  /* 16-bit sets: elements at 2-byte alignment, as the driver wants them. */
+  OK(d.cuMemsetD16Async(buf + 2, 0xbeef, 3, s));
+  CHECK_CU(d.cuMemsetD16Async(buf + 1, 0xbeef, 1, s), CUDA_ERROR_INVALID_VALUE);
+  OK(d.cuMemcpyDtoHAsync(back, buf, 10, s));
+  OK(d.cuStreamSynchronize(s));
+  for (int i = 0; i < 10; i++) {
+    uint16_t set = 0xbeef;
+    CHECK(back[i] == (i < 2 || i >= 8 ? i : ((const unsigned char *)&set)[i % 2]));
+  }
   /* Device ranges are checked. */
   CHECK_CU(d.cuMemcpyHtoDAsync(buf + 200, host, 100, s), CUDA_ERROR_INVALID_VALUE);
   CHECK_CU(d.cuMemcpyDtoHAsync(back, (CUdeviceptr)(uintptr_t)host, 1, s), CUDA_ERROR_INVALID_VALUE);
@@ -527,6 +577,30 @@ static void test_kernel(void) {
   CHECK(counter == 1);
   cuv_sim_set_kernel_duration("incr", 0);
   OK(d.cuMemFree(dcounter));
+  /* Over-aligned parameters: laid out and handed to the twin at their registered alignments,
+   * the offsets those of the same members in a C struct. */
+  struct wide_params wp = {.tag = 3, .n = 40, .q = {0.5, 0.25f}};
+  float want = 3 + 40 + 0.5f + 0.25f;
+  for (int i = 0; i < 8; i++) {
+    wp.v.v[i] = (float)(i * i);
+    want += wp.v.v[i];
+  }
+  size_t wide_offsets[] = {offsetof(struct wide_params, tag), offsetof(struct wide_params, v),
+                           offsetof(struct wide_params, n), offsetof(struct wide_params, q),
+                           offsetof(struct wide_params, out)};
+  for (size_t i = 0; i < 5; i++) {
+    OK(d.cuFuncGetParamInfo(f_wide, i, &off, NULL));
+    CHECK(off == wide_offsets[i]);
+  }
+  CUdeviceptr dout;
+  float got = 0;
+  OK(d.cuMemAlloc(&dout, sizeof got));
+  void *wparams[] = {&wp.tag, &wp.v, &wp.n, &wp.q, &dout};
+  OK(d.cuLaunchKernel(f_wide, 1, 1, 1, 1, 1, 1, 0, s, wparams, NULL));
+  OK(d.cuMemcpyDtoHAsync(&got, dout, sizeof got, s));
+  OK(d.cuStreamSynchronize(s));
+  CHECK(got == want);
+  OK(d.cuMemFree(dout));
   OK(d.cuMemFreeHost(gate));
   OK(d.cuStreamDestroy(s));
 }

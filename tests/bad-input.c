@@ -125,8 +125,18 @@ static void test_null_arguments(void **state) {
   EXPECT_OP(cuv_memcpy_dtod(NULL, 0, buf, 0, 4), CUV_EINVAL);
   EXPECT_OP(cuv_memcpy_dtod(buf, 0, NULL, 0, 4), CUV_EINVAL);
   EXPECT_OP(cuv_memset8(NULL, 0, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memset16(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_memset32(NULL, 0, 0, 1), CUV_EINVAL);
   EXPECT_OP(cuv_download(NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_fill8(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(NULL, 4, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_zeros(NULL, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(NULL, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(NULL, 4, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(NULL, 4, 0.0f, 1.0f), CUV_EINVAL);
+  EXPECT_OP(cuv_dup(NULL), CUV_EINVAL);
+  assert_null(cuv_output_buffer(NULL));
   EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0), CUV_EINVAL);
   EXPECT_OP(cuv_with_context(NULL, NULL, NULL), CUV_EINVAL);
   EXPECT_OP(cuv_shared_clone(NULL), CUV_EINVAL);
@@ -228,6 +238,14 @@ static void test_op_consumed_on_every_path(void **state) {
   EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
   EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 6);
+  /* A launch refused for any reason consumes its op arguments (tests/args-ops.c has more). */
+  atomic_store(&releases, 0);
+  cuv_arg_t op_arg[] = {CUV_ARG_OP_RW(counted())};
+  EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, op_arg, 1), CUV_EINVAL);
+  op_arg[0] = CUV_ARG_OP_RW(counted());
+  EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(0), CUV_DIM1(1), 0, op_arg, 1),
+            CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
 }
 
 static void count_stray(int status, cuv_output_t *output, void *arg) { ++*(int *)arg; }
@@ -314,8 +332,24 @@ static void test_zero_and_huge_sizes(void **state) {
   EXPECT(cuv_sync(cuv_memcpy_dtoh(NULL, buf, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memcpy_dtod(buf, 0, buf, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);
+  EXPECT(cuv_sync(cuv_memset16(buf, 64, 0, 0), NULL), 0);
   EXPECT(cuv_sync(cuv_memset32(buf, 0, 0, 0), NULL), 0);
   EXPECT_OP(cuv_download(buf, 0, 0), CUV_EINVAL); /* an output of no bytes is refused */
+  /* The buffer helpers: a new buffer of no elements, or more bytes than size_t holds. */
+  EXPECT_OP(cuv_fill8(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(dev, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_zeros(dev, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(dev, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(dev, 0, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(dev, 0, 0.0f, 1.0f), CUV_EINVAL);
+  EXPECT_OP(cuv_fill16(dev, SIZE_MAX / 2 + 1, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_fill32(dev, SIZE_MAX / 4 + 1, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_ones_f32(dev, SIZE_MAX / 4 + 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_u32(dev, SIZE_MAX / 4 + 1, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_iota_f32(dev, SIZE_MAX / 4 + 1, 0.0f, 1.0f), CUV_EINVAL);
+  /* Built (only the device knows the size is too large), refused when executed. */
+  EXPECT_DRIVER(cuv_sync(cuv_zeros(dev, SIZE_MAX), NULL), CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY));
   /* Huge sizes: out of range, never an overflow. */
   EXPECT_OP(cuv_memcpy_htod(buf, 0, host, SIZE_MAX, CUV_COPY_STAGE), CUV_ERANGE);
   EXPECT_OP(cuv_memcpy_dtoh(host, buf, 0, SIZE_MAX), CUV_ERANGE);
@@ -323,6 +357,8 @@ static void test_zero_and_huge_sizes(void **state) {
   EXPECT_OP(cuv_memset8(buf, 0, 0, SIZE_MAX), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 0, 0, SIZE_MAX / 4 + 1), CUV_EINVAL); /* count * 4 overflows */
+  EXPECT_OP(cuv_memset16(buf, 0, 0, SIZE_MAX / 2), CUV_ERANGE);
+  EXPECT_OP(cuv_memset16(buf, 0, 0, SIZE_MAX / 2 + 1), CUV_EINVAL); /* count * 2 overflows */
   EXPECT_OP(cuv_download(buf, 0, SIZE_MAX), CUV_ERANGE);
   EXPECT_OP(cuv_memcpy_htod(buf, 0, host, 4, 7), CUV_EINVAL); /* no such flag */
   cuv_policy_t *p;
@@ -343,6 +379,8 @@ static void test_offsets_out_of_range(void **state) {
   EXPECT_OP(cuv_memset8(buf, 64, 0, 1), CUV_ERANGE);
   EXPECT_OP(cuv_memset32(buf, 2, 0, 1), CUV_EINVAL); /* not 4-byte aligned */
   EXPECT_OP(cuv_memset32(buf, 64, 0, 1), CUV_ERANGE);
+  EXPECT_OP(cuv_memset16(buf, 1, 0, 1), CUV_EINVAL); /* not 2-byte aligned */
+  EXPECT_OP(cuv_memset16(buf, 62, 0, 2), CUV_ERANGE);
   EXPECT_OP(cuv_download(buf, SIZE_MAX - 1, 4), CUV_ERANGE);
   /* The end of a buffer is a valid place for nothing. */
   EXPECT(cuv_sync(cuv_memset8(buf, 64, 0, 0), NULL), 0);
@@ -351,6 +389,12 @@ static void test_offsets_out_of_range(void **state) {
   args[1].offset = 65;
   EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 2),
             CUV_ERANGE);
+  cuv_arg_t ranges[][2] = {{CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 0, 65)},
+                           {CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 60, 8)},
+                           {CUV_ARG_VALUE(n), CUV_ARG_RW_RANGE(buf, 8, SIZE_MAX)}};
+  for (size_t i = 0; i < 3; i++)
+    EXPECT_OP(cuv_launch(cuvt_kernel_ok("add_one"), CUV_DIM1(1), CUV_DIM1(1), 0, ranges[i], 2),
+              CUV_ERANGE);
   cuv_buffer_unref(buf);
 }
 
@@ -377,6 +421,14 @@ static void test_kernel_wrong_arguments(void **state) {
   EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, empty_scalar, 2), CUV_EINVAL);
   cuv_arg_t null_buffer[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(NULL)};
   EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, null_buffer, 2), CUV_EINVAL);
+  cuv_arg_t unknown_flag[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  unknown_flag[1].flags = 1u << 7;
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, unknown_flag, 2), CUV_EINVAL);
+  cuv_arg_t flagged_scalar[] = {CUV_ARG_MAY_ALIAS(CUV_ARG_VALUE(n)), CUV_ARG_RW(buf)};
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, flagged_scalar, 2), CUV_EINVAL);
+  cuv_arg_t scalar_length[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(buf)};
+  scalar_length[0].length = 4;
+  EXPECT_OP(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(16), 0, scalar_length, 2), CUV_EINVAL);
 
   /* Launch limits are the driver's: a block of 2048 threads fails when executed. */
   EXPECT_DRIVER(cuv_sync(cuv_launch(add_one, CUV_DIM1(1), CUV_DIM1(2048), 0, good, 2), NULL),
@@ -575,8 +627,13 @@ static void test_mismatched_devices(void **state) {
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
+  cuv_arg_t op_args[] = {CUV_ARG_VALUE(n), CUV_ARG_OP_RW(cuv_zeros(d0, 64))};
+  EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, op_args, 2), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_memset8(b1, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_on(s0, cuv_alloc(d1, 64), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_zeros(d1, 64), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_iota_f32(d1, 16, 0.0f, 1.0f), NULL), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_dup(b1), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_policy(p1, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_enqueue_on(s1, cuv_free(cuv_buffer_ref(b0)), NULL), CUV_EDEVICE);
   /* Each works on its own device. */

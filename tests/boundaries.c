@@ -92,6 +92,8 @@ static void test_copy_ranges_at_the_end(void **state) {
   expect_op(cuv_memset8(buf, SIZE, 1, 1), CUV_ERANGE);
   expect_op(cuv_memset32(buf, SIZE, 1, 0), 0);
   expect_op(cuv_memset32(buf, SIZE, 1, 1), CUV_ERANGE);
+  expect_op(cuv_memset16(buf, SIZE, 1, 0), 0);
+  expect_op(cuv_memset16(buf, SIZE, 1, 1), CUV_ERANGE);
   expect_op(cuv_memcpy_dtod(buf, SIZE, other, 0, 0), 0);
   expect_op(cuv_memcpy_dtod(buf, 0, other, SIZE, 0), 0);
   expect_op(cuv_memcpy_dtod(buf, SIZE, other, 0, 1), CUV_ERANGE);
@@ -124,6 +126,7 @@ static void test_copy_ranges_at_the_end(void **state) {
   expect_op(cuv_memcpy_dtod(other, 0, buf, SIZE - 1, 2), CUV_ERANGE);
   expect_op(cuv_memset8(buf, SIZE - 1, 1, 2), CUV_ERANGE);
   expect_op(cuv_memset32(buf, SIZE - 4, 1, 2), CUV_ERANGE);
+  expect_op(cuv_memset16(buf, SIZE - 2, 1, 2), CUV_ERANGE);
   expect_op(cuv_download(buf, SIZE - 1, 2), CUV_ERANGE);
   expect_op(cuv_memcpy_htod(buf, 0, host, SIZE + 1, CUV_COPY_BORROW), CUV_ERANGE);
   /* The whole buffer is in range. */
@@ -161,7 +164,7 @@ static void test_launch_argument_offset_at_the_end(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(SIZE);
   unsigned n = 0, value = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value),
-                      {CUV_ARG_KIND_WRITE, buf, SIZE, NULL, 0}};
+                      CUV_ARG_WRITE_AT(buf, SIZE)};
   expect_op(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3), 0);
   args[2].offset = SIZE + 1;
   expect_op(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3),

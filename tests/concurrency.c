@@ -19,14 +19,14 @@ static const unsigned long long flag_timeout_ns = 5000000000ull; /* 5 s */
 /* wait_flag on flags[k] for `value`, result into results[k]. */
 static cuv_op_t *wait_op(cuv_buffer_t *flags, cuv_buffer_t *results, size_t k, unsigned value) {
   cuv_arg_t args[] = {CUV_ARG_VALUE(flag_timeout_ns), CUV_ARG_VALUE(value),
-                      {CUV_ARG_KIND_READ, flags, k * sizeof(unsigned), NULL, 0},
-                      {CUV_ARG_KIND_WRITE, results, k * sizeof(unsigned), NULL, 0}};
+                      CUV_ARG_READ_AT(flags, k * sizeof(unsigned)),
+                      CUV_ARG_WRITE_AT(results, k * sizeof(unsigned))};
   return cuv_launch(cuvt_kernel("wait_flag"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 4);
 }
 
 static cuv_op_t *set_op(cuv_buffer_t *flags, size_t k, unsigned value) {
   cuv_arg_t args[] = {CUV_ARG_VALUE(value),
-                      {CUV_ARG_KIND_WRITE, flags, k * sizeof(unsigned), NULL, 0}};
+                      CUV_ARG_WRITE_AT(flags, k * sizeof(unsigned))};
   return cuv_launch(cuvt_kernel("set_flag"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 2);
 }
 

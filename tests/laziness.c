@@ -11,10 +11,10 @@ static test_kernels_module_t kernels; /* typed launchers (tests/kernels) */
 
 /* The entry points that put work on a stream or take memory from it. */
 static const char *const stream_entries[] = {
-    "cuLaunchKernel",       "cuMemcpyHtoDAsync", "cuMemcpyDtoHAsync",     "cuMemcpyDtoDAsync",
-    "cuMemsetD8Async",      "cuMemsetD32Async",  "cuStreamWriteValue32",  "cuStreamWriteValue64",
-    "cuEventRecord",        "cuStreamWaitEvent", "cuLaunchHostFunc",      "cuMemAllocAsync",
-    "cuMemFreeAsync",       "cuGraphLaunch",     "cuStreamBeginCapture",
+    "cuLaunchKernel",       "cuMemcpyHtoDAsync",    "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync",
+    "cuMemsetD8Async",      "cuMemsetD16Async",     "cuMemsetD32Async",  "cuStreamWriteValue32",
+    "cuStreamWriteValue64", "cuEventRecord",        "cuStreamWaitEvent", "cuLaunchHostFunc",
+    "cuMemAllocAsync",      "cuMemFreeAsync",       "cuGraphLaunch",     "cuStreamBeginCapture",
 };
 #define N_ENTRIES (sizeof stream_entries / sizeof stream_entries[0])
 
@@ -41,11 +41,20 @@ static cuv_op_t *build_everything(cuv_buffer_t *a, cuv_buffer_t *b, cuv_host_buf
       cuv_memcpy_dtod(b, 0, a, 0, sizeof bytes),
       cuv_memset8(a, 0, 1, 16),
       cuv_memset32(b, 0, 3, 4),
+      cuv_memset16(a, 2, 5, 4),
       cuv_download(a, 0, 16),
       cuv_upload(a, 0, host, 0, 16),
       cuv_download_into(host, 0, b, 0, 16),
       cuv_with_context(in_context, NULL, NULL),
       add_one_launch(&kernels, cuv_for_num_elems(N), N, b),
+      cuv_fill8(cuvt_device(), 16, 1),
+      cuv_fill16(cuvt_device(), 16, 2),
+      cuv_fill32(cuvt_device(), 16, 3),
+      cuv_zeros(cuvt_device(), 16),
+      cuv_ones_f32(cuvt_device(), 16),
+      cuv_iota_u32(cuvt_device(), 16, 0, 1),
+      cuv_iota_f32(cuvt_device(), 16, 0.5f, 2.0f),
+      cuv_dup(b),
   };
   size_t n = sizeof leaves / sizeof leaves[0];
   cuv_op_t *zipped = cuv_zip(leaves, n);

@@ -87,7 +87,7 @@ static void test_release_chain_of_launches(void **state) {
     values[i] = cuvt_nonzero_u32();
     unsigned long long ns = (unsigned long long)SLOW_MS / LAUNCHES * 1000000ull;
     cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(values[i]),
-                        {CUV_ARG_KIND_WRITE, buf, i * sizeof(unsigned), NULL, 0}};
+                        CUV_ARG_WRITE_AT(buf, i * sizeof(unsigned))};
     cuv_op_t *launch = cuv_launch(k, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
     op = op ? cuv_seq(op, launch) : launch;
   }

@@ -239,7 +239,7 @@ static void test_dtod_sub_ranges(void **state) {
   free(got);
 }
 
-static void test_memset8_and_memset32_sub_ranges(void **state) {
+static void test_memset8_16_32_sub_ranges(void **state) {
   enum { WORDS = 4096 };
   uint32_t *want = malloc(WORDS * 4), *got = malloc(WORDS * 4);
   for (size_t i = 0; i < WORDS; i++)
@@ -251,12 +251,17 @@ static void test_memset8_and_memset32_sub_ranges(void **state) {
   size_t at8 = cuvt_random_u32() % 1000, n8 = 1 + cuvt_random_u32() % 3000;
   uint32_t word = cuvt_random_u32();
   size_t at32 = cuvt_random_u32() % 2000, n32 = 1 + cuvt_random_u32() % 2000;
-  assert_cuv_ok(cuv_sync(cuv_seq(cuv_memset8(buf, at8, byte, n8),
-                                 cuv_memset32(buf, at32 * 4, word, n32)),
+  uint16_t half = (uint16_t)cuvt_random_u32();
+  size_t at16 = cuvt_random_u32() % 3000, n16 = 1 + cuvt_random_u32() % 3000;
+  assert_cuv_ok(cuv_sync(cuv_seq(cuv_seq(cuv_memset8(buf, at8, byte, n8),
+                                         cuv_memset32(buf, at32 * 4, word, n32)),
+                                 cuv_memset16(buf, at16 * 2, half, n16)),
                          NULL));
   memset((uint8_t *)want + at8, byte, n8);
   for (size_t i = at32; i < at32 + n32; i++)
     want[i] = word;
+  for (size_t i = at16; i < at16 + n16; i++)
+    memcpy((uint8_t *)want + i * 2, &half, 2);
   cuvt_read(got, buf, 0, WORDS * 4);
   assert_memory_equal(got, want, WORDS * 4);
   cuv_buffer_unref(buf);
@@ -399,7 +404,7 @@ static void test_out_of_range_offsets(void **state) {
   expect_error(cuv_memset32(a, 4, 7, BYTES / 4), CUV_ERANGE);
   expect_error(cuv_download(a, 1, BYTES), CUV_ERANGE);
   unsigned n = 1, value = 1;
-  cuv_arg_t past_end = {CUV_ARG_KIND_WRITE, a, BYTES + 4, NULL, 0};
+  cuv_arg_t past_end = CUV_ARG_WRITE_AT(a, BYTES + 4);
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(value), past_end};
   expect_error(cuv_launch(cuvt_kernel_ok("fill_u32"), CUV_DIM1(1), CUV_DIM1(1), 0, args, 3),
                CUV_ERANGE);
@@ -471,7 +476,7 @@ int main(void) {
       cmocka_unit_test(test_htod_staged_copies_when_built),
       cmocka_unit_test(test_htod_borrowed_and_dtoh),
       cmocka_unit_test(test_dtod_sub_ranges),
-      cmocka_unit_test(test_memset8_and_memset32_sub_ranges),
+      cmocka_unit_test(test_memset8_16_32_sub_ranges),
       cmocka_unit_test(test_download_output),
       cmocka_unit_test(test_launch_saxpy),
       cmocka_unit_test(test_launch_fill_u32),

@@ -42,6 +42,16 @@ typedef int (*cuv_sim_kernel_fn)(const cuv_sim_launch_t *launch, void **params);
  * for a parameter size of 0; -ENOMEM (CUV_ENOMEM). */
 CUV_SIM_EXTERN int cuv_sim_register_kernel(const char *name, cuv_sim_kernel_fn fn, size_t nparams,
                                            const size_t *param_sizes);
+/* The same with each parameter's alignment (a power of two dividing its size, as _Alignof gives
+ * it; NULL: inferred from the sizes, as cuv_sim_register_kernel does). The simulator lays the
+ * parameters out as the driver does from the PTX's `.param .align`, reports those offsets through
+ * cuFuncGetParamInfo, and hands the twin each value at its alignment: a twin may read a
+ * parameter of a type with `__align__(32)` directly. A size inferred alignment gets wrong is a
+ * struct aligned below its size's largest power of two (a double and a float: 16 bytes at 8) or
+ * above 16. -EINVAL also for an alignment that is not such a power of two. */
+CUV_SIM_EXTERN int cuv_sim_register_kernel_aligned(const char *name, cuv_sim_kernel_fn fn,
+                                                   size_t nparams, const size_t *param_sizes,
+                                                   const size_t *param_aligns);
 /* Why this thread's last cuModuleGetFunction (cuv_kernel_get: CUV_ENOTFOUND) found no kernel:
  * the text names the kernel and says whether its host twin is not registered, the module's PTX
  * declares no `.entry` of that name, or both. NULL when that lookup succeeded or failed otherwise.

@@ -2,6 +2,8 @@
 // twins.c with the same name and parameters, registered for libcuv-sim.
 #include <stdint.h>
 
+#include "arg-types.h"
+
 extern "C" {
 
 __global__ void empty_kernel(void) {}
@@ -45,6 +47,15 @@ __global__ void sum_reduce(unsigned n, const float *in, float *out) {
 __global__ void copy_f32(unsigned n, const float *in, float *out) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = in[i];
+}
+
+// Two outputs: x[i] = a, then y[i] = b (tests/args-unique.c gives it two ranges of one buffer).
+__global__ void fill_two_u32(unsigned n, unsigned a, unsigned *x, unsigned b, unsigned *y) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) {
+    x[i] = a;
+    y[i] = b;
+  }
 }
 
 // Busy for at least ns nanoseconds (one thread is enough), then writes `value` to *flag.
@@ -94,5 +105,30 @@ __global__ void set_flag(unsigned value, unsigned *flag) {
 
 // Writes through a bad pointer: an illegal address, the sticky fault.
 __global__ void fault_kernel(unsigned *bad) { *bad = 1u; }
+
+// Over-aligned parameters mixed with pointers (tests/args-aligned.c): each reads every byte of its
+// parameters, so a value placed at the wrong offset shows in the results.
+__global__ void args_f4(unsigned n, cuvt_f4 v, const float *x, float *y) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * v.x + v.y * v.z - v.w;
+}
+
+__global__ void args_double2(unsigned n, double2 ab, const double *x, double *y) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = ab.x * x[i] + ab.y;
+}
+
+// An 8-byte value after a 1-byte one.
+__global__ void args_u8_u64(unsigned char shift, unsigned long long add,
+                            const unsigned long long *x, unsigned long long *y, unsigned n) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = (x[i] << shift) + add;
+}
+
+__global__ void args_a32(signed char tag, cuvt_a32 s, const float *x, float *y, unsigned n,
+                         cuvt_dq q) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] * s.v[i % 8] + (float)tag + (float)q.a + q.b;
+}
 
 }  // extern "C"

@@ -6,6 +6,7 @@
 #include <cuda.h>
 #include <cuv/sim.h>
 
+#include "arg-types.h"
 #include "twins.h"
 
 #define N_THREADS(l) ((size_t)(l)->grid[0] * (l)->grid[1] * (l)->grid[2] * (l)->block[0] * \
@@ -75,6 +76,17 @@ static int copy_f32(const cuv_sim_launch_t *l, void **params) {
   return 0;
 }
 
+static int fill_two_u32(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned), a = P(1, unsigned), b = P(3, unsigned);
+  unsigned *x = PTR(2, unsigned), *y = PTR(4, unsigned);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++) {
+    x[i] = a;
+    y[i] = b;
+  }
+  return 0;
+}
+
 static int sleep_then_write(const cuv_sim_launch_t *l, void **params) {
   unsigned long long ns = P(0, unsigned long long);
   unsigned value = P(1, unsigned);
@@ -121,6 +133,80 @@ static int fault_kernel(const cuv_sim_launch_t *l, void **params) {
   return CUDA_ERROR_ILLEGAL_ADDRESS;
 }
 
+/* The over-aligned parameters are read in place: the simulator hands each at its alignment. */
+static int args_f4(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  const struct cuvt_f4 *v = params[1];
+  const float *x = PTR(2, const float);
+  float *y = PTR(3, float);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    y[i] = x[i] * v->x + v->y * v->z - v->w;
+  return 0;
+}
+
+static int args_double2(const cuv_sim_launch_t *l, void **params) {
+  unsigned n = P(0, unsigned);
+  const struct cuvt_d2 *ab = params[1];
+  const double *x = PTR(2, const double);
+  double *y = PTR(3, double);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    y[i] = ab->x * x[i] + ab->y;
+  return 0;
+}
+
+static int args_u8_u64(const cuv_sim_launch_t *l, void **params) {
+  unsigned char shift = P(0, unsigned char);
+  unsigned long long add = P(1, unsigned long long);
+  const unsigned long long *x = PTR(2, const unsigned long long);
+  unsigned long long *y = PTR(3, unsigned long long);
+  unsigned n = P(4, unsigned);
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    y[i] = (x[i] << shift) + add;
+  return 0;
+}
+
+static int args_a32(const cuv_sim_launch_t *l, void **params) {
+  signed char tag = P(0, signed char);
+  const struct cuvt_a32 *s = params[1];
+  const float *x = PTR(2, const float);
+  float *y = PTR(3, float);
+  unsigned n = P(4, unsigned);
+  const struct cuvt_dq *q = params[5];
+  size_t threads = N_THREADS(l);
+  for (size_t i = 0; i < n && i < threads; i++)
+    y[i] = x[i] * s->v[i % 8] + (float)tag + (float)q->a + q->b;
+  return 0;
+}
+
+/* Sizes and alignments as the C types have them, which is how nvcc lays out the parameters. */
+#define ARG(type) sizeof(type), _Alignof(type)
+
+static void register_aligned(const char *name, cuv_sim_kernel_fn fn, size_t n,
+                             const size_t *size_align) {
+  size_t sizes[8], aligns[8];
+  for (size_t i = 0; i < n; i++) {
+    sizes[i] = size_align[2 * i];
+    aligns[i] = size_align[2 * i + 1];
+  }
+  cuv_sim_register_kernel_aligned(name, fn, n, sizes, aligns);
+}
+
+static void register_over_aligned(void) {
+  static const size_t f4[] = {ARG(unsigned), ARG(struct cuvt_f4), ARG(void *), ARG(void *)};
+  static const size_t d2[] = {ARG(unsigned), ARG(struct cuvt_d2), ARG(void *), ARG(void *)};
+  static const size_t u8_u64[] = {ARG(unsigned char), ARG(unsigned long long), ARG(void *),
+                                  ARG(void *), ARG(unsigned)};
+  static const size_t a32[] = {ARG(signed char), ARG(struct cuvt_a32), ARG(void *),
+                               ARG(void *),      ARG(unsigned),        ARG(struct cuvt_dq)};
+  register_aligned("args_f4", args_f4, 4, f4);
+  register_aligned("args_double2", args_double2, 4, d2);
+  register_aligned("args_u8_u64", args_u8_u64, 5, u8_u64);
+  register_aligned("args_a32", args_a32, 6, a32);
+}
+
 void cuvt_register_twins(void) {
   static const size_t p_none[1] = {0};
   static const size_t p_saxpy[] = {4, 4, 8, 8};
@@ -137,9 +223,12 @@ void cuvt_register_twins(void) {
   cuv_sim_register_kernel("add_one", add_one, 2, p_u4_ptr);
   cuv_sim_register_kernel("sum_reduce", sum_reduce, 3, p_u4_ptr_ptr);
   cuv_sim_register_kernel("copy_f32", copy_f32, 3, p_u4_ptr_ptr);
+  static const size_t p_fill_two[] = {4, 4, 8, 4, 8};
+  cuv_sim_register_kernel("fill_two_u32", fill_two_u32, 5, p_fill_two);
   cuv_sim_register_kernel("sleep_then_write", sleep_then_write, 3, p_sleep);
   cuv_sim_register_kernel("fault_kernel", fault_kernel, 1, p_ptr);
   static const size_t p_wait_flag[] = {8, 4, 8, 8};
   cuv_sim_register_kernel("wait_flag", wait_flag, 4, p_wait_flag);
   cuv_sim_register_kernel("set_flag", set_flag, 2, p_u4_ptr);
+  register_over_aligned();
 }
