@@ -522,4 +522,6 @@ CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
 }
 #endif
 
+#include <cuv/custom.h> /* custom ops and adopted device memory */
+
 #endif
