@@ -121,6 +121,15 @@ static cuv_op_t *raw_op(probe_t *p, cuv_buffer_t *dst, cuv_buffer_t *src, uint32
   return cuv_custom(raw_execute, r, raw_drop, accesses, src ? 2 : 1);
 }
 
+/* A fill that declares nothing: cuv neither holds nor orders dst for it. */
+static cuv_op_t *undeclared_fill(probe_t *p, cuv_buffer_t *dst, uint32_t value, int payload) {
+  raw_t *r = malloc(sizeof *r);
+  if (!r)
+    abort();
+  *r = (raw_t){p, dst, NULL, value, 0, payload, &payload_releases};
+  return cuv_custom(raw_execute, r, raw_drop, NULL, 0);
+}
+
 static cuv_op_t *fill(probe_t *p, cuv_buffer_t *dst, uint32_t value, int payload) {
   return raw_op(p, dst, NULL, value, payload, 0);
 }
@@ -186,12 +195,10 @@ static void test_context_and_output(void **state) {
 /* An op without declared accesses runs on the default policy; its output is its own. */
 static void test_no_accesses(void **state) {
   probe_t p = {0};
-  raw_t *r = malloc(sizeof *r);
   cuv_buffer_t *a = cuvt_buffer(BYTES);
   uint32_t v = word();
-  *r = (raw_t){&p, a, NULL, v, 0, 3, &payload_releases};
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync(cuv_custom(raw_execute, r, raw_drop, NULL, 0), &out));
+  assert_cuv_ok(cuv_sync(undeclared_fill(&p, a, v, 3), &out));
   assert_int_equal(cuvt_payload(&out), 3);
   cuv_output_release(&out);
   assert_ran_once(&p);
@@ -679,12 +686,9 @@ static void test_adopted_with_every_op(void **state) {
   free(got);
 }
 
-/* What the third item of a tuple output (a download's) starts with. */
-static void record_third(int status, cuv_output_t *output, void *arg) {
-  cuvt_record_seen(status, cuv_tuple_get(output, 2), arg);
-}
-
-/* cuv_free of an adopted buffer's last reference, behind gated work: the release waits for it. */
+/* cuv_free of an adopted buffer's last reference, behind gated work that writes the memory
+ * without declaring it (so holds nothing): the release still waits for that work, as cuv's own
+ * memory would be freed in stream order. */
 static void test_adopted_freed_in_stream_order(void **state) {
   cuvt_gate_t g;
   cuvt_gate_init(&g);
@@ -692,18 +696,22 @@ static void test_adopted_freed_in_stream_order(void **state) {
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   adopted_t mem;
   cuv_buffer_t *buf = adopt(&mem, BYTES);
-  uint32_t v = word();
-  cuvt_seen_t seen = {0};
-  cuv_op_t *ops[] = {cuvt_gate_wait(&g), cuv_memset32(buf, 0, v, N), cuv_download(buf, 0, 4),
-                     cuv_free(buf)};
-  assert_cuv_ok(cuv_submit(q, cuv_zip(ops, 4), record_third, &seen, NULL));
+  seen_t seen = {0};
+  probe_t writer = {0}, after = {0}; /* after: executed once the free was */
+  cuv_buffer_t *mark = cuvt_buffer(4);
+  cuv_op_t *ops[] = {cuvt_gate_wait(&g), undeclared_fill(&writer, buf, word(), 0), cuv_free(buf),
+                     fill(&after, mark, 1, 0)};
+  assert_cuv_ok(cuv_submit(q, cuv_zip(ops, 4), seen_done, &seen, NULL));
+  cuv_buffer_unref(mark);
+  wait_executed(&after);
   assert_int_equal(atomic_load(&mem.released), 0);
   cuvt_gate_open(&g);
   drain_all(q);
-  assert_int_equal(seen.calls, 1);
+  assert_int_equal(atomic_load(&seen.calls), 1);
   assert_cuv_ok(seen.status);
-  assert_int_equal(seen.got, v);
+  assert_ran_once(&writer);
   assert_int_equal(atomic_load(&mem.released), 1);
+  assert_int_equal(mem.free_status, CUDA_SUCCESS);
   assert_cuv_ok(cuv_queue_destroy(q));
   cuvt_gate_close(&g);
 }
