@@ -208,8 +208,10 @@ int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
   if (rc < 0)
     return rc;
   CUresult r = cuv__drv.cuEventRecord(event, stream->cu);
-  if (r == CUDA_SUCCESS && cuv__config.spin_budget_us)
-    r = spin_event(event, cuv__config.spin_budget_us);
+  /* Without a spin budget nothing was seen yet: block on the event (not skip the wait). */
+  if (r == CUDA_SUCCESS)
+    r = cuv__config.spin_budget_us ? spin_event(event, cuv__config.spin_budget_us)
+                                   : CUDA_ERROR_NOT_READY;
   if (r == CUDA_ERROR_NOT_READY)
     r = cuv__drv.cuEventSynchronize(event);
   cuv__event_put(sub->dev, event);
