@@ -50,6 +50,7 @@ static int custom_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv__exec_lock(); /* as then's: execute must not run ops */
   rc = c->execute(&ctx, out, c->arg);
   cuv__exec_unlock();
+  ex->landing = true; /* execute's calls may have been a copy to the host */
   unref_buffers(c); /* the submission holds them now */
   return rc < 0 ? rc : 0;
 }
@@ -101,6 +102,7 @@ CUV_EXTERN cuv_op_t *cuv_custom(cuv_custom_fn execute, void *arg, cuv_release_fn
   c->arg = arg;
   c->drop = drop;
   c->op.device = device;
+  c->op.host = CUV__OP_LANDS; /* as with_context's: the caller's calls are unknown */
   for (size_t i = 0; i < naccesses; i++, c->naccesses++) {
     c->accesses[i] = accesses[i];
     cuv_buffer_ref(accesses[i].buffer);

@@ -26,6 +26,7 @@
 static struct {
   __typeof__(cuMemsetD32Async) *memset32;
   __typeof__(cuMemcpyDtoDAsync) *dtod;
+  __typeof__(cuMemcpyDtoHAsync) *dtoh;
   __typeof__(cuMemAlloc) *alloc;
   __typeof__(cuMemFree) *free;
 } drv;
@@ -40,6 +41,7 @@ static void resolve_driver(void) {
   assert_non_null(get_proc);
   assert_int_equal(get_proc("cuMemsetD32Async", (void **)&drv.memset32, CUDA_VERSION, 0, NULL), 0);
   assert_int_equal(get_proc("cuMemcpyDtoDAsync", (void **)&drv.dtod, CUDA_VERSION, 0, NULL), 0);
+  assert_int_equal(get_proc("cuMemcpyDtoHAsync", (void **)&drv.dtoh, CUDA_VERSION, 0, NULL), 0);
   assert_int_equal(get_proc("cuMemAlloc", (void **)&drv.alloc, CUDA_VERSION, 0, NULL), 0);
   assert_int_equal(get_proc("cuMemFree", (void **)&drv.free, CUDA_VERSION, 0, NULL), 0);
 }
@@ -578,6 +580,55 @@ static void test_in_then_and_map(void **state) {
   cuv_buffer_unref(b);
 }
 
+/* A custom op copying to the host (a raw cuMemcpyDtoHAsync into a pinned host buffer) behind a
+ * slow kernel: a map over it runs once the copy landed and reads the kernel's word. */
+typedef struct to_host {
+  cuv_host_buffer_t *dst;
+  cuv_buffer_t *src;
+} to_host_t;
+
+static int to_host_execute(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
+  to_host_t *t = arg;
+  CUresult res = drv.dtoh(cuv_host_buffer_data(t->dst), cuv_buffer_ptr(t->src), 4,
+                          cuv_custom_cu_stream(ctx));
+  int rc = cuv_custom_retain(ctx, t->dst, (cuv_release_fn)cuv_host_buffer_unref);
+  if (rc < 0)
+    cuv_host_buffer_unref(t->dst);
+  free(t);
+  return rc < 0 ? rc : res == CUDA_SUCCESS ? 0 : CUV_ECUDA(res);
+}
+
+typedef struct word_seen {
+  cuv_host_buffer_t *host;
+  uint32_t got;
+} word_seen_t;
+
+static int map_reads_host(cuv_output_t *value, void *arg) {
+  word_seen_t *w = arg;
+  w->got = *(const volatile uint32_t *)cuv_host_buffer_data(w->host);
+  return 0;
+}
+
+static void test_map_sees_its_copy_to_host(void **state) {
+  cuv_buffer_t *word_buf = cuvt_buffer(4);
+  for (int r = 0; r < REPS / 2; r++) {
+    assert_cuv_ok(cuv_sync(cuv_memset32(word_buf, 0, 0, 1), NULL));
+    word_seen_t w = {NULL, 0};
+    assert_cuv_ok(cuv_host_buffer_create(&w.host, cuvt_device(), 4));
+    memset(cuv_host_buffer_data(w.host), 0, 4);
+    to_host_t *t = malloc(sizeof *t);
+    *t = (to_host_t){cuv_host_buffer_ref(w.host), word_buf};
+    cuv_access_t read = CUV_ACCESS_READ(word_buf);
+    uint32_t v = word();
+    cuv_op_t *op = cuv_seq(cuvt_slow_write(SLOW_MS, v, word_buf),
+                           cuv_custom(to_host_execute, t, free, &read, 1));
+    assert_cuv_ok(cuv_sync(cuv_map(op, map_reads_host, &w), NULL));
+    assert_int_equal(w.got, v);
+    cuv_host_buffer_unref(w.host);
+  }
+  cuv_buffer_unref(word_buf);
+}
+
 /* A shared custom op runs once whichever clone runs first; clones on two streams see its data. */
 static void test_in_shared(void **state) {
   cuv_stream_t *s1, *s2;
@@ -751,6 +802,7 @@ int main(void) {
       cmocka_unit_test(test_in_zip_and_fork),
       cmocka_unit_test(test_in_then_and_map),
       cmocka_unit_test(test_in_shared),
+      cmocka_unit_test(test_map_sees_its_copy_to_host),
       cmocka_unit_test(test_many_submitted),
       cmocka_unit_test(test_uv_submit),
       cmocka_unit_test(test_adopted_with_every_op),

@@ -23,7 +23,9 @@
  * CUV_EREENTRANT (it runs under the execution lock, as then and with_context callbacks do). It
  * runs on the thread that makes the submission's driver calls: the executing thread, or for
  * cuv_submit possibly a cuv-submit-N thread, with the device's primary context current. Work it
- * enqueues on other streams is outside cuv's knowledge: order and hold it yourself.
+ * enqueues on other streams is outside cuv's knowledge: order and hold it yourself. As after a
+ * with_context, a then or map callback over a custom op runs once the stream got past its work
+ * (it may have copied to the host: include/cuv.h, then).
  *
  * Include <cuv.h>, which includes this header. */
 
