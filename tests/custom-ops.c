@@ -270,59 +270,10 @@ static cuv_buffer_t *adopt(adopted_t *a, size_t bytes) {
 
 /* Submits gate-wait then `custom` (its work queued behind the gate), drops the buffer right away,
  * and proves the retained object and the adopted memory stay until the gate opens and the work
- * is proven complete: released before the callback, exactly once. want_status: the callback's. */
-static void gated_submit(cuv_op_t *(*build)(probe_t *, cuv_buffer_t *, uint32_t), int want_status) {
-  cuvt_gate_t g;
-  cuvt_gate_init(&g);
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  adopted_t mem;
-  cuv_buffer_t *buf = adopt(&mem, BYTES);
-  probe_t p = {0};
-  seen_t s = {.probe = &p};
-  cuv_op_t *op = cuv_seq(cuvt_gate_wait(&g), build(&p, buf, word()));
-  assert_cuv_ok(cuv_submit(q, op, seen_done, &s, NULL));
-  cuv_buffer_unref(buf); /* the caller's last reference, with the work in flight */
-  wait_executed(&p);
-  assert_int_equal(cuv_queue_drain(q), 0);
-  assert_int_equal(atomic_load(&p.released), 0);
-  assert_int_equal(atomic_load(&mem.released), 0);
-  cuvt_gate_open(&g);
-  cuvt_drain_until(q, &s.calls, 1);
-  assert_int_equal(s.status, want_status);
-  assert_int_equal(s.released_at_callback, 1);
-  assert_ran_once(&p);
-  assert_int_equal(atomic_load(&mem.released), 1);
-  assert_int_equal(mem.free_status, CUDA_SUCCESS);
-  assert_cuv_ok(cuv_queue_destroy(q));
-  cuvt_gate_close(&g);
-}
-
-static cuv_op_t *fill_ok(probe_t *p, cuv_buffer_t *buf, uint32_t v) { return fill(p, buf, v, 0); }
-
-static void test_retained_outlives_caller(void **state) { gated_submit(fill_ok, 0); }
-
-static cuv_op_t *fill_failing(probe_t *p, cuv_buffer_t *buf, uint32_t v) {
-  return raw_op(p, buf, NULL, v, 0, CUV_EIO);
-}
-
-static void test_retained_when_execute_fails(void **state) {
-  gated_submit(fill_failing, CUV_EIO);
-}
-
-static cuv_op_t *no_op(cuv_stream_t *stream, void *arg) { return NULL; }
-
-static cuv_op_t *fill_then_failure(probe_t *p, cuv_buffer_t *buf, uint32_t v) {
-  return cuv_seq(fill(p, buf, v, 0), cuv_with_context(no_op, NULL, NULL));
-}
-
-static void test_retained_when_a_later_op_fails(void **state) {
-  gated_submit(fill_then_failure, CUV_EINVAL);
-}
-
-/* Cancelled while the gate holds its work: called back with CUV_ECANCELED at once, the retained
- * object and the memory still held until the work is over. */
-static void test_retained_through_cancel(void **state) {
+ * is proven complete, then are released once: before the callback (want_status), or, cancelled
+ * while the gate holds the work, after the CUV_ECANCELED callback that came at once. */
+static void gated_submit(cuv_op_t *(*build)(probe_t *, cuv_buffer_t *, uint32_t), bool cancel,
+                         int want_status) {
   cuvt_gate_t g;
   cuvt_gate_init(&g);
   cuv_queue_t *q;
@@ -333,23 +284,54 @@ static void test_retained_through_cancel(void **state) {
   seen_t s = {.probe = &p};
   cuv_ticket_t ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &ticket};
-  cuv_op_t *op = cuv_seq(cuvt_gate_wait(&g), fill(&p, buf, word(), 0));
+  cuv_op_t *op = cuv_seq(cuvt_gate_wait(&g), build(&p, buf, word()));
   assert_cuv_ok(cuv_submit(q, op, seen_done, &s, &opts));
-  cuv_buffer_unref(buf);
+  cuv_buffer_unref(buf); /* the caller's last reference, with the work in flight */
   wait_executed(&p);
-  assert_cuv_ok(cuv_cancel(q, ticket));
-  cuvt_drain_until(q, &s.calls, 1);
-  assert_int_equal(s.status, CUV_ECANCELED);
+  if (cancel) {
+    assert_cuv_ok(cuv_cancel(q, ticket));
+    cuvt_drain_until(q, &s.calls, 1);
+  }
+  assert_int_equal(cuv_queue_drain(q), 0);
   assert_int_equal(atomic_load(&p.released), 0);
   assert_int_equal(atomic_load(&mem.released), 0);
   cuvt_gate_open(&g);
   drain_all(q);
   assert_int_equal(atomic_load(&s.calls), 1);
+  assert_int_equal(s.status, cancel ? CUV_ECANCELED : want_status);
+  assert_int_equal(s.released_at_callback, cancel ? 0 : 1);
   assert_ran_once(&p);
   assert_int_equal(atomic_load(&mem.released), 1);
+  assert_int_equal(mem.free_status, CUDA_SUCCESS);
   assert_cuv_ok(cuv_queue_destroy(q));
   cuvt_gate_close(&g);
 }
+
+static cuv_op_t *fill_ok(probe_t *p, cuv_buffer_t *buf, uint32_t v) { return fill(p, buf, v, 0); }
+
+static void test_retained_outlives_caller(void **state) { gated_submit(fill_ok, false, 0); }
+
+static cuv_op_t *fill_failing(probe_t *p, cuv_buffer_t *buf, uint32_t v) {
+  return raw_op(p, buf, NULL, v, 0, CUV_EIO);
+}
+
+static void test_retained_when_execute_fails(void **state) {
+  gated_submit(fill_failing, false, CUV_EIO);
+}
+
+static cuv_op_t *no_op(cuv_stream_t *stream, void *arg) { return NULL; }
+
+static cuv_op_t *fill_then_failure(probe_t *p, cuv_buffer_t *buf, uint32_t v) {
+  return cuv_seq(fill(p, buf, v, 0), cuv_with_context(no_op, NULL, NULL));
+}
+
+static void test_retained_when_a_later_op_fails(void **state) {
+  gated_submit(fill_then_failure, false, CUV_EINVAL);
+}
+
+/* Cancelled while the gate holds its work: called back with CUV_ECANCELED at once, the retained
+ * object and the memory still held until the work is over. */
+static void test_retained_through_cancel(void **state) { gated_submit(fill_ok, true, 0); }
 
 /* Never executed: drop runs once, execute never (destroyed; a refusing combinator; an earlier op
  * of the submission failing). */
