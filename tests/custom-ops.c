@@ -268,23 +268,44 @@ static cuv_buffer_t *adopt(adopted_t *a, size_t bytes) {
   return buf;
 }
 
+/* A gate, a queue and an adopted buffer: what the gated cases share. Closing proves the buffer's
+ * release ran once and freed the allocation. */
+typedef struct gated {
+  cuvt_gate_t gate;
+  cuv_queue_t *q;
+  adopted_t mem;
+  cuv_buffer_t *buf;
+} gated_t;
+
+static void gated_open(gated_t *g) {
+  cuvt_gate_init(&g->gate);
+  assert_cuv_ok(cuv_queue_create(&g->q, NULL, NULL));
+  g->buf = adopt(&g->mem, BYTES);
+}
+
+static void gated_close(gated_t *g) {
+  assert_int_equal(atomic_load(&g->mem.released), 1);
+  assert_int_equal(g->mem.free_status, CUDA_SUCCESS);
+  assert_cuv_ok(cuv_queue_destroy(g->q));
+  cuvt_gate_close(&g->gate);
+}
+
 /* Submits gate-wait then `custom` (its work queued behind the gate), drops the buffer right away,
  * and proves the retained object and the adopted memory stay until the gate opens and the work
  * is proven complete, then are released once: before the callback (want_status), or, cancelled
  * while the gate holds the work, after the CUV_ECANCELED callback that came at once. */
 static void gated_submit(cuv_op_t *(*build)(probe_t *, cuv_buffer_t *, uint32_t), bool cancel,
                          int want_status) {
-  cuvt_gate_t g;
-  cuvt_gate_init(&g);
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  adopted_t mem;
-  cuv_buffer_t *buf = adopt(&mem, BYTES);
+  gated_t G;
+  gated_open(&G);
+  cuvt_gate_t *g = &G.gate;
+  cuv_queue_t *q = G.q;
+  cuv_buffer_t *buf = G.buf;
   probe_t p = {0};
   seen_t s = {.probe = &p};
   cuv_ticket_t ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &ticket};
-  cuv_op_t *op = cuv_seq(cuvt_gate_wait(&g), build(&p, buf, word()));
+  cuv_op_t *op = cuv_seq(cuvt_gate_wait(g), build(&p, buf, word()));
   assert_cuv_ok(cuv_submit(q, op, seen_done, &s, &opts));
   cuv_buffer_unref(buf); /* the caller's last reference, with the work in flight */
   wait_executed(&p);
@@ -294,17 +315,14 @@ static void gated_submit(cuv_op_t *(*build)(probe_t *, cuv_buffer_t *, uint32_t)
   }
   assert_int_equal(cuv_queue_drain(q), 0);
   assert_int_equal(atomic_load(&p.released), 0);
-  assert_int_equal(atomic_load(&mem.released), 0);
-  cuvt_gate_open(&g);
+  assert_int_equal(atomic_load(&G.mem.released), 0);
+  cuvt_gate_open(g);
   drain_all(q);
   assert_int_equal(atomic_load(&s.calls), 1);
   assert_int_equal(s.status, cancel ? CUV_ECANCELED : want_status);
   assert_int_equal(s.released_at_callback, cancel ? 0 : 1);
   assert_ran_once(&p);
-  assert_int_equal(atomic_load(&mem.released), 1);
-  assert_int_equal(mem.free_status, CUDA_SUCCESS);
-  assert_cuv_ok(cuv_queue_destroy(q));
-  cuvt_gate_close(&g);
+  gated_close(&G);
 }
 
 static cuv_op_t *fill_ok(probe_t *p, cuv_buffer_t *buf, uint32_t v) { return fill(p, buf, v, 0); }
@@ -723,30 +741,26 @@ static void test_adopted_with_every_op(void **state) {
  * without declaring it (so holds nothing): the release still waits for that work, as cuv's own
  * memory would be freed in stream order. */
 static void test_adopted_freed_in_stream_order(void **state) {
-  cuvt_gate_t g;
-  cuvt_gate_init(&g);
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  adopted_t mem;
-  cuv_buffer_t *buf = adopt(&mem, BYTES);
+  gated_t G;
+  gated_open(&G);
+  cuvt_gate_t *g = &G.gate;
+  cuv_queue_t *q = G.q;
+  cuv_buffer_t *buf = G.buf;
   seen_t seen = {0};
   probe_t writer = {0}, after = {0}; /* after: executed once the free was */
   cuv_buffer_t *mark = cuvt_buffer(4);
-  cuv_op_t *ops[] = {cuvt_gate_wait(&g), undeclared_fill(&writer, buf, word(), 0), cuv_free(buf),
+  cuv_op_t *ops[] = {cuvt_gate_wait(g), undeclared_fill(&writer, buf, word(), 0), cuv_free(buf),
                      fill(&after, mark, 1, 0)};
   assert_cuv_ok(cuv_submit(q, cuv_zip(ops, 4), seen_done, &seen, NULL));
   cuv_buffer_unref(mark);
   wait_executed(&after);
-  assert_int_equal(atomic_load(&mem.released), 0);
-  cuvt_gate_open(&g);
+  assert_int_equal(atomic_load(&G.mem.released), 0);
+  cuvt_gate_open(g);
   drain_all(q);
   assert_int_equal(atomic_load(&seen.calls), 1);
   assert_cuv_ok(seen.status);
   assert_ran_once(&writer);
-  assert_int_equal(atomic_load(&mem.released), 1);
-  assert_int_equal(mem.free_status, CUDA_SUCCESS);
-  assert_cuv_ok(cuv_queue_destroy(q));
-  cuvt_gate_close(&g);
+  gated_close(&G);
 }
 
 /* Without a release the caller keeps the memory and frees it after the last reference. */
