@@ -606,5 +606,6 @@ CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
 #endif
 
 #include <cuv/typed.h> /* typed launches: launch configurations, vector types */
+#include <cuv/custom.h> /* custom ops and adopted device memory */
 
 #endif

@@ -19,9 +19,14 @@ static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, si
   return 0;
 }
 
-/* Frees the memory on `stream` (stream-ordered) or at once. */
+/* Frees the memory on `stream` (stream-ordered) or at once; adopted memory goes back to its
+ * owner's release, which runs whether or not the context could be bound (exactly once). */
 static void buffer_destroy(cuv_buffer_t *buf, cuv_stream_t *stream) {
-  if (cuv__bind(buf->dev) == 0) {
+  int bound = cuv__bind(buf->dev);
+  if (buf->adopted) {
+    if (buf->release)
+      buf->release(buf->release_arg);
+  } else if (bound == 0) {
     if (stream)
       cuv__drv.cuMemFreeAsync(buf->ptr, stream->cu);
     else
@@ -43,6 +48,19 @@ CUV_EXTERN int cuv_buffer_create(cuv_buffer_t **out, cuv_device_t *dev, size_t b
     rc = cuv__cu(cuv__drv.cuMemAlloc(&ptr, bytes));
   if (rc == 0 && (rc = buffer_new(out, dev, ptr, bytes, NULL)) < 0)
     cuv__drv.cuMemFree(ptr);
+  return rc;
+}
+
+CUV_EXTERN int cuv_buffer_adopt(cuv_buffer_t **out, cuv_device_t *dev, cuv_deviceptr_t ptr,
+                                size_t bytes, cuv_release_fn release, void *release_arg) {
+  if (!out || !dev || !ptr || bytes == 0 || bytes - 1 > UINT64_MAX - ptr)
+    return CUV_EINVAL;
+  int rc = buffer_new(out, dev, ptr, bytes, NULL);
+  if (rc == 0) {
+    (*out)->adopted = true;
+    (*out)->release = release;
+    (*out)->release_arg = release_arg;
+  }
   return rc;
 }
 
@@ -132,12 +150,26 @@ typedef struct free_op {
 
 static void free_drop(cuv_op_t *op) { cuv_buffer_unref(((free_op_t *)op)->buf); }
 
+/* Adopted memory has no stream-ordered free: the reference goes to the submission, so its
+ * release runs once the work enqueued before it is proven complete. Without memory for the hold,
+ * the stream is waited for instead. */
+static int free_adopted(cuv_buffer_t *buf, cuv__exec_t *ex) {
+  int rc = cuv__sub_hold(ex->sub, cuv__buffer_release, buf);
+  if (rc < 0) {
+    cuv__drv.cuStreamSynchronize(ex->stream->cu);
+    cuv_buffer_unref(buf);
+  }
+  return rc;
+}
+
 static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_buffer_t *buf = ((free_op_t *)op)->buf;
   if (buf->dev != ex->sub->dev) {
     cuv_buffer_unref(buf);
     return CUV_EDEVICE;
   }
+  if (buf->adopted)
+    return free_adopted(buf, ex);
   /* Earlier work of this submission on this stream may still use the memory: the free is
    * enqueued behind it. Other holders (submissions on other streams) make this not the last. */
   if (atomic_fetch_sub(&buf->refs, 1) == 1)

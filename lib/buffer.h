@@ -12,6 +12,9 @@ struct cuv_buffer_s {
   pthread_mutex_t lock;        /* guards accesses (hazard.c) */
   cuv__access_t *accesses;     /* in flight: by which stream, read or write */
   int hazard_mode;             /* CUV_HAZARD_* */
+  bool adopted;                /* cuv_buffer_adopt: the caller's memory, never freed by cuv */
+  cuv_release_fn release;      /* ... given back with release(release_arg), when not NULL */
+  void *release_arg;
 };
 
 /* Checks [offset, offset + bytes) lies in buf. */

@@ -593,6 +593,63 @@ static void test_bad_callbacks(void **state) {
   cuv_policy_destroy(fails);
 }
 
+/* ---- custom ops and adopted memory ---- */
+
+static int custom_unit(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) { return 0; }
+
+static int custom_retain_null(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
+  *(int *)arg = cuv_custom_retain(ctx, arg, NULL);
+  return 0;
+}
+
+static void *counted_arg(void) {
+  cuvt_counted_t *arg = malloc(sizeof *arg);
+  assert_non_null(arg);
+  *arg = (cuvt_counted_t){1, &releases};
+  return arg;
+}
+
+/* cuv_custom with accesses[0] = a: an error op with code, its arg dropped once. */
+static void expect_custom_refused(cuv_access_t a, int code) {
+  EXPECT_CONSUMED(cuv_custom(custom_unit, counted_arg(), cuvt_counted_release, &a, 1), code);
+}
+
+/* Bad input to a custom op is an error op that ran drop(arg) once; the context's getters answer
+ * NULL for a NULL context; cuv_buffer_adopt refuses what cannot be memory. */
+static void test_custom_input(void **state) {
+  cuv_buffer_t *buf = cuvt_buffer(64);
+  cuv_access_t rw = CUV_ACCESS_RW(buf);
+  EXPECT_CONSUMED(cuv_custom(NULL, counted_arg(), cuvt_counted_release, &rw, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_custom(NULL, NULL, NULL, NULL, 0), CUV_EINVAL);
+  EXPECT_CONSUMED(cuv_custom(custom_unit, counted_arg(), cuvt_counted_release, NULL, 1),
+                  CUV_EINVAL);
+  expect_custom_refused((cuv_access_t){NULL, CUV_ARG_KIND_READ, 0, 0}, CUV_EINVAL);
+  expect_custom_refused((cuv_access_t){buf, CUV_ARG_KIND_SCALAR, 0, 0}, CUV_EINVAL);
+  expect_custom_refused((cuv_access_t){buf, (enum cuv_arg_kind)7, 0, 0}, CUV_EINVAL);
+  expect_custom_refused(CUV_ACCESS_READ_RANGE(buf, 65, 0), CUV_ERANGE);
+  expect_custom_refused(CUV_ACCESS_WRITE_RANGE(buf, 60, 8), CUV_ERANGE);
+  expect_custom_refused(CUV_ACCESS_RW_RANGE(buf, 1, SIZE_MAX), CUV_ERANGE);
+  /* The edges are valid: nothing at the end, the whole buffer. */
+  cuv_access_t edges[] = {CUV_ACCESS_READ_RANGE(buf, 64, 0), CUV_ACCESS_RW_RANGE(buf, 0, 64)};
+  assert_cuv_ok(cuv_sync(cuv_custom(custom_unit, NULL, NULL, edges, 2), NULL));
+  int retained = 0;
+  assert_cuv_ok(cuv_sync(cuv_custom(custom_retain_null, &retained, NULL, NULL, 0), NULL));
+  EXPECT(retained, CUV_EINVAL);
+  EXPECT(cuv_custom_retain(NULL, buf, free), CUV_EINVAL);
+  assert_null(cuv_custom_stream(NULL));
+  assert_null(cuv_custom_cu_stream(NULL));
+  assert_null(cuv_custom_device(NULL));
+  cuv_buffer_t *b = NULL;
+  cuv_deviceptr_t ptr = cuv_buffer_ptr(buf);
+  EXPECT(cuv_buffer_adopt(NULL, cuvt_device(), ptr, 64, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_buffer_adopt(&b, NULL, ptr, 64, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_buffer_adopt(&b, cuvt_device(), 0, 64, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_buffer_adopt(&b, cuvt_device(), ptr, 0, NULL, NULL), CUV_EINVAL);
+  EXPECT(cuv_buffer_adopt(&b, cuvt_device(), UINT64_MAX - 3, 64, NULL, NULL), CUV_EINVAL);
+  assert_null(b);
+  cuv_buffer_unref(buf);
+}
+
 /* ---- two devices ---- */
 
 /* Objects of different devices used together: CUV_EDEVICE where the op is built (copies,
@@ -636,6 +693,9 @@ static void test_mismatched_devices(void **state) {
   EXPECT(cuv_sync_on(s0, cuv_dup(b1), NULL), CUV_EDEVICE);
   EXPECT(cuv_sync_policy(p1, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
   EXPECT(cuv_enqueue_on(s1, cuv_free(cuv_buffer_ref(b0)), NULL), CUV_EDEVICE);
+  cuv_access_t two[] = {CUV_ACCESS_READ(b0), CUV_ACCESS_WRITE(b1)};
+  EXPECT_OP(cuv_custom(custom_unit, NULL, NULL, two, 2), CUV_EDEVICE);
+  EXPECT(cuv_sync_on(s0, cuv_custom(custom_unit, NULL, NULL, two + 1, 1), NULL), CUV_EDEVICE);
   /* Each works on its own device. */
   assert_cuv_ok(cuv_sync_on(s1, cuv_memset8(b1, 0, 0, 4), NULL));
   cuv_arg_t args1[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b1)};
@@ -797,6 +857,7 @@ int main(void) {
       cmocka_unit_test(test_typed_launchers),
       cmocka_unit_test(test_error_op_through_every_executor),
       cmocka_unit_test(test_bad_callbacks),
+      cmocka_unit_test(test_custom_input),
       cmocka_unit_test(test_mismatched_devices),
       cmocka_unit_test(test_queue_misuse),
       cmocka_unit_test(test_bridge_misuse),

@@ -1,17 +1,19 @@
-/* tcp-infer --cublas: the two layers as cublasSgemm, enqueued through cuv_with_context on the
- * stream cuv picked, each followed by the bias+activation kernel (mlp_bias_act).
+/* tcp-infer --cublas: the two layers as cublasSgemm, each a custom op (include/cuv/custom.h) on
+ * the stream cuv picked, followed by the bias+activation kernel (mlp_bias_act).
  *
  * libcublas is loaded with dlopen at start-up, never linked: where it does not load (no CUDA
  * toolkit, or the simulator, whose streams are not CUDA streams), model_cublas_open fails and the
  * server silently keeps its own kernel. The few entry points are declared here (their C ABI), so
  * no cuBLAS header is needed either.
  *
- * What cuv cannot see: the raw cuBLAS calls touch ws->in, ws->hidden, ws->out and the weights
- * without telling cuv. That is safe here only because the same submission's own ops (the upload
- * into ws->in, the bias kernels on hidden and out, the download) retain those buffers and order
- * them on the one stream, and the weights live until exit. */
+ * What cuBLAS touches is declared to cuv: each gemm op reads x and the weights and writes y, so
+ * cuv holds those buffers until the gemm is proven complete and orders it against work on other
+ * streams, whatever the ops around it do. The handle, whose workspace the enqueued gemm uses, is
+ * reference counted: each gemm retains it until its completion, so closing the model while
+ * requests are in flight destroys the handle only after the last one. */
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -20,6 +22,8 @@
 enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };
 
 typedef struct cublas {
+  atomic_int refs; /* the server's, and one per gemm in flight */
+  cuv_device_t *dev;
   void *lib;
   void *handle;
   pthread_mutex_t lock; /* one handle; --baseline enqueues from several pool threads */
@@ -69,18 +73,27 @@ int model_cublas_open(server_t *s) {
     return CUV_ENOTSUP;
   }
   pthread_mutex_init(&cb->lock, NULL);
+  atomic_init(&cb->refs, 1);
+  cb->dev = cuv_device_ref(s->dev);
   s->cublas_ctx = cb;
   return 0;
 }
 
-void model_cublas_close(server_t *s) {
-  cublas_t *cb = s->cublas_ctx;
-  if (!cb)
+static void cublas_unref(void *arg) {
+  cublas_t *cb = arg;
+  if (atomic_fetch_sub(&cb->refs, 1) != 1)
     return;
+  cuv_device_bind(cb->dev); /* a gemm's retirement may run on any thread */
   cb->destroy(cb->handle);
   pthread_mutex_destroy(&cb->lock);
+  cuv_device_unref(cb->dev);
   /* libcublas stays mapped: the CUDA runtime it loaded may still run exit-time handlers. */
   free(cb);
+}
+
+void model_cublas_close(server_t *s) {
+  if (s->cublas_ctx)
+    cublas_unref(s->cublas_ctx);
   s->cublas_ctx = NULL;
 }
 
@@ -89,31 +102,40 @@ void model_cublas_close(server_t *s) {
 typedef struct gemm {
   cublas_t *cb;
   int rows, in, out;
-  cuv_deviceptr_t x, w, y;
+  cuv_buffer_t *x, *w, *y; /* held by the op's declared accesses while it executes */
 } gemm_t;
 
-static cuv_op_t *enqueue_gemm(cuv_stream_t *stream, void *arg) {
-  const gemm_t *g = arg;
-  const float one = 1.0f, zero = 0.0f;
-  pthread_mutex_lock(&g->cb->lock);
-  int st = g->cb->set_stream(g->cb->handle, cuv_stream_handle(stream));
-  if (st == 0)
-    st = g->cb->sgemm(g->cb->handle, CUBLAS_OP_T, CUBLAS_OP_N, g->out, g->rows, g->in, &one,
-                      (const float *)(uintptr_t)g->w, g->in, (const float *)(uintptr_t)g->x,
-                      g->in, &zero, (float *)(uintptr_t)g->y, g->out);
-  pthread_mutex_unlock(&g->cb->lock);
-  /* A failure can only be reported as NULL (CUV_EINVAL): cuv has no public "failed op". */
-  return st == 0 ? cuv_value(NULL, NULL) : NULL;
+static int enqueue_gemm(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
+  gemm_t *g = arg;
+  cublas_t *cb = g->cb;
+  const float one = 1.0f, zero = 0.0f; /* read by cuBLAS during the call (host pointer mode) */
+  atomic_fetch_add(&cb->refs, 1);
+  int rc = cuv_custom_retain(ctx, cb, cublas_unref); /* before the gemm is enqueued */
+  if (rc < 0)
+    cublas_unref(cb);
+  int st = 0;
+  if (rc == 0) {
+    pthread_mutex_lock(&cb->lock);
+    st = cb->set_stream(cb->handle, cuv_custom_cu_stream(ctx));
+    if (st == 0)
+      st = cb->sgemm(cb->handle, CUBLAS_OP_T, CUBLAS_OP_N, g->out, g->rows, g->in, &one,
+                     (const float *)(uintptr_t)cuv_buffer_ptr(g->w), g->in,
+                     (const float *)(uintptr_t)cuv_buffer_ptr(g->x), g->in, &zero,
+                     (float *)(uintptr_t)cuv_buffer_ptr(g->y), g->out);
+    pthread_mutex_unlock(&cb->lock);
+  }
+  free(g);
+  return rc < 0 ? rc : st == 0 ? 0 : CUV_EIO; /* a cuBLAS status is not a cuv code */
 }
 
 static cuv_op_t *gemm(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
                       cuv_buffer_t *w, cuv_buffer_t *y) {
   gemm_t *g = malloc(sizeof *g);
   if (!g)
-    return cuv_with_context(NULL, NULL, NULL); /* an op carrying CUV_EINVAL */
-  *g = (gemm_t){s->cublas_ctx, (int)rows, (int)in, (int)out,
-                cuv_buffer_ptr(x), cuv_buffer_ptr(w), cuv_buffer_ptr(y)};
-  return cuv_with_context(enqueue_gemm, g, free);
+    return cuv_fail(CUV_ENOMEM);
+  *g = (gemm_t){s->cublas_ctx, (int)rows, (int)in, (int)out, x, w, y};
+  const cuv_access_t accesses[] = {CUV_ACCESS_READ(x), CUV_ACCESS_READ(w), CUV_ACCESS_WRITE(y)};
+  return cuv_custom(enqueue_gemm, g, free, accesses, 3);
 }
 
 static cuv_op_t *bias_act(server_t *s, unsigned rows, unsigned n, cuv_buffer_t *y,

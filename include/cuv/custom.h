@@ -1,0 +1,106 @@
+#ifndef CUV_CUSTOM_H
+#define CUV_CUSTOM_H
+
+/* Custom operations: an op whose work is the caller's own driver calls (cuBLAS, raw cuMemcpy,
+ * another library's kernels), composable with every combinator and executor like cuv's ops; and
+ * device memory that cuv did not allocate, adopted as a cuv_buffer_t (README: custom operations).
+ *
+ * What a custom op gives cuv, and what cuv gives it back:
+ * - At build time, the buffers its work touches, each with its access (read, write or both):
+ *   the op holds a reference on each until it runs, the submission engine orders jobs that
+ *   conflict on them, and at execution cuv holds them with their access and orders the op after
+ *   conflicting work on other streams (an event wait, as for a launch) before calling execute.
+ * - At execution, a context (cuv_custom_ctx_t): the stream and device it runs on, and retain,
+ *   which keeps any object alive until the submission's GPU work is proven complete, on every
+ *   path (success, execute failing after it retained, a later op of the submission failing,
+ *   cancel, a graph capture: then for the graph's lifetime). After a sticky device fault nothing
+ *   is released: what the faulted work held is leaked on purpose (cuv_status_is_fault).
+ *
+ * What execute may do: enqueue work on the context's stream (driver calls on
+ * cuv_custom_cu_stream, a library call after setting its stream), retain what that work uses
+ * before or right after enqueueing it, and set its output. It must not block on the stream (the
+ * thread may be a loop's) or execute another op: executors called inside it return
+ * CUV_EREENTRANT (it runs under the execution lock, as then and with_context callbacks do). It
+ * runs on the thread that makes the submission's driver calls: the executing thread, or for
+ * cuv_submit possibly a cuv-submit-N thread, with the device's primary context current. Work it
+ * enqueues on other streams is outside cuv's knowledge: order and hold it yourself. As after a
+ * with_context, a then or map callback over a custom op runs once the stream got past its work
+ * (it may have copied to the host: include/cuv.h, then).
+ *
+ * Include <cuv.h>, which includes this header. */
+
+#include <cuv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A buffer a custom op's work touches. kind: CUV_ARG_KIND_READ, _WRITE or _RW. offset and bytes
+ * name the range touched (bytes 0: from offset to the end); it is checked against the buffer,
+ * while hazards are tracked per buffer, so a range narrows no ordering. */
+typedef struct cuv_access {
+  cuv_buffer_t *buffer;
+  enum cuv_arg_kind kind;
+  size_t offset;
+  size_t bytes;
+} cuv_access_t;
+
+#define CUV_ACCESS_READ(buf) ((cuv_access_t){(buf), CUV_ARG_KIND_READ, 0, 0})
+#define CUV_ACCESS_WRITE(buf) ((cuv_access_t){(buf), CUV_ARG_KIND_WRITE, 0, 0})
+#define CUV_ACCESS_RW(buf) ((cuv_access_t){(buf), CUV_ARG_KIND_RW, 0, 0})
+/* The same for bytes [off, off + len) of the buffer. */
+#define CUV_ACCESS_READ_RANGE(buf, off, len)                                                      \
+  ((cuv_access_t){(buf), CUV_ARG_KIND_READ, (off), (len)})
+#define CUV_ACCESS_WRITE_RANGE(buf, off, len)                                                     \
+  ((cuv_access_t){(buf), CUV_ARG_KIND_WRITE, (off), (len)})
+#define CUV_ACCESS_RW_RANGE(buf, off, len) ((cuv_access_t){(buf), CUV_ARG_KIND_RW, (off), (len)})
+
+/* What execute receives: valid only during that call. */
+typedef struct cuv_custom_ctx_s cuv_custom_ctx_t;
+
+/* Enqueues the op's work. *out starts cleared: set it to give the op an output (released by cuv
+ * when execute fails). Returns 0 or a negative code, which fails the op and its submission; what
+ * was enqueued and retained before still finishes, and is held until then. */
+typedef int (*cuv_custom_fn)(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg);
+
+/* A custom op. The naccesses accesses are copied; the op takes its own reference on each buffer.
+ * Exactly one of execute(ctx, out, arg) and drop(arg) runs (drop may be NULL): execute when the op
+ * runs, drop when it never does (cuv_op_destroy, a failing combinator or executor, an earlier op
+ * of its submission failing, a declared buffer refused at execution). After execute, arg is
+ * execute's: free it there, or retain it when the GPU work uses it. Error op: CUV_EINVAL for a
+ * NULL execute, accesses NULL with naccesses > 0, a NULL buffer or a kind other than READ, WRITE
+ * or RW; CUV_ERANGE for a range outside its buffer; CUV_EDEVICE for buffers of two devices
+ * (drop(arg) has run then). Executed on another device's stream: CUV_EDEVICE. */
+CUV_EXTERN cuv_op_t *cuv_custom(cuv_custom_fn execute, void *arg, cuv_release_fn drop,
+                                const cuv_access_t *accesses, size_t naccesses);
+
+/* The stream the op runs on (borrowed), its CUstream, and its device (borrowed). NULL for a NULL
+ * ctx. */
+CUV_EXTERN cuv_stream_t *cuv_custom_stream(const cuv_custom_ctx_t *ctx);
+CUV_EXTERN struct CUstream_st *cuv_custom_cu_stream(const cuv_custom_ctx_t *ctx);
+CUV_EXTERN cuv_device_t *cuv_custom_device(const cuv_custom_ctx_t *ctx);
+
+/* Keeps object alive until the submission's GPU work is proven complete, then calls
+ * release(object) once, on the thread that retires the submission (a queue's draining thread, a
+ * blocking executor's caller). Inside a graph capture, until the graph is gone. Returns 0,
+ * CUV_EINVAL (NULL ctx or release) or CUV_ENOMEM; on failure nothing is held and object stays
+ * the caller's. */
+CUV_EXTERN int cuv_custom_retain(cuv_custom_ctx_t *ctx, void *object, cuv_release_fn release);
+
+/* Wraps device memory the caller allocated on dev (cuMemAlloc, another library's allocator) as a
+ * buffer usable by every op. cuv never frees it: release(release_arg) runs exactly once, when
+ * the last reference and the last submission holding the buffer are gone, on the thread that
+ * dropped the last one, with dev's context current (cuv_free of the last reference hands it to
+ * its submission, so release waits for the work before it). With a NULL release the caller keeps
+ * ownership: free the memory only after its last cuv_buffer_unref, once no submission can use it
+ * (their callbacks ran; a cancelled one's work is not over then). Returns CUV_EINVAL for a NULL
+ * out or dev, a 0 ptr, 0 bytes or a range past the address space, CUV_ENOMEM; on failure
+ * release does not run. */
+CUV_EXTERN int cuv_buffer_adopt(cuv_buffer_t **buf, cuv_device_t *dev, cuv_deviceptr_t ptr,
+                                size_t bytes, cuv_release_fn release, void *release_arg);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
