@@ -22,4 +22,10 @@ struct cuvt_dq {
   float b;
 };
 
+/* The names the .cu uses (C++ needs no `struct`), for C too: the typed launchers use them. */
+typedef struct cuvt_f4 cuvt_f4;
+typedef struct cuvt_d2 cuvt_d2;
+typedef struct cuvt_a32 cuvt_a32;
+typedef struct cuvt_dq cuvt_dq;
+
 #endif
