@@ -72,14 +72,15 @@ napi_value cuv_node_array_new(napi_env env, napi_typedarray_type type, size_t le
   return array;
 }
 
-int cuv_node_type_length_args(cuv_node_call_t *c, size_t i, napi_typedarray_type *type,
-                              size_t *length) {
+int cuv_node_alloc_args(cuv_node_call_t *c, napi_typedarray_type *type, size_t *length,
+                        size_t *bytes) {
   double n = 0;
-  if (!cuv_node_type_parse(c->env, c->argv[i], type))
+  if (!cuv_node_type_parse(c->env, c->argv[0], type))
     return cuv_node_bad(c, "the type must be a TypedArray constructor");
-  if (napi_get_value_double(c->env, c->argv[i + 1], &n) != napi_ok || !(n >= 1) ||
+  if (napi_get_value_double(c->env, c->argv[1], &n) != napi_ok || !(n >= 1) ||
       n > (double)(SIZE_MAX / 8) || n != (double)(size_t)n)
     return cuv_node_bad(c, "the length must be a positive integer");
   *length = (size_t)n;
-  return 0;
+  *bytes = *length * cuv_node_type_size(*type);
+  return cuv_node_setup(c->addon);
 }

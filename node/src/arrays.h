@@ -26,9 +26,10 @@ size_t cuv_node_type_size(napi_typedarray_type type);
 const char *cuv_node_type_name(napi_typedarray_type type);
 /* The type named by the string `name`; false for anything else. */
 bool cuv_node_type_parse(napi_env env, napi_value name, napi_typedarray_type *type);
-/* argv[i], a type's name, and argv[i + 1], a positive integer count of elements whose bytes fit a
- * size_t; CUV_EINVAL with the detail otherwise. */
-int cuv_node_type_length_args(cuv_node_call_t *c, size_t i, napi_typedarray_type *type,
-                              size_t *length);
+/* An allocation's arguments, argv[0], a type's name, and argv[1], a positive integer count of
+ * elements whose bytes fit a size_t (CUV_EINVAL with the detail otherwise); then sets the
+ * environment up, whose error it returns. *bytes = the allocation's size. */
+int cuv_node_alloc_args(cuv_node_call_t *c, napi_typedarray_type *type, size_t *length,
+                        size_t *bytes);
 
 #endif

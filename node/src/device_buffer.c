@@ -10,7 +10,8 @@
 
 static atomic_uint live;
 
-static void drop(napi_env env, cuv_node_buffer_t *b) {
+static void drop(napi_env env, void *native) {
+  cuv_node_buffer_t *b = native;
   if (!b->buf)
     return;
   int64_t ignored;
@@ -28,7 +29,8 @@ static void finalize(napi_env env, void *data, void *hint) {
 static const cuv_node_class_t buffer_class = {"DeviceBuffer",
                                               "cuv.upload or cuv.alloc",
                                               {0x6375765f6e6f6465ull, 0x4465766963654266ull},
-                                              finalize};
+                                              finalize,
+                                              drop};
 
 cuv_node_buffer_t *cuv_node_buffer_of(napi_env env, napi_value value) {
   return cuv_node_object_get(env, value, &buffer_class);
@@ -68,14 +70,6 @@ static cuv_node_buffer_t *self(napi_env env, napi_callback_info info, cuv_node_c
   if (!b)
     cuv_node_throw(env, CUV_EINVAL, "`this` is not a DeviceBuffer");
   return b;
-}
-
-static napi_value dispose(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_node_buffer_t *b = self(env, info, &c);
-  if (b)
-    drop(env, b);
-  return NULL;
 }
 
 static const struct {
@@ -144,9 +138,12 @@ napi_value cuv_node_buffer_class(napi_env env, cuv_node_addon_t *a) {
 #define GETTER(name, fn)                                                                           \
   { name, NULL, NULL, fn, NULL, NULL, napi_configurable, NULL }
   const napi_property_descriptor props[] = {
-      METHOD("dispose", dispose),   METHOD("setHazardMode", set_hazard_mode),
-      GETTER("length", get_length), GETTER("byteLength", get_byte_length),
-      GETTER("type", get_type),     GETTER("disposed", get_disposed),
+      CUV_NODE_DISPOSE_PROPERTY(&buffer_class),
+      METHOD("setHazardMode", set_hazard_mode),
+      GETTER("length", get_length),
+      GETTER("byteLength", get_byte_length),
+      GETTER("type", get_type),
+      GETTER("disposed", get_disposed),
   };
 #undef METHOD
 #undef GETTER

@@ -35,10 +35,28 @@ static void kernel_finalize(napi_env env, void *data, void *hint) {
   free(k);
 }
 
-static const cuv_node_class_t module_class = {
-    "Module", "cuv.loadModule", {0x6375765f6e6f6465ull, 0x4d6f64756c655f5full}, module_finalize};
-static const cuv_node_class_t kernel_class = {
-    "Kernel", "module.kernel", {0x6375765f6e6f6465ull, 0x4b65726e656c5f5full}, kernel_finalize};
+static void module_dispose(napi_env env, void *native) {
+  node_module_t *m = native;
+  cuv_module_unref(m->mod);
+  m->mod = NULL;
+}
+
+static void kernel_dispose(napi_env env, void *native) {
+  node_kernel_t *k = native;
+  cuv_kernel_unref(k->kernel);
+  k->kernel = NULL;
+}
+
+static const cuv_node_class_t module_class = {"Module",
+                                              "cuv.loadModule",
+                                              {0x6375765f6e6f6465ull, 0x4d6f64756c655f5full},
+                                              module_finalize,
+                                              module_dispose};
+static const cuv_node_class_t kernel_class = {"Kernel",
+                                              "module.kernel",
+                                              {0x6375765f6e6f6465ull, 0x4b65726e656c5f5full},
+                                              kernel_finalize,
+                                              kernel_dispose};
 
 /* ---- loading ------------------------------------------------------------------------------ */
 
@@ -141,26 +159,6 @@ static napi_value module_kernel(napi_env env, napi_callback_info info) {
   return obj;
 }
 
-static napi_value module_dispose(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c = {.env = env};
-  node_module_t *m = live_self(&c, info, &module_class);
-  if (!m)
-    return cuv_node_throw(env, CUV_EINVAL, c.detail);
-  cuv_module_unref(m->mod);
-  m->mod = NULL;
-  return NULL;
-}
-
-static napi_value kernel_dispose(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c = {.env = env};
-  node_kernel_t *k = live_self(&c, info, &kernel_class);
-  if (!k)
-    return cuv_node_throw(env, CUV_EINVAL, c.detail);
-  cuv_kernel_unref(k->kernel);
-  k->kernel = NULL;
-  return NULL;
-}
-
 static napi_value kernel_name(napi_env env, napi_callback_info info) {
   cuv_node_call_t c = {.env = env};
   napi_value name = NULL;
@@ -174,14 +172,14 @@ static napi_value kernel_name(napi_env env, napi_callback_info info) {
 napi_value cuv_node_module_class(napi_env env, cuv_node_addon_t *a) {
   const napi_property_descriptor props[] = {
       {"kernel", NULL, module_kernel, NULL, NULL, NULL, napi_default_method, NULL},
-      {"dispose", NULL, module_dispose, NULL, NULL, NULL, napi_default_method, NULL},
+      CUV_NODE_DISPOSE_PROPERTY(&module_class),
   };
   return cuv_node_class_define(env, &module_class, props, 2, &a->module_class);
 }
 
 napi_value cuv_node_kernel_class(napi_env env, cuv_node_addon_t *a) {
   const napi_property_descriptor props[] = {
-      {"dispose", NULL, kernel_dispose, NULL, NULL, NULL, napi_default_method, NULL},
+      CUV_NODE_DISPOSE_PROPERTY(&kernel_class),
       {"name", NULL, NULL, kernel_name, NULL, NULL, napi_configurable, NULL},
   };
   return cuv_node_class_define(env, &kernel_class, props, 2, &a->kernel_class);

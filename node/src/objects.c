@@ -1,4 +1,6 @@
 /* Classes whose instances wrap a native object (objects.h). */
+#include <stdio.h>
+
 #include "errors.h"
 #include "objects.h"
 
@@ -51,4 +53,20 @@ void *cuv_node_object_get(napi_env env, napi_value value, const cuv_node_class_t
       napi_unwrap(env, value, &native) != napi_ok)
     return NULL;
   return native;
+}
+
+napi_value cuv_node_object_dispose(napi_env env, napi_callback_info info) {
+  napi_value self;
+  void *data = NULL;
+  if (napi_get_cb_info(env, info, NULL, NULL, &self, &data) != napi_ok)
+    return NULL;
+  const cuv_node_class_t *cls = data;
+  void *native = cuv_node_object_get(env, self, cls);
+  if (!native) {
+    char detail[CUV_NODE_DETAIL_MAX];
+    snprintf(detail, sizeof detail, "`this` is not a %s", cls->name);
+    return cuv_node_throw(env, CUV_EINVAL, detail);
+  }
+  cls->dispose(env, native);
+  return NULL;
 }

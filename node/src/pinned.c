@@ -77,14 +77,11 @@ cuv_host_buffer_t *cuv_node_pinned_of(napi_env env, const cuv_node_array_t *arra
 napi_value cuv_node_js_pinned(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
   napi_typedarray_type type;
-  size_t length;
+  size_t length, bytes;
   cuv_host_buffer_t *host;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = cuv_node_type_length_args(&c, 0, &type, &length);
-  size_t bytes = length * cuv_node_type_size(type);
-  if (rc == 0)
-    rc = cuv_node_setup(c.addon);
+  int rc = cuv_node_alloc_args(&c, &type, &length, &bytes);
   if (rc == 0)
     rc = cuv_host_buffer_create(&host, c.addon->dev, bytes);
   if (rc < 0)

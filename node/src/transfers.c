@@ -25,15 +25,13 @@ static int array_arg(cuv_node_call_t *c, size_t i, cuv_node_array_t *array) {
 napi_value cuv_node_js_alloc(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
   napi_typedarray_type type;
-  size_t length;
+  size_t length, bytes;
   cuv_buffer_t *buf;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = cuv_node_type_length_args(&c, 0, &type, &length);
+  int rc = cuv_node_alloc_args(&c, &type, &length, &bytes);
   if (rc == 0)
-    rc = cuv_node_setup(c.addon);
-  if (rc == 0)
-    rc = cuv_buffer_create(&buf, c.addon->dev, length * cuv_node_type_size(type));
+    rc = cuv_buffer_create(&buf, c.addon->dev, bytes);
   if (rc < 0)
     return cuv_node_throw(env, rc, c.detail);
   napi_value obj = cuv_node_buffer_new(c.addon, buf, type, length);
