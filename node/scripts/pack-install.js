@@ -19,8 +19,13 @@ function option(name, fallback) {
   return at >= 0 ? process.argv[at + 1] : fallback;
 }
 
+// This node first on the PATH: npm and the install script run with it (`#!/usr/bin/env node`),
+// also where the node given to cuv's build (NODE) is not the PATH's.
+const env = { ...process.env,
+  PATH: [path.dirname(process.execPath), process.env.PATH].filter(Boolean).join(path.delimiter) };
+
 function run(cmd, args, cwd) {
-  const result = spawnSync(cmd, args, { cwd, stdio: ['ignore', 'inherit', 'inherit'] });
+  const result = spawnSync(cmd, args, { cwd, env, stdio: ['ignore', 'inherit', 'inherit'] });
   if (result.status !== 0) {
     const why = result.error || `exit ${result.status}`;
     throw new Error(`${cmd} ${args.join(' ')} (in ${cwd}): ${why}`);
@@ -61,8 +66,9 @@ function install(out, npm, tarball) {
   const quiet = ['--no-audit', '--no-fund', '--foreground-scripts'];
   run(npm, ['install', '--offline', ...quiet, tarball], dir);
   const typescript = `typescript@${require('../package.json').devDependencies.typescript}`;
-  const got = spawnSync(npm, ['install', '--prefer-offline', '--no-save', ...quiet, typescript],
-    { cwd: dir, stdio: 'inherit' });
+  // Short network timeouts: a machine without the registry (a GPU machine) gives up soon.
+  const got = spawnSync(npm, ['install', '--prefer-offline', '--no-save', '--fetch-retries=1',
+    '--fetch-timeout=30000', ...quiet, typescript], { cwd: dir, env, stdio: 'inherit' });
   if (got.status !== 0) console.warn(`cuv: ${typescript} is not available: types.test.js skips`);
 }
 

@@ -16,7 +16,9 @@ const only = at >= 0 ? args.splice(at, 2)[1] : null;
 
 function run(driver) {
   console.error(`cuv: node --test with CUV_DRIVER=${driver}`); // stdout: TAP's alone
-  const env = { ...process.env, CUV_DRIVER: driver };
+  // Modules loaded eagerly, as cuv's gpu suite runs (tests/meson.build): with lazy loading, the
+  // first launch of a kernel waits for the gate kernel (fixtures/common.js) that is running.
+  const env = { CUDA_MODULE_LOADING: 'EAGER', ...process.env, CUV_DRIVER: driver };
   const child = spawnSync(process.execPath, ['--test', ...args, ...files],
     { stdio: 'inherit', env });
   return child.status === null ? 1 : child.status;
