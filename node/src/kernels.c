@@ -22,19 +22,6 @@ typedef struct node_kernel {
   char name[NAME_MAX_BYTES];
 } node_kernel_t;
 
-static void module_finalize(napi_env env, void *data, void *hint) {
-  node_module_t *m = data;
-  cuv_module_unref(m->mod);
-  free(m);
-}
-
-static void kernel_finalize(napi_env env, void *data, void *hint) {
-  node_kernel_t *k = data;
-  cuv_kernel_unref(k->kernel);
-  free(k->kinds);
-  free(k);
-}
-
 static void module_dispose(napi_env env, void *native) {
   node_module_t *m = native;
   cuv_module_unref(m->mod);
@@ -45,6 +32,17 @@ static void kernel_dispose(napi_env env, void *native) {
   node_kernel_t *k = native;
   cuv_kernel_unref(k->kernel);
   k->kernel = NULL;
+}
+
+static void module_finalize(napi_env env, void *data, void *hint) {
+  module_dispose(env, data);
+  free(data);
+}
+
+static void kernel_finalize(napi_env env, void *data, void *hint) {
+  kernel_dispose(env, data);
+  free(((node_kernel_t *)data)->kinds);
+  free(data);
 }
 
 static const cuv_node_class_t module_class = {"Module",
@@ -107,8 +105,8 @@ napi_value cuv_node_js_load_module(napi_env env, napi_callback_info info) {
 
 /* ---- Module ------------------------------------------------------------------------------- */
 
-/* this as a live Module or Kernel; NULL after throwing. */
-static void *live_self(cuv_node_call_t *c, napi_callback_info info, const cuv_node_class_t *cls) {
+/* `this` as a Module or Kernel (disposed or not); NULL, with the detail, when it is neither. */
+static void *self_of(cuv_node_call_t *c, napi_callback_info info, const cuv_node_class_t *cls) {
   if (!cuv_node_call_get(c->env, info, c))
     return NULL;
   void *native = cuv_node_object_get(c->env, c->self, cls);
@@ -145,7 +143,7 @@ static int get_kernel(cuv_node_call_t *c, node_module_t *m, node_kernel_t *k) {
 
 static napi_value module_kernel(napi_env env, napi_callback_info info) {
   cuv_node_call_t c = {.env = env};
-  node_module_t *m = live_self(&c, info, &module_class);
+  node_module_t *m = self_of(&c, info, &module_class);
   node_kernel_t *k = m ? calloc(1, sizeof *k) : NULL;
   if (!m)
     return cuv_node_throw(env, CUV_EINVAL, c.detail);
@@ -162,7 +160,7 @@ static napi_value module_kernel(napi_env env, napi_callback_info info) {
 static napi_value kernel_name(napi_env env, napi_callback_info info) {
   cuv_node_call_t c = {.env = env};
   napi_value name = NULL;
-  node_kernel_t *k = live_self(&c, info, &kernel_class);
+  node_kernel_t *k = self_of(&c, info, &kernel_class);
   if (!k)
     return cuv_node_throw(env, CUV_EINVAL, c.detail);
   napi_create_string_utf8(env, k->name, NAPI_AUTO_LENGTH, &name);
