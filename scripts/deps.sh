@@ -8,10 +8,11 @@ CUV_APT_PACKAGES="meson ninja-build pkg-config gcc g++ libc6-dev libuv1-dev libc
 # Fuzzing (scripts/fuzz, which scripts/test runs): clang and its libFuzzer runtime, which
 # Debian's clang only recommends.
 CUV_FUZZ_APT_PACKAGES="clang libclang-rt-14-dev"
-# The Node.js addon (samples/node-addon) needs node and its headers. Debian 12's nodejs has no
-# headers (libnode-dev has them); NodeSource's nodejs has both, and its files clash with
-# libnode-dev's: ask for the Debian pair only where no headers are installed.
+# The Node package (node/) needs node, its headers and npm (which brings node-gyp). Debian 12's
+# nodejs has no headers (libnode-dev has them) and no npm; NodeSource's nodejs has all three, and
+# its files clash with libnode-dev's and npm's: ask for the Debian ones only where missing.
 [ -f /usr/include/node/node_api.h ] || CUV_APT_PACKAGES="$CUV_APT_PACKAGES nodejs libnode-dev"
+command -v npm >/dev/null 2>&1 || CUV_APT_PACKAGES="$CUV_APT_PACKAGES npm"
 
 cuv_missing_packages() {
   local pkg missing=""

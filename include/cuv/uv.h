@@ -64,7 +64,7 @@
  * Linking: C programs link libcuv-uv (pkg-config cuv-uv). A program that brings its own libuv (a
  * Node.js addon must use node's) compiles the adapter's installed source into itself instead,
  * against its own uv.h, and links libcuv only: `pkg-config --variable=adapter cuv-uv` names it
- * (samples/node-addon builds so). */
+ * (node/, the Node package, compiles uv/bridge.c so). */
 
 #include <uv.h>
 

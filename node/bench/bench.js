@@ -1,0 +1,220 @@
+'use strict';
+// cuv's Promises against what Node users pick today, the same op in one process (bench/RESULTS.md
+// of cuv has the figures and the command):
+//   round trip   saxpy n=1 (a one-element launch) and nop (an empty op: the machinery alone), each
+//                as a cuv Promise, through the blocking binding (cuv_sync on the JavaScript
+//                thread, baseline.saxpySync) and through napi_async_work whose pool thread blocks
+//                until the GPU is done (baseline.saxpyWork, node-llama-cpp's pattern), at 1 and K
+//                in flight: ops/s, p50 and p99 from call to settle, and the ratios;
+//   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
+//                completion submits the next): the delay's p50, p99 and max;
+//   pool         libuv's pool (4 threads) left free: fs.stat and dns.lookup('localhost'), which
+//                run on the pool, measured alone and while K saxpys are kept in flight as cuv
+//                Promises, then as napi_async_work.
+//
+//   node bench/bench.js [--calls N] [--inflight K] [--flight F] [--smoke]
+// Defaults: 20000 calls per row, K = 64, F = 10000; --smoke: tiny counts (cuv's test on the
+// simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
+const fs = require('node:fs');
+const dns = require('node:dns');
+const { monitorEventLoopDelay } = require('node:perf_hooks');
+const cuv = require('..');
+
+function option(name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  return at >= 0 ? Number(process.argv[at + 1]) : fallback;
+}
+
+const smoke = process.argv.includes('--smoke');
+const calls = option('calls', smoke ? 200 : 20000);
+const inflight = option('inflight', smoke ? 8 : 64);
+const flight = option('flight', smoke ? 500 : 10000);
+const poolOps = smoke ? 200 : 20000;
+
+const now = () => process.hrtime.bigint();
+const micros = (t0) => Number(now() - t0) / 1e3;
+const percentile = (sorted, p) =>
+  sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+
+// `calls` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99} (microseconds).
+async function measure(one, width, isSync) {
+  const times = new Float64Array(calls);
+  const start = now();
+  if (isSync) {
+    for (let i = 0; i < calls; i++) {
+      const t0 = now();
+      one(0);
+      times[i] = micros(t0);
+    }
+  } else {
+    let next = 0;
+    const lane = async (_, l) => {
+      while (next < calls) {
+        const i = next++;
+        const t0 = now();
+        await one(l);
+        times[i] = micros(t0);
+      }
+    };
+    await Promise.all(Array.from({ length: width }, lane));
+  }
+  const seconds = Number(now() - start) / 1e9;
+  times.sort();
+  return { opsPerSec: calls / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+}
+
+// Keeps `width` lanes of one(lane) running until stop(); stop() resolves with the count done.
+function keepBusy(one, width) {
+  let running = true, done = 0;
+  const lanes = Array.from({ length: width }, async (_, l) => {
+    while (running) {
+      await one(l);
+      done++;
+    }
+  });
+  return async () => {
+    running = false;
+    await Promise.all(lanes);
+    return done;
+  };
+}
+
+// Buffers for `lanes` independent saxpys (no lane orders another's work).
+async function lanesOf(lanes) {
+  const xs = [], ys = [];
+  for (let l = 0; l < lanes; l++) {
+    xs.push(await cuv.upload(Float32Array.of(1)));
+    ys.push(await cuv.upload(Float32Array.of(0)));
+  }
+  return { xs, ys };
+}
+
+function row(label, r) {
+  console.log(`${label.padEnd(30)} ${r.opsPerSec.toFixed(0).padStart(9)} ${r.p50.toFixed(1)
+    .padStart(9)} ${r.p99.toFixed(1).padStart(9)}`);
+}
+
+async function roundTrip({ xs, ys }) {
+  const ops = [
+    ['saxpy n=1', (l) => cuv.saxpy(0.5, xs[l], ys[l]),
+      (l) => cuv.baseline.saxpySync(0.5, xs[l], ys[l]),
+      (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
+    ['nop', () => cuv.nop(), () => cuv.baseline.nopSync(), () => cuv.baseline.nopWork()],
+  ];
+  console.log(`\n== round trip: ${calls} calls per row; ops/s, p50 and p99 in us`);
+  console.log(`${'op / binding'.padEnd(30)} ${'ops/s'.padStart(9)} ${'p50'.padStart(9)} ` +
+    `${'p99'.padStart(9)}`);
+  for (const [name, promise, sync, work] of ops) {
+    await measure(promise, 1, false); // warm-up: streams, reactor, JIT
+    measure(sync, 1, true);
+    await measure(work, inflight, false);
+    const r = {
+      promise: await measure(promise, 1, false), sync: await measure(sync, 1, true),
+      work: await measure(work, 1, false), promiseK: await measure(promise, inflight, false),
+      workK: await measure(work, inflight, false),
+    };
+    row(`${name} promise x1`, r.promise);
+    row(`${name} sync (blocking)`, r.sync);
+    row(`${name} async_work x1`, r.work);
+    row(`${name} promise x${inflight}`, r.promiseK);
+    row(`${name} async_work x${inflight}`, r.workK);
+    console.log(`${name}: promise x${inflight} throughput ${(r.promiseK.opsPerSec /
+      r.sync.opsPerSec).toFixed(2)}x sync, ${(r.promiseK.opsPerSec / r.workK.opsPerSec)
+      .toFixed(2)}x async_work x${inflight}; p50 at 1: promise ${(r.promise.p50 / r.sync.p50)
+      .toFixed(2)}x sync, ${(r.promise.p50 / r.work.p50).toFixed(2)}x async_work`);
+  }
+}
+
+// Keeps `flight` saxpys in flight (each completion submits the next) for 10 x flight of them,
+// with the loop's delay measured once all are in flight.
+async function eventLoop() {
+  const total = flight * 10;
+  const x = await cuv.upload(new Float32Array(1));
+  const ys = await Promise.all(Array.from({ length: 64 }, () => cuv.upload(new Float32Array(1))));
+  const delay = monitorEventLoopDelay({ resolution: 1 });
+  let submitted = 0, completed = 0, peak = 0;
+  const start = now();
+  await new Promise((resolve, reject) => {
+    const submit = () => {
+      const y = ys[submitted++ % ys.length];
+      cuv.saxpy(1, x, y).then(() => {
+        completed++;
+        if (submitted < total) submit();
+        else if (completed === total) resolve();
+      }, reject);
+      peak = Math.max(peak, submitted - completed);
+    };
+    // Filled in steps, so that the filling is not one long task of the loop.
+    const fill = () => {
+      for (let i = 0; i < 500 && submitted < flight; i++) submit();
+      if (submitted < flight) setImmediate(fill);
+      else delay.enable();
+    };
+    fill();
+  });
+  delay.disable();
+  const ms = (v) => (v / 1e6).toFixed(3);
+  console.log(`\n== event loop: ${flight} saxpys kept in flight (peak ${peak}), ${total} in all, ` +
+    `${(total / (Number(now() - start) / 1e9)).toFixed(0)} ops/s; loop delay p50 ` +
+    `${ms(delay.percentile(50))} ms, p99 ${ms(delay.percentile(99))} ms, max ` +
+    `${ms(delay.max)} ms`);
+}
+
+// ops/s of `poolOps` calls of job(), 16 at a time.
+async function poolRate(job) {
+  let next = 0;
+  const start = now();
+  await Promise.all(Array.from({ length: 16 }, async () => {
+    while (next++ < poolOps) await job();
+  }));
+  return poolOps / (Number(now() - start) / 1e9);
+}
+
+async function pool({ xs, ys }) {
+  const jobs = [['fs.stat', () => fs.promises.stat(__filename)],
+    ['dns.lookup', () => dns.promises.lookup('localhost')]];
+  const loads = [
+    ['alone', null],
+    [`cuv promise x${inflight}`, (l) => cuv.saxpy(0.5, xs[l], ys[l])],
+    [`async_work x${inflight}`, (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
+  ];
+  console.log(`\n== pool: ${poolOps} calls of each, 16 at a time, while saxpys are kept in flight`);
+  for (const [jobName, job] of jobs) {
+    await poolRate(job); // warm-up
+    let alone = 0;
+    for (const [loadName, load] of loads) {
+      const stop = load ? keepBusy(load, inflight) : null;
+      const rate = await poolRate(job);
+      const gpuOps = stop ? await stop() : 0;
+      alone ||= rate;
+      const meanwhile = stop ? `, ${gpuOps} saxpys meanwhile` : '';
+      console.log(`${jobName.padEnd(11)} ${loadName.padEnd(20)} ${rate.toFixed(0).padStart(9)} ` +
+        `ops/s (${(rate / alone).toFixed(2)}x alone)${meanwhile}`);
+    }
+  }
+}
+
+async function main() {
+  const driver = cuv.driver();
+  if (driver === null) {
+    console.log('cuv-node bench: no CUDA driver (CUV_DRIVER=sim runs on the simulator); skipped');
+    process.exitCode = 77;
+    return;
+  }
+  console.log(`cuv-node bench: driver ${driver}, device ${cuv.device()}, ` +
+    `node ${process.version}, libuv ${cuv.uvVersion.runtime}, pool ${process.env.UV_THREADPOOL_SIZE || 4} threads, ` +
+    `K = ${inflight}${smoke ? ' (smoke run: the figures mean nothing)' : ''}`);
+  const lanes = await lanesOf(inflight);
+  await roundTrip(lanes);
+  await eventLoop();
+  await pool(lanes);
+  const s = cuv.stats();
+  console.log(`\ncompletions: spin ${s.completedSpin}, reactor ${s.completedReactor} (polled ` +
+    `${s.completedPolled}), host callback ${s.completedHostfn}, sync ${s.completedSync}; ` +
+    `fallbacks ${s.fallbacks}`);
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exitCode = 1;
+});

@@ -1,0 +1,105 @@
+/* The bench's comparison bindings (baseline.h). */
+#include <stdlib.h>
+
+#include "baseline.h"
+#include "builtins.h"
+#include "errors.h"
+
+napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_saxpy(&c, &op);
+  if (rc == 0)
+    rc = cuv_sync(op, NULL);
+  return rc < 0 ? cuv_node_throw(env, rc, c.detail) : c.argv[2];
+}
+
+napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_setup(c.addon);
+  if (rc == 0)
+    rc = cuv_sync(cuv_value(NULL, NULL), NULL);
+  return rc < 0 ? cuv_node_throw(env, rc, NULL) : NULL;
+}
+
+/* One op run by cuv_sync on a pool thread. */
+typedef struct work {
+  napi_async_work work;
+  napi_deferred deferred;
+  napi_ref value; /* resolve with it (saxpy's y), or NULL for undefined */
+  cuv_op_t *op;
+  int status;
+} work_t;
+
+static void execute(napi_env env, void *data) {
+  work_t *w = data;
+  w->status = cuv_sync(w->op, NULL); /* holds this pool thread until the GPU is done */
+  w->op = NULL;
+}
+
+static void complete(napi_env env, napi_status work_status, void *data) {
+  work_t *w = data;
+  napi_value value = NULL;
+  cuv_op_destroy(w->op); /* not run: the work was cancelled before it started */
+  if (work_status != napi_ok && w->status == 0)
+    w->status = CUV_ECANCELED;
+  if (w->status == 0 && w->value)
+    napi_get_reference_value(env, w->value, &value);
+  else if (w->status == 0)
+    napi_get_undefined(env, &value);
+  if (w->status == 0)
+    napi_resolve_deferred(env, w->deferred, value);
+  else
+    napi_reject_deferred(env, w->deferred, cuv_node_error(env, w->status, NULL));
+  if (w->value)
+    napi_delete_reference(env, w->value);
+  napi_delete_async_work(env, w->work);
+  free(w);
+}
+
+/* Queues op on the pool; the Promise resolves with `value` (may be NULL). Consumes op. */
+static napi_value queue(napi_env env, cuv_op_t *op, napi_value value) {
+  napi_value promise, name;
+  work_t *w = calloc(1, sizeof *w);
+  if (!w || napi_create_promise(env, &w->deferred, &promise) != napi_ok) {
+    free(w);
+    cuv_op_destroy(op);
+    return cuv_node_rejected(env, CUV_ENOMEM, NULL);
+  }
+  w->op = op;
+  if ((value && napi_create_reference(env, value, 1, &w->value) != napi_ok) ||
+      napi_create_string_utf8(env, "cuv.baseline", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_async_work(env, NULL, name, execute, complete, w, &w->work) != napi_ok ||
+      napi_queue_async_work(env, w->work) != napi_ok) {
+    w->status = CUV_ENOMEM;
+    napi_reject_deferred(env, w->deferred, cuv_node_error(env, w->status, NULL));
+    cuv_op_destroy(w->op);
+    if (w->work)
+      napi_delete_async_work(env, w->work);
+    if (w->value)
+      napi_delete_reference(env, w->value);
+    free(w);
+  }
+  return promise;
+}
+
+napi_value cuv_node_js_saxpy_work(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_saxpy(&c, &op);
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(env, op, c.argv[2]);
+}
+
+napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_setup(c.addon);
+  return rc < 0 ? cuv_node_rejected(env, rc, NULL) : queue(env, cuv_value(NULL, NULL), NULL);
+}

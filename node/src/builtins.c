@@ -1,0 +1,167 @@
+/* The built-in ops (builtins.h). */
+#include "arrays.h"
+#include "builtins.h"
+#include "device_buffer.h"
+#include "errors.h"
+#include "jobs.h"
+
+#define BLOCK 256u
+
+static cuv_dim3_t grid_for(size_t threads) {
+  return CUV_DIM1((unsigned)((threads + BLOCK - 1) / BLOCK));
+}
+
+static int float_buffer(cuv_node_call_t *c, size_t i, const char *what, cuv_node_buffer_t **b) {
+  int rc = cuv_node_buffer_arg(c, i, what, b);
+  if (rc == 0 && (*b)->type != napi_float32_array)
+    rc = cuv_node_bad(c, "%s must hold float32, not %s", what, cuv_node_type_name((*b)->type));
+  return rc;
+}
+
+int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op) {
+  double a_value;
+  cuv_node_buffer_t *x, *y;
+  cuv_kernel_t *kernel;
+  int rc;
+  if (napi_get_value_double(c->env, c->argv[0], &a_value) != napi_ok)
+    return cuv_node_bad(c, "a must be a number");
+  if ((rc = float_buffer(c, 1, "x", &x)) < 0 || (rc = float_buffer(c, 2, "y", &y)) < 0)
+    return rc;
+  if (x->length != y->length)
+    return cuv_node_bad(c, "x and y differ in length (%zu and %zu)", x->length, y->length);
+  if ((rc = cuv_node_builtin_kernel(c->addon, "saxpy", &kernel)) < 0)
+    return rc;
+  unsigned n = (unsigned)x->length;
+  float a = (float)a_value;
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_READ(x->buf),
+                            CUV_ARG_RW(y->buf)};
+  *op = cuv_launch(kernel, grid_for(n), CUV_DIM1(BLOCK), 0, args, 4);
+  return 0;
+}
+
+/* The float32 DeviceBuffer at property `key` of layer i, or NULL. */
+static cuv_node_buffer_t *layer_buffer(cuv_node_call_t *c, napi_value layer, const char *key) {
+  napi_value value;
+  if (napi_get_named_property(c->env, layer, key, &value) != napi_ok)
+    return NULL;
+  cuv_node_buffer_t *b = cuv_node_buffer_of(c->env, value);
+  return b && b->buf && b->type == napi_float32_array ? b : NULL;
+}
+
+/* The mlp being built: its kernel, its rows, and the width of the layer's input. */
+typedef struct mlp_build {
+  cuv_kernel_t *dense;
+  unsigned rows, in;
+  uint32_t nlayers;
+} mlp_build_t;
+
+/* Layer i of mlp(x, rows, layers): y = act(w x + b), ReLU between layers. */
+static int build_layer(cuv_node_call_t *c, mlp_build_t *m, uint32_t i, cuv_buffer_t *x,
+                       cuv_op_t **op, cuv_buffer_t **y) {
+  napi_value layer;
+  napi_valuetype type;
+  cuv_node_buffer_t *w = NULL, *b = NULL;
+  if (napi_get_element(c->env, c->argv[2], i, &layer) != napi_ok ||
+      napi_typeof(c->env, layer, &type) != napi_ok || type != napi_object ||
+      !(w = layer_buffer(c, layer, "weights")) || !(b = layer_buffer(c, layer, "bias")))
+    return cuv_node_bad(c, "layers[%u] must be {weights, bias} of float32 DeviceBuffers", i);
+  size_t out = b->length;
+  if (w->length != out * m->in)
+    return cuv_node_bad(c,
+                        "layers[%u].weights has %zu floats, expected %zu (%zu outputs x %u "
+                        "inputs)",
+                        i, w->length, out * m->in, out, m->in);
+  int rc = cuv_buffer_create(y, c->addon->dev, (size_t)m->rows * out * sizeof(float));
+  if (rc < 0)
+    return rc;
+  unsigned outputs = (unsigned)out, relu = i + 1 < m->nlayers;
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(m->rows), CUV_ARG_VALUE(m->in), CUV_ARG_VALUE(outputs),
+                            CUV_ARG_READ(x),        CUV_ARG_READ(w->buf), CUV_ARG_READ(b->buf),
+                            CUV_ARG_WRITE(*y),      CUV_ARG_VALUE(relu)};
+  *op = cuv_launch(m->dense, grid_for((size_t)m->rows * out), CUV_DIM1(BLOCK), 0, args, 8);
+  m->in = outputs;
+  return 0;
+}
+
+/* The layers' launches in sequence; *result receives the last layer's output buffer. */
+static int build_layers(cuv_node_call_t *c, mlp_build_t *m, cuv_node_buffer_t *x, cuv_op_t **op,
+                        cuv_buffer_t **result) {
+  int rc = cuv_node_builtin_kernel(c->addon, "mlp_dense", &m->dense);
+  if (rc < 0)
+    return rc;
+  cuv_op_t *chain = NULL;
+  cuv_buffer_t *input = cuv_buffer_ref(x->buf);
+  for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
+    cuv_op_t *launch = NULL;
+    cuv_buffer_t *y = NULL;
+    rc = build_layer(c, m, i, input, &launch, &y);
+    if (rc == 0) {
+      chain = chain ? cuv_seq(chain, launch) : launch; /* the launches hold their buffers */
+      cuv_buffer_unref(input);
+      input = y;
+    }
+  }
+  if (rc < 0) {
+    cuv_op_destroy(chain);
+    cuv_buffer_unref(input);
+    return rc;
+  }
+  *op = chain;
+  *result = input;
+  return 0;
+}
+
+/* mlp(x, rows, layers): argv = x, rows, layers. */
+static int build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
+  cuv_node_buffer_t *x;
+  mlp_build_t m = {0};
+  bool is_array = false;
+  int rc;
+  if ((rc = float_buffer(c, 0, "x", &x)) < 0)
+    return rc;
+  if (napi_get_value_uint32(c->env, c->argv[1], &m.rows) != napi_ok || m.rows == 0)
+    return cuv_node_bad(c, "rows must be a positive integer");
+  if (x->length % m.rows != 0)
+    return cuv_node_bad(c, "x has %zu floats, not a multiple of %u rows", x->length, m.rows);
+  if (napi_is_array(c->env, c->argv[2], &is_array) != napi_ok || !is_array ||
+      napi_get_array_length(c->env, c->argv[2], &m.nlayers) != napi_ok || m.nlayers == 0)
+    return cuv_node_bad(c, "layers must be a non-empty array");
+  m.in = (unsigned)(x->length / m.rows);
+  return build_layers(c, &m, x, op, result);
+}
+
+napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_saxpy(&c, &op);
+  cuv_node_result_t result = {.kind = CUV_NODE_VALUE, .value = c.argv[2]};
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
+                : cuv_node_submit(&c, op, c.argv[3], &result);
+}
+
+napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  cuv_buffer_t *out = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = build_mlp(&c, &op, &out);
+  if (rc < 0)
+    return cuv_node_rejected(env, rc, c.detail);
+  size_t length = cuv_buffer_size(out) / sizeof(float);
+  cuv_node_result_t result = {
+      .kind = CUV_NODE_DEVICE, .device = out, .type = napi_float32_array, .length = length};
+  return cuv_node_submit(&c, op, c.argv[3], &result);
+}
+
+napi_value cuv_node_js_nop(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_setup(c.addon);
+  cuv_node_result_t result = {.kind = CUV_NODE_UNDEFINED};
+  return rc < 0 ? cuv_node_rejected(env, rc, NULL)
+                : cuv_node_submit(&c, cuv_value(NULL, NULL), c.argv[0], &result);
+}

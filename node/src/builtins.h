@@ -1,0 +1,16 @@
+/* The built-in ops: saxpy (samples/saxpy's kernel), mlp (apps/tcp-infer's dense layer, a launch
+ * per layer) and nop (an empty op, cuv_value: the bridge and Promise machinery alone). Their
+ * builders serve the Promise bindings here and the blocking ones of baseline.c. */
+#ifndef CUV_NODE_BUILTINS_H
+#define CUV_NODE_BUILTINS_H
+
+#include "addon.h"
+
+/* saxpy(a, x, y) from argv[0..2]: y = a*x + y on float32 DeviceBuffers of one length. */
+int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op);
+
+napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info);
+napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info);
+napi_value cuv_node_js_nop(napi_env env, napi_callback_info info);
+
+#endif
