@@ -64,7 +64,7 @@ function kernelPtx(root, cudaDir) {
     const shipped = path.join(pkg, 'ptx', `${kernel.name}.ptx`);
     if (nvcc) {
       const out = path.join(gen, `${kernel.name}.ptx`);
-      cuda.compilePtx(nvcc, cu, out);
+      cuda.compilePtx(nvcc, cu, out, root);
       return { name: kernel.name, origin: 'nvcc', text: fs.readFileSync(out, 'utf8') };
     }
     if (fs.existsSync(shipped)) {

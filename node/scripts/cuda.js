@@ -32,9 +32,11 @@ function findNvcc(root) {
   }) || null;
 }
 
-// Compiles `cu` to PTX at `out`; throws with nvcc's output when it fails.
-function compilePtx(nvcc, cu, out) {
-  const result = spawnSync(nvcc, ['-ptx', '-o', out, cu], { encoding: 'utf8' });
+// Compiles `cu` to PTX at `out`, seeing cuv's include folder (cuv/kernel.h's CUV_OUT markers);
+// throws with nvcc's output when it fails.
+function compilePtx(nvcc, cu, out, cuvRoot) {
+  const args = ['-ptx', '-I', path.join(cuvRoot, 'include'), '-o', out, cu];
+  const result = spawnSync(nvcc, args, { encoding: 'utf8' });
   if (result.status !== 0) {
     throw new Error(`${nvcc} -ptx ${cu} failed:\n${result.stderr || result.error}`);
   }

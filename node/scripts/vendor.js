@@ -33,7 +33,7 @@ function compileKernels(root, dest) {
   fs.mkdirSync(dir, { recursive: true });
   return sources.kernelModules.map((kernel) => {
     const { cu } = sources.kernelPaths(root, kernel);
-    cuda.compilePtx(nvcc, cu, path.join(dir, `${kernel.name}.ptx`));
+    cuda.compilePtx(nvcc, cu, path.join(dir, `${kernel.name}.ptx`), root);
     return cu;
   });
 }

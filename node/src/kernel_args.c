@@ -136,7 +136,8 @@ static int buffer(cuv_node_call_t *c, size_t k, napi_value value, unsigned kind,
     return cuv_node_bad(c, "args[%zu] was disposed", k);
   static const enum cuv_arg_kind access[] = {
       [READ] = CUV_ARG_KIND_READ, [WRITE] = CUV_ARG_KIND_WRITE, [RW] = CUV_ARG_KIND_RW};
-  *arg = (cuv_arg_t){access[kind], b->buf, (size_t)offset, NULL, 0};
+  *arg = CUV_ARG_READ_AT(b->buf, (size_t)offset);
+  arg->kind = access[kind];
   return 0;
 }
 
