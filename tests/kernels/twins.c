@@ -170,7 +170,9 @@ static int args_u8_u64(const cuv_sim_launch_t *l, void **params) {
 
 static int args_a32(const cuv_sim_launch_t *l, void **params) {
   signed char tag = P(0, signed char);
-  const struct cuvt_a32 *s = params[1];
+  struct cuvt_a32 s_value; /* copied out: the driver places parameters at most 16-aligned */
+  memcpy(&s_value, params[1], sizeof s_value);
+  const struct cuvt_a32 *s = &s_value;
   const float *x = PTR(2, const float);
   float *y = PTR(3, float);
   unsigned n = P(4, unsigned);
