@@ -1,10 +1,10 @@
 /* The failure-injection sweep (suite sim only: it needs cuv_sim_fail). A representative workload
  * (a then-chain into cuv_sync_on, two cuv_submit into a queue, a graph capture with its update and
  * replays, a writer on one stream read from another, a fork, a submission from a new thread, a
- * module's load and launch, and queries) runs clean to learn how many calls each of its steps
- * makes to each entry point of CUV__DRIVER_FUNCS. Then, for each entry point, step and call k
- * of that step (the first PER_STEP and the last), the workload runs again with that call
- * failing, and must:
+ * module's load and launch, a launch whose arguments are ops, and queries) runs clean to learn
+ * how many calls each of its steps makes to each entry point of CUV__DRIVER_FUNCS. Then, for each
+ * entry point, step and call k of that step (the first PER_STEP and the last), the workload runs
+ * again with that call failing, and must:
  *   - report the failure as an error of that step, every other step succeeding; or absorb it
  *     (every step succeeds with right results: a fallback took over);
  *   - never report success with wrong results; run every completion callback exactly once and
@@ -81,9 +81,10 @@ static CUresult injected_error(const char *entry) {
 /* ---- one run of the workload ---- */
 
 enum { STEP_CHAIN, STEP_SUBMIT, STEP_GRAPH, STEP_HAZARD, STEP_FORK, STEP_THREAD, STEP_MODULE,
-       STEP_QUERY, NSTEPS };
-static const char *const step_names[NSTEPS] = {"then-chain", "submit", "graph", "hazard",
-                                               "fork",       "thread", "module", "query"};
+       STEP_OP_ARGS, STEP_QUERY, NSTEPS };
+static const char *const step_names[NSTEPS] = {"then-chain", "submit", "graph",  "hazard",
+                                               "fork",       "thread", "module", "op-args",
+                                               "query"};
 
 typedef struct step_result {
   int status;     /* 0, or the first error the step reported */
@@ -463,6 +464,55 @@ static void step_module(step_result_t *r, const data_t *d) {
   cuv_module_unref(mod);
 }
 
+/* ---- op-args: a launch whose arguments are ops (a dup, ones), behind a slow write and a
+ * 16-bit set on a buffer of the step's ---- */
+
+static void check_flag(step_result_t *r, cuv_buffer_t *flag, unsigned want) {
+  cuv_output_t out;
+  int rc = cuv_sync(cuv_download(flag, 0, 2 * sizeof(unsigned)), &out);
+  note_error(r, rc);
+  const unsigned *got = rc == 0 ? out.data : NULL;
+  if (got && (got[0] != want || got[1] != 0xbeefbeefu))
+    note_wrong(r, "flag: %x %x, want %x beefbeef", got[0], got[1], want);
+  cuv_output_release(&out);
+}
+
+static void step_op_args(step_result_t *r, const data_t *d) {
+  cuv_buffer_t *bx = new_buffer(r, sizeof d->x);
+  cuv_buffer_t *flag = bx ? new_buffer(r, 2 * sizeof(unsigned)) : NULL;
+  if (!flag) {
+    cuv_buffer_unref(bx);
+    return;
+  }
+  unsigned n = N;
+  float a = d->a;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_OP_READ(cuv_dup(bx)),
+                      CUV_ARG_OP_RW(cuv_ones_f32(cuvt_device(), N))};
+  cuv_op_t *op = cuv_seq(cuv_memcpy_htod(bx, 0, d->x, sizeof d->x, CUV_COPY_STAGE),
+                         cuv_seq(cuvt_slow_write(SLOW_MS, d->v[1], flag),
+                                 cuv_memset16(flag, sizeof(unsigned), 0xbeef, 2)));
+  op = cuv_seq(op, cuv_launch(cuvt_kernel("saxpy"), CUVT_GRID(N), CUVT_BLOCK, 0, args, 4));
+  cuv_output_t out;
+  int rc = cuv_sync(op, &out);
+  note_error(r, rc);
+  if (rc != 0)
+    check_settled(r, flag);
+  cuv_buffer_t *y = rc == 0 ? cuv_output_buffer(cuv_tuple_get(&out, 1)) : NULL;
+  if (rc == 0 && !y)
+    note_wrong(r, "the launch output no buffer");
+  float got[N], want[N];
+  if (y && (rc = cuv_sync(cuv_memcpy_dtoh(got, y, 0, sizeof got), NULL)) == 0) {
+    for (size_t i = 0; i < N; i++)
+      want[i] = d->a * d->x[i] + 1.0f;
+    check_floats(r, got, want);
+    check_flag(r, flag, d->v[1]);
+  }
+  note_error(r, rc);
+  cuv_output_release(&out);
+  cuv_buffer_unref(flag);
+  cuv_buffer_unref(bx);
+}
+
 /* ---- queries: device count and attribute, a driver error's name and text ---- */
 
 static void step_query(step_result_t *r, const data_t *d) {
@@ -483,7 +533,7 @@ static void step_query(step_result_t *r, const data_t *d) {
 
 static void (*const steps[NSTEPS])(step_result_t *, const data_t *) = {
     step_chain, step_submit, step_graph, step_hazard, step_fork, step_thread, step_module,
-    step_query};
+    step_op_args, step_query};
 
 static void snapshot(unsigned long *calls) {
   for (size_t e = 0; e < NENTRIES; e++)
