@@ -1,7 +1,7 @@
-/* tcp-infer: connections. HTTP/1.1 requests are parsed with http-parser; every request gets a
- * place in its connection's queue when its message begins, and responses are written from the
- * head of that queue only, so keep-alive and pipelined requests are answered in order however
- * their GPU work completes.
+/* tcp-infer: connections. HTTP/1.1 requests are parsed with llhttp; every request gets a place
+ * in its connection's queue when its message begins, and responses are written from the head of
+ * that queue only, so keep-alive and pipelined requests are answered in order however their GPU
+ * work completes. What a request asks for is route.c's to decide, from the head gathered here.
  *
  * Lifetime. A connection is reference counted: one reference for each of its two handles (the
  * socket, the linger timer; dropped by their close callbacks) and one for each request that is
@@ -10,8 +10,8 @@
  * completion, which never touches the socket. So the connection outlives every callback that
  * refers to it, and a client that goes away mid-request costs nothing but the dropped response.
  *
- * Parser callbacks only change state; the read callback flushes after http_parser_execute returns,
- * so nothing is written or closed while the parser runs.
+ * Parser callbacks only change state; the read callback flushes after llhttp_execute returns, so
+ * nothing is written or closed while the parser runs.
  *
  * Writing. A read parses every request it holds (pipelined ones included). Ready responses at the
  * head of the queue are serialized, head and body, into the connection's output buffer, and the
@@ -21,17 +21,17 @@
  * a check handle of the loop (after the poll phase, where the bridge delivers, and after the idle
  * phase, where it polls) flushes each dirty connection once, so the responses that one loop
  * iteration completed on a connection leave in one write. */
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server.h"
 
 #define MAX_QUEUED 64            /* requests per connection before reading pauses */
 #define MAX_WRITE_QUEUE (4u << 20) /* bytes not yet sent before reading pauses */
 #define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
-#define HEAD_MAX 320             /* a response's status line and headers, at most */
+#define HEAD_MAX 512             /* a response's status line and headers, at most */
 #define BODY_CACHE_MAX (256u << (BODY_CLASSES - 1)) /* bodies up to this size are recycled */
 #define BODY_CACHE_BYTES (1u << 20) /* ... at most this much per size class and loop */
 
@@ -51,14 +51,14 @@ struct conn {
   uv_shutdown_t shutdown;
   loop_t *lp;
   conn_t *prev, *next; /* the loop's list */
-  http_parser parser;
+  llhttp_t parser;
   unsigned refs;
   bool closing;   /* uv_close was called */
   bool read_done; /* no more requests are parsed: EOF, closing response, or parse error */
   bool peer_eof;
   bool reading;
   bool lingering;
-  bool parsing; /* inside http_parser_execute: no writes, no closing */
+  bool parsing; /* inside llhttp_execute: no writes, no closing */
   request_t *head, *tail; /* requests in arrival order, not yet handed to a write */
   unsigned queued;
   unsigned writing; /* writes in flight */
@@ -67,14 +67,13 @@ struct conn {
   conn_t *next_dirty; /* the loop's connections to flush at its check (lp->dirty) */
   bool dirty;
   request_t *cur;   /* the request being parsed */
-  /* the header being parsed */
-  char field[32], value[32];
+  /* the head being parsed: the header being read, and what route.c is told */
+  char field[32], value[64];
   size_t field_len, value_len;
-  bool in_value;
+  bool field_done;
   char url[128];
   size_t url_len;
-  bool url_long;
-  long x_in_dim, x_batch;
+  http_head_t msg;
   bool expect_continue;
 };
 
@@ -182,38 +181,6 @@ static void queue_remove(conn_t *c, request_t *req) {
   c->queued--;
 }
 
-static const char *reason(unsigned status) {
-  switch (status) {
-  case 200: return "OK";
-  case 400: return "Bad Request";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 500: return "Internal Server Error";
-  case 503: return "Service Unavailable";
-  default: return "Unknown";
-  }
-}
-
-/* A text response (errors, /stats): the request is ready for its turn. */
-static void respond_text(request_t *req, unsigned status, const char *content_type,
-                         char *text) {
-  req->status = status;
-  req->content_type = content_type;
-  req->text = text;
-  req->text_len = text ? strlen(text) : 0;
-  req->state = REQ_READY;
-}
-
-static void respond_error(request_t *req, unsigned status, const char *message) {
-  size_t len = strlen(message) + 2;
-  char *text = malloc(len);
-  if (text)
-    snprintf(text, len, "%s\n", message);
-  respond_text(req, status, "text/plain; charset=utf-8", text);
-}
-
 /* ---- writing responses -------------------------------------------------------------------- */
 
 static void conn_close(conn_t *c);
@@ -295,14 +262,31 @@ static char *put_uint(char *p, size_t v) {
   return put(p, digits + sizeof digits - n, n);
 }
 
+#define DATE_LEN 29 /* "Sun, 06 Nov 1994 08:49:37 GMT" */
+
+/* The Date header's value (RFC 9110's IMF-fixdate), formatted again when the second changed. */
+static const char *http_date(loop_t *lp) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  if (ts.tv_sec != lp->date_sec) {
+    struct tm tm;
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(lp->date, sizeof lp->date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    lp->date_sec = ts.tv_sec;
+  }
+  return lp->date;
+}
+
 /* The status line and headers (at most HEAD_MAX bytes), written by hand: snprintf cost the loop
  * about 2,900 instructions per response (bench/tcp-infer-callgrind.sh). */
-static char *put_head(char *p, const request_t *req, size_t body_len) {
+static char *put_head(char *p, const request_t *req, size_t body_len, const char *date) {
   p = PUT_LITERAL(p, "HTTP/1.1 ");
   p = put_uint(p, req->status);
   *p++ = ' ';
-  p = put_str(p, reason(req->status));
-  p = PUT_LITERAL(p, "\r\nServer: tcp-infer\r\nContent-Type: ");
+  p = put_str(p, status_reason(req->status));
+  p = PUT_LITERAL(p, "\r\nServer: tcp-infer\r\nDate: ");
+  p = put(p, date, DATE_LEN);
+  p = PUT_LITERAL(p, "\r\nContent-Type: ");
   p = put_str(p, req->content_type);
   p = PUT_LITERAL(p, "\r\nContent-Length: ");
   p = put_uint(p, body_len);
@@ -337,8 +321,8 @@ static bool serialize(conn_t *c, const request_t *req) {
   outbuf_t *ob = outbuf_reserve(c, HEAD_MAX + body_len);
   if (!ob)
     return false;
-  char *p = put_head(ob->data + ob->len, req, body_len);
-  if (body_len)
+  char *p = put_head(ob->data + ob->len, req, body_len, http_date(c->lp));
+  if (body_len && !req->head_only) /* HEAD: the head GET would have, no body */
     p = put(p, body, body_len);
   ob->len = (size_t)(p - ob->data);
   ob->responses++;
@@ -521,7 +505,7 @@ static void append(char *dst, size_t cap, size_t *len, const char *at, size_t n)
   dst[*len] = '\0';
 }
 
-static int on_message_begin(http_parser *p) {
+static int on_message_begin(llhttp_t *p) {
   conn_t *c = p->data;
   request_t *req = request_new(c);
   if (!req)
@@ -529,15 +513,16 @@ static int on_message_begin(http_parser *p) {
   c->lp->n.requests_total++;
   c->cur = req;
   c->url_len = c->field_len = c->value_len = 0;
-  c->url_long = c->in_value = c->expect_continue = false;
-  c->x_in_dim = c->x_batch = -1;
+  c->url[0] = c->field[0] = c->value[0] = '\0';
+  c->field_done = c->expect_continue = false;
+  c->msg = (http_head_t){.url = c->url, .x_in_dim = -1, .x_batch = -1};
   return 0;
 }
 
-static int on_url(http_parser *p, const char *at, size_t n) {
+static int on_url(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
   if (c->url_len + n >= sizeof c->url)
-    c->url_long = true;
+    c->msg.url_long = true;
   append(c->url, sizeof c->url, &c->url_len, at, n);
   return 0;
 }
@@ -549,45 +534,38 @@ static long parse_long(const char *s) {
 }
 
 /* The field's length first: most headers (Host, Content-Type, Content-Length) are none of these. */
-static void header_done(conn_t *c) {
+static int on_header_value_complete(llhttp_t *p) {
+  conn_t *c = p->data;
   if (c->field_len == 8 && !strcasecmp(c->field, "X-In-Dim"))
-    c->x_in_dim = parse_long(c->value);
+    c->msg.x_in_dim = parse_long(c->value);
   else if (c->field_len == 7 && !strcasecmp(c->field, "X-Batch"))
-    c->x_batch = parse_long(c->value);
+    c->msg.x_batch = parse_long(c->value);
   else if (c->field_len == 6 && !strcasecmp(c->field, "Expect"))
     c->expect_continue = !strcasecmp(c->value, "100-continue");
-  c->field_len = c->value_len = 0;
-  c->field[0] = c->value[0] = '\0';
+  return 0;
 }
 
-static int on_header_field(http_parser *p, const char *at, size_t n) {
+static int on_header_field_complete(llhttp_t *p) {
+  ((conn_t *)p->data)->field_done = true;
+  return 0;
+}
+
+/* A field's first piece starts a new header (its value, if any, was handled). */
+static int on_header_field(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
-  if (c->in_value) {
-    header_done(c);
-    c->in_value = false;
+  if (c->field_done) {
+    c->field_len = c->value_len = 0;
+    c->field[0] = c->value[0] = '\0';
+    c->field_done = false;
   }
   append(c->field, sizeof c->field, &c->field_len, at, n);
   return 0;
 }
 
-static int on_header_value(http_parser *p, const char *at, size_t n) {
+static int on_header_value(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
-  c->in_value = true;
   append(c->value, sizeof c->value, &c->value_len, at, n);
   return 0;
-}
-
-static route_t route_of(const char *url) {
-  size_t len = strcspn(url, "?#");
-  if (len == 6 && !strncmp(url, "/infer", 6))
-    return ROUTE_INFER;
-  if (len == 6 && !strncmp(url, "/stats", 6))
-    return ROUTE_STATS;
-  if (len == 12 && !strncmp(url, "/debug/fault", 12))
-    return ROUTE_FAULT;
-  if (len == 11 && !strncmp(url, "/debug/hang", 11))
-    return ROUTE_HANG;
-  return ROUTE_NONE;
 }
 
 /* "Expect: 100-continue" (curl sends it for larger bodies): answered only when no earlier
@@ -603,66 +581,31 @@ static void send_continue(conn_t *c) {
   ob->len += sizeof line - 1;
 }
 
-/* Decides the request's fate from its headers: a valid POST /infer gets a body buffer; anything
- * else gets its error status (its body, if any, is parsed and dropped). */
-static int on_headers_complete(http_parser *p) {
+/* route.c decides the request's fate from its head: a body to read (into a buffer of the loop's
+ * cache), an error status (its body, if any, is parsed and dropped), or an answer now (413). */
+static int on_headers_complete(llhttp_t *p) {
   conn_t *c = p->data;
-  loop_t *lp = c->lp;
   request_t *req = c->cur;
-  if (c->in_value)
-    header_done(c);
-  req->route = c->url_long ? ROUTE_NONE : route_of(c->url);
-  bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
-  if (debug && !lp->srv->debug_fault)
-    req->route = ROUTE_NONE; /* the debug routes exist only with --debug-fault */
-  const size_t row_bytes = MLP_IN * sizeof(float);
-  if (req->route == ROUTE_NONE) {
-    req->status = 404;
-  } else if (debug) {
-    if (p->method != HTTP_POST) { /* its body, if any, is read and dropped */
-      req->status = 405;
-      req->extra_header = "Allow: POST\r\n";
-    }
-  } else if (req->route == ROUTE_STATS) {
-    if (p->method != HTTP_GET) {
-      req->status = 405;
-      req->extra_header = "Allow: GET\r\n";
-    }
-  } else if (p->method != HTTP_POST) {
-    req->status = 405;
-    req->extra_header = "Allow: POST\r\n";
-  } else if ((p->flags & F_CHUNKED) || p->content_length == ULLONG_MAX) {
-    req->status = 411;
-  } else if (p->content_length > (uint64_t)lp->srv->max_batch * row_bytes) {
-    /* Too large to read: answer now and stop reading this connection. */
-    char message[128];
-    snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
-             (unsigned long long)p->content_length, lp->srv->max_batch * row_bytes,
-             lp->srv->max_batch);
-    req->keep_alive = false;
-    respond_error(req, 413, message);
+  c->msg.method = p->method;
+  c->msg.chunked = (p->flags & F_CHUNKED) != 0;
+  c->msg.has_length = (p->flags & F_CONTENT_LENGTH) != 0;
+  c->msg.content_length = p->content_length;
+  if (!route_head(c->lp, req, &c->msg)) {
     c->cur = NULL;
     c->read_done = true;
-    http_parser_pause(p, 1);
-    return 0;
-  } else if (p->content_length == 0 || p->content_length % row_bytes) {
-    req->status = 400;
-  } else if ((c->x_in_dim != -1 && c->x_in_dim != MLP_IN) ||
-             (c->x_batch != -1 && (uint64_t)c->x_batch != p->content_length / row_bytes)) {
-    req->status = 400;
-  } else {
-    req->batch = (unsigned)(p->content_length / row_bytes);
-    req->body_cap = (size_t)p->content_length;
-    req->body = body_alloc(lp, req->body_cap);
-    if (!req->body)
-      req->status = 503;
-    else if (c->expect_continue)
-      send_continue(c);
+    return HPE_PAUSED;
   }
+  if (req->status || !req->body_cap)
+    return 0;
+  req->body = body_alloc(c->lp, req->body_cap);
+  if (!req->body)
+    req->status = 503;
+  else if (c->expect_continue)
+    send_continue(c);
   return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t n) {
+static int on_body(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
   request_t *req = c->cur;
   if (req->body && req->status == 0) {
@@ -674,52 +617,27 @@ static int on_body(http_parser *p, const char *at, size_t n) {
   return 0;
 }
 
-static const char *error_message(unsigned status) {
-  switch (status) {
-  case 400: return "body must be a positive multiple of 256 bytes (batch x 64 float32, "
-                   "little-endian); X-In-Dim, if sent, must be 64 and X-Batch the batch";
-  case 404: return "unknown route: POST /infer, GET /stats";
-  case 405: return "method not allowed";
-  case 411: return "POST /infer needs a Content-Length";
-  default: return "server busy";
-  }
-}
-
-static int on_message_complete(http_parser *p) {
+static int on_message_complete(llhttp_t *p) {
   conn_t *c = p->data;
-  loop_t *lp = c->lp;
   request_t *req = c->cur;
   c->cur = NULL;
-  req->keep_alive = http_should_keep_alive(p);
+  req->keep_alive = llhttp_should_keep_alive(p);
   req->http10 = p->http_major == 1 && p->http_minor == 0;
-  if (req->status) {
-    respond_error(req, req->status, error_message(req->status));
-  } else if (req->route == ROUTE_STATS) {
-    size_t len;
-    char *text = metrics_render(lp->srv, &len);
-    if (text)
-      respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
-    else
-      respond_error(req, 503, "out of memory");
-  } else if (lp->iso || req->route == ROUTE_FAULT || req->route == ROUTE_HANG) {
-    isolate_start(lp, req); /* --isolate: the worker process runs it */
-  } else {
-    lp->n.infer_rows_total += req->batch;
-    infer_start(lp, req);
-  }
-  if (!req->keep_alive) {
-    c->read_done = true;
-    http_parser_pause(p, 1);
-  }
-  return 0;
+  route_message(c->lp, req);
+  if (req->keep_alive)
+    return 0;
+  c->read_done = true;
+  return HPE_PAUSED;
 }
 
-void conn_settings_init(http_parser_settings *st) {
-  http_parser_settings_init(st);
+void conn_settings_init(llhttp_settings_t *st) {
+  llhttp_settings_init(st);
   st->on_message_begin = on_message_begin;
   st->on_url = on_url;
   st->on_header_field = on_header_field;
+  st->on_header_field_complete = on_header_field_complete;
   st->on_header_value = on_header_value;
+  st->on_header_value_complete = on_header_value_complete;
   st->on_headers_complete = on_headers_complete;
   st->on_body = on_body;
   st->on_message_complete = on_message_complete;
@@ -733,8 +651,7 @@ static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
 }
 
 /* The peer sent something the parser refused: answer 400 in turn, then close. */
-static void parse_error(conn_t *c) {
-  enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
+static void parse_error(conn_t *c, llhttp_errno_t err) {
   request_t *req = c->cur ? c->cur : request_new(c);
   c->cur = NULL;
   c->read_done = true;
@@ -744,9 +661,18 @@ static void parse_error(conn_t *c) {
     return;
   }
   char message[160];
-  snprintf(message, sizeof message, "malformed request: %s", http_errno_description(err));
+  snprintf(message, sizeof message, "malformed request: %s (%s)", llhttp_errno_name(err),
+           llhttp_get_error_reason(&c->parser));
   req->keep_alive = false;
   respond_error(req, 400, message);
+}
+
+/* No protocol switch: the request that asked for one is answered as any other, and nothing
+ * after it is read. */
+static void upgrade_refused(conn_t *c) {
+  c->read_done = true;
+  if (c->tail)
+    c->tail->keep_alive = false;
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -756,11 +682,12 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_ref(c);
   if (nread > 0 && !c->read_done) {
     c->parsing = true;
-    http_parser_execute(&c->parser, &c->lp->settings, buf->base, (size_t)nread);
+    llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
     c->parsing = false;
-    enum http_errno err = HTTP_PARSER_ERRNO(&c->parser);
-    if (err != HPE_OK && err != HPE_PAUSED)
-      parse_error(c);
+    if (err == HPE_PAUSED_UPGRADE) /* an Upgrade or CONNECT request: answered, then closed */
+      upgrade_refused(c);
+    else if (err != HPE_OK && err != HPE_PAUSED)
+      parse_error(c, err);
     /* Back-pressure: a client that pipelines faster than it reads waits. */
     if (c->queued >= MAX_QUEUED || uv_stream_get_write_queue_size(stream) > MAX_WRITE_QUEUE) {
       uv_read_stop(stream);
@@ -824,7 +751,7 @@ static conn_t *conn_new(loop_t *lp) {
 static void conn_start(conn_t *c) {
   c->lp->n.connections_total++;
   uv_tcp_nodelay(&c->tcp, 1);
-  http_parser_init(&c->parser, HTTP_REQUEST);
+  llhttp_init(&c->parser, HTTP_REQUEST, &c->lp->settings);
   c->parser.data = c;
   conn_resume_reading(c);
 }
@@ -902,19 +829,6 @@ void request_gpu_done(request_t *req) {
     request_free(req);
     return;
   }
-  if (req->gpu_status == 0) {
-    req->status = 200;
-    req->content_type = "application/octet-stream";
-    req->state = REQ_READY;
-  } else {
-    char message[160];
-    if (req->gpu_error) /* --isolate: the front's own words (the worker was lost, ...) */
-      snprintf(message, sizeof message, "%s", req->gpu_error);
-    else
-      snprintf(message, sizeof message, "GPU work failed: %s (%s)",
-               cuv_err_name(req->gpu_status), cuv_strerror(req->gpu_status));
-    cuv_output_release(&req->out);
-    respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
-  }
+  route_gpu_result(req);
   conn_schedule_flush(c); /* with the other responses of this loop iteration */
 }

@@ -1,7 +1,8 @@
 /* tcp-infer: the server's parts (README.md describes the protocol).
  *
  *   server.c   options, start-up, the loops (one thread each), shutdown
- *   conn.c     connections: HTTP/1.1 parsing (http-parser), requests answered in order
+ *   conn.c     connections: HTTP/1.1 parsing (llhttp), requests answered in order
+ *   route.c    what a request asks for (route, method, headers), its answer or its start
  *   infer.c    request dispatch: each complete POST /infer runs as one cuv submission (or the
  *              baseline: the same work in libuv's thread pool with a blocking cuv_sync)
  *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
@@ -14,8 +15,9 @@
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
  *   frames.c   --isolate: the frames between them (frames.h)
  *
- * Dispatch calls downward only, in this order: infer.c, batch.c, pool.c, model.c, cublas.c (a
- * file calls only files after it). Completions go up to the connection through request_gpu_done.
+ * Dispatch calls downward only, in this order: conn.c, route.c, infer.c, batch.c, pool.c,
+ * model.c, cublas.c (a file calls only files after it). Completions go up to the connection
+ * through request_gpu_done.
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
@@ -27,7 +29,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include <http_parser.h>
+#include <llhttp.h>
 #include <uv.h>
 
 #include <cuv.h>
@@ -77,6 +79,7 @@ struct request {
   bool orphan;     /* its connection closed while the GPU worked: free it on completion */
   bool keep_alive;
   bool http10;
+  bool head_only; /* HEAD: the head of the GET response, no body */
   route_t route;
   unsigned status; /* HTTP status of the response */
   char *body;      /* POST /infer: the input batch */
@@ -134,7 +137,9 @@ struct loop {
   bool stopping;
   int setup_status;
   counters_t n;
-  http_parser_settings settings;
+  llhttp_settings_t settings;
+  char date[32]; /* conn.c: the Date header's value, made once per second */
+  int64_t date_sec;
   /* conn.c: connections whose responses are flushed at the loop's check (one write each per
    * iteration), and the request bodies kept for reuse (free lists by size class) */
   uv_check_t flush_check;
@@ -168,7 +173,7 @@ struct server {
 };
 
 /* conn.c */
-void conn_settings_init(http_parser_settings *settings);
+void conn_settings_init(llhttp_settings_t *settings);
 void conn_on_connection(uv_stream_t *listener, int status);
 /* Serves a connected stream socket accepted elsewhere (fuzz/http.c: one end of a socketpair); the
  * loop owns and closes it once this returns 0. */
@@ -178,6 +183,31 @@ void conn_close_all(loop_t *lp);
 void conn_loop_close(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
+
+/* route.c: a request's route and answer, decided by its head and started once complete (loop
+ * thread). What conn.c's parser gathered of a request's head: */
+typedef struct http_head {
+  uint8_t method;         /* llhttp_method_t */
+  const char *url;        /* NUL-terminated, query included */
+  bool url_long;          /* longer than conn.c keeps: no route has such a path */
+  bool has_length, chunked;
+  uint64_t content_length;
+  long x_in_dim, x_batch; /* -1: not sent; -2: not a non-negative number */
+} http_head_t;
+/* Sets req's route and either its error status or the body it needs (req->body_cap bytes, 0:
+ * none; conn.c allocates it); false when the request must be answered before its body is read,
+ * and the connection then closed (413). */
+bool route_head(loop_t *lp, request_t *req, const http_head_t *head);
+/* The whole message is in: req is answered now (REQ_READY) or its work starts. */
+void route_message(loop_t *lp, request_t *req);
+/* Its GPU work ended (req->gpu_status): its response, 200 with the outputs or the error. */
+void route_gpu_result(request_t *req);
+/* A text response, ready for its turn: `text` is malloc'd (owned by req from now on) or NULL. */
+void respond_text(request_t *req, unsigned status, const char *content_type, char *text);
+/* An error response: one line of text/plain (the message and a newline). */
+void respond_error(request_t *req, unsigned status, const char *message);
+/* An HTTP status's reason phrase. */
+const char *status_reason(unsigned status);
 
 /* infer.c: request dispatch (loop thread, except the loop set-up). */
 /* A loop's workspaces and, with --coalesce, its batcher (before the loop serves). */

@@ -7,9 +7,10 @@
 #   loop thread      everything it runs: HTTP reads and parsing, building the op, staging,
 #                    cuv_uv_submit, the driver calls, the delivery, the response, the writes
 #     in driver      ... inside the driver's entry points (the cu* functions of libcuv-sim)
-#     cuv + app      ... the rest (libcuv, libcuv-uv, libuv, http-parser, libc, the server)
+#     cuv + app      ... the rest (libcuv, libcuv-uv, libuv, libc, the server)
 #     libcuv self    ... instructions in libcuv's and libcuv-uv's own code alone
-#     server self    ... instructions in the server's own code alone (tcp-infer)
+#     server self    ... instructions in the server's own code alone (tcp-infer, with the llhttp
+#                        it links)
 # and, with strace installed, the syscalls per request of the whole server (another run, not
 # under valgrind; the simulator's threads included): reads, writes, epoll_wait and all of them.
 # The inline spin is off (CUV_SPIN_BUDGET_US=0, so the loop does not poll either): under

@@ -1,5 +1,5 @@
-/* apps/tcp-infer/fuzz/http.c: bytes to tcp-infer's request handling (conn.c: http-parser,
- * routing, body validation, pipelining, responses in order, closing), without a network.
+/* apps/tcp-infer/fuzz/http.c: bytes to tcp-infer's request handling (conn.c and route.c:
+ * llhttp, routing, body validation, pipelining, responses in order, closing), without a network.
  *
  * The server adopts one end of a socketpair as a connection (conn_open); the harness writes the
  * request bytes to the other end in reads of the sizes the input chooses, runs the loop after
@@ -17,8 +17,9 @@
  *
  * The oracle: no crash and no leak (the sanitizers); a request the server starts has a complete
  * body of `batch` whole rows, batch within the maximum; everything the server writes parses as
- * HTTP/1.1 responses with a status the protocol names; once the connection is gone, nothing of it
- * is left (requests, waiting queue, counters of open connections). */
+ * HTTP/1.1 responses with a status the protocol names (the peer parses the bytes it sends too,
+ * so that it knows which responses answer a HEAD and have no body); once the connection is gone,
+ * nothing of it is left (requests, waiting queue, counters of open connections). */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -144,28 +145,44 @@ static void gpu_complete(size_t i, bool ok) {
 
 /* ---- the peer: writes requests, reads and checks responses ---- */
 
+#define MAX_SENT 4096 /* requests whose head the peer sent, HEAD or not, in order */
+
 static struct {
   int fd;
-  http_parser parser;
-  http_parser_settings settings;
-  unsigned responses;
+  llhttp_t parser, sent; /* the responses read; the requests written */
+  llhttp_settings_t settings, sent_settings;
+  bool head[MAX_SENT]; /* per request whose head is complete: a HEAD */
+  unsigned heads, responses;
   bool eof;
 } peer;
 
-static int on_response_headers(http_parser *p) {
+/* The requests the peer writes, parsed as the server parses them: the n-th final response
+ * answers the n-th request whose head was complete (or the one a parse error cut short). */
+static int on_sent_head(llhttp_t *p) {
+  if (peer.heads < MAX_SENT)
+    peer.head[peer.heads++] = p->method == HTTP_HEAD;
+  return 0;
+}
+
+static int on_response_headers(llhttp_t *p) {
   if (tracing)
     fprintf(stderr, "response %u\n", p->status_code);
   switch (p->status_code) {
-  case 100: case 200: case 400: case 404: case 405: case 411: case 413: case 500: case 503:
-    return 0;
+  case 100:
+    return 0; /* not a final response */
+  case 200: case 400: case 404: case 405: case 411: case 413: case 500: case 503:
+    break;
   default:
     fprintf(stderr, "http.c: response status %u\n", p->status_code);
     abort();
   }
+  unsigned n = peer.responses;
+  return n < peer.heads && n < MAX_SENT && peer.head[n] ? 1 : 0; /* 1: no body */
 }
 
-static int on_response_complete(http_parser *p) {
-  peer.responses++;
+static int on_response_complete(llhttp_t *p) {
+  if (p->status_code != 100)
+    peer.responses++;
   return 0;
 }
 
@@ -180,10 +197,10 @@ static void peer_read(void) {
       peer.eof = true;
       return;
     }
-    size_t parsed = http_parser_execute(&peer.parser, &peer.settings, buf, (size_t)n);
-    if (HTTP_PARSER_ERRNO(&peer.parser) != HPE_OK || parsed != (size_t)n) {
-      fprintf(stderr, "http.c: the server wrote a malformed response: %s\n",
-              http_errno_description(HTTP_PARSER_ERRNO(&peer.parser)));
+    llhttp_errno_t err = llhttp_execute(&peer.parser, buf, (size_t)n);
+    if (err != HPE_OK) {
+      fprintf(stderr, "http.c: the server wrote a malformed response: %s (%s)\n",
+              llhttp_errno_name(err), llhttp_get_error_reason(&peer.parser));
       abort();
     }
   }
@@ -195,6 +212,7 @@ static void turn(void) {
 }
 
 static void peer_write(const uint8_t *data, size_t len) {
+  llhttp_execute(&peer.sent, (const char *)data, len); /* its errors are the server's to find */
   for (int tries = 0; len > 0 && !peer.eof; tries++) {
     CHECK(tries < 10000); /* a server that never reads again */
     ssize_t n = send(peer.fd, data, len, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -224,9 +242,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv.max_batch = MAX_BATCH;
   srv.workspaces_per_loop = 4;
   conn_settings_init(&lp.settings);
-  http_parser_settings_init(&peer.settings);
+  llhttp_settings_init(&peer.settings);
   peer.settings.on_headers_complete = on_response_headers;
   peer.settings.on_message_complete = on_response_complete;
+  llhttp_settings_init(&peer.sent_settings);
+  peer.sent_settings.on_headers_complete = on_sent_head;
   return 0;
 }
 
@@ -248,8 +268,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(conn_open(&lp, fds[0]) == 0);
   peer.fd = fds[1];
   peer.eof = false;
-  peer.responses = 0;
-  http_parser_init(&peer.parser, HTTP_RESPONSE);
+  peer.responses = peer.heads = 0;
+  llhttp_init(&peer.parser, HTTP_RESPONSE, &peer.settings);
+  llhttp_init(&peer.sent, HTTP_REQUEST, &peer.sent_settings);
   bool shut = false;
 
   for (size_t i = 0; i < ncontrol; i++) {

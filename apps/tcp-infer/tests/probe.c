@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include <http_parser.h>
+#include <llhttp.h>
 
 #include "mlp.h"
 
@@ -41,32 +41,60 @@ typedef struct response {
   size_t len;
   bool keep_alive;
   bool done;
-  long x_batch;
-  char field[32];
+  long x_batch, content_length;
+  char date[64], allow[64], content_type[64];
+  char field[64], value[64]; /* the header being read (in pieces) */
 } response_t;
 
 typedef struct client {
   int fd;
   char buf[1 << 16];
   size_t off, len;
-  http_parser parser;
+  llhttp_t parser;
   response_t *cur;
+  bool head; /* the response read next answers a HEAD: it has no body */
 } client_t;
 
-static int on_header_field(http_parser *p, const char *at, size_t n) {
-  client_t *c = p->data;
-  snprintf(c->cur->field, sizeof c->cur->field, "%.*s", (int)n, at);
+static void append(char *dst, size_t cap, const char *at, size_t n) {
+  size_t len = strlen(dst);
+  snprintf(dst + len, cap - len, "%.*s", (int)n, at);
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n) {
+  response_t *r = ((client_t *)p->data)->cur;
+  if (r->value[0]) /* a new header */
+    r->field[0] = r->value[0] = '\0';
+  append(r->field, sizeof r->field, at, n);
   return 0;
 }
 
-static int on_header_value(http_parser *p, const char *at, size_t n) {
-  client_t *c = p->data;
-  if (!strcasecmp(c->cur->field, "X-Batch"))
-    c->cur->x_batch = strtol(at, NULL, 10);
+static int on_header_value(llhttp_t *p, const char *at, size_t n) {
+  response_t *r = ((client_t *)p->data)->cur;
+  append(r->value, sizeof r->value, at, n);
   return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t n) {
+static int on_header_value_complete(llhttp_t *p) {
+  response_t *r = ((client_t *)p->data)->cur;
+  if (!strcasecmp(r->field, "X-Batch"))
+    r->x_batch = strtol(r->value, NULL, 10);
+  else if (!strcasecmp(r->field, "Content-Length"))
+    r->content_length = strtol(r->value, NULL, 10);
+  else if (!strcasecmp(r->field, "Date"))
+    snprintf(r->date, sizeof r->date, "%s", r->value);
+  else if (!strcasecmp(r->field, "Allow"))
+    snprintf(r->allow, sizeof r->allow, "%s", r->value);
+  else if (!strcasecmp(r->field, "Content-Type"))
+    snprintf(r->content_type, sizeof r->content_type, "%s", r->value);
+  r->field[0] = '\0';
+  r->value[0] = 'x'; /* the next field starts a new header */
+  return 0;
+}
+
+/* A response to HEAD has the headers of GET's, Content-Length included, and no body. */
+static int on_headers_complete(llhttp_t *p) { return ((client_t *)p->data)->head ? 1 : 0; }
+
+static int on_body(llhttp_t *p, const char *at, size_t n) {
   response_t *r = ((client_t *)p->data)->cur;
   r->body = realloc(r->body, r->len + n + 1);
   memcpy(r->body + r->len, at, n);
@@ -75,18 +103,19 @@ static int on_body(http_parser *p, const char *at, size_t n) {
   return 0;
 }
 
-static int on_message_complete(http_parser *p) {
+static int on_message_complete(llhttp_t *p) {
   response_t *r = ((client_t *)p->data)->cur;
   r->status = p->status_code;
-  r->keep_alive = http_should_keep_alive(p);
+  r->keep_alive = llhttp_should_keep_alive(p);
   r->done = true;
-  http_parser_pause(p, 1); /* one response per read_response */
-  return 0;
+  return HPE_PAUSED; /* one response per read_response */
 }
 
-static http_parser_settings settings = {
+static llhttp_settings_t settings = {
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
+    .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
 };
@@ -101,7 +130,7 @@ static client_t *dial(void) {
   assert_int_equal(connect(c->fd, (struct sockaddr *)&addr, sizeof addr), 0);
   int one = 1;
   setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  http_parser_init(&c->parser, HTTP_RESPONSE);
+  llhttp_init(&c->parser, HTTP_RESPONSE, &settings);
   c->parser.data = c;
   return c;
 }
@@ -133,17 +162,22 @@ static void send_str(client_t *c, const char *s) { send_all(c, s, strlen(s)); }
 /* Reads one response; false when the connection ended first. */
 static bool read_response(client_t *c, response_t *r) {
   memset(r, 0, sizeof *r);
-  r->x_batch = -1;
+  r->x_batch = r->content_length = -1;
   c->cur = r;
   for (;;) {
     if (c->off < c->len) {
-      size_t n = http_parser_execute(&c->parser, &settings, c->buf + c->off, c->len - c->off);
-      c->off += n;
+      llhttp_errno_t err = llhttp_execute(&c->parser, c->buf + c->off, c->len - c->off);
+      if (err == HPE_PAUSED) { /* at the end of a response: the rest is the next one's */
+        c->off = (size_t)(llhttp_get_error_pos(&c->parser) - c->buf);
+        llhttp_resume(&c->parser);
+      } else {
+        c->off = c->len;
+      }
       if (r->done) {
-        http_parser_pause(&c->parser, 0);
+        c->head = false;
         return true;
       }
-      if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK)
+      if (err != HPE_OK)
         return false;
     }
     c->off = c->len = 0;
@@ -202,6 +236,7 @@ static void assert_infer_ok(client_t *c, const batch_t *b) {
   response_t r;
   assert_true(read_response(c, &r));
   assert_int_equal(r.status, 200);
+  assert_true(r.date[0] != '\0');
   assert_int_equal(r.x_batch, b->rows);
   assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
   assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
@@ -213,6 +248,7 @@ static unsigned expect_status(client_t *c, unsigned status) {
   response_t r;
   assert_true(read_response(c, &r));
   assert_int_equal(r.status, status);
+  assert_true(r.date[0] != '\0');
   bool keep_alive = r.keep_alive;
   free_response(&r);
   return keep_alive;
@@ -436,6 +472,81 @@ static void test_routes_and_methods(void **state) {
   hang_up(c);
 }
 
+/* Every response has a Date: HTTP's IMF-fixdate in GMT, the weekday right, the server's clock
+ * (this machine's) between the request's send and its answer, to the second. */
+static void test_date_header(void **state) {
+  time_t before = time(NULL) - 1;
+  client_t *c = dial();
+  send_str(c, "GET /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  response_t r;
+  assert_true(read_response(c, &r));
+  time_t after = time(NULL) + 1;
+  struct tm tm = {0};
+  const char *end = strptime(r.date, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  assert_non_null(end);
+  assert_int_equal(*end, '\0');
+  time_t t = timegm(&tm);
+  assert_true(t >= before && t <= after);
+  char again[64];
+  strftime(again, sizeof again, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&t, &tm));
+  assert_string_equal(again, r.date);
+  free_response(&r);
+  hang_up(c);
+}
+
+/* HEAD is GET without the body: the same status and headers, Content-Length included; on routes
+ * that take POST only, 405 naming POST; unknown routes 404; all without a body, so the next
+ * response on the connection follows right after the head. */
+static void test_head(void **state) {
+  client_t *c = dial();
+  batch_t b = make_batch(2);
+  send_str(c, "HEAD /stats HTTP/1.1\r\nHost: x\r\n\r\n"
+              "HEAD /infer HTTP/1.1\r\nHost: x\r\n\r\n"
+              "HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  send_infer(c, &b, NULL);
+  const unsigned want[] = {200, 405, 404};
+  for (int i = 0; i < 3; i++) {
+    response_t r;
+    c->head = true;
+    assert_true(read_response(c, &r));
+    assert_int_equal(r.status, want[i]);
+    assert_true(r.content_length > 0); /* what GET would have sent */
+    assert_int_equal(r.len, 0);
+    assert_true(r.date[0] != '\0');
+    if (want[i] == 200)
+      assert_non_null(strstr(r.content_type, "version=0.0.4"));
+    if (want[i] == 405)
+      assert_string_equal(r.allow, "POST");
+    free_response(&r);
+  }
+  assert_infer_ok(c, &b);
+  /* the methods each route allows */
+  send_str(c, "GET /infer HTTP/1.1\r\nHost: x\r\n\r\n"
+              "POST /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 405);
+  assert_string_equal(r.allow, "POST");
+  free_response(&r);
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 405);
+  assert_string_equal(r.allow, "GET, HEAD");
+  free_response(&r);
+  free_batch(&b);
+  hang_up(c);
+}
+
+/* A request for a protocol switch is answered as any other, then the connection closes. */
+static void test_upgrade_refused(void **state) {
+  client_t *c = dial();
+  send_str(c, "GET /nope HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+              "\r\nGET /nope HTTP/1.1\r\n\r\n");
+  assert_false(expect_status(c, 404));
+  assert_closed(c);
+  hang_up(c);
+  assert_serving();
+}
+
 /* Clients that go away while their GPU work is in flight (reset, and orderly close): the work
  * completes, its workspaces come back, nothing is written to the dead connection, the server
  * serves on. Under ASan this is the use-after-free check of the orphaned requests. */
@@ -576,6 +687,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_many_connections),  cmocka_unit_test(test_truncated_body),
       cmocka_unit_test(test_oversized),         cmocka_unit_test(test_wrong_dimension),
       cmocka_unit_test(test_malformed),         cmocka_unit_test(test_routes_and_methods),
+      cmocka_unit_test(test_date_header),       cmocka_unit_test(test_head),
+      cmocka_unit_test(test_upgrade_refused),
       cmocka_unit_test(test_disconnect_abrupt), cmocka_unit_test(test_disconnect_orderly),
       cmocka_unit_test(test_disconnect_mid_batch),
       cmocka_unit_test(test_stats_format),      cmocka_unit_test(test_settled),

@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <http_parser.h>
+#include <llhttp.h>
 #include <uv.h>
 
 #include "mlp.h"
@@ -52,7 +52,7 @@ typedef struct cconn {
   uv_tcp_t tcp;
   uv_connect_t connect;
   worker_t *w;
-  http_parser parser;
+  llhttp_t parser;
   pending_t *ring; /* depth entries: requests sent, oldest first */
   unsigned head, count;
   unsigned status;
@@ -74,7 +74,7 @@ struct worker {
   uint64_t completed, errors, mismatches;
   uint32_t *latency_us; /* one per completed request */
   size_t nlat, caplat;
-  http_parser_settings settings;
+  llhttp_settings_t settings;
 };
 
 static uint64_t next_random(uint64_t *s) { /* xorshift64* */
@@ -198,14 +198,14 @@ static void check_response(cconn_t *c) {
   w->completed++;
 }
 
-static int on_headers_complete(http_parser *parser) {
+static int on_headers_complete(llhttp_t *parser) {
   cconn_t *c = parser->data;
   c->status = parser->status_code;
   c->body_len = 0;
   return 0;
 }
 
-static int on_body(http_parser *parser, const char *at, size_t n) {
+static int on_body(llhttp_t *parser, const char *at, size_t n) {
   cconn_t *c = parser->data;
   if (c->body_len + n > c->body_cap) {
     size_t cap = (c->body_len + n) * 2;
@@ -220,7 +220,7 @@ static int on_body(http_parser *parser, const char *at, size_t n) {
   return 0;
 }
 
-static int on_message_complete(http_parser *parser) {
+static int on_message_complete(llhttp_t *parser) {
   cconn_t *c = parser->data;
   check_response(c);
   if (c->closed)
@@ -247,10 +247,10 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     conn_close(c, true);
     return;
   }
-  size_t done = http_parser_execute(&c->parser, &c->w->settings, buf->base, (size_t)nread);
-  if (!c->closed && (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || done != (size_t)nread)) {
-    fprintf(stderr, "client: malformed response: %s\n",
-            http_errno_description(HTTP_PARSER_ERRNO(&c->parser)));
+  llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
+  if (!c->closed && err != HPE_OK) {
+    fprintf(stderr, "client: malformed response: %s (%s)\n", llhttp_errno_name(err),
+            llhttp_get_error_reason(&c->parser));
     conn_close(c, true);
   }
 }
@@ -286,7 +286,7 @@ static void *worker_run(void *arg) {
   struct sockaddr_in addr;
   uv_ip4_addr(cfg->host, cfg->port, &addr);
   uv_loop_init(&w->loop);
-  http_parser_settings_init(&w->settings);
+  llhttp_settings_init(&w->settings);
   w->settings.on_headers_complete = on_headers_complete;
   w->settings.on_body = on_body;
   w->settings.on_message_complete = on_message_complete;
@@ -302,7 +302,7 @@ static void *worker_run(void *arg) {
     c->ring = calloc(cfg->depth, sizeof *c->ring);
     for (unsigned d = 0; c->ring && d < cfg->depth; d++)
       c->ring[d].rows = calloc(cfg->batch_max, sizeof(uint16_t));
-    http_parser_init(&c->parser, HTTP_RESPONSE);
+    llhttp_init(&c->parser, HTTP_RESPONSE, &w->settings);
     c->parser.data = c;
     uv_tcp_init(&w->loop, &c->tcp);
     c->tcp.data = c->connect.data = c;

@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <http_parser.h>
+#include <llhttp.h>
 #include <uv.h>
 
 #include "mlp.h"
@@ -69,7 +69,7 @@ typedef struct pending {
 
 /* A response being read: status and body. */
 typedef struct reader {
-  http_parser parser;
+  llhttp_t parser;
   unsigned status;
   char *body;
   size_t len, cap;
@@ -106,7 +106,7 @@ static struct {
   uv_timer_t tick;
   struct sockaddr_in addr;
   lconn_t *conns;
-  http_parser_settings settings, ctl_settings;
+  llhttp_settings_t settings, ctl_settings;
   uint64_t rng;
   /* the control connection: one request at a time, a new connection each */
   uv_tcp_t ctl;
@@ -150,14 +150,14 @@ __attribute__((format(printf, 1, 2))) static void fail(const char *fmt, ...) {
 
 /* ---- responses ------------------------------------------------------------------------------ */
 
-static int on_headers(http_parser *p) {
+static int on_headers(llhttp_t *p) {
   reader_t *r = p->data;
   r->status = p->status_code;
   r->len = 0;
   return 0;
 }
 
-static int on_body(http_parser *p, const char *at, size_t n) {
+static int on_body(llhttp_t *p, const char *at, size_t n) {
   reader_t *r = p->data;
   if (r->len + n > r->cap) {
     size_t cap = (r->len + n) * 2;
@@ -279,7 +279,7 @@ static void on_load_answer(lconn_t *c) {
     g.correct_in_phase++;
 }
 
-static int on_load_complete(http_parser *parser) {
+static int on_load_complete(llhttp_t *parser) {
   lconn_t *c = (lconn_t *)((char *)parser->data - offsetof(lconn_t, rd));
   on_load_answer(c);
   if (g.phase != PH_DRAIN && g.phase != PH_DONE && !c->closed)
@@ -296,9 +296,10 @@ static void on_load_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf
       fail("the server closed a connection: %s", uv_strerror((int)nread));
     return;
   }
-  size_t done = http_parser_execute(&c->rd.parser, &g.settings, buf->base, (size_t)nread);
-  if (HTTP_PARSER_ERRNO(&c->rd.parser) != HPE_OK || done != (size_t)nread)
-    fail("malformed response: %s", http_errno_description(HTTP_PARSER_ERRNO(&c->rd.parser)));
+  llhttp_errno_t err = llhttp_execute(&c->rd.parser, buf->base, (size_t)nread);
+  if (err != HPE_OK)
+    fail("malformed response: %s (%s)", llhttp_errno_name(err),
+         llhttp_get_error_reason(&c->rd.parser));
 }
 
 static void on_load_connect(uv_connect_t *req, int status) {
@@ -315,7 +316,7 @@ static void on_load_connect(uv_connect_t *req, int status) {
 
 /* ---- the control connection (one request, one connection) ------------------------------- */
 
-static int on_ctl_complete(http_parser *parser) {
+static int on_ctl_complete(llhttp_t *parser) {
   (void)parser;
   g.ctl_done = true;
   return 0;
@@ -328,7 +329,7 @@ static void on_ctl_closed(uv_handle_t *handle) {
 
 static void on_ctl_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread > 0)
-    http_parser_execute(&g.ctl_rd.parser, &g.ctl_settings, buf->base, (size_t)nread);
+    llhttp_execute(&g.ctl_rd.parser, buf->base, (size_t)nread);
   if (nread < 0 && !g.ctl_done)
     fail("the control connection closed before its answer");
   if ((nread < 0 || g.ctl_done) && !uv_is_closing((uv_handle_t *)stream))
@@ -366,7 +367,7 @@ static void control(const char *method, const char *path) {
   g.ctl_done = false;
   g.ctl_rd.len = 0;
   g.ctl_rd.status = 0;
-  http_parser_init(&g.ctl_rd.parser, HTTP_RESPONSE);
+  llhttp_init(&g.ctl_rd.parser, HTTP_RESPONSE, &g.ctl_settings);
   g.ctl_rd.parser.data = &g.ctl_rd;
   uv_tcp_init(&g.loop, &g.ctl);
   if (uv_tcp_connect(&g.ctl_connect, &g.ctl, (const struct sockaddr *)&g.addr,
@@ -658,7 +659,7 @@ static int open_connections(void) {
       return -1;
     uv_tcp_init(&g.loop, &c->tcp);
     c->tcp.data = c->connect.data = c;
-    http_parser_init(&c->rd.parser, HTTP_RESPONSE);
+    llhttp_init(&c->rd.parser, HTTP_RESPONSE, &g.settings);
     c->rd.parser.data = &c->rd;
     if (uv_tcp_connect(&c->connect, &c->tcp, (const struct sockaddr *)&g.addr, on_load_connect))
       return -1;
@@ -666,8 +667,8 @@ static int open_connections(void) {
   return 0;
 }
 
-static void settings(http_parser_settings *s, http_cb complete) {
-  http_parser_settings_init(s);
+static void settings(llhttp_settings_t *s, llhttp_cb complete) {
+  llhttp_settings_init(s);
   s->on_headers_complete = on_headers;
   s->on_body = on_body;
   s->on_message_complete = complete;

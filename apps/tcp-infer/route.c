@@ -1,0 +1,164 @@
+/* tcp-infer: routes. What a request asks for is decided once its head is in (route_head): its
+ * route, an error status (its body, if any, is then read and dropped), or the body to read. Once
+ * the whole message is in, route_message answers it at once (errors, GET /stats) or starts its
+ * work (infer.c, or isolate.c's worker process); route_gpu_result turns the work's end into the
+ * response. conn.c calls these and serializes what they set; they call downward only.
+ *
+ * HEAD is answered as GET on every route GET serves, without the body (conn.c sends the head
+ * only, Content-Length included). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server.h"
+
+#define ROW_BYTES (MLP_IN * sizeof(float))
+#define ALLOW_GET "Allow: GET, HEAD\r\n"
+#define ALLOW_POST "Allow: POST\r\n"
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+const char *status_reason(unsigned status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Unknown";
+  }
+}
+
+void respond_text(request_t *req, unsigned status, const char *content_type, char *text) {
+  req->status = status;
+  req->content_type = content_type;
+  req->text = text;
+  req->text_len = text ? strlen(text) : 0;
+  req->state = REQ_READY;
+}
+
+void respond_error(request_t *req, unsigned status, const char *message) {
+  size_t len = strlen(message) + 2;
+  char *text = malloc(len);
+  if (text)
+    snprintf(text, len, "%s\n", message);
+  respond_text(req, status, "text/plain; charset=utf-8", text);
+}
+
+static const char *error_message(unsigned status) {
+  switch (status) {
+  case 400: return "body must be a positive multiple of 256 bytes (batch x 64 float32, "
+                   "little-endian); X-In-Dim, if sent, must be 64 and X-Batch the batch";
+  case 404: return "unknown route: POST /infer, GET /stats";
+  case 405: return "method not allowed";
+  case 411: return "POST /infer needs a Content-Length";
+  default: return "server busy";
+  }
+}
+
+/* ---- the head ----------------------------------------------------------------------------- */
+
+static route_t route_of(const char *url) {
+  size_t len = strcspn(url, "?#");
+  if (len == 6 && !strncmp(url, "/infer", 6))
+    return ROUTE_INFER;
+  if (len == 6 && !strncmp(url, "/stats", 6))
+    return ROUTE_STATS;
+  if (len == 12 && !strncmp(url, "/debug/fault", 12))
+    return ROUTE_FAULT;
+  if (len == 11 && !strncmp(url, "/debug/hang", 11))
+    return ROUTE_HANG;
+  return ROUTE_NONE;
+}
+
+/* GET routes take HEAD too; the others POST only. 0, or 405 with the Allow header set. */
+static unsigned check_method(request_t *req, uint8_t method, bool get_route) {
+  bool ok = get_route ? method == HTTP_GET || method == HTTP_HEAD : method == HTTP_POST;
+  if (ok)
+    return 0;
+  req->extra_header = get_route ? ALLOW_GET : ALLOW_POST;
+  return 405;
+}
+
+/* POST /infer's body: batch x 64 float32. 0 and req->batch, or an error status. */
+static unsigned infer_body(const loop_t *lp, request_t *req, const http_head_t *h) {
+  if (h->chunked || !h->has_length)
+    return 411;
+  if (h->content_length > (uint64_t)lp->srv->max_batch * ROW_BYTES)
+    return 413;
+  if (h->content_length == 0 || h->content_length % ROW_BYTES)
+    return 400;
+  uint64_t batch = h->content_length / ROW_BYTES;
+  if ((h->x_in_dim != -1 && h->x_in_dim != MLP_IN) ||
+      (h->x_batch != -1 && (uint64_t)h->x_batch != batch))
+    return 400;
+  req->batch = (unsigned)batch;
+  req->body_cap = (size_t)h->content_length;
+  return 0;
+}
+
+bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
+  req->route = h->url_long ? ROUTE_NONE : route_of(h->url);
+  req->head_only = h->method == HTTP_HEAD;
+  bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
+  if (debug && !lp->srv->debug_fault)
+    req->route = ROUTE_NONE; /* the debug routes exist only with --debug-fault */
+  unsigned status = 0;
+  if (req->route == ROUTE_NONE)
+    status = 404;
+  else
+    status = check_method(req, h->method, req->route == ROUTE_STATS);
+  if (status == 0 && req->route == ROUTE_INFER)
+    status = infer_body(lp, req, h);
+  req->status = status;
+  if (status != 413)
+    return true;
+  /* Too large to read: answered now, and the connection stops reading. */
+  char message[128];
+  snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
+           (unsigned long long)h->content_length, lp->srv->max_batch * ROW_BYTES,
+           lp->srv->max_batch);
+  req->keep_alive = false;
+  respond_error(req, 413, message);
+  return false;
+}
+
+/* ---- the message -------------------------------------------------------------------------- */
+
+void route_message(loop_t *lp, request_t *req) {
+  if (req->status) {
+    respond_error(req, req->status, error_message(req->status));
+  } else if (req->route == ROUTE_STATS) {
+    size_t len;
+    char *text = metrics_render(lp->srv, &len);
+    if (text)
+      respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
+    else
+      respond_error(req, 503, "out of memory");
+  } else if (lp->iso || req->route == ROUTE_FAULT || req->route == ROUTE_HANG) {
+    isolate_start(lp, req); /* --isolate: the worker process runs it */
+  } else {
+    lp->n.infer_rows_total += req->batch;
+    infer_start(lp, req);
+  }
+}
+
+void route_gpu_result(request_t *req) {
+  if (req->gpu_status == 0) {
+    req->status = 200;
+    req->content_type = "application/octet-stream";
+    req->state = REQ_READY;
+    return;
+  }
+  char message[160];
+  if (req->gpu_error) /* --isolate: the front's own words (the worker was lost, ...) */
+    snprintf(message, sizeof message, "%s", req->gpu_error);
+  else
+    snprintf(message, sizeof message, "GPU work failed: %s (%s)", cuv_err_name(req->gpu_status),
+             cuv_strerror(req->gpu_status));
+  cuv_output_release(&req->out);
+  respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
+}
