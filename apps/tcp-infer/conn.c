@@ -32,8 +32,6 @@
 #define MAX_WRITE_QUEUE (4u << 20) /* bytes not yet sent before reading pauses */
 #define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
 #define HEAD_MAX 512             /* a response's status line and headers, at most */
-#define BODY_CACHE_MAX (256u << (BODY_CLASSES - 1)) /* bodies up to this size are recycled */
-#define BODY_CACHE_BYTES (1u << 20) /* ... at most this much per size class and loop */
 
 /* Serialized responses on their way to the socket: accumulated in conn->out, then written; while
  * a uv_write holds one, the connection holds a reference. */
@@ -97,46 +95,6 @@ static void conn_unref(conn_t *c) {
 
 static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
 
-/* ---- request bodies ----------------------------------------------------------------------- */
-
-/* Bodies of up to BODY_CACHE_MAX bytes are allocated in size classes of 256 << k bytes and go back
- * to a free list of their loop: glibc serves blocks over 1 KiB (8 rows and more) from its bins,
- * not its per-thread cache, which cost the loop about 1,500 instructions per request's body
- * (bench/tcp-infer-callgrind.sh). Bodies are freed here only (request_free), never earlier by the
- * GPU path, so that they come back; one that another file frees (isolate.c) is a plain block.
- * Each class keeps up to 1 MiB (1024 bodies of one row, 512 of 8 rows, 16 of 256 rows): enough for
- * a loop's 64 workspaces' requests and those waiting behind them. */
-static unsigned body_class(size_t bytes) {
-  unsigned k = 0;
-  while (((size_t)256 << k) < bytes)
-    k++;
-  return k;
-}
-
-static char *body_alloc(loop_t *lp, size_t bytes) {
-  if (bytes > BODY_CACHE_MAX)
-    return malloc(bytes);
-  unsigned k = body_class(bytes);
-  char *body = lp->body_cache[k];
-  if (!body)
-    return malloc((size_t)256 << k);
-  memcpy(&lp->body_cache[k], body, sizeof(char *));
-  lp->body_cached[k]--;
-  return body;
-}
-
-static void body_free(loop_t *lp, char *body, size_t cap) {
-  unsigned k = body_class(cap);
-  unsigned depth = BODY_CACHE_BYTES >> (8 + k) < 1024 ? BODY_CACHE_BYTES >> (8 + k) : 1024;
-  if (!body || cap > BODY_CACHE_MAX || lp->stopping || lp->body_cached[k] >= depth) {
-    free(body);
-    return;
-  }
-  memcpy(body, &lp->body_cache[k], sizeof(char *));
-  lp->body_cache[k] = body;
-  lp->body_cached[k]++;
-}
-
 /* ---- requests ----------------------------------------------------------------------------- */
 
 static request_t *request_new(conn_t *c) {
@@ -160,6 +118,7 @@ static request_t *request_new(conn_t *c) {
 static void request_free(request_t *req) {
   conn_t *c = req->conn;
   body_free(c->lp, req->body, req->body_cap);
+  kserve_req_free(req->kserve);
   free(req->text);
   cuv_output_release(&req->out);
   free(req);
@@ -296,6 +255,11 @@ static char *put_head(char *p, const request_t *req, size_t body_len, const char
     p = put_uint(p, req->batch);
     p = PUT_LITERAL(p, "\r\nX-Out-Dim: ");
     p = put_uint(p, MLP_OUT);
+    p = PUT_LITERAL(p, "\r\n");
+  }
+  if (req->reply_json_len) { /* KServe's binary output: where its JSON part ends */
+    p = PUT_LITERAL(p, "Inference-Header-Content-Length: ");
+    p = put_uint(p, req->reply_json_len);
     p = PUT_LITERAL(p, "\r\n");
   }
   if (req->extra_header)
@@ -515,7 +479,7 @@ static int on_message_begin(llhttp_t *p) {
   c->url_len = c->field_len = c->value_len = 0;
   c->url[0] = c->field[0] = c->value[0] = '\0';
   c->field_done = c->expect_continue = false;
-  c->msg = (http_head_t){.url = c->url, .x_in_dim = -1, .x_batch = -1};
+  c->msg = (http_head_t){.url = c->url, .x_in_dim = -1, .x_batch = -1, .infer_header_len = -1};
   return 0;
 }
 
@@ -542,6 +506,8 @@ static int on_header_value_complete(llhttp_t *p) {
     c->msg.x_batch = parse_long(c->value);
   else if (c->field_len == 6 && !strcasecmp(c->field, "Expect"))
     c->expect_continue = !strcasecmp(c->value, "100-continue");
+  else if (c->field_len == 31 && !strcasecmp(c->field, "Inference-Header-Content-Length"))
+    c->msg.infer_header_len = parse_long(c->value);
   return 0;
 }
 
@@ -801,14 +767,7 @@ void conn_loop_close(loop_t *lp) {
     uv_close((uv_handle_t *)&lp->flush_check, NULL);
     uv_close((uv_handle_t *)&lp->flush_idle, NULL);
   }
-  for (unsigned k = 0; k < BODY_CLASSES; k++) {
-    while (lp->body_cache[k]) {
-      char *body = lp->body_cache[k];
-      memcpy(&lp->body_cache[k], body, sizeof(char *));
-      free(body);
-    }
-    lp->body_cached[k] = 0;
-  }
+  bodies_free(lp);
 }
 
 /* ---- GPU completion ----------------------------------------------------------------------- */

@@ -89,3 +89,12 @@ void isolate_metrics(const server_t *s, FILE *f) {
     total(f, s, counters[i].name, counters[i].help, counters[i].offset);
   gauges(f, s);
 }
+
+bool isolate_ready(const server_t *s) {
+  if (!s || !s->loops)
+    return false;
+  for (unsigned i = 0; i < s->nloops; i++)
+    if (!s->loops[i].iso || !s->loops[i].iso->ready)
+      return false;
+  return true;
+}

@@ -123,9 +123,9 @@ static void outstanding_push(wproc_t *w, request_t *req) {
 
 /* The rows of the request's frame: its batch, or a debug request's mark. */
 static uint32_t frame_rows(const request_t *req) {
-  return req->route == ROUTE_INFER ? req->batch
-         : req->route == ROUTE_HANG ? FRAME_ROWS_HANG
-                                    : FRAME_ROWS_FAULT;
+  return route_runs_model(req->route) ? req->batch
+         : req->route == ROUTE_HANG        ? FRAME_ROWS_HANG
+                                           : FRAME_ROWS_FAULT;
 }
 
 /* To the worker: the request is REQ_RUNNING and outstanding until its reply or the worker's end. */
@@ -164,7 +164,7 @@ void isolate_start(loop_t *lp, request_t *req) {
     fail_request(lp, req, CUV_ENOTSUP, false, NULL);
     return;
   }
-  if (req->route == ROUTE_INFER)
+  if (route_runs_model(req->route))
     lp->n.infer_rows_total += req->batch;
   if (iso->cur && iso->cur->ready && !iso->stopping) {
     send_to(iso->cur, req);
@@ -326,7 +326,7 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   request_t *req = outstanding_take(w, f->id);
   if (!req)
     return -1;
-  uint32_t rows = req->route == ROUTE_INFER ? req->batch : 0;
+  uint32_t rows = route_runs_model(req->route) ? req->batch : 0;
   req->gpu_status = f->status;
   if (f->status == 0 && f->rows != rows)
     req->gpu_status = CUV_EINVAL; /* never answer with the wrong shape */

@@ -1,8 +1,9 @@
 /* tcp-infer: routes. What a request asks for is decided once its head is in (route_head): its
  * route, an error status (its body, if any, is then read and dropped), or the body to read. Once
- * the whole message is in, route_message answers it at once (errors, GET /stats) or starts its
- * work (infer.c, or isolate.c's worker process); route_gpu_result turns the work's end into the
- * response. conn.c calls these and serializes what they set; they call downward only.
+ * the whole message is in, route_message answers it at once (errors, GET /stats, KServe's
+ * metadata and health) or starts its work (infer.c, or isolate.c's worker process; a KServe
+ * inference once kserve.c turned its body into rows); route_gpu_result turns the work's end into
+ * the response. conn.c calls these and serializes what they set; they call downward only.
  *
  * HEAD is answered as GET on every route GET serves, without the body (conn.c sends the head
  * only, Content-Length included). */
@@ -26,6 +27,8 @@ const char *status_reason(unsigned status) {
   case 405: return "Method Not Allowed";
   case 411: return "Length Required";
   case 413: return "Content Too Large";
+  case 408: return "Request Timeout";
+  case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
   case 503: return "Service Unavailable";
   default: return "Unknown";
@@ -52,7 +55,7 @@ static const char *error_message(unsigned status) {
   switch (status) {
   case 400: return "body must be a positive multiple of 256 bytes (batch x 64 float32, "
                    "little-endian); X-In-Dim, if sent, must be 64 and X-Batch the batch";
-  case 404: return "unknown route: POST /infer, GET /stats";
+  case 404: return "unknown route: POST /infer, GET /stats, the KServe v2 routes under /v2";
   case 405: return "method not allowed";
   case 411: return "POST /infer needs a Content-Length";
   default: return "server busy";
@@ -63,6 +66,8 @@ static const char *error_message(unsigned status) {
 
 static route_t route_of(const char *url) {
   size_t len = strcspn(url, "?#");
+  if (len >= 3 && !strncmp(url, "/v2", 3))
+    return kserve_route_of(url, len);
   if (len == 6 && !strncmp(url, "/infer", 6))
     return ROUTE_INFER;
   if (len == 6 && !strncmp(url, "/stats", 6))
@@ -100,37 +105,84 @@ static unsigned infer_body(const loop_t *lp, request_t *req, const http_head_t *
   return 0;
 }
 
+/* The routes that GET (and HEAD) serve; the others take POST. */
+static bool get_route(route_t route) {
+  return route == ROUTE_STATS || route == ROUTE_V2_SERVER || route == ROUTE_V2_LIVE ||
+         route == ROUTE_V2_READY || route == ROUTE_V2_MODEL || route == ROUTE_V2_MODEL_READY;
+}
+
+/* 413: answered now, before the body is read; the connection then stops reading. */
+static void too_large(loop_t *lp, request_t *req, const http_head_t *h) {
+  char message[128];
+  size_t max = req->route == ROUTE_INFER ? lp->srv->max_batch * ROW_BYTES
+                                         : kserve_body_max(lp->srv);
+  snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
+           (unsigned long long)h->content_length, max, lp->srv->max_batch);
+  req->keep_alive = false;
+  if (route_is_v2(req->route))
+    kserve_error(req, 413, message);
+  else
+    respond_error(req, 413, message);
+}
+
 bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
   req->route = h->url_long ? ROUTE_NONE : route_of(h->url);
   req->head_only = h->method == HTTP_HEAD;
+  req->infer_header_len = -1;
   bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
   if (debug && !lp->srv->debug_fault)
     req->route = ROUTE_NONE; /* the debug routes exist only with --debug-fault */
   unsigned status = 0;
-  if (req->route == ROUTE_NONE)
+  if (req->route == ROUTE_NONE || req->route == ROUTE_V2_NO_MODEL ||
+      req->route == ROUTE_V2_UNKNOWN)
     status = 404;
   else
-    status = check_method(req, h->method, req->route == ROUTE_STATS);
+    status = check_method(req, h->method, get_route(req->route));
   if (status == 0 && req->route == ROUTE_INFER)
     status = infer_body(lp, req, h);
+  else if (status == 0 && req->route == ROUTE_V2_INFER)
+    status = kserve_head(lp->srv, req, h);
   req->status = status;
   if (status != 413)
     return true;
-  /* Too large to read: answered now, and the connection stops reading. */
-  char message[128];
-  snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
-           (unsigned long long)h->content_length, lp->srv->max_batch * ROW_BYTES,
-           lp->srv->max_batch);
-  req->keep_alive = false;
-  respond_error(req, 413, message);
+  too_large(lp, req, h);
   return false;
+}
+
+/* Whether a GPU worker can take work now: in process, while the loop serves (the model is
+ * loaded before it listens); with --isolate, while every loop's active worker is ready. */
+static bool ready(const loop_t *lp) {
+  if (lp->stopping)
+    return false;
+  return lp->iso ? isolate_ready(lp->srv) : true;
+}
+
+/* A KServe inference: its body becomes rows, then it runs as POST /infer's. */
+static void start_v2_infer(loop_t *lp, request_t *req) {
+  char why[192];
+  if (kserve_infer_parse(lp, req, why, sizeof why) != 0) {
+    kserve_error(req, 400, why);
+    return;
+  }
+  if (lp->iso) {
+    isolate_start(lp, req);
+    return;
+  }
+  lp->n.infer_rows_total += req->batch;
+  infer_start(lp, req);
 }
 
 /* ---- the message -------------------------------------------------------------------------- */
 
 void route_message(loop_t *lp, request_t *req) {
-  if (req->status) {
+  if (req->status && route_is_v2(req->route)) {
+    kserve_error(req, req->status, kserve_status_message(req->route, req->status));
+  } else if (req->status) {
     respond_error(req, req->status, error_message(req->status));
+  } else if (req->route == ROUTE_V2_INFER) {
+    start_v2_infer(lp, req);
+  } else if (route_is_v2(req->route)) {
+    kserve_answer(req, ready(lp));
   } else if (req->route == ROUTE_STATS) {
     size_t len;
     char *text = metrics_render(lp->srv, &len);
@@ -147,6 +199,10 @@ void route_message(loop_t *lp, request_t *req) {
 }
 
 void route_gpu_result(request_t *req) {
+  if (req->route == ROUTE_V2_INFER) {
+    kserve_infer_result(req);
+    return;
+  }
   if (req->gpu_status == 0) {
     req->status = 200;
     req->content_type = "application/octet-stream";

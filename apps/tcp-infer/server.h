@@ -3,6 +3,9 @@
  *   server.c   options, start-up, the loops (one thread each), shutdown
  *   conn.c     connections: HTTP/1.1 parsing (llhttp), requests answered in order
  *   route.c    what a request asks for (route, method, headers), its answer or its start
+ *   kserve.c   the KServe v2 protocol: its paths, metadata, JSON and binary inference requests
+ *              and responses (json.c: the JSON reader and writer)
+ *   bodies.c   request bodies, from free lists of their loop by size class
  *   infer.c    request dispatch: each complete POST /infer runs as one cuv submission (or the
  *              baseline: the same work in libuv's thread pool with a blocking cuv_sync)
  *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
@@ -67,8 +70,33 @@ typedef enum {
   REQ_WRITING, /* its response is being written (owned by the write) */
 } req_state_t;
 
-/* FAULT, HANG: --debug-fault's POST /debug/fault and POST /debug/hang */
-typedef enum { ROUTE_NONE, ROUTE_INFER, ROUTE_STATS, ROUTE_FAULT, ROUTE_HANG } route_t;
+/* FAULT, HANG: --debug-fault's POST /debug/fault and POST /debug/hang. V2_*: KServe v2 (kserve.c):
+ * the server's metadata, liveness and readiness, the model's metadata and readiness, inference;
+ * NO_MODEL a model or version this server does not serve, UNKNOWN any other path under /v2. */
+typedef enum {
+  ROUTE_NONE,
+  ROUTE_INFER,
+  ROUTE_STATS,
+  ROUTE_FAULT,
+  ROUTE_HANG,
+  ROUTE_V2_SERVER,
+  ROUTE_V2_LIVE,
+  ROUTE_V2_READY,
+  ROUTE_V2_MODEL,
+  ROUTE_V2_MODEL_READY,
+  ROUTE_V2_INFER,
+  ROUTE_V2_NO_MODEL,
+  ROUTE_V2_UNKNOWN,
+} route_t;
+
+/* Whether the route runs the model on rows (POST /infer, KServe's infer): the debug routes run
+ * their own kernels, the rest no GPU work. */
+static inline bool route_runs_model(route_t route) {
+  return route == ROUTE_INFER || route == ROUTE_V2_INFER;
+}
+
+/* Whether the route is KServe's (its errors take the protocol's JSON form). */
+static inline bool route_is_v2(route_t route) { return route >= ROUTE_V2_SERVER; }
 
 struct request {
   loop_t *lp;
@@ -92,6 +120,9 @@ struct request {
   size_t text_len;
   const char *content_type;
   const char *extra_header; /* e.g. "Allow: POST\r\n" */
+  long infer_header_len;    /* KServe: the request's Inference-Header-Content-Length (-1: none) */
+  size_t reply_json_len;    /* KServe, binary output: the response's JSON part (the header) */
+  struct kserve_req *kserve; /* KServe inference: what its response must hold (kserve.c) */
   uv_work_t work;     /* --baseline */
   uint64_t iso_id;    /* --isolate: its frame id at the worker process */
   uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
@@ -193,6 +224,7 @@ typedef struct http_head {
   bool has_length, chunked;
   uint64_t content_length;
   long x_in_dim, x_batch; /* -1: not sent; -2: not a non-negative number */
+  long infer_header_len;  /* Inference-Header-Content-Length, the same way */
 } http_head_t;
 /* Sets req's route and either its error status or the body it needs (req->body_cap bytes, 0:
  * none; conn.c allocates it); false when the request must be answered before its body is read,
@@ -208,6 +240,31 @@ void respond_text(request_t *req, unsigned status, const char *content_type, cha
 void respond_error(request_t *req, unsigned status, const char *message);
 /* An HTTP status's reason phrase. */
 const char *status_reason(unsigned status);
+
+/* kserve.c: the KServe v2 protocol (loop thread). */
+/* The route of a path (without its query) under /v2; ROUTE_NONE when it is not under /v2. */
+route_t kserve_route_of(const char *path, size_t len);
+/* The largest inference request body taken (JSON spells each float in many bytes). */
+size_t kserve_body_max(const server_t *s);
+/* An inference request's head: 0 and its body's size (req->body_cap), or an error status. */
+unsigned kserve_head(const server_t *s, request_t *req, const http_head_t *head);
+/* Its whole body is in: its rows replace the body (req->body, req->batch), 0; or -1 and why. */
+int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len);
+/* Answers a route that runs nothing (metadata, health); ready: whether a GPU worker can take
+ * work now. */
+void kserve_answer(request_t *req, bool ready);
+/* The inference's response from its GPU work's end: the outputs in JSON or binary, or the error. */
+void kserve_infer_result(request_t *req);
+/* The protocol's error form, {"error": message}, with that status. */
+void kserve_error(request_t *req, unsigned status, const char *message);
+/* The message of an error status decided from the head. */
+const char *kserve_status_message(route_t route, unsigned status);
+void kserve_req_free(struct kserve_req *ks);
+
+/* bodies.c: request bodies from the loop's free lists (loop thread). */
+char *body_alloc(loop_t *lp, size_t bytes);
+void body_free(loop_t *lp, char *body, size_t cap);
+void bodies_free(loop_t *lp); /* shutdown: frees the lists */
 
 /* infer.c: request dispatch (loop thread, except the loop set-up). */
 /* A loop's workspaces and, with --coalesce, its batcher (before the loop serves). */
@@ -278,6 +335,8 @@ void isolate_start(loop_t *lp, request_t *req);
 void isolate_forget(loop_t *lp, request_t *req);
 /* GET /stats (any thread): the worker metrics, summed over the loops. */
 void isolate_metrics(const server_t *s, FILE *f);
+/* Any thread: whether every loop's active worker is ready (KServe's readiness). */
+bool isolate_ready(const server_t *s);
 
 /* worker.c (the worker process, --worker): serves frames on fd 3 with the loaded model; returns
  * the process's exit status. */

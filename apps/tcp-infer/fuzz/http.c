@@ -72,7 +72,7 @@ static void gpu_run(request_t *req) {
 
 void infer_start(loop_t *l, request_t *req) {
   CHECK(l == &lp && req->lp == &lp);
-  CHECK(req->route == ROUTE_INFER && req->status == 0);
+  CHECK(route_runs_model(req->route) && req->status == 0);
   CHECK(req->batch >= 1 && req->batch <= MAX_BATCH);
   CHECK(req->body && req->body_len == req->body_cap);
   CHECK(req->body_len == (size_t)req->batch * MLP_IN * sizeof(float));
@@ -126,6 +126,10 @@ void infer_release(loop_t *l, request_t *req) {
 void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --isolate"); }
 void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
 void isolate_metrics(const server_t *s, FILE *f) {}
+bool isolate_ready(const server_t *s) {
+  CHECK(!"isolate_ready without --isolate");
+  return false;
+}
 void worker_request_done(request_t *req) { CHECK(!"worker_request_done outside a worker"); }
 /* GET /stats: the harness does not batch (batch.c, --coalesce), so it has no batch metrics. */
 void batch_metrics(const server_t *s, FILE *f) {}

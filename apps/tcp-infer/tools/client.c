@@ -2,6 +2,16 @@
  *
  *   tcp-infer-client --port N [--host 127.0.0.1] [--connections 16] [--depth 4] [--batch 8|MIN-MAX]
  *                    [--duration 3 | --requests N] [--seed 42] [--threads 1]
+ *                    [--api infer|kserve|kserve-binary]
+ *   tcp-infer-client --make-request ROWS --out PREFIX [--binary]
+ *   tcp-infer-client --check PREFIX RESPONSE [--header-length N] [--seed 42]
+ *
+ * --api: POST /infer (the default), or KServe v2's inference with JSON tensors, or with the
+ * binary tensor data extension both ways. --make-request writes a KServe inference request of
+ * ROWS random rows to PREFIX.body (JSON, or binary rows after the JSON header with --binary) and
+ * its rows to PREFIX.rows, and prints the JSON part's length (Inference-Header-Content-Length);
+ * --check reads a response body (as curl saved it) and checks its outputs against the host's for
+ * PREFIX.rows, exit 0 when they match: so that a script can drive a server with curl.
  *
  * Opens N keep-alive connections and keeps `depth` requests pipelined on each, with random inputs;
  * every reply is checked against the host computation of the same MLP (mlp.c, same seed as the
@@ -24,9 +34,13 @@
 #include <llhttp.h>
 #include <uv.h>
 
+#include "cli.h"
 #include "mlp.h"
+#include "v2-client.h"
 
 #define POOL_ROWS 4096
+
+typedef enum { API_INFER, API_KSERVE, API_KSERVE_BINARY } api_t;
 
 typedef struct config {
   const char *host;
@@ -35,7 +49,16 @@ typedef struct config {
   double duration;
   uint64_t requests; /* 0: run for `duration` */
   uint64_t seed;
+  api_t api;
+  /* the file modes: --make-request ROWS --out PREFIX [--binary]; --check PREFIX RESPONSE */
+  unsigned make_rows;
+  const char *out, *check, *response;
+  bool binary;
+  long header_length;
+  char authority[80]; /* the Host header's value: host:port, [host]:port for IPv6 */
 } config_t;
+
+static const char *argv_rest; /* the first argument that is no option, for its message */
 
 /* The row pool and its expected outputs, shared read-only by every thread. */
 static float pool_in[POOL_ROWS][MLP_IN], pool_out[POOL_ROWS][MLP_OUT];
@@ -58,6 +81,8 @@ typedef struct cconn {
   unsigned status;
   char *body;
   size_t body_len, body_cap;
+  char field[40], value[24]; /* a response header being read (KServe's header length) */
+  long infer_header_len;
   bool closed;
 } cconn_t;
 
@@ -133,30 +158,65 @@ static bool may_send(worker_t *w) {
   return true;
 }
 
-/* One POST /infer with `batch` random rows of the pool, in one write. */
+/* The request's head: POST /infer, or KServe's inference (its header length when binary). */
+static int request_head(const config_t *cfg, char *head, size_t cap, size_t body,
+                        size_t json_len) {
+  if (cfg->api == API_INFER)
+    return snprintf(head, cap,
+                    "POST /infer HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                    "application/octet-stream\r\nContent-Length: %zu\r\n\r\n",
+                    cfg->authority, body);
+  char extra[64] = "";
+  if (cfg->api == API_KSERVE_BINARY)
+    snprintf(extra, sizeof extra, "Inference-Header-Content-Length: %zu\r\n", json_len);
+  return snprintf(head, cap,
+                  "POST " V2_INFER_PATH " HTTP/1.1\r\nHost: %s\r\nContent-Type: "
+                  "application/json\r\nContent-Length: %zu\r\n%s\r\n",
+                  cfg->authority, body, extra);
+}
+
+/* KServe's body for the request's rows (binary both ways with kserve-binary); NULL without
+ * memory. */
+static char *kserve_body(const config_t *cfg, const pending_t *p, size_t *len, size_t *json_len) {
+  float *rows = malloc((size_t)p->batch * sizeof pool_in[0]);
+  if (!rows)
+    return NULL;
+  for (unsigned r = 0; r < p->batch; r++)
+    memcpy(rows + (size_t)r * MLP_IN, pool_in[p->rows[r]], sizeof pool_in[0]);
+  bool binary = cfg->api == API_KSERVE_BINARY;
+  v2_request_opts_t o = {.binary_in = binary, .binary_out = binary};
+  char *body = v2_request(rows, p->batch, &o, len, json_len);
+  free(rows);
+  return body;
+}
+
+/* One request with `batch` random rows of the pool, in one write; POST /infer's rows are copied
+ * straight into the write's buffer. */
 static void send_request(cconn_t *c) {
   worker_t *w = c->w;
   const config_t *cfg = w->cfg;
   pending_t *p = &c->ring[(c->head + c->count) % cfg->depth];
   unsigned span = cfg->batch_max - cfg->batch_min + 1;
   p->batch = cfg->batch_min + (unsigned)(next_random(&w->state) % span);
-  size_t body = (size_t)p->batch * MLP_IN * sizeof(float);
-  char head[160];
-  int hlen = snprintf(head, sizeof head,
-                      "POST /infer HTTP/1.1\r\nHost: %s:%d\r\nContent-Type: "
-                      "application/octet-stream\r\nContent-Length: %zu\r\n\r\n",
-                      cfg->host, cfg->port, body);
-  uv_write_t *wr = malloc(sizeof *wr + (size_t)hlen + body);
+  for (unsigned r = 0; r < p->batch; r++)
+    p->rows[r] = (uint16_t)(next_random(&w->state) % POOL_ROWS);
+  size_t body = (size_t)p->batch * MLP_IN * sizeof(float), json_len = body;
+  char *v2 = cfg->api == API_INFER ? NULL : kserve_body(cfg, p, &body, &json_len);
+  char head[256];
+  int hlen = request_head(cfg, head, sizeof head, body, json_len);
+  uv_write_t *wr = cfg->api == API_INFER || v2 ? malloc(sizeof *wr + (size_t)hlen + body) : NULL;
   if (!wr) {
+    free(v2);
     w->errors++;
     return;
   }
   char *buf = (char *)(wr + 1);
   memcpy(buf, head, (size_t)hlen);
-  for (unsigned r = 0; r < p->batch; r++) {
-    p->rows[r] = (uint16_t)(next_random(&w->state) % POOL_ROWS);
+  if (v2)
+    memcpy(buf + hlen, v2, body);
+  for (unsigned r = 0; !v2 && r < p->batch; r++)
     memcpy(buf + hlen + (size_t)r * sizeof pool_in[0], pool_in[p->rows[r]], sizeof pool_in[0]);
-  }
+  free(v2);
   uv_buf_t b = uv_buf_init(buf, (unsigned)((size_t)hlen + body));
   p->sent_ns = uv_hrtime();
   c->count++;
@@ -164,6 +224,22 @@ static void send_request(cconn_t *c) {
     free(wr);
     conn_close(c, true);
   }
+}
+
+/* The reply's outputs into got (batch x MLP_OUT floats): POST /infer's body, or read out of
+ * KServe's response; false (and why) when it is not one. */
+static bool reply_outputs(const cconn_t *c, const pending_t *p, float *got, char *why,
+                          size_t n) {
+  size_t want = (size_t)p->batch * MLP_OUT * sizeof(float);
+  if (c->w->cfg->api != API_INFER)
+    return v2_response_outputs(c->body, c->body_len, c->infer_header_len, p->batch, NULL, got,
+                               why, n) == 0;
+  if (c->body_len != want) {
+    snprintf(why, n, "%zu bytes, want %zu", c->body_len, want);
+    return false;
+  }
+  memcpy(got, c->body, want);
+  return true;
 }
 
 static void check_response(cconn_t *c) {
@@ -177,25 +253,56 @@ static void check_response(cconn_t *c) {
   c->head = (c->head + 1) % w->cfg->depth;
   c->count--;
   record_latency(w, uv_hrtime() - p->sent_ns);
-  size_t want = (size_t)p->batch * MLP_OUT * sizeof(float);
-  if (c->status != 200 || c->body_len != want) {
+  char why[160];
+  float *got = c->status == 200 ? malloc((size_t)p->batch * MLP_OUT * sizeof(float)) : NULL;
+  if (!got || !reply_outputs(c, p, got, why, sizeof why)) {
     if (w->errors++ < 5) /* an error's body is one line of text: what went wrong */
-      fprintf(stderr, "client: status %u, %zu bytes (want 200, %zu bytes)%s%.*s", c->status,
-              c->body_len, want, c->status != 200 ? ": " : "\n",
-              c->status != 200 ? (int)(c->body_len < 200 ? c->body_len : 200) : 0,
-              c->body ? c->body : "");
+      fprintf(stderr, "client: status %u, %zu bytes: %.*s\n", c->status, c->body_len,
+              c->status != 200 ? (int)(c->body_len < 200 ? c->body_len : 200) : (int)strlen(why),
+              c->status != 200 ? (c->body ? c->body : "") : why);
+    free(got);
     return;
   }
-  const float *got = (const float *)(const void *)c->body;
   for (unsigned r = 0; r < p->batch; r++) {
     if (!mlp_close_enough(got + (size_t)r * MLP_OUT, pool_out[p->rows[r]], MLP_OUT)) {
       if (w->mismatches++ < 5)
         fprintf(stderr, "client: row %u of a batch of %u differs from the host's result\n", r,
                 p->batch);
+      free(got);
       return;
     }
   }
+  free(got);
   w->completed++;
+}
+
+static int on_header_field(llhttp_t *parser, const char *at, size_t n) {
+  cconn_t *c = parser->data;
+  size_t len = strlen(c->field);
+  snprintf(c->field + len, sizeof c->field - len, "%.*s", (int)n, at);
+  return 0;
+}
+
+static int on_header_value(llhttp_t *parser, const char *at, size_t n) {
+  cconn_t *c = parser->data;
+  size_t len = strlen(c->value);
+  snprintf(c->value + len, sizeof c->value - len, "%.*s", (int)n, at);
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *parser) {
+  cconn_t *c = parser->data;
+  if (!strcasecmp(c->field, "Inference-Header-Content-Length"))
+    c->infer_header_len = strtol(c->value, NULL, 10);
+  c->field[0] = c->value[0] = '\0';
+  return 0;
+}
+
+static int on_message_begin(llhttp_t *parser) {
+  cconn_t *c = parser->data;
+  c->infer_header_len = -1;
+  c->field[0] = c->value[0] = '\0';
+  return 0;
 }
 
 static int on_headers_complete(llhttp_t *parser) {
@@ -280,13 +387,24 @@ static void on_deadline(uv_timer_t *timer) {
       conn_close(&w->conns[i], false);
 }
 
+/* The server's address, IPv4 or IPv6 (the host was checked by parse_options). */
+static int server_address(const config_t *cfg, struct sockaddr_storage *addr) {
+  if (uv_ip4_addr(cfg->host, cfg->port, (struct sockaddr_in *)addr) == 0)
+    return 0;
+  return uv_ip6_addr(cfg->host, cfg->port, (struct sockaddr_in6 *)addr);
+}
+
 static void *worker_run(void *arg) {
   worker_t *w = arg;
   const config_t *cfg = w->cfg;
-  struct sockaddr_in addr;
-  uv_ip4_addr(cfg->host, cfg->port, &addr);
+  struct sockaddr_storage addr;
+  server_address(cfg, &addr);
   uv_loop_init(&w->loop);
   llhttp_settings_init(&w->settings);
+  w->settings.on_message_begin = on_message_begin;
+  w->settings.on_header_field = on_header_field;
+  w->settings.on_header_value = on_header_value;
+  w->settings.on_header_value_complete = on_header_value_complete;
   w->settings.on_headers_complete = on_headers_complete;
   w->settings.on_body = on_body;
   w->settings.on_message_complete = on_message_complete;
@@ -335,7 +453,92 @@ static uint32_t percentile(const uint32_t *sorted, size_t n, double q) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tcp-infer-client --port N [--host ADDR] [--connections N] [--depth N]\n"
-          "         [--batch N|MIN-MAX] [--duration S | --requests N] [--seed N] [--threads N]\n");
+          "         [--batch N|MIN-MAX] [--duration S | --requests N] [--seed N] [--threads N]\n"
+          "         [--api infer|kserve|kserve-binary]\n"
+          "       tcp-infer-client --make-request ROWS --out PREFIX [--binary]\n"
+          "       tcp-infer-client --check PREFIX --response FILE [--header-length N] [--seed N]\n"
+          "  --host ADDR        the server's address, IPv4 or IPv6 (default 127.0.0.1)\n"
+          "  --port N           its port\n"
+          "  --connections N    keep-alive connections (default 16)\n"
+          "  --depth N          requests pipelined on each (default 4)\n"
+          "  --batch N|MIN-MAX  rows per request, or a range drawn from (default 8)\n"
+          "  --duration S       run this long (default 3), or --requests N: that many\n"
+          "  --seed N           the model's weight seed, as the server's (default %u)\n"
+          "  --threads N        loops, one thread each (default 1)\n"
+          "  --api NAME         infer: POST /infer (default); kserve: KServe v2 with JSON\n"
+          "                     tensors; kserve-binary: with the binary tensor data extension\n"
+          "  --make-request ROWS  write a KServe request of ROWS random rows to PREFIX.body (its\n"
+          "                     rows to PREFIX.rows) and print its JSON part's length\n"
+          "  --binary           with --make-request: binary rows, binary outputs asked for\n"
+          "  --check PREFIX     check the outputs of a KServe response (--response FILE, its\n"
+          "                     --header-length if binary) against the host's for PREFIX.rows\n"
+          "  --help, --version\n",
+          MLP_DEFAULT_SEED);
+}
+
+static bool parse_batch(const char *arg, config_t *cfg) {
+  char min[32];
+  const char *dash = strchr(arg, '-');
+  size_t n = dash ? (size_t)(dash - arg) : strlen(arg);
+  snprintf(min, sizeof min, "%.*s", (int)(n < sizeof min ? n : sizeof min - 1), arg);
+  if (!cli_unsigned("--batch", min, 1, 65536, &cfg->batch_min))
+    return false;
+  cfg->batch_max = cfg->batch_min;
+  return !dash || cli_unsigned("--batch", dash + 1, cfg->batch_min, 65536, &cfg->batch_max);
+}
+
+static bool parse_api(const char *arg, config_t *cfg) {
+  static const char *const names[] = {"infer", "kserve", "kserve-binary"};
+  for (int i = 0; i < 3; i++)
+    if (!strcmp(arg, names[i])) {
+      cfg->api = (api_t)i;
+      return true;
+    }
+  cli_usage_error("--api: '%s' is none of infer, kserve, kserve-binary", arg);
+  return false;
+}
+
+/* One option; false after a usage error. */
+static bool option(int ch, config_t *cfg) {
+  uint64_t v;
+  switch (ch) {
+  case 'H': cfg->host = optarg; return true;
+  case 'p': return cli_uint("--port", optarg, 1, 65535, &v) && (cfg->port = (int)v, true);
+  case 'c': return cli_unsigned("--connections", optarg, 1, 1000000, &cfg->connections);
+  case 'd': return cli_unsigned("--depth", optarg, 1, 65536, &cfg->depth);
+  case 'b': return parse_batch(optarg, cfg);
+  case 't': return cli_seconds("--duration", optarg, 0.001, 1e9, &cfg->duration);
+  case 'n': return cli_uint("--requests", optarg, 1, UINT64_MAX, &cfg->requests);
+  case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &cfg->seed);
+  case 'T': return cli_unsigned("--threads", optarg, 1, 1024, &cfg->threads);
+  case 'a': return parse_api(optarg, cfg);
+  case 'm': return cli_unsigned("--make-request", optarg, 1, 65536, &cfg->make_rows);
+  case 'o': cfg->out = optarg; return true;
+  case 'B': cfg->binary = true; return true;
+  case 'k': cfg->check = optarg; return true;
+  case 'r': cfg->response = optarg; return true;
+  case 'L': return cli_uint("--header-length", optarg, 0, INT32_MAX, &v) &&
+                   (cfg->header_length = (long)v, true);
+  case 'h': usage(stdout); exit(0);
+  case 'V': cli_version(); exit(0);
+  default: return false;
+  }
+}
+
+/* What the options ask for, all together; 0, or CLI_USAGE after the message. */
+static int check_config(const config_t *cfg, int argc) {
+  if (optind != argc)
+    return cli_usage_error("unexpected argument '%s'", argv_rest);
+  if (cfg->make_rows && !cfg->out)
+    return cli_usage_error("--make-request needs --out PREFIX");
+  if (cfg->check && !cfg->response)
+    return cli_usage_error("--check needs --response FILE");
+  if (!cfg->make_rows && !cfg->check && cfg->port <= 0)
+    return cli_usage_error("--port is required");
+  struct sockaddr_storage addr;
+  if (server_address(cfg, &addr) != 0)
+    return cli_usage_error("--host: '%s' is no IPv4 or IPv6 address", cfg->host);
+  return 0;
 }
 
 static int parse_options(int argc, char **argv, config_t *cfg) {
@@ -344,47 +547,125 @@ static int parse_options(int argc, char **argv, config_t *cfg) {
       {"connections", required_argument, NULL, 'c'}, {"depth", required_argument, NULL, 'd'},
       {"batch", required_argument, NULL, 'b'},       {"duration", required_argument, NULL, 't'},
       {"requests", required_argument, NULL, 'n'},    {"seed", required_argument, NULL, 's'},
-      {"threads", required_argument, NULL, 'T'},     {"help", no_argument, NULL, 'h'},
-      {NULL, 0, NULL, 0}};
+      {"threads", required_argument, NULL, 'T'},     {"api", required_argument, NULL, 'a'},
+      {"make-request", required_argument, NULL, 'm'}, {"out", required_argument, NULL, 'o'},
+      {"binary", no_argument, NULL, 'B'},            {"check", required_argument, NULL, 'k'},
+      {"response", required_argument, NULL, 'r'},
+      {"header-length", required_argument, NULL, 'L'}, {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},           {NULL, 0, NULL, 0}};
   *cfg = (config_t){.host = "127.0.0.1", .port = -1, .connections = 16, .depth = 4,
                     .batch_min = 8, .batch_max = 8, .threads = 1, .duration = 3.0,
-                    .seed = MLP_DEFAULT_SEED};
+                    .seed = MLP_DEFAULT_SEED, .header_length = -1};
+  cli_init(argv[0]);
+  opterr = 0; /* cli_bad_option says it, naming the option */
   int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    switch (ch) {
-    case 'H': cfg->host = optarg; break;
-    case 'p': cfg->port = atoi(optarg); break;
-    case 'c': cfg->connections = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'd': cfg->depth = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'b': {
-      char *dash = strchr(optarg, '-');
-      cfg->batch_min = (unsigned)strtoul(optarg, NULL, 10);
-      cfg->batch_max = dash ? (unsigned)strtoul(dash + 1, NULL, 10) : cfg->batch_min;
-      break;
-    }
-    case 't': cfg->duration = atof(optarg); break;
-    case 'n': cfg->requests = strtoull(optarg, NULL, 10); break;
-    case 's': cfg->seed = strtoull(optarg, NULL, 0); break;
-    case 'T': cfg->threads = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'h': usage(stdout); exit(0);
-    default: usage(stderr); return -1;
-    }
-  }
-  if (optind != argc || cfg->port <= 0 || cfg->port > 65535 || cfg->connections == 0 ||
-      cfg->depth == 0 || cfg->batch_min == 0 || cfg->batch_max < cfg->batch_min ||
-      cfg->threads == 0 || (cfg->requests == 0 && cfg->duration <= 0)) {
-    usage(stderr);
-    return -1;
-  }
-  if (cfg->threads > cfg->connections)
+  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1)
+    if (ch == '?')
+      return cli_bad_option(argv);
+    else if (!option(ch, cfg))
+      return CLI_USAGE;
+  argv_rest = optind < argc ? argv[optind] : "";
+  int rc = check_config(cfg, argc);
+  snprintf(cfg->authority, sizeof cfg->authority, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",
+           cfg->host, cfg->port);
+  if (rc == 0 && cfg->threads > cfg->connections)
     cfg->threads = cfg->connections;
-  return 0;
+  return rc;
+}
+
+/* ---- the file modes: --make-request and --check --------------------------------------- */
+
+static int write_file(const char *prefix, const char *suffix, const void *data, size_t len) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s%s", prefix, suffix);
+  FILE *f = fopen(path, "wb");
+  int rc = f && fwrite(data, 1, len, f) == len ? 0 : -1;
+  if (f && fclose(f) != 0)
+    rc = -1;
+  if (rc != 0)
+    fprintf(stderr, "client: cannot write %s\n", path);
+  return rc;
+}
+
+/* A whole file, malloc'd; NULL when it cannot be read. */
+static char *read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  char *data = NULL;
+  *len = 0;
+  if (f) {
+    FILE *mem = open_memstream(&data, len);
+    char buf[65536];
+    size_t n;
+    while (mem && (n = fread(buf, 1, sizeof buf, f)) > 0)
+      fwrite(buf, 1, n, mem);
+    if (mem)
+      fclose(mem);
+    fclose(f);
+  }
+  if (!data)
+    fprintf(stderr, "client: cannot read %s\n", path);
+  return data;
+}
+
+static int make_request(const config_t *cfg) {
+  size_t n = (size_t)cfg->make_rows * MLP_IN, len, json_len;
+  float *rows = malloc(n * sizeof(float));
+  uint64_t state = uv_hrtime() | 1;
+  if (!rows)
+    return 1;
+  mlp_random_inputs(rows, n, &state);
+  v2_request_opts_t o = {.binary_in = cfg->binary, .binary_out = cfg->binary};
+  char *body = v2_request(rows, cfg->make_rows, &o, &len, &json_len);
+  int rc = body && write_file(cfg->out, ".body", body, len) == 0 &&
+                   write_file(cfg->out, ".rows", rows, n * sizeof(float)) == 0
+               ? 0
+               : 1;
+  if (rc == 0)
+    printf("%zu\n", json_len);
+  free(body);
+  free(rows);
+  return rc;
+}
+
+static int check_files(const config_t *cfg) {
+  char path[4096], why[200] = "";
+  size_t rows_len, len;
+  snprintf(path, sizeof path, "%s.rows", cfg->check);
+  char *in = read_file(path, &rows_len), *body = read_file(cfg->response, &len);
+  unsigned rows = (unsigned)(rows_len / (MLP_IN * sizeof(float)));
+  float *want = malloc((size_t)rows * MLP_OUT * sizeof(float) + 1);
+  float *got = malloc((size_t)rows * MLP_OUT * sizeof(float) + 1);
+  mlp_weights_t *w = malloc(sizeof *w);
+  int rc = 1;
+  if (in && body && want && got && w && rows) {
+    mlp_weights_init(w, cfg->seed);
+    mlp_forward(w, rows, (const float *)(const void *)in, want);
+    if (v2_response_outputs(body, len, cfg->header_length, rows, NULL, got, why, sizeof why) != 0)
+      fprintf(stderr, "client: %s: %s\n", cfg->response, why);
+    else if (!mlp_close_enough(got, want, (size_t)rows * MLP_OUT))
+      fprintf(stderr, "client: %s: the outputs differ from the host's\n", cfg->response);
+    else
+      rc = 0;
+  }
+  if (rc == 0)
+    printf("client: %s: %u rows, every output equal to the host's\n", cfg->response, rows);
+  free(in);
+  free(body);
+  free(want);
+  free(got);
+  free(w);
+  return rc;
 }
 
 int main(int argc, char **argv) {
   config_t cfg;
-  if (parse_options(argc, argv, &cfg) != 0)
-    return 2;
+  int rc = parse_options(argc, argv, &cfg);
+  if (rc != 0)
+    return rc;
+  if (cfg.make_rows)
+    return make_request(&cfg);
+  if (cfg.check)
+    return check_files(&cfg);
   signal(SIGPIPE, SIG_IGN);
 
   mlp_weights_t *weights = malloc(sizeof *weights);

@@ -1,0 +1,75 @@
+/* tcp-infer: the command lines' shared parts (cli.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+static const char *name = "tcp-infer";
+
+void cli_init(const char *argv0) {
+  if (!argv0 || !*argv0)
+    return;
+  const char *slash = strrchr(argv0, '/');
+  name = slash ? slash + 1 : argv0;
+}
+
+const char *cli_name(void) { return name; }
+
+int cli_usage_error(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "%s: ", name);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nTry '%s --help'.\n", name);
+  return CLI_USAGE;
+}
+
+bool cli_uint(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out) {
+  char *end = NULL;
+  errno = 0;
+  bool hex = arg && arg[0] == '0' && (arg[1] == 'x' || arg[1] == 'X');
+  unsigned long long v = arg && *arg != '-' && *arg != '+' ? strtoull(arg, &end, hex ? 16 : 10)
+                                                          : 0;
+  if (!arg || !end || end == arg || *end || errno || v < min || v > max) {
+    cli_usage_error("%s: '%s' is not a whole number from %" PRIu64 " to %" PRIu64, opt,
+                    arg ? arg : "", min, max);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+bool cli_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *out) {
+  uint64_t v;
+  if (!cli_uint(opt, arg, min, max, &v))
+    return false;
+  *out = (unsigned)v;
+  return true;
+}
+
+bool cli_seconds(const char *opt, const char *arg, double min, double max, double *out) {
+  char *end = NULL;
+  errno = 0;
+  double v = arg ? strtod(arg, &end) : NAN;
+  if (!arg || !end || end == arg || *end || errno || !(v >= min && v <= max)) {
+    cli_usage_error("%s: '%s' is not a number of seconds from %g to %g", opt, arg ? arg : "",
+                    min, max);
+    return false;
+  }
+  *out = v;
+  return true;
+}
+
+void cli_version(void) { printf("%s %s\n", name, TCP_INFER_VERSION); }
+
+int cli_bad_option(char **argv) {
+  const char *arg = optind > 0 ? argv[optind - 1] : "";
+  return cli_usage_error("'%s': no such option, or its value is missing", arg);
+}

@@ -1,0 +1,33 @@
+/* tcp-infer's programs' command lines (the server, the tools, the tests' programs): numbers read
+ * whole and within their range, usage errors that name the option, and --version. Every program
+ * parses with getopt_long, answers --help (exit 0) and --version, and exits CLI_USAGE (2) on a
+ * usage error after one line that says what was wrong. */
+#ifndef TCP_INFER_CLI_H
+#define TCP_INFER_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CLI_USAGE 2
+
+/* The program's name in the messages (argv[0]'s last component). */
+void cli_init(const char *argv0);
+const char *cli_name(void);
+
+/* A whole number (decimal, or 0x hex) from min to max into *out; false after a message naming
+ * the option ("--port: 'x' is not a whole number from 0 to 65535"). */
+bool cli_uint(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out);
+/* The same, into an unsigned. */
+bool cli_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *out);
+/* A number of seconds (a decimal fraction) from min to max. */
+bool cli_seconds(const char *opt, const char *arg, double min, double max, double *out);
+
+/* getopt_long returned '?' (opterr 0): the option at argv[optind - 1] is unknown or lacks its
+ * value; says so, returns CLI_USAGE. */
+int cli_bad_option(char **argv);
+/* Prints "NAME: message" and a pointer to --help on stderr; returns CLI_USAGE. */
+__attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
+/* --version: "NAME VERSION" on stdout. */
+void cli_version(void);
+
+#endif

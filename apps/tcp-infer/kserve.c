@@ -1,0 +1,452 @@
+/* tcp-infer: the KServe v2 protocol (the Open Inference Protocol over HTTP/REST, as Triton serves
+ * it): its paths, the server's and the model's metadata, and inference requests in JSON or with
+ * the binary tensor data extension, turned into the rows the pipeline runs (the same as
+ * POST /infer's) and their outputs back into the protocol's response. route.c decides when each
+ * runs; this file knows the protocol, not the connection or the GPU.
+ *
+ * The model: "mlp", version "1", one input INPUT0 (FP32, [N, 64]) and one output OUTPUT0 (FP32,
+ * [N, 16]), N from 1 to --max-batch. Every error is the protocol's JSON error form,
+ * {"error": "..."}, with the status that fits (400 for a request that cannot run). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "server.h"
+
+#define MODEL "mlp"
+#define VERSION "1"
+#define INPUT "INPUT0"
+#define OUTPUT "OUTPUT0"
+#define ROW_IN (MLP_IN * sizeof(float))
+#define ROW_OUT (MLP_OUT * sizeof(float))
+#define JSON_TYPE "application/json"
+
+/* What a parsed inference request asks of its response. */
+struct kserve_req {
+  char *id; /* echoed back; NULL: none was sent */
+  bool binary_out;
+};
+
+void kserve_req_free(struct kserve_req *ks) {
+  if (!ks)
+    return;
+  free(ks->id);
+  free(ks);
+}
+
+/* ---- paths -------------------------------------------------------------------------------- */
+
+static bool eat(const char **p, const char *end, const char *word) {
+  size_t n = strlen(word);
+  if ((size_t)(end - *p) < n || memcmp(*p, word, n) != 0)
+    return false;
+  *p += n;
+  return true;
+}
+
+/* "/{segment}" equal to want (the model's name or version). */
+static bool segment_is(const char **p, const char *end, const char *want) {
+  const char *start = *p + 1;
+  if (*p >= end || **p != '/')
+    return false;
+  const char *stop = memchr(start, '/', (size_t)(end - start));
+  if (!stop)
+    stop = end;
+  *p = stop;
+  return (size_t)(stop - start) == strlen(want) && !memcmp(start, want, strlen(want));
+}
+
+/* /v2/models/{name}[/versions/{version}][/ready|/infer] */
+static route_t model_route(const char *p, const char *end) {
+  if (!segment_is(&p, end, MODEL))
+    return ROUTE_V2_NO_MODEL;
+  if (eat(&p, end, "/versions") && !segment_is(&p, end, VERSION))
+    return ROUTE_V2_NO_MODEL;
+  if (p == end)
+    return ROUTE_V2_MODEL;
+  if (eat(&p, end, "/ready") && p == end)
+    return ROUTE_V2_MODEL_READY;
+  if (eat(&p, end, "/infer") && p == end)
+    return ROUTE_V2_INFER;
+  return ROUTE_V2_UNKNOWN;
+}
+
+route_t kserve_route_of(const char *path, size_t len) {
+  const char *p = path, *end = path + len;
+  if (!eat(&p, end, "/v2"))
+    return ROUTE_NONE;
+  if (p == end)
+    return ROUTE_V2_SERVER;
+  if (eat(&p, end, "/health/")) {
+    if (end - p == 4 && !memcmp(p, "live", 4))
+      return ROUTE_V2_LIVE;
+    if (end - p == 5 && !memcmp(p, "ready", 5))
+      return ROUTE_V2_READY;
+    return ROUTE_V2_UNKNOWN;
+  }
+  if (eat(&p, end, "/models"))
+    return model_route(p, end);
+  return ROUTE_V2_UNKNOWN;
+}
+
+/* ---- errors and metadata ------------------------------------------------------------------ */
+
+/* A body written with stdio into a malloc'd text; NULL without memory. */
+typedef struct text {
+  FILE *f;
+  char *data;
+  size_t len;
+} text_t;
+
+static bool text_open(text_t *t) {
+  *t = (text_t){0};
+  t->f = open_memstream(&t->data, &t->len);
+  return t->f != NULL;
+}
+
+static char *text_close(text_t *t) {
+  if (fclose(t->f) != 0) {
+    free(t->data);
+    return NULL;
+  }
+  return t->data;
+}
+
+void kserve_error(request_t *req, unsigned status, const char *message) {
+  text_t t;
+  char *body = NULL;
+  if (text_open(&t)) {
+    fputs("{\"error\":", t.f);
+    json_put_string(t.f, message, strlen(message));
+    fputs("}", t.f);
+    body = text_close(&t);
+  }
+  respond_text(req, status, JSON_TYPE, body);
+}
+
+static void tensor_meta(FILE *f, const char *name, unsigned dim) {
+  fprintf(f, "{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":[-1,%u]}", name, dim);
+}
+
+/* GET /v2, GET /v2/models/mlp[/versions/1]: what the server and the model are. */
+static void metadata(request_t *req, bool model) {
+  text_t t;
+  if (!text_open(&t)) {
+    kserve_error(req, 503, "out of memory");
+    return;
+  }
+  if (!model) {
+    fprintf(t.f, "{\"name\":\"tcp-infer\",\"version\":\"%s\",\"extensions\":"
+                 "[\"binary_tensor_data\"]}", CUV_VERSION_STRING);
+  } else {
+    fputs("{\"name\":\"" MODEL "\",\"versions\":[\"" VERSION "\"],\"platform\":\"cuv\","
+          "\"inputs\":[", t.f);
+    tensor_meta(t.f, INPUT, MLP_IN);
+    fputs("],\"outputs\":[", t.f);
+    tensor_meta(t.f, OUTPUT, MLP_OUT);
+    fputs("]}", t.f);
+  }
+  char *body = text_close(&t);
+  if (body)
+    respond_text(req, 200, JSON_TYPE, body);
+  else
+    kserve_error(req, 503, "out of memory");
+}
+
+void kserve_answer(request_t *req, bool ready) {
+  switch (req->route) {
+  case ROUTE_V2_SERVER: metadata(req, false); break;
+  case ROUTE_V2_MODEL: metadata(req, true); break;
+  case ROUTE_V2_LIVE: respond_text(req, 200, JSON_TYPE, NULL); break;
+  /* the protocol: 200 when ready, a 4xx when not (Triton's is 400) */
+  case ROUTE_V2_READY:
+  case ROUTE_V2_MODEL_READY:
+    if (ready)
+      respond_text(req, 200, JSON_TYPE, NULL);
+    else
+      kserve_error(req, 400, "not ready: no GPU worker can take work now");
+    break;
+  default: kserve_error(req, 404, "unknown route"); break;
+  }
+}
+
+const char *kserve_status_message(route_t route, unsigned status) {
+  switch (status) {
+  case 404:
+    return route == ROUTE_V2_NO_MODEL ? "unknown model or version: this server serves model \""
+                                        MODEL "\", version \"" VERSION "\""
+                                      : "unknown route under /v2";
+  case 405: return "method not allowed (Allow says which)";
+  case 400: return "bad request: a body of 1 byte or more, and Inference-Header-Content-Length, "
+                   "if sent, a number no larger than the body";
+  case 411: return "an inference request needs a Content-Length";
+  case 413: return "request body too large";
+  default: return "server busy";
+  }
+}
+
+/* ---- the head of an inference request ----------------------------------------------------- */
+
+size_t kserve_body_max(const server_t *s) {
+  /* JSON spells a float in up to about 16 characters, its comma included; 32 leaves room for
+   * spaces and the rest of the document */
+  return (size_t)s->max_batch * MLP_IN * 32 + (64u << 10);
+}
+
+unsigned kserve_head(const server_t *s, request_t *req, const http_head_t *h) {
+  if (h->chunked || !h->has_length)
+    return 411;
+  if (h->content_length > kserve_body_max(s))
+    return 413;
+  if (h->content_length == 0 || h->infer_header_len == -2 ||
+      (h->infer_header_len >= 0 && (uint64_t)h->infer_header_len > h->content_length))
+    return 400;
+  req->infer_header_len = h->infer_header_len;
+  req->body_cap = (size_t)h->content_length;
+  return 0;
+}
+
+/* ---- parsing an inference request --------------------------------------------------------- */
+
+typedef struct parse {
+  const server_t *srv;
+  json_doc_t doc;
+  char *why;
+  size_t why_len;
+  unsigned rows;
+  const json_node_t *data; /* the input's "data", or NULL with binary data */
+  size_t binary_size;      /* the input's binary_data_size */
+  bool binary_in, binary_out;
+} parse_t;
+
+__attribute__((format(printf, 2, 3))) static int bad(parse_t *p, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(p->why, p->why_len, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+static bool is_uint(const json_node_t *n) {
+  return n && n->type == JSON_NUMBER && n->num >= 0 && n->num <= 9007199254740992.0 &&
+         n->num == floor(n->num);
+}
+
+/* shape [N, 64], 1 <= N <= max batch */
+static int check_shape(parse_t *p, const json_node_t *shape) {
+  const json_node_t *n0 = json_first(&p->doc, shape), *n1 = json_next(&p->doc, n0);
+  unsigned max = p->srv->max_batch;
+  if (!shape || shape->type != JSON_ARRAY || shape->count != 2 || !is_uint(n0) || !is_uint(n1))
+    return bad(p, "input " INPUT ": shape must be [N, %u], two non-negative integers", MLP_IN);
+  if (n1->num != MLP_IN || n0->num < 1 || n0->num > max)
+    return bad(p, "input " INPUT ": shape [%.0f, %.0f]: this model takes [N, %u] with N from "
+               "1 to %u", n0->num, n1->num, MLP_IN, max);
+  p->rows = (unsigned)n0->num;
+  return 0;
+}
+
+/* The input's binary_data_size, or its data. */
+static int check_data(parse_t *p, const json_node_t *in) {
+  const json_node_t *size = json_get(&p->doc, json_get(&p->doc, in, "parameters"),
+                                     "binary_data_size");
+  p->data = json_get(&p->doc, in, "data");
+  if (size) {
+    if (!is_uint(size) || size->num != (double)p->rows * ROW_IN)
+      return bad(p, "input " INPUT ": binary_data_size must be %zu bytes for %u rows",
+                 p->rows * ROW_IN, p->rows);
+    if (p->data)
+      return bad(p, "input " INPUT ": both data and binary_data_size");
+    p->binary_in = true;
+    p->binary_size = (size_t)size->num;
+    return 0;
+  }
+  if (!p->data)
+    return bad(p, "input " INPUT ": no data (nor binary_data_size)");
+  return 0;
+}
+
+static int check_input(parse_t *p, const json_node_t *inputs) {
+  if (!inputs || inputs->type != JSON_ARRAY || inputs->count != 1)
+    return bad(p, "inputs must be an array of one tensor, " INPUT);
+  const json_node_t *in = json_first(&p->doc, inputs);
+  if (!json_is_string(json_get(&p->doc, in, "name"), INPUT))
+    return bad(p, "unknown input: this model's input is " INPUT);
+  const json_node_t *type = json_get(&p->doc, in, "datatype");
+  if (!json_is_string(type, "FP32"))
+    return bad(p, "input " INPUT ": datatype must be FP32");
+  if (check_shape(p, json_get(&p->doc, in, "shape")) != 0)
+    return -1;
+  return check_data(p, in);
+}
+
+static bool flag(const json_doc_t *doc, const json_node_t *params, const char *name, bool *set) {
+  const json_node_t *v = json_get(doc, params, name);
+  if (!v)
+    return true;
+  if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+    return false;
+  *set = v->type == JSON_TRUE;
+  return true;
+}
+
+/* Top-level binary_data_output, then each requested output's binary_data. */
+static int check_outputs(parse_t *p, const json_node_t *root) {
+  const json_node_t *params = json_get(&p->doc, root, "parameters");
+  if (!flag(&p->doc, params, "binary_data_output", &p->binary_out))
+    return bad(p, "parameters.binary_data_output must be true or false");
+  const json_node_t *outputs = json_get(&p->doc, root, "outputs");
+  if (!outputs)
+    return 0;
+  if (outputs->type != JSON_ARRAY)
+    return bad(p, "outputs must be an array");
+  for (const json_node_t *o = json_first(&p->doc, outputs); o; o = json_next(&p->doc, o)) {
+    if (!json_is_string(json_get(&p->doc, o, "name"), OUTPUT))
+      return bad(p, "unknown output: this model's output is " OUTPUT);
+    if (!flag(&p->doc, json_get(&p->doc, o, "parameters"), "binary_data", &p->binary_out))
+      return bad(p, "output " OUTPUT ": parameters.binary_data must be true or false");
+  }
+  return 0;
+}
+
+/* The numbers of data (nested arrays flattened, row-major) as float32; how many were read. */
+static int flatten(parse_t *p, const json_node_t *n, float *out, size_t want, size_t *got) {
+  if (n->type == JSON_ARRAY) {
+    for (const json_node_t *e = json_first(&p->doc, n); e; e = json_next(&p->doc, e))
+      if (flatten(p, e, out, want, got) != 0)
+        return -1;
+    return 0;
+  }
+  if (n->type != JSON_NUMBER)
+    return bad(p, "input " INPUT ": data must hold numbers only");
+  if (!(fabs(n->num) <= 3.4028234663852886e38))
+    return bad(p, "input " INPUT ": %g is not a finite FP32", n->num);
+  if (*got < want)
+    out[*got] = (float)n->num;
+  (*got)++;
+  return 0;
+}
+
+/* The rows, from data or from the binary part, into rows (rows x 64 floats). */
+static int fill_rows(parse_t *p, const char *binary, size_t binary_len, float *rows) {
+  size_t want = (size_t)p->rows * MLP_IN, got = 0;
+  if (p->binary_in) {
+    if (binary_len != p->binary_size)
+      return bad(p, "binary data of %zu bytes after the JSON header: the input declares %zu",
+                 binary_len, p->binary_size);
+    memcpy(rows, binary, binary_len);
+    return 0;
+  }
+  if (binary_len)
+    return bad(p, "%zu bytes of binary data that no input declares", binary_len);
+  if (flatten(p, p->data, rows, want, &got) != 0)
+    return -1;
+  if (got != want)
+    return bad(p, "input " INPUT ": %zu values in data, the shape says %zu", got, want);
+  return 0;
+}
+
+/* The JSON header's checks: everything but the values. */
+static int check_request(parse_t *p, const char *json, size_t json_len, char **id) {
+  if (json_parse(&p->doc, json, json_len) != 0)
+    return bad(p, "malformed JSON: %s", p->doc.error);
+  const json_node_t *root = json_root(&p->doc);
+  if (root->type != JSON_OBJECT)
+    return bad(p, "the request must be a JSON object");
+  const json_node_t *idn = json_get(&p->doc, root, "id");
+  if (idn && idn->type != JSON_STRING)
+    return bad(p, "id must be a string");
+  if (check_input(p, json_get(&p->doc, root, "inputs")) != 0 || check_outputs(p, root) != 0)
+    return -1;
+  if (idn && !(*id = strdup(idn->str)))
+    return bad(p, "out of memory");
+  return 0;
+}
+
+int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
+  parse_t p = {.srv = lp->srv, .why = why, .why_len = why_len};
+  size_t json_len = req->infer_header_len >= 0 ? (size_t)req->infer_header_len : req->body_len;
+  char *id = NULL, *rows = NULL;
+  struct kserve_req *ks = NULL;
+  int rc = check_request(&p, req->body, json_len, &id);
+  if (rc == 0 && (!(ks = calloc(1, sizeof *ks)) ||
+                  !(rows = body_alloc(lp, (size_t)p.rows * ROW_IN))))
+    rc = bad(&p, "out of memory");
+  if (rc == 0)
+    rc = fill_rows(&p, req->body + json_len, req->body_len - json_len, (float *)(void *)rows);
+  json_doc_free(&p.doc);
+  if (rc != 0) {
+    free(id);
+    free(ks);
+    body_free(lp, rows, (size_t)p.rows * ROW_IN);
+    return -1;
+  }
+  *ks = (struct kserve_req){.id = id, .binary_out = p.binary_out};
+  body_free(lp, req->body, req->body_cap); /* the HTTP body; the rows take its place */
+  req->body = rows;
+  req->body_cap = req->body_len = (size_t)p.rows * ROW_IN;
+  req->batch = p.rows;
+  req->infer_header_len = -1;
+  req->kserve = ks;
+  return 0;
+}
+
+/* ---- the response ------------------------------------------------------------------------- */
+
+/* The JSON part: the model, the id, the output's shape and its data (or its binary size). */
+static void result_json(FILE *f, const request_t *req, const float *out) {
+  const struct kserve_req *ks = req->kserve;
+  fputs("{\"model_name\":\"" MODEL "\",\"model_version\":\"" VERSION "\"", f);
+  if (ks->id) {
+    fputs(",\"id\":", f);
+    json_put_string(f, ks->id, strlen(ks->id));
+  }
+  fprintf(f, ",\"outputs\":[{\"name\":\"" OUTPUT "\",\"datatype\":\"FP32\",\"shape\":[%u,%u]",
+          req->batch, MLP_OUT);
+  if (ks->binary_out) {
+    fprintf(f, ",\"parameters\":{\"binary_data_size\":%zu}}]}", req->batch * ROW_OUT);
+    return;
+  }
+  fputs(",\"data\":[", f);
+  for (size_t i = 0; i < (size_t)req->batch * MLP_OUT; i++) {
+    if (i)
+      fputc(',', f);
+    json_put_float(f, out[i]);
+  }
+  fputs("]}]}", f);
+}
+
+void kserve_infer_result(request_t *req) {
+  if (req->gpu_status != 0 || !req->kserve || !req->out.data) {
+    char message[160];
+    unsigned status = req->gpu_status == CUV_ECLOSED ? 503 : 500;
+    if (req->gpu_error)
+      snprintf(message, sizeof message, "%s", req->gpu_error);
+    else
+      snprintf(message, sizeof message, "GPU work failed: %s (%s)",
+               cuv_err_name(req->gpu_status), cuv_strerror(req->gpu_status));
+    cuv_output_release(&req->out);
+    kserve_error(req, status, message);
+    return;
+  }
+  text_t t;
+  char *body = NULL;
+  size_t binary = req->kserve->binary_out ? req->batch * ROW_OUT : 0, json_len = 0;
+  if (text_open(&t)) {
+    result_json(t.f, req, req->out.data);
+    fflush(t.f);
+    json_len = t.len;
+    if (binary)
+      fwrite(req->out.data, 1, binary, t.f);
+    body = text_close(&t);
+  }
+  cuv_output_release(&req->out);
+  if (!body) {
+    kserve_error(req, 503, "out of memory");
+    return;
+  }
+  respond_text(req, 200, binary ? "application/octet-stream" : JSON_TYPE, body);
+  req->text_len = json_len + binary; /* the binary part may hold NULs */
+  req->reply_json_len = binary ? json_len : 0;
+}

@@ -1,0 +1,468 @@
+/* tcp-infer-kserve: the KServe v2 endpoints' conformance, as cmocka cases (TAP). Run by
+ * tcp-infer-run, which starts the server and adds "--port PORT":
+ *
+ *   tcp-infer-run tcp-infer -- tcp-infer-kserve
+ *
+ * Every endpoint: the server's and the model's metadata, liveness and readiness (HEAD too),
+ * inference with JSON tensors (flat and nested data, an id echoed) and with the binary tensor
+ * data extension (binary inputs, binary outputs asked for the whole request or per output), each
+ * answer checked against the host computation on fresh random rows; then invalid requests (wrong
+ * shapes, datatypes, names, value counts, truncated binary parts, huge declared sizes, malformed
+ * JSON, wrong methods and paths), each a clear 4xx in the protocol's JSON error form on a
+ * connection that then serves a correct answer, and pipelined mixtures answered in order. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "json.h"
+#include "v2-client.h"
+#include "wire.h"
+
+#define ROW_IN (MLP_IN * sizeof(float))
+#define ROW_OUT (MLP_OUT * sizeof(float))
+
+/* ---- requests ------------------------------------------------------------------------------- */
+
+static void send_v2(client_t *c, const char *path, const char *body, size_t len,
+                    long header_len) {
+  char head[256];
+  char extra[64] = "";
+  if (header_len >= 0)
+    snprintf(extra, sizeof extra, "Inference-Header-Content-Length: %ld\r\n", header_len);
+  snprintf(head, sizeof head,
+           "POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+           "Content-Length: %zu\r\n%s\r\n", path, len, extra);
+  send_str(c, head);
+  send_all(c, body, len);
+}
+
+static void send_infer_v2(client_t *c, const batch_t *b, const v2_request_opts_t *o) {
+  size_t len, json_len;
+  char *body = v2_request(b->in, b->rows, o, &len, &json_len);
+  assert_non_null(body);
+  send_v2(c, V2_INFER_PATH, body, len, o->binary_in ? (long)json_len : -1);
+  free(body);
+}
+
+/* ---- responses ------------------------------------------------------------------------------ */
+
+/* The response's JSON part, parsed (the caller frees it). */
+static void parse_json(const response_t *r, size_t len, json_doc_t *doc) {
+  if (json_parse(doc, r->body ? r->body : "", len) != 0)
+    fail_msg("not JSON (%s): %.*s", doc->error, (int)(len < 200 ? len : 200), r->body);
+}
+
+/* An inference's answer: 200, the model, the id, OUTPUT0 [rows, 16] FP32 equal to the host's,
+ * in JSON data or after the JSON part (binary) as the request asked. */
+static void expect_outputs(client_t *c, const batch_t *b, const char *id, bool binary) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  if (r.status != 200)
+    fail_msg("status %u: %.*s", r.status, (int)r.len, r.body ? r.body : "");
+  assert_true(r.keep_alive);
+  assert_string_equal(r.content_type, binary ? "application/octet-stream" : "application/json");
+  assert_true(binary ? r.infer_header_len > 0 : r.infer_header_len == -1);
+  float *got = malloc(b->rows * ROW_OUT);
+  assert_non_null(got);
+  char why[160];
+  if (v2_response_outputs(r.body, r.len, r.infer_header_len, b->rows, id, got, why,
+                          sizeof why) != 0)
+    fail_msg("%s", why);
+  assert_true(mlp_close_enough(got, b->want, (size_t)b->rows * MLP_OUT));
+  free(got);
+  free_response(&r);
+}
+
+/* An error in the protocol's form: that status, {"error": "<a reason>"}; whether the connection
+ * stays open. */
+static bool expect_error(client_t *c, unsigned status) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  if (r.status != status)
+    fail_msg("status %u, want %u: %.*s", r.status, status, (int)r.len, r.body ? r.body : "");
+  assert_string_equal(r.content_type, "application/json");
+  json_doc_t doc;
+  parse_json(&r, r.len, &doc);
+  const json_node_t *root = json_root(&doc);
+  assert_int_equal(root->type, JSON_OBJECT);
+  const json_node_t *error = json_get(&doc, root, "error");
+  assert_non_null(error);
+  assert_int_equal(error->type, JSON_STRING);
+  assert_true(error->str_len > 5);
+  print_message("#   %u %s\n", status, error->str);
+  json_doc_free(&doc);
+  bool keep_alive = r.keep_alive;
+  free_response(&r);
+  return keep_alive;
+}
+
+/* A GET (or HEAD) with an empty body expected on success. */
+static response_t get(client_t *c, const char *method, const char *path) {
+  char line[256];
+  snprintf(line, sizeof line, "%s %s HTTP/1.1\r\nHost: x\r\n\r\n", method, path);
+  send_str(c, line);
+  c->head = !strcmp(method, "HEAD");
+  response_t r;
+  assert_true(read_response(c, &r));
+  return r;
+}
+
+/* One correct JSON inference on c: the connection (and the server) still serves. */
+static void assert_serves(client_t *c) {
+  batch_t b = make_batch(5);
+  v2_request_opts_t o = {.id = "check"};
+  send_infer_v2(c, &b, &o);
+  expect_outputs(c, &b, "check", false);
+  free_batch(&b);
+}
+
+static void pause_ms(unsigned ms) {
+  struct timespec ts = {0, (long)ms * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* ---- metadata and health -------------------------------------------------------------------- */
+
+/* Readiness first: with --isolate the workers may still be starting when the test begins (the
+ * probe polls without a time limit of its own; the runner's timeout bounds it). */
+static void test_health(void **state) {
+  client_t *c = dial();
+  for (;;) {
+    response_t r = get(c, "GET", "/v2/health/ready");
+    unsigned status = r.status;
+    free_response(&r);
+    if (status == 200)
+      break;
+    assert_int_equal(status, 400); /* not ready: the protocol's 4xx */
+    pause_ms(10);
+  }
+  static const char *const paths[] = {"/v2/health/live", "/v2/health/ready",
+                                      "/v2/models/mlp/ready", "/v2/models/mlp/versions/1/ready"};
+  for (size_t i = 0; i < 4; i++)
+    for (int head = 0; head < 2; head++) {
+      response_t r = get(c, head ? "HEAD" : "GET", paths[i]);
+      assert_int_equal(r.status, 200);
+      assert_int_equal(r.len, 0);
+      free_response(&r);
+    }
+  hang_up(c);
+}
+
+static void test_server_metadata(void **state) {
+  client_t *c = dial();
+  response_t r = get(c, "GET", "/v2");
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.content_type, "application/json");
+  json_doc_t doc;
+  parse_json(&r, r.len, &doc);
+  const json_node_t *root = json_root(&doc);
+  assert_true(json_is_string(json_get(&doc, root, "name"), "tcp-infer"));
+  assert_int_equal(json_get(&doc, root, "version")->type, JSON_STRING);
+  const json_node_t *ext = json_get(&doc, root, "extensions");
+  bool binary = false;
+  for (const json_node_t *e = json_first(&doc, ext); e; e = json_next(&doc, e))
+    binary |= json_is_string(e, "binary_tensor_data");
+  assert_true(binary);
+  json_doc_free(&doc);
+  long len = (long)r.len;
+  free_response(&r);
+  r = get(c, "HEAD", "/v2");
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.content_length, len);
+  assert_int_equal(r.len, 0);
+  free_response(&r);
+  hang_up(c);
+}
+
+static void check_tensor(const json_doc_t *doc, const json_node_t *list, const char *name,
+                         unsigned dim) {
+  assert_int_equal(list->count, 1);
+  const json_node_t *t = json_first(doc, list);
+  assert_true(json_is_string(json_get(doc, t, "name"), name));
+  assert_true(json_is_string(json_get(doc, t, "datatype"), "FP32"));
+  const json_node_t *shape = json_get(doc, t, "shape");
+  assert_int_equal(shape->count, 2);
+  assert_true(json_first(doc, shape)->num == -1);
+  assert_true(json_next(doc, json_first(doc, shape))->num == dim);
+}
+
+static void test_model_metadata(void **state) {
+  client_t *c = dial();
+  static const char *const paths[] = {"/v2/models/mlp", "/v2/models/mlp/versions/1"};
+  for (size_t i = 0; i < 2; i++) {
+    response_t r = get(c, "GET", paths[i]);
+    assert_int_equal(r.status, 200);
+    json_doc_t doc;
+    parse_json(&r, r.len, &doc);
+    const json_node_t *root = json_root(&doc);
+    assert_true(json_is_string(json_get(&doc, root, "name"), "mlp"));
+    const json_node_t *versions = json_get(&doc, root, "versions");
+    assert_int_equal(versions->count, 1);
+    assert_true(json_is_string(json_first(&doc, versions), "1"));
+    check_tensor(&doc, json_get(&doc, root, "inputs"), "INPUT0", MLP_IN);
+    check_tensor(&doc, json_get(&doc, root, "outputs"), "OUTPUT0", MLP_OUT);
+    json_doc_free(&doc);
+    free_response(&r);
+  }
+  /* models, versions and paths that are not there: 404 in the JSON form */
+  static const char *const missing[] = {"/v2/models/other", "/v2/models/mlp/versions/2",
+                                        "/v2/models/mlp/versions/2/infer", "/v2/models/mlp/x",
+                                        "/v2/health", "/v2/nope", "/v2/models"};
+  for (size_t i = 0; i < sizeof missing / sizeof missing[0]; i++) {
+    char line[256];
+    snprintf(line, sizeof line, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", missing[i]);
+    send_str(c, line);
+    assert_true(expect_error(c, 404));
+  }
+  assert_serves(c);
+  hang_up(c);
+}
+
+/* ---- inference ------------------------------------------------------------------------------ */
+
+static void test_infer_json(void **state) {
+  client_t *c = dial();
+  const unsigned sizes[] = {1, 7, 64, MLP_DEFAULT_MAX_BATCH};
+  for (size_t i = 0; i < 4; i++)
+    for (int nested = 0; nested < 2; nested++) {
+      batch_t b = make_batch(sizes[i]);
+      v2_request_opts_t o = {.id = nested ? "nested-rows" : NULL, .nested = nested};
+      send_infer_v2(c, &b, &o);
+      expect_outputs(c, &b, o.id, false);
+      free_batch(&b);
+    }
+  hang_up(c);
+}
+
+static void test_infer_binary(void **state) {
+  client_t *c = dial();
+  const v2_request_opts_t opts[] = {
+      {.binary_in = true},                                        /* binary in, JSON out */
+      {.binary_out = true, .id = "a"},                            /* JSON in, binary out */
+      {.binary_in = true, .binary_out = true},                    /* both */
+      {.binary_in = true, .binary_out_per_output = 1, .id = "b"}, /* per output */
+      {.binary_out = true, .binary_out_per_output = 2},           /* the output says no */
+  };
+  const unsigned sizes[] = {1, 13, MLP_DEFAULT_MAX_BATCH};
+  for (size_t i = 0; i < sizeof opts / sizeof opts[0]; i++)
+    for (size_t k = 0; k < 3; k++) {
+      batch_t b = make_batch(sizes[k]);
+      send_infer_v2(c, &b, &opts[i]);
+      expect_outputs(c, &b, opts[i].id, v2_binary_out(&opts[i]));
+      free_batch(&b);
+    }
+  hang_up(c);
+}
+
+/* Several kinds in one write: KServe JSON and binary, POST /infer, an invalid one, metadata. */
+static void test_pipelined_mixed(void **state) {
+  client_t *c = dial();
+  batch_t b1 = make_batch(3), b2 = make_batch(9), b3 = make_batch(2);
+  v2_request_opts_t json = {.id = "p1"}, binary = {.binary_in = true, .binary_out = true};
+  send_infer_v2(c, &b1, &json);
+  send_infer_v2(c, &b2, &binary);
+  char head[128];
+  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+           b3.rows * ROW_IN);
+  send_str(c, head);
+  send_all(c, b3.in, b3.rows * ROW_IN);
+  send_v2(c, V2_INFER_PATH, "{\"inputs\":[]}", 13, -1);
+  send_str(c, "GET /v2/models/mlp/ready HTTP/1.1\r\nHost: x\r\n\r\n");
+  expect_outputs(c, &b1, "p1", false);
+  expect_outputs(c, &b2, NULL, true);
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len, b3.rows * ROW_OUT);
+  assert_true(mlp_close_enough((const float *)(const void *)r.body, b3.want, b3.rows * MLP_OUT));
+  free_response(&r);
+  assert_true(expect_error(c, 400));
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  free_response(&r);
+  free_batch(&b1);
+  free_batch(&b2);
+  free_batch(&b3);
+  hang_up(c);
+}
+
+/* ---- invalid requests ----------------------------------------------------------------------- */
+
+/* Bodies that are JSON headers only, each a 400 with its reason. */
+static const char *const bad_json[] = {
+    "{",
+    "[]",
+    "{\"inputs\":5}",
+    "{\"inputs\":[]}",
+    "not json at all",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[1,]}]}",
+    /* shapes */
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,63],\"data\":[1]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[0,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[257,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64,1],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[-1,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1.5,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[\"1\",64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1e300,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"data\":[1]}]}",
+    /* datatypes and names */
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP16\",\"shape\":[1,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"INT32\",\"shape\":[1,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"shape\":[1,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT1\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[]}]}",
+    "{\"inputs\":[{\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[]}]}",
+    /* values: too few, of the wrong kind, out of FP32's range */
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[1,2]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[\"x\"]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[null]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[1e39]}]}",
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64]}]}",
+    /* outputs, parameters, id */
+    "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],"
+    "\"parameters\":{\"binary_data_size\":256}}]}",
+    "{\"id\":5,\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],"
+    "\"data\":[]}]}",
+};
+
+/* A valid input tensor's JSON of one row with the rest of the request after it. */
+static char *one_row(const char *rest) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  fputs("{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[", f);
+  for (int i = 0; i < MLP_IN; i++)
+    fprintf(f, "%s0.5", i ? "," : "");
+  fprintf(f, "]}]%s}", rest);
+  assert_int_equal(fclose(f), 0);
+  return text;
+}
+
+static void test_invalid_json(void **state) {
+  client_t *c = dial();
+  for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++) {
+    send_v2(c, V2_INFER_PATH, bad_json[i], strlen(bad_json[i]), -1);
+    assert_true(expect_error(c, 400));
+  }
+  /* a valid input with bad outputs or parameters, and 65 values where 64 go */
+  static const char *const rests[] = {
+      ",\"outputs\":[{\"name\":\"OUTPUT1\"}]",
+      ",\"outputs\":[{\"name\":\"OUTPUT0\",\"parameters\":{\"binary_data\":1}}]",
+      ",\"outputs\":{}",
+      ",\"parameters\":{\"binary_data_output\":\"yes\"}",
+  };
+  for (size_t i = 0; i < sizeof rests / sizeof rests[0]; i++) {
+    char *body = one_row(rests[i]);
+    send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
+    free(body);
+    assert_true(expect_error(c, 400));
+  }
+  char *body = one_row("");
+  char *extra = strstr(body, "0.5]");
+  memcpy(extra, "0.5,0.5]}]}", 12); /* 65 values */
+  send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
+  free(body);
+  assert_true(expect_error(c, 400));
+  assert_serves(c);
+  hang_up(c);
+}
+
+/* The binary extension's framing: declared sizes that the bytes do not match. */
+static void test_invalid_binary(void **state) {
+  client_t *c = dial();
+  batch_t b = make_batch(2);
+  v2_request_opts_t o = {.binary_in = true};
+  size_t len, json_len;
+  char *body = v2_request(b.in, b.rows, &o, &len, &json_len);
+  assert_non_null(body);
+  /* the binary part cut short (its last 100 bytes missing), or one byte too long */
+  send_v2(c, V2_INFER_PATH, body, len - 100, (long)json_len);
+  assert_true(expect_error(c, 400));
+  char *longer = malloc(len + 1);
+  memcpy(longer, body, len);
+  longer[len] = 0;
+  send_v2(c, V2_INFER_PATH, longer, len + 1, (long)json_len);
+  assert_true(expect_error(c, 400));
+  free(longer);
+  /* the header length past the body, not a number, or cutting the JSON short */
+  send_v2(c, V2_INFER_PATH, body, len, (long)len + 1);
+  assert_true(expect_error(c, 400));
+  send_v2(c, V2_INFER_PATH, body, len, (long)json_len - 1);
+  assert_true(expect_error(c, 400));
+  char head[256];
+  snprintf(head, sizeof head, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+           "Inference-Header-Content-Length: ten\r\nContent-Length: %zu\r\n\r\n", len);
+  send_str(c, head);
+  send_all(c, body, len);
+  assert_true(expect_error(c, 400));
+  /* binary rows without a header length: the JSON parser sees them as text after the document */
+  send_v2(c, V2_INFER_PATH, body, len, -1);
+  assert_true(expect_error(c, 400));
+  free(body);
+  /* a huge declared binary size, and binary bytes that no input declares */
+  static const char huge[] = "{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":"
+                             "[2,64],\"parameters\":{\"binary_data_size\":1000000000000000000}}]}";
+  send_v2(c, V2_INFER_PATH, huge, sizeof huge - 1, sizeof huge - 1);
+  assert_true(expect_error(c, 400));
+  char *json = one_row("");
+  char *plus = malloc(strlen(json) + 8);
+  memcpy(plus, json, strlen(json));
+  memset(plus + strlen(json), 1, 8);
+  send_v2(c, V2_INFER_PATH, plus, strlen(json) + 8, (long)strlen(json));
+  assert_true(expect_error(c, 400));
+  free(plus);
+  free(json);
+  free_batch(&b);
+  assert_serves(c);
+  hang_up(c);
+}
+
+/* Methods, lengths and sizes, decided from the head. */
+static void test_invalid_head(void **state) {
+  client_t *c = dial();
+  send_str(c, "GET /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_error(c, 405));
+  send_str(c, "POST /v2/health/ready HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  assert_true(expect_error(c, 405));
+  send_str(c, "DELETE /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_error(c, 405));
+  send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
+  assert_true(expect_error(c, 400));
+  send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+              "\r\n2\r\n{}\r\n0\r\n\r\n");
+  assert_true(expect_error(c, 411));
+  assert_serves(c);
+  /* a huge declared body: refused before it is read, and the connection closes */
+  send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"
+              "Content-Length: 99999999999999\r\n\r\n");
+  assert_false(expect_error(c, 413));
+  assert_closed(c);
+  hang_up(c);
+  c = dial();
+  assert_serves(c);
+  hang_up(c);
+}
+
+int main(int argc, char **argv) {
+  if (!wire_init(argc, argv, MLP_DEFAULT_SEED)) {
+    fprintf(stderr, "usage: tcp-infer-kserve --port N (run it through tcp-infer-run)\n");
+    return 2;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_health),         cmocka_unit_test(test_server_metadata),
+      cmocka_unit_test(test_model_metadata), cmocka_unit_test(test_infer_json),
+      cmocka_unit_test(test_infer_binary),   cmocka_unit_test(test_pipelined_mixed),
+      cmocka_unit_test(test_invalid_json),   cmocka_unit_test(test_invalid_binary),
+      cmocka_unit_test(test_invalid_head),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

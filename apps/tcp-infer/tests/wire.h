@@ -1,0 +1,64 @@
+/* tcp-infer's tests: a blocking HTTP/1.1 client on llhttp (one response read at a time, so that
+ * pipelined answers are checked one by one) and random batches with their host-computed outputs.
+ * Shared by the probe and the KServe conformance test; cmocka's asserts report its failures. */
+#ifndef TCP_INFER_TESTS_WIRE_H
+#define TCP_INFER_TESTS_WIRE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <llhttp.h>
+
+#include "mlp.h"
+
+extern int wire_port;              /* the server's, on 127.0.0.1 */
+extern mlp_weights_t wire_weights; /* the model's (the server's seed) */
+extern uint64_t wire_rng;          /* the random inputs' state */
+
+/* Reads --port N from the arguments and makes the weights of `seed`; false without a port. */
+bool wire_init(int argc, char **argv, uint64_t seed);
+
+typedef struct response {
+  unsigned status;
+  char *body;
+  size_t len;
+  bool keep_alive;
+  bool done;
+  long x_batch, content_length, infer_header_len;
+  char date[64], allow[64], content_type[64];
+  char field[64], value[64]; /* the header being read (in pieces) */
+} response_t;
+
+typedef struct client {
+  int fd;
+  char buf[1 << 16];
+  size_t off, len;
+  llhttp_t parser;
+  response_t *cur;
+  bool head; /* the response read next answers a HEAD: it has no body */
+} client_t;
+
+/* A new connection to the server (Nagle off). */
+client_t *dial(void);
+void hang_up(client_t *c);
+/* Closes with a reset (SO_LINGER 0): the abrupt disconnect of a crashed client. */
+void reset(client_t *c);
+void send_all(client_t *c, const void *data, size_t len);
+void send_str(client_t *c, const char *s);
+/* Reads one response; false when the connection ended first (or the bytes were not HTTP). */
+bool read_response(client_t *c, response_t *r);
+void free_response(response_t *r);
+/* After a closing response, the server closes: EOF (or a reset), nothing else. */
+void assert_closed(client_t *c);
+
+/* `rows` random input rows and the outputs the host computes for them. */
+typedef struct batch {
+  unsigned rows;
+  float *in, *want;
+} batch_t;
+
+batch_t make_batch(unsigned rows);
+void free_batch(batch_t *b);
+
+#endif
