@@ -185,6 +185,17 @@ static void count(loop_t *lp, const batch_t *bt) {
   lp->n.batched_rows += bt->rows;
   lp->n.batches_by_log2[log2]++;
   lp->n.gpu_submitted += bt->nreqs;
+  metrics_exec(lp, bt->rows);
+}
+
+/* GET /metrics: when the batch's requests began their GPU work, and when it was submitted. */
+static void stamp(batch_t *bt, bool submitted) {
+  uint64_t now = uv_hrtime();
+  for (request_t *req = bt->reqs; req; req = req->next_wait)
+    if (submitted)
+      req->t_submitted = now;
+    else
+      req->t_start = now;
 }
 
 /* Takes the pending batch into a free workspace's batch, its inputs concatenated. */
@@ -216,6 +227,7 @@ static int flush(loop_t *lp) {
     return -1;
   batch_t *bt = take_pending(lp, ws);
   count(lp, bt);
+  stamp(bt, false);
   int rc;
   if (lp->srv->baseline) {
     bt->status = 0;
@@ -227,7 +239,9 @@ static int flush(loop_t *lp) {
   if (rc != 0) {
     lp->n.refused += bt->nreqs;
     batch_done(bt, rc, NULL); /* every request gets the error */
+    return 0;
   }
+  stamp(bt, true); /* accepted: the completion comes later, on the loop thread */
   return 0;
 }
 

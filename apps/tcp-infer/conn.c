@@ -779,15 +779,18 @@ void request_gpu_done(request_t *req) {
   }
   conn_t *c = req->conn;
   loop_t *lp = c->lp;
+  req->t_done = uv_hrtime();
   infer_release(lp, req);
   if (req->gpu_status == 0)
     lp->n.gpu_completed++;
   else
     lp->n.gpu_failed++;
   if (req->orphan) { /* counted as dropped when its connection closed */
+    metrics_request_done(lp, req);
     request_free(req);
     return;
   }
   route_gpu_result(req);
+  metrics_request_done(lp, req);
   conn_schedule_flush(c); /* with the other responses of this loop iteration */
 }

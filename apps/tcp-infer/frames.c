@@ -12,6 +12,8 @@ size_t frame_request_payload(uint32_t rows) {
 }
 
 size_t frame_reply_payload(int32_t status, uint32_t rows) {
+  if (rows == FRAME_ROWS_STATS)
+    return FRAME_STATS_BYTES;
   return status == 0 ? (size_t)rows * MLP_OUT * sizeof(float) : 0;
 }
 
@@ -91,7 +93,9 @@ int frame_next(frame_reader_t *r, frame_t *f) {
   } else {
     memcpy(&f->rows, p + 8, 4);
   }
-  if (f->rows > r->max_rows && (r->replies || f->rows != FRAME_ROWS_HANG))
+  bool mark = r->replies ? f->rows == FRAME_ROWS_STATS && f->id == FRAME_CONTROL_ID
+                         : f->rows == FRAME_ROWS_HANG;
+  if (f->rows > r->max_rows && !mark)
     return -1;
   f->payload_len = r->replies ? frame_reply_payload(f->status, f->rows)
                               : frame_request_payload(f->rows);

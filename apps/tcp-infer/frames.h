@@ -12,7 +12,9 @@
  *                              loaded its kernels and uploaded the weights); any other status
  *                              "faulted" (its device hit a sticky fault, that status: it takes
  *                              nothing more, answers what it holds and exits; the front starts
- *                              the next worker at once instead of sending it more).
+ *                              the next worker at once instead of sending it more). id 0 with
+ *                              rows FRAME_ROWS_STATS: the worker's report (report.h), status 0
+ *                              and FRAME_STATS_BYTES of payload.
  *
  * A frame_reader_t takes bytes as they come (partial frames, several frames per read) and hands
  * out whole frames. */
@@ -29,6 +31,9 @@
 /* The debug requests' rows: no payload, far from any real batch (at most 65536 rows). */
 #define FRAME_ROWS_FAULT 0u
 #define FRAME_ROWS_HANG UINT32_MAX
+/* A worker's report (control id): its cuv_stats() and model executions, for GET /metrics. */
+#define FRAME_ROWS_STATS (UINT32_MAX - 1)
+#define FRAME_STATS_BYTES 512u
 
 /* The worker's exit status after a sticky device fault (its context is dead: only a new process
  * gets a working device). Any other exit, or a signal, is a crash to the front. */
@@ -64,7 +69,8 @@ int frame_next(frame_reader_t *r, frame_t *f);
 void frame_request_head(char *out, uint64_t id, uint32_t rows);
 void frame_reply_head(char *out, uint64_t id, int32_t status, uint32_t rows);
 
-/* Payload bytes of a request / a reply of `rows` rows (0 for the debug requests). */
+/* Payload bytes of a request / a reply of `rows` rows (0 for the debug requests; a report's for
+ * FRAME_ROWS_STATS). */
 size_t frame_request_payload(uint32_t rows);
 size_t frame_reply_payload(int32_t status, uint32_t rows);
 

@@ -104,34 +104,41 @@ static void offload_after(uv_work_t *work, int status) {
   request_gpu_done(req);
 }
 
-static void run(loop_t *lp, request_t *req) {
+/* Hands the request's GPU work on as the mode says; 0 when accepted (its completion comes later,
+ * on the loop thread), else the error. */
+static int submit(loop_t *lp, request_t *req) {
   server_t *s = lp->srv;
-  req->state = REQ_RUNNING;
-  lp->n.gpu_submitted++;
   if (s->baseline) {
     req->work.data = req;
-    int rc = uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after);
-    if (rc == 0)
-      return;
-    req->gpu_status = CUV_EINVAL;
-  } else if (s->offload) {
-    offload_t *o = malloc(sizeof *o);
-    if (o) {
-      *o = (offload_t){.req = req};
-      o->work.data = o;
-      if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
-        return;
-      free(o);
-    }
-    req->gpu_status = CUV_ENOMEM;
-  } else {
-    int rc = s->graph ? graph_submit(lp, req)
-                      : cuv_uv_submit(lp->bridge, infer_op(s, req), /* staged: cuv's own copy */
-                                      on_gpu_done, req, NULL);
-    if (rc == 0)
-      return;
-    req->gpu_status = rc;
+    return uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   }
+  if (s->offload) {
+    offload_t *o = malloc(sizeof *o);
+    if (!o)
+      return CUV_ENOMEM;
+    *o = (offload_t){.req = req};
+    o->work.data = o;
+    if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
+      return 0;
+    free(o);
+    return CUV_ENOMEM;
+  }
+  return s->graph ? graph_submit(lp, req)
+                  : cuv_uv_submit(lp->bridge, infer_op(s, req), /* staged: cuv's own copy */
+                                  on_gpu_done, req, NULL);
+}
+
+static void run(loop_t *lp, request_t *req) {
+  req->state = REQ_RUNNING;
+  req->t_start = uv_hrtime();
+  lp->n.gpu_submitted++;
+  metrics_exec(lp, req->batch);
+  int rc = submit(lp, req);
+  if (rc == 0) {
+    req->t_submitted = uv_hrtime();
+    return;
+  }
+  req->gpu_status = rc;
   lp->n.refused++;
   request_gpu_done(req); /* refused: answered with the error */
 }

@@ -24,6 +24,7 @@ static double ready_of(const isolate_t *iso) { return iso->ready; }
 static double spare_pid_of(const isolate_t *iso) { return iso->spare_pid; }
 static double spare_ready_of(const isolate_t *iso) { return iso->spare_ready; }
 static double queued_of(const isolate_t *iso) { return iso->queued_gauge; }
+static double behind_of(const isolate_t *iso) { return iso->reports_behind; }
 static double last_exit_of(const isolate_t *iso) { return (double)iso->last_exit_unix_us / 1e6; }
 static double recovery_of(const isolate_t *iso) { return (double)iso->last_recovery_us / 1e6; }
 
@@ -47,6 +48,9 @@ static void gauges(FILE *f, const server_t *s) {
   per_loop(f, s, "cuv_infer_worker_spare_ready",
            "1 when the loop's spare is ready to take over at once.", spare_ready_of);
   per_loop(f, s, "cuv_infer_worker_queued", "Requests waiting for a ready worker.", queued_of);
+  per_loop(f, s, "cuv_infer_worker_reports_behind",
+           "Live workers whose latest report misses replies already read (the merged cuv_* and "
+           "execution metrics lag behind them).", behind_of);
   per_loop(f, s, "cuv_infer_worker_last_exit_timestamp_seconds",
            "When the loop's active worker last failed (its fault report, or its end); 0: never.",
            last_exit_of);
@@ -96,5 +100,15 @@ bool isolate_ready(const server_t *s) {
   for (unsigned i = 0; i < s->nloops; i++)
     if (!s->loops[i].iso || !s->loops[i].iso->ready)
       return false;
+  return true;
+}
+
+bool isolate_report(const server_t *s, report_words_t *words) {
+  if (!s || !words || !s->isolate || !s->loops)
+    return false;
+  *words = (report_words_t){0};
+  for (unsigned i = 0; i < s->nloops; i++)
+    for (size_t k = 0; s->loops[i].iso && k < REPORT_WORDS; k++)
+      words->w[k] += s->loops[i].iso->reports[k];
   return true;
 }

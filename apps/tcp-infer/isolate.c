@@ -144,7 +144,7 @@ static void send_to(wproc_t *w, request_t *req) {
   req->body = NULL;
   sr->write.data = sr;
   req->state = REQ_RUNNING;
-  req->iso_sent_ns = uv_hrtime();
+  req->iso_sent_ns = req->t_start = req->t_submitted = uv_hrtime();
   lp->n.gpu_submitted++;
   outstanding_push(w, req);
   uv_buf_t bufs[2] = {uv_buf_init(sr->head, FRAME_REQUEST_HEAD),
@@ -312,8 +312,32 @@ static request_t *outstanding_take(wproc_t *w, uint64_t id) {
 
 static void release_free(void *p) { free(p); }
 
+/* How many live workers sent replies that their latest report does not count yet. */
+static void count_behind(isolate_t *iso) {
+  unsigned behind = 0;
+  for (const wproc_t *w = iso->live; w; w = w->next_live)
+    behind += w->last.r.replies != w->replies;
+  iso->reports_behind = behind;
+}
+
+/* The sum GET /metrics reads: the ended workers' last reports and the live ones' latest. */
+static void publish_reports(isolate_t *iso) {
+  for (size_t i = 0; i < REPORT_WORDS; i++) {
+    uint64_t v = report_word_is_gauge(i) ? 0 : iso->retired.w[i];
+    for (const wproc_t *w = iso->live; w; w = w->next_live)
+      v += w->last.w[i];
+    iso->reports[i] = v;
+  }
+  count_behind(iso);
+}
+
 /* One reply frame; -1 when it makes no sense (the worker is then killed). */
 static int on_reply(wproc_t *w, const frame_t *f) {
+  if (f->id == FRAME_CONTROL_ID && f->rows == FRAME_ROWS_STATS) {
+    memcpy(w->last.w, f->payload, sizeof w->last.w);
+    publish_reports(w->iso);
+    return 0;
+  }
   if (f->id == FRAME_CONTROL_ID) {
     if (f->status == 0 && !w->ready)
       on_ready(w);
@@ -326,6 +350,8 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   request_t *req = outstanding_take(w, f->id);
   if (!req)
     return -1;
+  w->replies++;
+  count_behind(w->iso);
   uint32_t rows = route_runs_model(req->route) ? req->batch : 0;
   req->gpu_status = f->status;
   if (f->status == 0 && f->rows != rows)
@@ -454,6 +480,9 @@ static void maybe_gone(wproc_t *w) {
   isolate_t *iso = w->iso;
   w->gone = true;
   live_remove(iso, w);
+  for (size_t i = 0; i < REPORT_WORDS; i++) /* its last report stays counted */
+    iso->retired.w[i] += report_word_is_gauge(i) ? 0 : w->last.w[i];
+  publish_reports(iso);
   bool was_cur = iso->cur == w, was_spare = iso->spare == w; /* neither when draining */
   drop_role(iso, w);
   bool failed = count_end(iso, w);

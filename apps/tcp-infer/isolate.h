@@ -4,6 +4,7 @@
 #define TCP_INFER_ISOLATE_H
 
 #include "frames.h"
+#include "report.h"
 #include "server.h"
 
 typedef struct isolate isolate_t;
@@ -22,6 +23,8 @@ typedef struct wproc {
   bool draining; /* it reported a fault: its successor may already run */
   int64_t exit_status;
   int term_signal;
+  report_words_t last; /* its latest report (zeros until the first) */
+  uint64_t replies;    /* reply frames read from it (its report is current when it counts all) */
 } wproc_t;
 
 struct isolate {
@@ -46,6 +49,11 @@ struct isolate {
   _Atomic int pid, spare_pid;
   _Atomic bool ready, spare_ready;
   _Atomic unsigned queued_gauge;
+  /* GET /metrics: the last reports of the workers that ended (gauges left out), and the sum of
+   * those and the live workers' latest, published for any loop's thread */
+  report_words_t retired;
+  _Atomic uint64_t reports[REPORT_WORDS];
+  _Atomic unsigned reports_behind; /* live workers whose latest report misses replies read */
 };
 
 #endif

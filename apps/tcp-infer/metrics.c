@@ -1,9 +1,25 @@
-/* tcp-infer: GET /stats, in the Prometheus text exposition format (version 0.0.4): cuv_stats()
- * as cuv_* metrics, and the server's own counters as cuv_infer_*. */
+/* tcp-infer: GET /metrics (and its alias GET /stats), in the Prometheus text exposition format
+ * (version 0.0.4): cuv_stats() as cuv_* metrics, Triton's model metrics (nv_inference_*, with the
+ * model's labels), histograms of the inference latency and of the rows per model execution, and
+ * the server's own counters as cuv_infer_*. With --isolate, the workers' reports (report.h) are
+ * added in: their cuv_stats() and their model executions, which the front does not see.
+ *
+ * Triton's durations, per inference, in microseconds, as this server can tell them apart:
+ *   request         from its whole message (a KServe body before its JSON is read) to its response
+ *   queue           waiting for a workspace, a batch or a worker process (from the message to the
+ *                   start of its GPU work)
+ *   compute_input   its input made ready on the host: KServe's JSON read, the op built and
+ *                   enqueued (the submission's own time on the loop thread)
+ *   compute_infer   from the submission to the completion proven by cuv (the GPU's work, the
+ *                   upload and the download included; --isolate: the worker's whole round trip)
+ *   compute_output  from the completion to its response made (KServe: its JSON written) */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "report.h"
 #include "server.h"
+
+#define MODEL_LABELS "model=\"mlp\",version=\"1\""
 
 static void metric(FILE *f, const char *name, const char *type, const char *help, uint64_t v) {
   fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type, name,
@@ -24,7 +40,23 @@ typedef struct totals {
   uint64_t connections_total, requests_total, responses_by_status[6], infer_rows_total;
   uint64_t gpu_submitted, gpu_completed, gpu_failed, responses_dropped, truncated, parse_errors;
   uint64_t open_conns, free_workspaces, waiting, graphs;
+  uint64_t success, failure, rows_done, execs, request_us, queue_us, input_us, infer_us, output_us;
+  hist_sum_t latency, exec_rows;
 } totals_t;
+
+static void sum_triton(const counters_t *n, totals_t *t) {
+  t->success += n->infer_success;
+  t->failure += n->infer_failure;
+  t->rows_done += n->infer_rows_done;
+  t->execs += n->execs;
+  t->request_us += n->request_us;
+  t->queue_us += n->queue_us;
+  t->input_us += n->input_us;
+  t->infer_us += n->infer_us;
+  t->output_us += n->output_us;
+  histogram_add(&t->latency, &n->latency);
+  histogram_add(&t->exec_rows, &n->exec_rows);
+}
 
 static void sum(const server_t *s, totals_t *t) {
   *t = (totals_t){0};
@@ -46,7 +78,88 @@ static void sum(const server_t *s, totals_t *t) {
     t->free_workspaces += n->free_workspaces;
     t->waiting += n->waiting;
     t->graphs += n->graphs;
+    sum_triton(n, t);
   }
+}
+
+/* --isolate: the workers' reports added in (their cuv_stats, their model executions). */
+static void add_workers(const server_t *s, cuv_stats_t *st, totals_t *t) {
+  report_words_t w;
+  if (!isolate_report(s, &w))
+    return;
+  uint64_t *to = (uint64_t *)(void *)st;
+  const uint64_t *from = (const uint64_t *)(const void *)&w.r.cuv;
+  for (size_t i = 0; i < sizeof *st / sizeof(uint64_t); i++)
+    to[i] += from[i];
+  t->execs += w.r.execs;
+  for (unsigned i = 0; i < HIST_BUCKETS; i++)
+    t->exec_rows.buckets[i] += w.r.batch_rows[i];
+  t->exec_rows.count += w.r.batch_rows[HIST_BUCKETS];
+  t->exec_rows.sum += w.r.batch_rows[HIST_BUCKETS + 1];
+}
+
+/* One of Triton's per-model metrics. */
+static void triton(FILE *f, const char *name, const char *help, uint64_t v) {
+  fprintf(f, "# HELP %s %s\n# TYPE %s counter\n%s{" MODEL_LABELS "} %llu\n", name, help, name,
+          name, (unsigned long long)v);
+}
+
+static void triton_metrics(FILE *f, const totals_t *n) {
+  triton(f, "nv_inference_request_success", "Inference requests whose GPU work gave outputs.",
+         n->success);
+  triton(f, "nv_inference_request_failure",
+         "Inference requests whose GPU work failed, was refused or was lost.", n->failure);
+  triton(f, "nv_inference_count", "Inferences performed (rows of the successful requests).",
+         n->rows_done);
+  triton(f, "nv_inference_exec_count", "Model executions (a request, or a batch of them).",
+         n->execs);
+  triton(f, "nv_inference_request_duration_us",
+         "Inference requests' durations, from the whole message to the response, summed (us).",
+         n->request_us);
+  triton(f, "nv_inference_queue_duration_us",
+         "Time inference requests waited for a workspace, batch or worker, summed (us).",
+         n->queue_us);
+  triton(f, "nv_inference_compute_input_duration_us",
+         "Time spent making inputs ready on the host (reading, building, enqueueing) (us).",
+         n->input_us);
+  triton(f, "nv_inference_compute_infer_duration_us",
+         "Time from submission to proven completion of the GPU work, summed (us).",
+         n->infer_us);
+  triton(f, "nv_inference_compute_output_duration_us",
+         "Time from completion to the response made, summed (us).", n->output_us);
+  histogram_render(f, "cuv_infer_request_duration_seconds",
+                   "Inference requests' latency, from the whole message to the response.",
+                   MODEL_LABELS, HIST_LATENCY, &n->latency);
+  histogram_render(f, "cuv_infer_exec_rows", "Rows per model execution (the batch size).",
+                   MODEL_LABELS, HIST_ROWS, &n->exec_rows);
+}
+
+void metrics_exec(loop_t *lp, unsigned rows) {
+  lp->n.execs++;
+  histogram_observe(&lp->n.exec_rows, HIST_ROWS, rows);
+}
+
+static uint64_t us(uint64_t from, uint64_t to) { return to > from ? (to - from) / 1000 : 0; }
+
+void metrics_request_done(loop_t *lp, const request_t *req) {
+  if (!lp || !req || !route_runs_model(req->route) || !req->t_begin)
+    return;
+  counters_t *n = &lp->n;
+  uint64_t now = uv_hrtime(), done = req->t_done ? req->t_done : now;
+  uint64_t start = req->t_start ? req->t_start : done; /* never started: all queue */
+  uint64_t submitted = req->t_submitted ? req->t_submitted : start;
+  if (req->gpu_status == 0) {
+    n->infer_success++;
+    n->infer_rows_done += req->batch;
+  } else {
+    n->infer_failure++;
+  }
+  n->request_us += us(req->t_begin, now);
+  n->queue_us += us(req->t_begin + req->input_ns, start);
+  n->input_us += req->input_ns / 1000 + us(start, submitted);
+  n->infer_us += us(submitted, done);
+  n->output_us += us(done, now);
+  histogram_observe(&n->latency, HIST_LATENCY, us(req->t_begin, now));
 }
 
 char *metrics_render(const server_t *s, size_t *len) {
@@ -58,6 +171,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   cuv_stats(&st);
   totals_t total, *n = &total;
   sum(s, n);
+  add_workers(s, &st, n);
 
   metric(f, "cuv_submitted_total", "counter", "Executions cuv accepted (submit, sync, enqueue).",
          st.submitted);
@@ -87,6 +201,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_reactor_slots_in_use", "gauge",
          "Submissions waiting in the reactor now, on their streams' timeline words.",
          st.slots_in_use);
+  triton_metrics(f, n);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
   sample(f, "cuv_infer_mode", "mode",

@@ -55,7 +55,8 @@ static const char *error_message(unsigned status) {
   switch (status) {
   case 400: return "body must be a positive multiple of 256 bytes (batch x 64 float32, "
                    "little-endian); X-In-Dim, if sent, must be 64 and X-Batch the batch";
-  case 404: return "unknown route: POST /infer, GET /stats, the KServe v2 routes under /v2";
+  case 404: return "unknown route: POST /infer, GET /metrics (or /stats), the KServe v2 routes "
+                   "under /v2";
   case 405: return "method not allowed";
   case 411: return "POST /infer needs a Content-Length";
   default: return "server busy";
@@ -70,7 +71,7 @@ static route_t route_of(const char *url) {
     return kserve_route_of(url, len);
   if (len == 6 && !strncmp(url, "/infer", 6))
     return ROUTE_INFER;
-  if (len == 6 && !strncmp(url, "/stats", 6))
+  if ((len == 6 && !strncmp(url, "/stats", 6)) || (len == 8 && !strncmp(url, "/metrics", 8)))
     return ROUTE_STATS;
   if (len == 12 && !strncmp(url, "/debug/fault", 12))
     return ROUTE_FAULT;
@@ -160,10 +161,12 @@ static bool ready(const loop_t *lp) {
 /* A KServe inference: its body becomes rows, then it runs as POST /infer's. */
 static void start_v2_infer(loop_t *lp, request_t *req) {
   char why[192];
+  req->t_begin = uv_hrtime();
   if (kserve_infer_parse(lp, req, why, sizeof why) != 0) {
     kserve_error(req, 400, why);
     return;
   }
+  req->input_ns = uv_hrtime() - req->t_begin;
   if (lp->iso) {
     isolate_start(lp, req);
     return;
@@ -191,8 +194,10 @@ void route_message(loop_t *lp, request_t *req) {
     else
       respond_error(req, 503, "out of memory");
   } else if (lp->iso || req->route == ROUTE_FAULT || req->route == ROUTE_HANG) {
+    req->t_begin = uv_hrtime();
     isolate_start(lp, req); /* --isolate: the worker process runs it */
   } else {
+    req->t_begin = uv_hrtime();
     lp->n.infer_rows_total += req->batch;
     infer_start(lp, req);
   }

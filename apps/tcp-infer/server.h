@@ -12,7 +12,8 @@
  *   pool.c     a loop's workspaces and the FIFO of requests waiting for one
  *   model.c    the model on the GPU: kernels, weights, workspaces' buffers, the op over N rows
  *              (cublas.c: its --cublas layers)
- *   metrics.c  GET /stats: cuv_stats() and the server's counters, Prometheus text format
+ *   metrics.c  GET /metrics (and /stats): cuv_stats(), Triton's model metrics, histograms and the
+ *              server's counters, Prometheus text format (histogram.c: the histograms)
  *   isolate.c  --isolate, the front: each loop's GPU work runs in a worker process it supervises
  *              (a spare beside it, a hang watchdog); isolate-metrics.c: its GET /stats metrics
  *   worker.c   --isolate, the worker process: frames from the front through infer.c's pipeline
@@ -38,9 +39,11 @@
 #include <cuv.h>
 #include <cuv/uv.h>
 
+#include "histogram.h"
 #include "mlp.h"
 
 typedef struct server server_t;
+union report_words; /* report.h: a worker's report */
 typedef struct loop loop_t;
 typedef struct conn conn_t;
 
@@ -76,7 +79,7 @@ typedef enum {
 typedef enum {
   ROUTE_NONE,
   ROUTE_INFER,
-  ROUTE_STATS,
+  ROUTE_STATS, /* GET /metrics, and its alias GET /stats */
   ROUTE_FAULT,
   ROUTE_HANG,
   ROUTE_V2_SERVER,
@@ -127,6 +130,9 @@ struct request {
   uint64_t iso_id;    /* --isolate: its frame id at the worker process */
   uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
   const char *gpu_error; /* a failure's text instead of the cuv error's name (static) */
+  /* GET /metrics: when (uv_hrtime) the inference's message was in, its GPU work began, was
+   * submitted and ended; and the time its input took to read before (KServe's JSON) */
+  uint64_t t_begin, t_start, t_submitted, t_done, input_ns;
 };
 
 /* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
@@ -145,6 +151,12 @@ typedef struct counters {
   _Atomic unsigned batch_pending; /* gauge: requests in the pending batch */
   _Atomic unsigned open_conns, free_workspaces, waiting; /* gauges */
   _Atomic unsigned graphs; /* gauge, --graph: graphs captured and alive */
+  /* GET /metrics, Triton's model metrics: inferences answered from GPU work that gave outputs
+   * (success) or not, their rows; model executions (a request, or a batch) and their rows; the
+   * inferences' durations summed in microseconds (metrics.c says what each covers) */
+  _Atomic uint64_t infer_success, infer_failure, infer_rows_done, execs;
+  _Atomic uint64_t request_us, queue_us, input_us, infer_us, output_us;
+  histogram_t latency, exec_rows;
 } counters_t;
 
 /* One event loop on its own thread (--loops): its listener (SO_REUSEPORT spreads connections over
@@ -337,6 +349,9 @@ void isolate_forget(loop_t *lp, request_t *req);
 void isolate_metrics(const server_t *s, FILE *f);
 /* Any thread: whether every loop's active worker is ready (KServe's readiness). */
 bool isolate_ready(const server_t *s);
+/* Any thread: the workers' reports, summed over the loops (the live workers' latest and the
+ * ended ones' last; report.h), into *words; false without --isolate. */
+bool isolate_report(const server_t *s, union report_words *words);
 
 /* worker.c (the worker process, --worker): serves frames on fd 3 with the loaded model; returns
  * the process's exit status. */
@@ -356,7 +371,11 @@ bool batch_forget(loop_t *lp, request_t *req);
 /* GET /stats (any thread): the batch counters, summed over the loops. */
 void batch_metrics(const server_t *s, FILE *f);
 
-/* metrics.c: the /stats body (malloc'd), summed over every loop. */
+/* metrics.c: the /metrics body (malloc'd), summed over every loop. */
 char *metrics_render(const server_t *s, size_t *len);
+/* An inference's response is ready (or it was dropped): its outcome and durations (loop thread). */
+void metrics_request_done(loop_t *lp, const request_t *req);
+/* A model execution of `rows` rows started: a request, or a batch (loop thread). */
+void metrics_exec(loop_t *lp, unsigned rows);
 
 #endif

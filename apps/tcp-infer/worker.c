@@ -21,10 +21,12 @@
 
 #include "frames.h"
 #include "mlp_launchers.h"
+#include "report.h"
 #include "server.h"
 
 #define FRAMES_FD 3
 #define FAULT_GRACE_MS 10000 /* after a fault: exit even if a request never resolved */
+#define REPORT_MS 100 /* how often the front gets the worker's report (GET /metrics' lag) */
 /* POST /debug/hang's kernel ends by itself after this long, so that a test machine whose front
  * does not kill the worker (--isolate-timeout 0) is not wedged for ever. */
 #define HANG_GUARD_NS 60000000000ull
@@ -33,8 +35,10 @@ struct worker_side {
   loop_t *lp;
   uv_pipe_t pipe;
   uv_timer_t grace;
+  uv_timer_t report; /* sends the report every REPORT_MS */
   frame_reader_t rd;
-  unsigned held; /* requests taken and not yet answered (reply written) */
+  unsigned held;    /* requests taken and not yet answered (reply written) */
+  uint64_t replies; /* reply frames handed to the pipe (the report says how many) */
   bool faulted, eof, closed;
 };
 
@@ -89,6 +93,7 @@ static void maybe_finish(struct worker_side *wk) {
   wk->closed = true;
   uv_close((uv_handle_t *)&wk->pipe, on_closed);
   uv_close((uv_handle_t *)&wk->grace, on_closed);
+  uv_close((uv_handle_t *)&wk->report, on_closed);
   if (wk->lp->bridge)
     cuv_uv_close(wk->lp->bridge, NULL, NULL);
 }
@@ -121,6 +126,39 @@ static void enter_fault(struct worker_side *wk, int status) {
   uv_buf_t buf = uv_buf_init(faulted, FRAME_REPLY_HEAD);
   uv_write_t *w = malloc(sizeof *w);
   if (w && uv_write(w, (uv_stream_t *)&wk->pipe, &buf, 1, on_control_sent) != 0)
+    free(w);
+}
+
+/* ---- the report --------------------------------------------------------------------------- */
+
+static void on_report_sent(uv_write_t *w, int status) {
+  (void)status; /* a lost report: the next one has the same counters, and more */
+  free(w);
+}
+
+/* cuv_stats() and the loop's model executions, to the front (report.h). */
+static void on_report(uv_timer_t *timer) {
+  struct worker_side *wk = timer->data;
+  const counters_t *n = &wk->lp->n;
+  uv_write_t *w = malloc(sizeof *w + FRAME_REPLY_HEAD + FRAME_STATS_BYTES);
+  if (!w)
+    return;
+  char *head = (char *)(w + 1);
+  report_words_t *r = (report_words_t *)(void *)(head + FRAME_REPLY_HEAD);
+  memset(r, 0, FRAME_STATS_BYTES);
+  cuv_stats(&r->r.cuv);
+  r->r.execs = n->execs;
+  for (unsigned i = 0; i < HIST_BUCKETS; i++)
+    r->r.batch_rows[i] = n->exec_rows.buckets[i];
+  r->r.batch_rows[HIST_BUCKETS] = n->exec_rows.count;
+  r->r.batch_rows[HIST_BUCKETS + 1] = n->exec_rows.sum;
+  r->r.batches = n->batches;
+  r->r.batched_requests = n->batched_requests;
+  r->r.batched_rows = n->batched_rows;
+  r->r.replies = wk->replies;
+  frame_reply_head(head, FRAME_CONTROL_ID, 0, FRAME_ROWS_STATS);
+  uv_buf_t buf = uv_buf_init(head, FRAME_REPLY_HEAD + FRAME_STATS_BYTES);
+  if (uv_write(w, (uv_stream_t *)&wk->pipe, &buf, 1, on_report_sent) != 0)
     free(w);
 }
 
@@ -169,8 +207,11 @@ static void send_reply(struct worker_side *wk, uint64_t id, int status, request_
   uv_buf_t bufs[2] = {uv_buf_init(r->head, FRAME_REPLY_HEAD),
                       uv_buf_init(req->out.data, (unsigned)frame_reply_payload(status, rows))};
   unsigned n = frame_reply_payload(status, rows) ? 2 : 1;
-  if (wk->closed || uv_write(&r->write, (uv_stream_t *)&wk->pipe, bufs, n, on_replied) != 0)
+  if (wk->closed || uv_write(&r->write, (uv_stream_t *)&wk->pipe, bufs, n, on_replied) != 0) {
     reply_done(wk, r);
+    return;
+  }
+  wk->replies++;
 }
 
 void worker_request_done(request_t *req) {
@@ -284,8 +325,11 @@ static int setup(struct worker_side *wk) {
   if (frame_reader_init(&wk->rd, false, lp->srv->max_batch) != 0)
     return CUV_ENOMEM;
   uv_timer_init(&lp->loop, &wk->grace);
+  uv_timer_init(&lp->loop, &wk->report);
   uv_pipe_init(&lp->loop, &wk->pipe, 0);
-  wk->grace.data = wk->pipe.data = wk;
+  wk->grace.data = wk->pipe.data = wk->report.data = wk;
+  uv_timer_start(&wk->report, on_report, REPORT_MS, REPORT_MS);
+  uv_unref((uv_handle_t *)&wk->report); /* the pipe and the work keep the loop alive, not it */
   if (uv_pipe_open(&wk->pipe, FRAMES_FD) != 0 ||
       uv_read_start((uv_stream_t *)&wk->pipe, on_alloc, on_read) != 0)
     return CUV_EINVAL;

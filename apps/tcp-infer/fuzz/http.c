@@ -126,6 +126,7 @@ void infer_release(loop_t *l, request_t *req) {
 void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --isolate"); }
 void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
 void isolate_metrics(const server_t *s, FILE *f) {}
+bool isolate_report(const server_t *s, union report_words *words) { return false; }
 bool isolate_ready(const server_t *s) {
   CHECK(!"isolate_ready without --isolate");
   return false;

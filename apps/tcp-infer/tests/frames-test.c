@@ -88,6 +88,18 @@ static void requests_and_limits(void) {
   frame_reader_fill(&r, FRAME_REPLY_HEAD);
   CHECK(frame_next(&r, &f) == -1);
   frame_reader_free(&r);
+  /* a worker's report: control id, FRAME_STATS_BYTES of payload; with another id, refused */
+  CHECK(frame_reader_init(&r, true, 4) == 0);
+  CHECK(frame_reader_space(&r, 2 * FRAME_REPLY_HEAD + FRAME_STATS_BYTES, &base, &room) == 0);
+  frame_reply_head(base, FRAME_CONTROL_ID, 0, FRAME_ROWS_STATS);
+  memset(base + FRAME_REPLY_HEAD, 7, FRAME_STATS_BYTES);
+  frame_reply_head(base + FRAME_REPLY_HEAD + FRAME_STATS_BYTES, 5, 0, FRAME_ROWS_STATS);
+  frame_reader_fill(&r, 2 * FRAME_REPLY_HEAD + FRAME_STATS_BYTES);
+  CHECK(frame_next(&r, &f) == 1 && f.id == FRAME_CONTROL_ID && f.rows == FRAME_ROWS_STATS &&
+        f.payload_len == FRAME_STATS_BYTES &&
+        ((const char *)f.payload)[FRAME_STATS_BYTES - 1] == 7);
+  CHECK(frame_next(&r, &f) == -1);
+  frame_reader_free(&r);
   /* large requests make the buffer grow */
   CHECK(frame_reader_init(&r, false, 65536) == 0);
   size_t big = FRAME_REQUEST_HEAD + frame_request_payload(4096);

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "prom.h"
 #include "wire.h"
 
 static void send_infer(client_t *c, const batch_t *b, const char *extra_headers) {
@@ -89,6 +90,15 @@ static double metric(const char *stats, const char *name) {
       return strtod(line + len + 1, NULL);
   fail_msg("metric %s missing", name);
   return 0;
+}
+
+/* Whether GET /stats has a sample of that name (unlabelled). */
+static bool metric_present(const char *name) {
+  char *s = get_stats(), key[128];
+  snprintf(key, sizeof key, "\n%s ", name);
+  bool present = strstr(s, key) != NULL;
+  free(s);
+  return present;
 }
 
 static void pause_ms(unsigned ms) {
@@ -441,30 +451,156 @@ static void test_disconnect_mid_batch(void **state) {
   assert_serving();
 }
 
-/* Every sample has its # HELP and # TYPE, every name the cuv_ prefix. */
-static void test_stats_format(void **state) {
-  char *s = get_stats();
-  char *save = NULL, *copy = strdup(s);
-  unsigned samples = 0;
-  for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-    if (line[0] == '#') {
-      assert_true(!strncmp(line, "# HELP cuv_", 11) || !strncmp(line, "# TYPE cuv_", 11));
-      continue;
-    }
-    assert_true(!strncmp(line, "cuv_", 4));
-    char name[96];
-    assert_int_equal(sscanf(line, "%95[a-z_]", name), 1);
-    char help[128], type[128];
-    snprintf(help, sizeof help, "# HELP %s ", name);
-    snprintf(type, sizeof type, "# TYPE %s ", name);
-    assert_non_null(strstr(s, help));
-    assert_non_null(strstr(s, type));
-    samples++;
+/* ---- GET /metrics ------------------------------------------------------------------------- */
+
+#define MODEL "model=\"mlp\",version=\"1\""
+
+/* GET path, parsed as Prometheus text; the case fails when it does not parse. */
+static void get_metrics(prom_t *p, const char *path, char **text) {
+  client_t *c = dial();
+  char line[128];
+  snprintf(line, sizeof line, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  send_str(c, line);
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  hang_up(c);
+  if (prom_parse(p, r.body, r.len) != 0)
+    fail_msg("%s does not parse: %s", path, p->error);
+  if (text)
+    *text = r.body;
+  else
+    free(r.body);
+}
+
+static double value_of(const prom_t *p, const char *name, const char *labels) {
+  const prom_sample_t *x = prom_find(p, name, labels);
+  if (!x)
+    fail_msg("%s{%s} missing", name, labels);
+  return x ? x->value : 0;
+}
+
+/* The family a sample's HELP and TYPE are under: a histogram's for its series. */
+static void family_of(const char *text, const char *name, char *out, size_t cap) {
+  snprintf(out, cap, "%s", name);
+  static const char *const suffixes[] = {"_bucket", "_sum", "_count"};
+  for (int i = 0; i < 3; i++) {
+    size_t n = strlen(name), k = strlen(suffixes[i]);
+    char type[192];
+    snprintf(type, sizeof type, "# TYPE %.*s histogram\n", (int)(n - k), name);
+    if (n > k && !strcmp(name + n - k, suffixes[i]) && strstr(text, type))
+      snprintf(out, cap, "%.*s", (int)(n - k), name);
   }
-  assert_true(samples >= 20);
-  assert_int_equal(metric(s, "cuv_leaked_total"), 0);
-  free(copy);
-  free(s);
+}
+
+/* GET /metrics and its alias /stats parse as Prometheus text; every family has its HELP and
+ * TYPE, cuv's own prefix or Triton's; Triton's model metrics and the histograms are there. */
+static void test_metrics_format(void **state) {
+  static const char *const triton[] = {
+      "nv_inference_request_success",           "nv_inference_request_failure",
+      "nv_inference_count",                     "nv_inference_exec_count",
+      "nv_inference_request_duration_us",       "nv_inference_queue_duration_us",
+      "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
+      "nv_inference_compute_output_duration_us"};
+  for (int k = 0; k < 2; k++) {
+    prom_t p;
+    char *text;
+    get_metrics(&p, k ? "/stats" : "/metrics", &text);
+    for (size_t i = 0; i < p.n; i++) {
+      char fam[128], help[160], type[160];
+      family_of(text, p.samples[i].name, fam, sizeof fam);
+      assert_true(!strncmp(fam, "cuv_", 4) || !strncmp(fam, "nv_inference_", 13));
+      snprintf(help, sizeof help, "# HELP %s ", fam);
+      snprintf(type, sizeof type, "# TYPE %s ", fam);
+      assert_non_null(strstr(text, help));
+      assert_non_null(strstr(text, type));
+    }
+    for (size_t i = 0; i < sizeof triton / sizeof triton[0]; i++)
+      value_of(&p, triton[i], MODEL);
+    value_of(&p, "cuv_infer_request_duration_seconds_count", MODEL);
+    value_of(&p, "cuv_infer_exec_rows_bucket", MODEL ",le=\"+Inf\"");
+    assert_true(p.n >= 60);
+    assert_int_equal(value_of(&p, "cuv_leaked_total", ""), 0);
+    prom_free(&p);
+    free(text);
+  }
+}
+
+typedef struct snapshot {
+  double success, failure, count, execs, exec_rows, latency_n, latency_s, submitted, ok_2xx;
+  double behind; /* --isolate: workers whose reports lag behind their replies */
+  double request, parts; /* Triton's request duration; its queue, input, infer, output summed */
+} snapshot_t;
+
+static snapshot_t snapshot(void) {
+  prom_t p;
+  get_metrics(&p, "/metrics", NULL);
+  snapshot_t s = {
+      .success = value_of(&p, "nv_inference_request_success", MODEL),
+      .failure = value_of(&p, "nv_inference_request_failure", MODEL),
+      .count = value_of(&p, "nv_inference_count", MODEL),
+      .execs = value_of(&p, "nv_inference_exec_count", MODEL),
+      .exec_rows = value_of(&p, "cuv_infer_exec_rows_sum", MODEL),
+      .latency_n = value_of(&p, "cuv_infer_request_duration_seconds_count", MODEL),
+      .latency_s = value_of(&p, "cuv_infer_request_duration_seconds_sum", MODEL),
+      .submitted = value_of(&p, "cuv_submitted_total", ""),
+      .ok_2xx = value_of(&p, "cuv_infer_responses_total", "code=\"2xx\""),
+
+      .request = value_of(&p, "nv_inference_request_duration_us", MODEL),
+      .parts = value_of(&p, "nv_inference_queue_duration_us", MODEL) +
+               value_of(&p, "nv_inference_compute_input_duration_us", MODEL) +
+               value_of(&p, "nv_inference_compute_infer_duration_us", MODEL) +
+               value_of(&p, "nv_inference_compute_output_duration_us", MODEL)};
+  for (size_t i = 0; i < p.n; i++)
+    if (!strcmp(p.samples[i].name, "cuv_infer_worker_reports_behind"))
+      s.behind += p.samples[i].value;
+  prom_free(&p);
+  return s;
+}
+
+/* K inferences of R rows in all on a quiet server: Triton's counters move by exactly K and R,
+ * the executions by K (or fewer, batched, but at least one), their rows by R, the latency
+ * histogram by K observations whose sum is the request duration's; cuv's submissions by at
+ * least the executions (with --isolate, the workers' own, which only their reports bring: the
+ * polls wait until the reports count every reply, cuv_infer_worker_reports_behind). The
+ * durations' parts add up to the whole, to the microsecond each. */
+static void test_metrics_counts(void **state) {
+  enum { K = 12 };
+  free(wait_settled(0));
+  snapshot_t a, b;
+  do /* --isolate: until the workers' reports count all the work they answered */
+    a = snapshot();
+  while (a.behind && (pause_ms(20), true));
+  client_t *c = dial();
+  double rows = 0;
+  for (unsigned i = 1; i <= K; i++) {
+    batch_t x = make_batch(i);
+    send_infer(c, &x, NULL);
+    assert_infer_ok(c, &x);
+    rows += i;
+    free_batch(&x);
+  }
+  hang_up(c);
+  for (;;) { /* the workers' reports come a few times a second */
+    b = snapshot();
+    if (b.success - a.success >= K && !b.behind && b.ok_2xx - a.ok_2xx >= K)
+      break;
+    pause_ms(20);
+  }
+  bool batched = metric_present("cuv_infer_batch_rows_limit");
+  assert_true(b.success - a.success == K);
+  assert_true(b.submitted - a.submitted >= b.execs - a.execs);
+  assert_true(b.failure == a.failure);
+  assert_true(b.count - a.count == rows);
+  assert_true(b.exec_rows - a.exec_rows == rows);
+  assert_true(batched ? b.execs - a.execs >= 1 && b.execs - a.execs <= K
+                      : b.execs - a.execs == K);
+  assert_true(b.latency_n - a.latency_n == K);
+  double request = b.request - a.request, parts = b.parts - a.parts;
+  assert_true(parts <= request && parts >= request - 5 * K);
+  double latency_us = (b.latency_s - a.latency_s) * 1e6;
+  assert_true(latency_us >= request - 1 && latency_us <= request + 1);
 }
 
 /* Last: everything retired, nothing failed, still right. */
@@ -491,7 +627,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_upgrade_refused),
       cmocka_unit_test(test_disconnect_abrupt), cmocka_unit_test(test_disconnect_orderly),
       cmocka_unit_test(test_disconnect_mid_batch),
-      cmocka_unit_test(test_stats_format),      cmocka_unit_test(test_settled),
+      cmocka_unit_test(test_metrics_format),    cmocka_unit_test(test_metrics_counts),
+      cmocka_unit_test(test_settled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
