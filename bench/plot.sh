@@ -4,6 +4,8 @@
 #   throughput.svg    completions/s into one loop against K pipelines (raw flag, raw hostfn, cuv)
 #   tcp-infer-LOAD.svg  tcp-infer's req/s and p99 against connections, one curve per server mode
 #                     (apps/tcp-infer/bench/tcp-infer.sh's tcp-infer-LOAD.csv, LOAD client or wrk)
+#   tcp-infer-batching.svg  req/s and p99 against --max-queue-delay-us, one curve per connection
+#                     count (apps/tcp-infer/bench/tcp-infer-batching.sh's CSV files)
 #
 #   bench/plot.sh CSV_DIR OUT_DIR
 # Needs gnuplot (Debian's gnuplot-nox).
@@ -66,6 +68,7 @@ fi
 # tcp-infer: "conns,MODE,MODE,..." with each mode's req/s then p99 ms; two panels side by side.
 for f in "$csv"/tcp-infer-*.csv; do
   [ -e "$f" ] || continue
+  case $f in *tcp-infer-batching-*) continue ;; esac # below
   load=$(basename "$f" .csv)
   load=${load#tcp-infer-}
   n=$(head -n 1 "$f" | awk -F, '{ print NF }')
@@ -84,4 +87,28 @@ unset multiplot
 GP
   } | gnuplot
 done
+# tcp-infer's batching delay: "delay_us,rps,p99_ms" per connection count; req/s and p99 panels.
+curves_r="" curves_p=""
+for f in "$csv"/tcp-infer-batching-*.csv; do
+  [ -e "$f" ] || continue
+  c=$(basename "$f" .csv)
+  c=${c#tcp-infer-batching-}
+  curves_r="$curves_r${curves_r:+, }'$f' using 1:2 skip 1 with linespoints lw 2 title '$c connections'"
+  curves_p="$curves_p${curves_p:+, }'$f' using 1:3 skip 1 with linespoints lw 2 title '$c connections'"
+done
+if [ -n "$curves_r" ]; then
+  {
+    preamble 1100 460 tcp-infer-batching.svg 'tcp-infer dynamic batching: requests/s' \
+      'max_queue_delay_us' 'requests per second'
+    cat <<GP
+set key left top font ',9'
+set multiplot layout 1,2
+plot $curves_r
+set title 'tcp-infer dynamic batching: p99 latency'
+set ylabel 'milliseconds'
+plot $curves_p
+unset multiplot
+GP
+  } | gnuplot
+fi
 ls "$out"

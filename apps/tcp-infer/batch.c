@@ -14,6 +14,13 @@
  * each request its slice of the downloaded outputs, one reference-counted output shared by the
  * batch's responses (no copy), and answers each in turn with request_gpu_done.
  *
+ * When a batch leaves is Triton's dynamic batcher's rule: at once when it is full (its rows reach
+ * ROWS), when its rows equal one of the preferred sizes (--preferred-batch) or reach the largest
+ * of them; otherwise once its oldest request waited --max-queue-delay-us, or, with no delay (the
+ * default), at the end of the loop iteration that filled it. A delay shorter than TIMER_MIN_US
+ * is waited out with the loop polling (libuv's timers count milliseconds), a longer one with a
+ * timer for all but that last part.
+ *
  * A request that would overflow the pending batch flushes it first. The workspaces are the loop's
  * pool (one per batch in flight); when none is free the pending batch grows to ROWS, then the
  * requests wait in the loop's FIFO queue (pool.c), as without --coalesce. A workspace goes back
@@ -36,6 +43,11 @@
 
 #define ROW_IN (MLP_IN * sizeof(float))
 #define ROW_OUT (MLP_OUT * sizeof(float))
+#define TIMER_MIN_US 2000 /* a delay's last part waited out polling, not with a timer */
+
+/* Why a batch left (GET /metrics counts them): full, a preferred size, its oldest request's
+ * delay over, the loop iteration's end (no delay); NONE: it waits. */
+typedef enum { TRIG_FULL, TRIG_PREFERRED, TRIG_DELAY, TRIG_ITERATION, TRIG_NONE } trigger_t;
 
 typedef struct batch {
   loop_t *lp;
@@ -50,6 +62,7 @@ typedef struct batch {
 struct batcher {
   uv_check_t check; /* flushes the pending batch after the iteration's reads */
   uv_idle_t idle;   /* keeps the poll from blocking while a flush is due (see schedule) */
+  uv_timer_t delay; /* --max-queue-delay-us: wakes the loop when the pending batch's delay ends */
   batch_t *batches; /* batches[i] runs on lp->workspaces[i] */
   request_t *head, *tail; /* the pending batch */
   unsigned rows;
@@ -221,12 +234,13 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
 
 /* Submits the pending batch; 0 when it left (submitted, or refused and answered), -1 when there
  * is none or no workspace is free. */
-static int flush(loop_t *lp) {
+static int flush(loop_t *lp, trigger_t why) {
   workspace_t *ws = lp->batcher->head ? pool_take(lp) : NULL;
   if (!ws)
     return -1;
   batch_t *bt = take_pending(lp, ws);
   count(lp, bt);
+  lp->n.batch_triggers[why]++;
   stamp(bt, false);
   int rc;
   if (lp->srv->baseline) {
@@ -247,13 +261,57 @@ static int flush(loop_t *lp) {
 
 /* ---- when to flush ------------------------------------------------------------------------ */
 
-/* As many batches as there are workspaces for; then nothing is due until a batch completes. */
+static bool preferred(const server_t *s, unsigned rows) {
+  for (unsigned i = 0; i < s->npreferred; i++)
+    if (rows == s->preferred[i])
+      return true;
+  return s->npreferred && rows >= s->preferred[s->npreferred - 1]; /* sorted: the largest */
+}
+
+/* Whether the pending batch leaves now, and why. */
+static trigger_t due(const loop_t *lp, uint64_t now) {
+  const struct batcher *b = lp->batcher;
+  const server_t *s = lp->srv;
+  if (!b->head)
+    return TRIG_NONE;
+  if (b->rows >= s->coalesce)
+    return TRIG_FULL;
+  if (preferred(s, b->rows))
+    return TRIG_PREFERRED;
+  if (!s->queue_delay_us)
+    return TRIG_ITERATION;
+  uint64_t waited_us = now > b->head->t_begin ? (now - b->head->t_begin) / 1000 : 0;
+  return waited_us >= s->queue_delay_us ? TRIG_DELAY : TRIG_NONE;
+}
+
+static void schedule(loop_t *lp);
+
+static void on_delay(uv_timer_t *timer) { schedule(timer->data); }
+
+/* The pending batch waits for its delay: a timer for most of it, the loop polling for the rest. */
+static void wait_delay(loop_t *lp) {
+  struct batcher *b = lp->batcher;
+  uint64_t now = uv_hrtime(), end = b->head->t_begin + (uint64_t)lp->srv->queue_delay_us * 1000;
+  uint64_t left_us = end > now ? (end - now) / 1000 : 0;
+  if (left_us < TIMER_MIN_US) {
+    schedule(lp); /* the idle handle keeps the loop polling: the next check looks again */
+    return;
+  }
+  uv_timer_start(&b->delay, on_delay, (left_us - TIMER_MIN_US / 2) / 1000, 0);
+}
+
+/* As many batches as are due and there are workspaces for; then nothing is due until a batch
+ * completes, more requests come or the pending one's delay ends. */
 static void on_check(uv_check_t *check) {
   loop_t *lp = check->data;
-  while (flush(lp) == 0)
+  struct batcher *b = lp->batcher;
+  trigger_t why;
+  while ((why = due(lp, uv_hrtime())) != TRIG_NONE && flush(lp, why) == 0)
     refill(lp);
-  uv_check_stop(&lp->batcher->check);
-  uv_idle_stop(&lp->batcher->idle);
+  uv_check_stop(&b->check);
+  uv_idle_stop(&b->idle);
+  if (why == TRIG_NONE && b->head && !uv_is_active((uv_handle_t *)&b->delay))
+    wait_delay(lp);
 }
 
 static void on_idle(uv_idle_t *idle) { (void)idle; }
@@ -272,13 +330,13 @@ void batch_add(loop_t *lp, request_t *req) {
   unsigned limit = lp->srv->coalesce;
   req->state = REQ_WAITING;
   if (!pool_first_waiting(lp) && b->rows + req->batch > limit)
-    flush(lp); /* it would overflow the pending batch: that one goes first */
+    flush(lp, TRIG_FULL); /* it would overflow the pending batch: that one goes first */
   if (pool_first_waiting(lp) || b->rows + req->batch > limit) {
     pool_wait(lp, req); /* no workspace for the full batch: first come, first served */
     return;
   }
   pending_push(lp, req);
-  if (b->rows < limit || flush(lp) != 0)
+  if (b->rows < limit || flush(lp, TRIG_FULL) != 0)
     schedule(lp);
 }
 
@@ -296,7 +354,9 @@ int batch_loop_init(loop_t *lp) {
     b->batches[i].lp = lp;
   uv_check_init(&lp->loop, &b->check); /* cannot fail */
   uv_idle_init(&lp->loop, &b->idle);
-  b->check.data = b->idle.data = lp;
+  uv_timer_init(&lp->loop, &b->delay);
+  uv_unref((uv_handle_t *)&b->delay); /* the pending requests' connections keep the loop alive */
+  b->check.data = b->idle.data = b->delay.data = lp;
   return 0;
 }
 
@@ -308,11 +368,27 @@ void batch_loop_free(loop_t *lp) {
     /* inactive once the loop ran dry: closed here, and one more iteration runs their close */
     uv_close((uv_handle_t *)&b->check, NULL);
     uv_close((uv_handle_t *)&b->idle, NULL);
+    uv_close((uv_handle_t *)&b->delay, NULL);
     uv_run(&lp->loop, UV_RUN_NOWAIT);
   }
   free(b->batches);
   free(b);
   lp->batcher = NULL;
+}
+
+/* Batches by what made them leave. */
+static void trigger_metrics(const server_t *s, FILE *f) {
+  static const char *const names[] = {"full", "preferred", "delay", "iteration"};
+  fprintf(f, "# HELP cuv_infer_batches_by_trigger_total Batches submitted, by what made them "
+             "leave (full, a preferred size, the delay over, the loop iteration's end).\n"
+             "# TYPE cuv_infer_batches_by_trigger_total counter\n");
+  for (int t = 0; t < 4; t++) {
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nloops; i++)
+      n += s->loops[i].n.batch_triggers[t];
+    fprintf(f, "cuv_infer_batches_by_trigger_total{trigger=\"%s\"} %llu\n", names[t],
+            (unsigned long long)n);
+  }
 }
 
 void batch_metrics(const server_t *s, FILE *f) {
@@ -336,11 +412,15 @@ void batch_metrics(const server_t *s, FILE *f) {
       {"cuv_infer_batch_requests_total", "counter", "Requests submitted in batches."},
       {"cuv_infer_batch_rows_total", "counter", "Rows submitted in batches."},
       {"cuv_infer_batch_pending", "gauge", "Requests in the pending batches, not submitted yet."},
+      {"cuv_infer_batch_queue_delay_us", "gauge",
+       "How long a batch waits for more requests at most (--max-queue-delay-us; 0: one loop "
+       "iteration)."},
   };
-  const uint64_t v[] = {s->coalesce, batches, requests, rows, pending};
+  const uint64_t v[] = {s->coalesce, batches, requests, rows, pending, s->queue_delay_us};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name,
             m[i].type, m[i].name, (unsigned long long)v[i]);
+  trigger_metrics(s, f);
   fprintf(f, "# HELP cuv_infer_batches_by_rows_total Batches submitted, by their rows (a range "
              "of powers of two).\n# TYPE cuv_infer_batches_by_rows_total counter\n");
   for (unsigned k = 0; k < 17 && (1u << k) <= s->coalesce; k++) {

@@ -5,15 +5,14 @@
  *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
  *             [--isolate [--isolate-queue N] [--isolate-spares 0|1] [--isolate-timeout MS]
  *                        [--debug-fault]]
- *             [--coalesce [ROWS]] [--graph]
+ *             [--coalesce [ROWS]] [--max-queue-delay-us N] [--preferred-batch LIST] [--graph]
  *
+ * (options.c reads them; --help lists them.)
  * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
  * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
  * lets the GPU work in flight complete, frees everything and exits 0. Exit status 77 when no CUDA
  * driver can be loaded (run it with CUV_DRIVER=sim), 1 on any other start-up failure. */
-#include <ctype.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,119 +21,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cli.h"
+#include "options.h"
 #include "server.h"
 
 #define EXIT_NO_DRIVER 77
-#define COALESCE_DEFAULT_ROWS 1024
-
-typedef struct options {
-  int port;
-  bool baseline, offload, cublas, graph;
-  bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
-  unsigned isolate_queue, isolate_spares, isolate_timeout_ms;
-  double duration; /* seconds; 0: until a signal */
-  unsigned max_batch, workspaces, sim_delay_us, loops;
-  unsigned coalesce; /* rows per batch; 0: off */
-  uint64_t seed;
-  const char *ptx;
-} options_t;
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: tcp-infer [options]\n"
-          "  --port N          TCP port on 127.0.0.1 (default 8080; 0: ephemeral, printed)\n"
-          "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
-          "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
-          "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
-          "  --loops N         event loops, one thread each, sharing the port (default 1)\n"
-          "  --max-batch N     largest batch accepted (default %u; more is 413)\n"
-          "  --workspaces N    requests on the GPU at once, per loop (default 64)\n"
-          "  --seed N          weight seed (default %u; clients must use the same)\n"
-          "  --sim-delay-us N  on the simulator, each layer takes at least N us\n"
-          "  --cublas          layers through cuBLAS (dlopen'd) when it loads, else the kernel\n"
-          "  --ptx FILE        the kernels' PTX, built from mlp.cu (default: the one embedded)\n"
-          "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
-          "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
-          "  --isolate-spares N  0 or 1: a started, idle worker per loop that takes over at once\n"
-          "                    when the active one fails (default 1)\n"
-          "  --isolate-timeout MS  kill a worker that leaves a request unanswered this long\n"
-          "                    (default 10000; 0: never)\n"
-          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
-          "                    POST /debug/hang a kernel that never ends\n"
-          "  --coalesce [ROWS] run the requests of one loop iteration as one GPU submission, up\n"
-          "                    to ROWS rows (default %u; at least --max-batch)\n"
-          "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
-          "                    download), one per power of two of rows, captured on first use\n",
-          MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
-}
-
-/* --coalesce's optional ROWS, as "--coalesce=ROWS" or as the next argument when it is a number. */
-static unsigned coalesce_rows(const char *arg, int argc, char **argv) {
-  if (!arg && optind < argc && isdigit((unsigned char)argv[optind][0]))
-    arg = argv[optind++];
-  unsigned rows = arg ? (unsigned)strtoul(arg, NULL, 10) : COALESCE_DEFAULT_ROWS;
-  return rows ? rows : 1; /* 0 is "on" too: one row, then at least --max-batch */
-}
-
-static int parse_options(int argc, char **argv, options_t *o) {
-  static const struct option longs[] = {
-      {"port", required_argument, NULL, 'p'},       {"baseline", no_argument, NULL, 'b'},
-      {"duration", required_argument, NULL, 'd'},   {"max-batch", required_argument, NULL, 'm'},
-      {"workspaces", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
-      {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},
-      {"ptx", required_argument, NULL, 'x'},        {"loops", required_argument, NULL, 'l'},
-      {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
-      {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
-      {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
-      {"coalesce", optional_argument, NULL, 'C'},   {"graph", no_argument, NULL, 'G'},
-      {"isolate-spares", required_argument, NULL, 'S'},
-      {"isolate-timeout", required_argument, NULL, 'T'},
-      {NULL, 0, NULL, 0}};
-  *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
-                   .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
-                   .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000};
-  int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    switch (ch) {
-    case 'p': o->port = atoi(optarg); break;
-    case 'b': o->baseline = true; break;
-    case 'o': o->offload = true; break;
-    case 'd': o->duration = strcmp(optarg, "none") ? atof(optarg) : 0.0; break;
-    case 'l': o->loops = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'm': o->max_batch = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'w': o->workspaces = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 's': o->seed = strtoull(optarg, NULL, 0); break;
-    case 'D': o->sim_delay_us = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'c': o->cublas = true; break;
-    case 'x': o->ptx = optarg; break;
-    case 'I': o->isolate = true; break;
-    case 'F': o->debug_fault = true; break;
-    case 'W': o->worker = true; break;
-    case 'Q': o->isolate_queue = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'C': o->coalesce = coalesce_rows(optarg, argc, argv); break;
-    case 'G': o->graph = true; break;
-    case 'S': o->isolate_spares = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'T': o->isolate_timeout_ms = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'h': usage(stdout); exit(0);
-    default: usage(stderr); return -1;
-    }
-  }
-  if (optind != argc || o->port < 0 || o->port > 65535 || o->max_batch == 0 ||
-      o->max_batch > 65536 || o->workspaces == 0 || o->duration < 0 || o->loops == 0 ||
-      o->loops > 64 || (o->baseline && o->offload) ||
-      (o->debug_fault && !o->isolate && !o->worker) || /* a fault in-process is for good */
-      o->coalesce > 65536 || (o->coalesce && o->offload) || o->isolate_spares > 1 ||
-      /* --graph replays on the loop thread; cuBLAS inside a capture is not tested */
-      (o->graph && (o->baseline || o->offload || o->cublas))) {
-    usage(stderr);
-    return -1;
-  }
-  if (o->worker)
-    o->isolate = false; /* the worker gets the front's options: it is the one that runs them */
-  if (o->coalesce && o->coalesce < o->max_batch)
-    o->coalesce = o->max_batch; /* a batch always takes any one request */
-  return 0;
-}
 
 static int fail(const char *what, int rc) {
   fprintf(stderr, "tcp-infer: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
@@ -262,12 +153,15 @@ static void control_start(control_t *c, uv_loop_t *main_loop, double duration) {
 /* ---- start-up and shutdown ---------------------------------------------------------------- */
 
 static server_t server_config(const options_t *o, int argc, char **argv) {
-  return (server_t){.max_batch = o->max_batch, .workspaces_per_loop = o->workspaces,
-                    .nloops = o->loops, .baseline = o->baseline, .offload = o->offload,
-                    .isolate = o->isolate, .debug_fault = o->debug_fault,
-                    .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
-                    .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
-                    .coalesce = o->coalesce, .graph = o->graph};
+  server_t s = {.max_batch = o->max_batch, .workspaces_per_loop = o->workspaces,
+                .nloops = o->loops, .baseline = o->baseline, .offload = o->offload,
+                .isolate = o->isolate, .debug_fault = o->debug_fault,
+                .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
+                .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
+                .coalesce = o->coalesce, .graph = o->graph,
+                .queue_delay_us = o->queue_delay_us, .npreferred = o->npreferred};
+  memcpy(s.preferred, o->preferred, sizeof s.preferred);
+  return s;
 }
 
 /* cuv, and the device and the model unless --isolate (the front never opens the device, its
@@ -332,8 +226,9 @@ static void print_banner(const server_t *s, const options_t *o, bool cublas, int
          cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o->seed, o->max_batch,
          o->workspaces);
   if (s->coalesce)
-    printf("tcp-infer: coalescing the requests of each loop iteration, up to %u rows per GPU "
-           "submission\n", s->coalesce);
+    printf("tcp-infer: dynamic batching, up to %u rows per GPU submission, waiting %u us at most "
+           "(0: one loop iteration)%s\n", s->coalesce, s->queue_delay_us,
+           s->npreferred ? ", preferred sizes given" : "");
   if (s->isolate && s->isolate_timeout_ms)
     printf("tcp-infer: %u spare worker%s per loop; a worker that leaves a request unanswered "
            "for %u ms is killed\n", s->isolate_spares, s->isolate_spares == 1 ? "" : "s",
@@ -400,8 +295,10 @@ static void server_close(server_t *s) {
 
 int main(int argc, char **argv) {
   options_t o;
-  if (parse_options(argc, argv, &o) != 0)
-    return 2;
+  bool done;
+  int rc = options_parse(argc, argv, &o, &done);
+  if (rc != 0 || done)
+    return rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */
 

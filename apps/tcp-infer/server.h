@@ -148,6 +148,7 @@ typedef struct counters {
   _Atomic uint64_t refused;           /* the submission was refused (503) */
   /* --coalesce: batches submitted, the requests and rows in them, batches by log2(rows) */
   _Atomic uint64_t batches, batched_requests, batched_rows, batches_by_log2[17];
+  _Atomic uint64_t batch_triggers[4]; /* by what made them leave (batch.c) */
   _Atomic unsigned batch_pending; /* gauge: requests in the pending batch */
   _Atomic unsigned open_conns, free_workspaces, waiting; /* gauges */
   _Atomic unsigned graphs; /* gauge, --graph: graphs captured and alive */
@@ -203,6 +204,9 @@ struct server {
   bool baseline, offload;
   bool graph; /* --graph: each workspace replays captured graphs of its op */
   unsigned coalesce; /* --coalesce: rows per batch (each workspace's size); 0: off */
+  unsigned queue_delay_us; /* --max-queue-delay-us: a batch waits this long at most; 0: one loop
+                            * iteration */
+  unsigned preferred[8], npreferred; /* --preferred-batch: rows a batch leaves at, ascending */
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */

@@ -261,6 +261,7 @@ static void take_frame(struct worker_side *wk, const frame_t *f) {
   req->lp = lp;
   req->iso_id = f->id;
   req->state = REQ_RUNNING;
+  req->t_begin = uv_hrtime(); /* --max-queue-delay-us counts from here in the worker */
   wk->held++;
   if (f->rows == FRAME_ROWS_FAULT || f->rows == FRAME_ROWS_HANG) {
     req->route = f->rows == FRAME_ROWS_HANG ? ROUTE_HANG : ROUTE_FAULT;

@@ -25,7 +25,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "prom.h"
 #include "wire.h"
 
 static void send_infer(client_t *c, const batch_t *b, const char *extra_headers) {
@@ -453,34 +452,6 @@ static void test_disconnect_mid_batch(void **state) {
 
 /* ---- GET /metrics ------------------------------------------------------------------------- */
 
-#define MODEL "model=\"mlp\",version=\"1\""
-
-/* GET path, parsed as Prometheus text; the case fails when it does not parse. */
-static void get_metrics(prom_t *p, const char *path, char **text) {
-  client_t *c = dial();
-  char line[128];
-  snprintf(line, sizeof line, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
-  send_str(c, line);
-  response_t r;
-  assert_true(read_response(c, &r));
-  assert_int_equal(r.status, 200);
-  assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
-  hang_up(c);
-  if (prom_parse(p, r.body, r.len) != 0)
-    fail_msg("%s does not parse: %s", path, p->error);
-  if (text)
-    *text = r.body;
-  else
-    free(r.body);
-}
-
-static double value_of(const prom_t *p, const char *name, const char *labels) {
-  const prom_sample_t *x = prom_find(p, name, labels);
-  if (!x)
-    fail_msg("%s{%s} missing", name, labels);
-  return x ? x->value : 0;
-}
-
 /* The family a sample's HELP and TYPE are under: a histogram's for its series. */
 static void family_of(const char *text, const char *name, char *out, size_t cap) {
   snprintf(out, cap, "%s", name);
@@ -506,7 +477,7 @@ static void test_metrics_format(void **state) {
   for (int k = 0; k < 2; k++) {
     prom_t p;
     char *text;
-    get_metrics(&p, k ? "/stats" : "/metrics", &text);
+    wire_metrics(&p, k ? "/stats" : "/metrics", &text);
     for (size_t i = 0; i < p.n; i++) {
       char fam[128], help[160], type[160];
       family_of(text, p.samples[i].name, fam, sizeof fam);
@@ -517,11 +488,11 @@ static void test_metrics_format(void **state) {
       assert_non_null(strstr(text, type));
     }
     for (size_t i = 0; i < sizeof triton / sizeof triton[0]; i++)
-      value_of(&p, triton[i], MODEL);
-    value_of(&p, "cuv_infer_request_duration_seconds_count", MODEL);
-    value_of(&p, "cuv_infer_exec_rows_bucket", MODEL ",le=\"+Inf\"");
+      wire_value(&p, triton[i], WIRE_MODEL);
+    wire_value(&p, "cuv_infer_request_duration_seconds_count", WIRE_MODEL);
+    wire_value(&p, "cuv_infer_exec_rows_bucket", WIRE_MODEL ",le=\"+Inf\"");
     assert_true(p.n >= 60);
-    assert_int_equal(value_of(&p, "cuv_leaked_total", ""), 0);
+    assert_int_equal(wire_value(&p, "cuv_leaked_total", ""), 0);
     prom_free(&p);
     free(text);
   }
@@ -535,23 +506,23 @@ typedef struct snapshot {
 
 static snapshot_t snapshot(void) {
   prom_t p;
-  get_metrics(&p, "/metrics", NULL);
+  wire_metrics(&p, "/metrics", NULL);
   snapshot_t s = {
-      .success = value_of(&p, "nv_inference_request_success", MODEL),
-      .failure = value_of(&p, "nv_inference_request_failure", MODEL),
-      .count = value_of(&p, "nv_inference_count", MODEL),
-      .execs = value_of(&p, "nv_inference_exec_count", MODEL),
-      .exec_rows = value_of(&p, "cuv_infer_exec_rows_sum", MODEL),
-      .latency_n = value_of(&p, "cuv_infer_request_duration_seconds_count", MODEL),
-      .latency_s = value_of(&p, "cuv_infer_request_duration_seconds_sum", MODEL),
-      .submitted = value_of(&p, "cuv_submitted_total", ""),
-      .ok_2xx = value_of(&p, "cuv_infer_responses_total", "code=\"2xx\""),
+      .success = wire_value(&p, "nv_inference_request_success", WIRE_MODEL),
+      .failure = wire_value(&p, "nv_inference_request_failure", WIRE_MODEL),
+      .count = wire_value(&p, "nv_inference_count", WIRE_MODEL),
+      .execs = wire_value(&p, "nv_inference_exec_count", WIRE_MODEL),
+      .exec_rows = wire_value(&p, "cuv_infer_exec_rows_sum", WIRE_MODEL),
+      .latency_n = wire_value(&p, "cuv_infer_request_duration_seconds_count", WIRE_MODEL),
+      .latency_s = wire_value(&p, "cuv_infer_request_duration_seconds_sum", WIRE_MODEL),
+      .submitted = wire_value(&p, "cuv_submitted_total", ""),
+      .ok_2xx = wire_value(&p, "cuv_infer_responses_total", "code=\"2xx\""),
 
-      .request = value_of(&p, "nv_inference_request_duration_us", MODEL),
-      .parts = value_of(&p, "nv_inference_queue_duration_us", MODEL) +
-               value_of(&p, "nv_inference_compute_input_duration_us", MODEL) +
-               value_of(&p, "nv_inference_compute_infer_duration_us", MODEL) +
-               value_of(&p, "nv_inference_compute_output_duration_us", MODEL)};
+      .request = wire_value(&p, "nv_inference_request_duration_us", WIRE_MODEL),
+      .parts = wire_value(&p, "nv_inference_queue_duration_us", WIRE_MODEL) +
+               wire_value(&p, "nv_inference_compute_input_duration_us", WIRE_MODEL) +
+               wire_value(&p, "nv_inference_compute_infer_duration_us", WIRE_MODEL) +
+               wire_value(&p, "nv_inference_compute_output_duration_us", WIRE_MODEL)};
   for (size_t i = 0; i < p.n; i++)
     if (!strcmp(p.samples[i].name, "cuv_infer_worker_reports_behind"))
       s.behind += p.samples[i].value;

@@ -192,3 +192,28 @@ void free_batch(batch_t *b) {
   free(b->want);
 }
 
+
+void wire_metrics(prom_t *p, const char *path, char **text) {
+  client_t *c = dial();
+  char line[128];
+  snprintf(line, sizeof line, "GET %s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+  send_str(c, line);
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_string_equal(r.content_type, "text/plain; version=0.0.4; charset=utf-8");
+  hang_up(c);
+  if (prom_parse(p, r.body, r.len) != 0)
+    fail_msg("%s does not parse: %s", path, p->error);
+  if (text)
+    *text = r.body;
+  else
+    free(r.body);
+}
+
+double wire_value(const prom_t *p, const char *name, const char *labels) {
+  const prom_sample_t *x = prom_find(p, name, labels);
+  if (!x)
+    fail_msg("%s{%s} missing", name, labels);
+  return x ? x->value : 0;
+}

@@ -1,6 +1,7 @@
 /* tcp-infer's tests: a blocking HTTP/1.1 client on llhttp (one response read at a time, so that
- * pipelined answers are checked one by one) and random batches with their host-computed outputs.
- * Shared by the probe and the KServe conformance test; cmocka's asserts report its failures. */
+ * pipelined answers are checked one by one), random batches with their host-computed outputs,
+ * and GET /metrics read through the Prometheus parser (prom.h). Shared by the cmocka programs
+ * (the probe, the KServe conformance, the batching test); cmocka's asserts report failures. */
 #ifndef TCP_INFER_TESTS_WIRE_H
 #define TCP_INFER_TESTS_WIRE_H
 
@@ -11,6 +12,7 @@
 #include <llhttp.h>
 
 #include "mlp.h"
+#include "prom.h"
 
 extern int wire_port;              /* the server's, on 127.0.0.1 */
 extern mlp_weights_t wire_weights; /* the model's (the server's seed) */
@@ -60,5 +62,14 @@ typedef struct batch {
 
 batch_t make_batch(unsigned rows);
 void free_batch(batch_t *b);
+
+/* Triton's labels of the model's metrics. */
+#define WIRE_MODEL "model=\"mlp\",version=\"1\""
+
+/* GET path (/metrics, /stats) parsed as Prometheus text into *p; the case fails when it does
+ * not parse. *text (when not NULL) receives the page (malloc'd). */
+void wire_metrics(prom_t *p, const char *path, char **text);
+/* A sample's value; the case fails when it is missing. */
+double wire_value(const prom_t *p, const char *name, const char *labels);
 
 #endif

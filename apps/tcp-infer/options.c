@@ -1,0 +1,179 @@
+/* tcp-infer: the server's command line (options.h). Each option is read on its own (numbers
+ * whole and within their range), then the combinations are checked, each refusal naming the
+ * options it is about. The worker process (--worker) gets the front's own options. */
+#include <ctype.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "mlp.h"
+#include "options.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: tcp-infer [options]\n"
+          "  --port N          TCP port on 127.0.0.1 (default 8080; 0: ephemeral, printed)\n"
+          "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
+          "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
+          "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
+          "  --loops N         event loops, one thread each, sharing the port (default 1)\n"
+          "  --max-batch N     largest batch accepted (default %u; more is 413)\n"
+          "  --workspaces N    requests on the GPU at once, per loop (default 64)\n"
+          "  --seed N          weight seed (default %u; clients must use the same)\n"
+          "  --sim-delay-us N  on the simulator, each layer takes at least N us\n"
+          "  --cublas          layers through cuBLAS (dlopen'd) when it loads, else the kernel\n"
+          "  --ptx FILE        the kernels' PTX, built from mlp.cu (default: the one embedded)\n"
+          "  --isolate         the GPU work in a worker process per loop, respawned when it dies\n"
+          "  --isolate-queue N requests that may wait for a worker to be ready (default 1024)\n"
+          "  --isolate-spares N  0 or 1: a started, idle worker per loop that takes over at once\n"
+          "                    when the active one fails (default 1)\n"
+          "  --isolate-timeout MS  kill a worker that leaves a request unanswered this long\n"
+          "                    (default 10000; 0: never)\n"
+          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
+          "                    POST /debug/hang a kernel that never ends\n"
+          "  --coalesce [ROWS] dynamic batching: requests become batches of up to ROWS rows, one\n"
+          "                    GPU submission each (default %u; at least --max-batch)\n"
+          "  --max-queue-delay-us N  with batching: a batch waits for more requests until its\n"
+          "                    oldest waited N us (default 0: the end of the loop iteration)\n"
+          "  --preferred-batch LIST  with batching: rows (comma-separated) at which a batch\n"
+          "                    leaves at once, without waiting out the delay\n"
+          "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
+          "                    download), one per power of two of rows, captured on first use\n"
+          "  --help, --version\n",
+          MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
+}
+
+/* --coalesce's optional ROWS, as "--coalesce=ROWS" or as the next argument when it is a number. */
+static bool coalesce_rows(const char *arg, int argc, char **argv, unsigned *rows) {
+  if (!arg && optind < argc && isdigit((unsigned char)argv[optind][0]))
+    arg = argv[optind++];
+  if (!arg) {
+    *rows = COALESCE_DEFAULT_ROWS;
+    return true;
+  }
+  if (!cli_unsigned("--coalesce", arg, 0, 65536, rows))
+    return false;
+  if (*rows == 0)
+    *rows = 1; /* 0 is "on" too: one row, then at least --max-batch */
+  return true;
+}
+
+/* --preferred-batch 8,16,32: rows, ascending once read. */
+static bool preferred_list(const char *arg, options_t *o) {
+  char copy[256], *save = NULL;
+  snprintf(copy, sizeof copy, "%s", arg);
+  o->npreferred = 0;
+  for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    unsigned rows, i;
+    if (o->npreferred == 8) {
+      cli_usage_error("--preferred-batch: 8 sizes at most");
+      return false;
+    }
+    if (!cli_unsigned("--preferred-batch", t, 1, 65536, &rows))
+      return false;
+    for (i = o->npreferred; i > 0 && o->preferred[i - 1] > rows; i--)
+      o->preferred[i] = o->preferred[i - 1];
+    o->preferred[i] = rows;
+    o->npreferred++;
+  }
+  if (o->npreferred)
+    return true;
+  cli_usage_error("--preferred-batch: a list of rows, such as 8,16,32");
+  return false;
+}
+
+/* One option; false after a usage error. */
+static bool option(int ch, options_t *o, int argc, char **argv) {
+  uint64_t v;
+  switch (ch) {
+  case 'p': return cli_uint("--port", optarg, 0, 65535, &v) && (o->port = (int)v, true);
+  case 'b': o->baseline = true; return true;
+  case 'o': o->offload = true; return true;
+  case 'd':
+    if (!strcmp(optarg, "none"))
+      return o->duration = 0, true;
+    return cli_seconds("--duration", optarg, 0, 1e9, &o->duration);
+  case 'l': return cli_unsigned("--loops", optarg, 1, 64, &o->loops);
+  case 'm': return cli_unsigned("--max-batch", optarg, 1, 65536, &o->max_batch);
+  case 'w': return cli_unsigned("--workspaces", optarg, 1, 4096, &o->workspaces);
+  case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &o->seed);
+  case 'D': return cli_unsigned("--sim-delay-us", optarg, 0, 60000000, &o->sim_delay_us);
+  case 'c': o->cublas = true; return true;
+  case 'x': o->ptx = optarg; return true;
+  case 'I': o->isolate = true; return true;
+  case 'F': o->debug_fault = true; return true;
+  case 'W': o->worker = true; return true;
+  case 'Q': return cli_unsigned("--isolate-queue", optarg, 0, 1u << 24, &o->isolate_queue);
+  case 'C': return coalesce_rows(optarg, argc, argv, &o->coalesce);
+  case 'G': o->graph = true; return true;
+  case 'S': return cli_unsigned("--isolate-spares", optarg, 0, 1, &o->isolate_spares);
+  case 'T': return cli_unsigned("--isolate-timeout", optarg, 0, 86400000, &o->isolate_timeout_ms);
+  case 'q': return cli_unsigned("--max-queue-delay-us", optarg, 0, 10000000, &o->queue_delay_us);
+  case 'P': return preferred_list(optarg, o);
+  default: return false;
+  }
+}
+
+/* The options together; 0 or CLI_USAGE after its message. */
+static int check(options_t *o) {
+  if (o->baseline && o->offload)
+    return cli_usage_error("--baseline and --offload: one or the other");
+  if (o->debug_fault && !o->isolate && !o->worker) /* a fault in process is for good */
+    return cli_usage_error("--debug-fault needs --isolate");
+  if ((o->queue_delay_us || o->npreferred) && !o->coalesce)
+    o->coalesce = COALESCE_DEFAULT_ROWS; /* Triton's delay and sizes are batching's */
+  if (o->coalesce && o->offload)
+    return cli_usage_error("--coalesce (or its delay, its sizes) and --offload: one or the other");
+  /* --graph replays on the loop thread; cuBLAS inside a capture is not tested */
+  if (o->graph && (o->baseline || o->offload || o->cublas))
+    return cli_usage_error("--graph goes with none of --baseline, --offload, --cublas");
+  if (o->coalesce && o->coalesce < o->max_batch)
+    o->coalesce = o->max_batch; /* a batch always takes any one request */
+  if (o->npreferred && o->preferred[o->npreferred - 1] > o->coalesce)
+    return cli_usage_error("--preferred-batch: %u rows is more than a batch holds (--coalesce %u)",
+                           o->preferred[o->npreferred - 1], o->coalesce);
+  if (o->worker)
+    o->isolate = false; /* the worker gets the front's options: it is the one that runs them */
+  return 0;
+}
+
+int options_parse(int argc, char **argv, options_t *o, bool *done) {
+  static const struct option longs[] = {
+      {"port", required_argument, NULL, 'p'},       {"baseline", no_argument, NULL, 'b'},
+      {"duration", required_argument, NULL, 'd'},   {"max-batch", required_argument, NULL, 'm'},
+      {"workspaces", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
+      {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},
+      {"ptx", required_argument, NULL, 'x'},        {"loops", required_argument, NULL, 'l'},
+      {"offload", no_argument, NULL, 'o'},          {"help", no_argument, NULL, 'h'},
+      {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
+      {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
+      {"coalesce", optional_argument, NULL, 'C'},   {"graph", no_argument, NULL, 'G'},
+      {"isolate-spares", required_argument, NULL, 'S'},
+      {"isolate-timeout", required_argument, NULL, 'T'},
+      {"max-queue-delay-us", required_argument, NULL, 'q'},
+      {"preferred-batch", required_argument, NULL, 'P'},
+      {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
+  *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
+                   .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
+                   .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000};
+  *done = false;
+  cli_init(argv[0]);
+  opterr = 0; /* cli_bad_option says it, naming the option */
+  int ch;
+  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    if (ch == 'h' || ch == 'V') {
+      ch == 'h' ? usage(stdout) : cli_version();
+      *done = true;
+      return 0;
+    }
+    if (ch == '?')
+      return cli_bad_option(argv);
+    if (!option(ch, o, argc, argv))
+      return CLI_USAGE;
+  }
+  if (optind != argc)
+    return cli_usage_error("'%s': no such option (options begin with --)", argv[optind]);
+  return check(o);
+}

@@ -1,0 +1,29 @@
+/* tcp-infer: the server's command line (options.c): every option read and checked, alone and
+ * together, into options_t; a usage error names the option and exits 2 (cli.h). */
+#ifndef TCP_INFER_OPTIONS_H
+#define TCP_INFER_OPTIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define COALESCE_DEFAULT_ROWS 1024
+
+typedef struct options {
+  int port;
+  bool baseline, offload, cublas, graph;
+  bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
+  unsigned isolate_queue, isolate_spares, isolate_timeout_ms;
+  double duration; /* seconds; 0: until a signal */
+  unsigned max_batch, workspaces, sim_delay_us, loops;
+  unsigned coalesce;       /* rows per batch; 0: off */
+  unsigned queue_delay_us; /* --max-queue-delay-us */
+  unsigned preferred[8], npreferred; /* --preferred-batch, ascending */
+  uint64_t seed;
+  const char *ptx;
+} options_t;
+
+/* 0, or the exit status to end with: 0 after --help or --version (done is set), CLI_USAGE after
+ * a usage error's message. */
+int options_parse(int argc, char **argv, options_t *o, bool *done);
+
+#endif

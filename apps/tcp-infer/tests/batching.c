@@ -1,0 +1,148 @@
+/* tcp-infer-batching: when a batch leaves, as cmocka cases (TAP), against a server with Triton's
+ * dynamic batching set so that each rule shows on its own:
+ *
+ *   tcp-infer-run tcp-infer --max-batch 64 --coalesce 64 --max-queue-delay-us 1000000 \
+ *     --preferred-batch 8,16 -- tcp-infer-batching
+ *
+ * Requests on several connections join one pending batch, which leaves when its rows equal a
+ * preferred size, or reach the largest of them, or fill the batch, or else when its oldest
+ * request waited the delay. Each case sends requests whose rows make one rule apply, checks every
+ * answer against the host and, through GET /metrics, that exactly one execution of those rows
+ * happened and why it left (cuv_infer_batches_by_trigger_total). The delay is long (1 s) so
+ * that no batch can reach it by chance while a case sends; a lone request's answer takes at
+ * least the delay (a lower bound: the batch cannot leave sooner). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "wire.h"
+
+#define DELAY_US 1000000
+
+typedef struct counts {
+  double execs, rows, full, preferred, delay, iteration;
+} counts_t;
+
+static double trigger(const prom_t *p, const char *name) {
+  char labels[64];
+  snprintf(labels, sizeof labels, "trigger=\"%s\"", name);
+  return wire_value(p, "cuv_infer_batches_by_trigger_total", labels);
+}
+
+static counts_t counts(void) {
+  prom_t p;
+  wire_metrics(&p, "/metrics", NULL);
+  assert_int_equal(wire_value(&p, "cuv_infer_batch_queue_delay_us", ""), DELAY_US);
+  counts_t c = {.execs = wire_value(&p, "nv_inference_exec_count", WIRE_MODEL),
+                .rows = wire_value(&p, "cuv_infer_exec_rows_sum", WIRE_MODEL),
+                .full = trigger(&p, "full"),
+                .preferred = trigger(&p, "preferred"),
+                .delay = trigger(&p, "delay"),
+                .iteration = trigger(&p, "iteration")};
+  prom_free(&p);
+  return c;
+}
+
+static void send_infer(client_t *c, const batch_t *b) {
+  char head[128];
+  size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);
+  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+           bytes);
+  send_str(c, head);
+  send_all(c, b->in, bytes);
+}
+
+static void expect_ok(client_t *c, const batch_t *b) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
+  assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
+                               (size_t)b->rows * MLP_OUT));
+  free_response(&r);
+}
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* n requests of the given rows, each on a connection of its own, all sent before any answer is
+ * read; every answer checked. Then exactly one execution of their rows, left for `why`. */
+static void one_batch(unsigned n, const unsigned *rows, const char *why) {
+  enum { MAX = 8 };
+  assert_true(n <= MAX);
+  counts_t a = counts();
+  client_t *c[MAX];
+  batch_t b[MAX];
+  double total = 0;
+  for (unsigned i = 0; i < n; i++) {
+    c[i] = dial();
+    b[i] = make_batch(rows[i]);
+    total += rows[i];
+    send_infer(c[i], &b[i]);
+  }
+  for (unsigned i = 0; i < n; i++) {
+    expect_ok(c[i], &b[i]);
+    free_batch(&b[i]);
+    hang_up(c[i]);
+  }
+  counts_t z = counts();
+  assert_true(z.execs - a.execs == 1);
+  assert_true(z.rows - a.rows == total);
+  double got[] = {z.full - a.full, z.preferred - a.preferred, z.delay - a.delay,
+                  z.iteration - a.iteration};
+  static const char *const names[] = {"full", "preferred", "delay", "iteration"};
+  for (int t = 0; t < 4; t++)
+    assert_true(got[t] == (strcmp(names[t], why) ? 0 : 1));
+}
+
+/* 2 + 2 + 2 + 2 rows: the batch leaves when it holds 8, a preferred size. */
+static void test_preferred_size(void **state) {
+  const unsigned rows[] = {2, 2, 2, 2};
+  one_batch(4, rows, "preferred");
+}
+
+/* 6 + 6 + 6 rows: 12 is no preferred size, 18 is past the largest (16): it leaves then. */
+static void test_largest_preferred(void **state) {
+  const unsigned rows[] = {6, 6, 6};
+  one_batch(3, rows, "preferred");
+}
+
+/* One request of 64 rows fills the batch. */
+static void test_full(void **state) {
+  const unsigned rows[] = {64};
+  one_batch(1, rows, "full");
+}
+
+/* One request of 3 rows: nothing else comes, so it leaves when it waited the delay; its answer
+ * cannot come sooner than that. */
+static void test_delay(void **state) {
+  const unsigned rows[] = {3};
+  double start = now_s();
+  one_batch(1, rows, "delay");
+  double waited = now_s() - start;
+  print_message("# a lone request answered after %.3f s (delay %.3f s)\n", waited,
+                DELAY_US / 1e6);
+  assert_true(waited >= DELAY_US / 1e6);
+}
+
+int main(int argc, char **argv) {
+  if (!wire_init(argc, argv, MLP_DEFAULT_SEED)) {
+    fprintf(stderr, "usage: tcp-infer-batching --port N (run it through tcp-infer-run)\n");
+    return 2;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_preferred_size), cmocka_unit_test(test_largest_preferred),
+      cmocka_unit_test(test_full),           cmocka_unit_test(test_delay),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
