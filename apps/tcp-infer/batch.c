@@ -57,6 +57,7 @@ typedef struct batch {
   int status;      /* --baseline: cuv_sync's result and output */
   cuv_output_t out;
   uv_work_t work;
+  int stream;      /* streams.c: the stream it went to (-1: none) */
 } batch_t;
 
 struct batcher {
@@ -165,7 +166,11 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
     schedule(lp);
 }
 
-static void on_gpu_done(int status, cuv_output_t *out, void *arg) { batch_done(arg, status, out); }
+static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
+  batch_t *bt = arg;
+  streams_done(bt->lp, bt->stream);
+  batch_done(bt, status, out);
+}
 
 static cuv_op_t *batch_op(batch_t *bt) {
   if (bt->lp->srv->graph)
@@ -248,7 +253,10 @@ static int flush(loop_t *lp, trigger_t why) {
     bt->work.data = bt;
     rc = uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   } else {
-    rc = cuv_uv_submit(lp->bridge, batch_op(bt), on_gpu_done, bt, NULL);
+    cuv_submit_opts_t opts = {.stream = streams_take(lp, &bt->stream)};
+    rc = cuv_uv_submit(lp->bridge, batch_op(bt), on_gpu_done, bt, &opts);
+    if (rc != 0)
+      streams_done(lp, bt->stream);
   }
   if (rc != 0) {
     lp->n.refused += bt->nreqs;

@@ -29,6 +29,7 @@ static cuv_op_t *infer_op(server_t *s, request_t *req) {
 /* cuv: the completion, on the loop thread. */
 static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
   request_t *req = arg;
+  streams_done(req->lp, req->stream);
   req->gpu_status = status;
   if (status == 0)
     req->out = cuv_output_take(out);
@@ -41,6 +42,7 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
 static void on_graph_done(int status, cuv_output_t *out, void *arg) {
   (void)out; /* unit */
   request_t *req = arg;
+  streams_done(req->lp, req->stream);
   req->gpu_status = status;
   if (status == 0) {
     memcpy(req->body, cuv_host_buffer_data(req->ws->host_out),
@@ -52,11 +54,11 @@ static void on_graph_done(int status, cuv_output_t *out, void *arg) {
 
 /* --graph: the body into the workspace's pinned input (no request of the workspace is in flight,
  * so nothing reads it now), then one graph launch. */
-static int graph_submit(loop_t *lp, request_t *req) {
+static int graph_submit(loop_t *lp, request_t *req, const cuv_submit_opts_t *opts) {
   memcpy(cuv_host_buffer_data(req->ws->host_in), req->body,
          (size_t)req->batch * MLP_IN * sizeof(float));
   return cuv_uv_submit(lp->bridge, model_graph_op(lp, req->ws, req->batch), on_graph_done,
-                       req, NULL);
+                       req, opts);
 }
 
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
@@ -80,6 +82,7 @@ static void baseline_after(uv_work_t *work, int status) {
 typedef struct offload {
   uv_work_t work;
   request_t *req;
+  cuv_submit_opts_t opts; /* the stream, chosen on the loop thread */
   int rc;
 } offload_t;
 
@@ -88,7 +91,7 @@ static void offload_work(uv_work_t *work) {
   request_t *req = o->req;
   cuv_op_t *op = infer_op(req->lp->srv, req); /* staged: the body is free again (conn.c frees
                                                  * it with the request, into its loop's cache) */
-  o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, NULL);
+  o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, &o->opts);
   /* accepted: req belongs to its completion now, do not touch it */
 }
 
@@ -99,6 +102,7 @@ static void offload_after(uv_work_t *work, int status) {
   free(o);
   if (rc == 0)
     return;
+  streams_done(req->lp, req->stream);
   req->lp->n.refused++;
   req->gpu_status = rc;
   request_gpu_done(req);
@@ -112,20 +116,21 @@ static int submit(loop_t *lp, request_t *req) {
     req->work.data = req;
     return uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   }
+  cuv_submit_opts_t opts = {.stream = streams_take(lp, &req->stream)};
   if (s->offload) {
     offload_t *o = malloc(sizeof *o);
     if (!o)
       return CUV_ENOMEM;
-    *o = (offload_t){.req = req};
+    *o = (offload_t){.req = req, .opts = opts};
     o->work.data = o;
     if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
       return 0;
     free(o);
     return CUV_ENOMEM;
   }
-  return s->graph ? graph_submit(lp, req)
+  return s->graph ? graph_submit(lp, req, &opts)
                   : cuv_uv_submit(lp->bridge, infer_op(s, req), /* staged: cuv's own copy */
-                                  on_gpu_done, req, NULL);
+                                  on_gpu_done, req, &opts);
 }
 
 static void run(loop_t *lp, request_t *req) {
@@ -133,11 +138,13 @@ static void run(loop_t *lp, request_t *req) {
   req->t_start = uv_hrtime();
   lp->n.gpu_submitted++;
   metrics_exec(lp, req->batch);
+  req->stream = -1;
   int rc = submit(lp, req);
   if (rc == 0) {
     req->t_submitted = uv_hrtime();
     return;
   }
+  streams_done(lp, req->stream);
   req->gpu_status = rc;
   lp->n.refused++;
   request_gpu_done(req); /* refused: answered with the error */
@@ -179,6 +186,8 @@ void infer_release(loop_t *lp, request_t *req) {
 
 int infer_loop_init(loop_t *lp) {
   int rc = lp->srv->graph ? cuv_stream_create(&lp->capture, lp->srv->dev) : 0;
+  if (rc == 0 && !lp->srv->baseline) /* --baseline: cuv_sync on the default policy's streams */
+    rc = streams_init(lp);
   if (rc == 0)
     rc = pool_init(lp);
   if (rc == 0 && lp->srv->coalesce)
@@ -192,4 +201,5 @@ void infer_loop_free(loop_t *lp) {
   if (lp->capture)
     cuv_stream_destroy(lp->capture); /* the graphs hold it while they live */
   lp->capture = NULL;
+  streams_free(lp);
 }

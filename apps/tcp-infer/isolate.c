@@ -7,11 +7,17 @@
  * The front never opens the device. A request is a frame to the worker (frames.h) and stays on
  * the worker's outstanding list (in send order, linked by next_wait) until its reply frame comes
  * back, or until the worker is gone (its pipe at EOF and its exit seen: every reply it wrote has
- * been read by then), when each outstanding request is answered 503 with Retry-After. Requests
- * that arrive while no worker is ready wait in a bounded queue (--isolate-queue; beyond it 503),
- * sent in order once the new worker's ready frame arrives. A worker that dies before it was
- * ready takes the queue with it (503s, not an unbounded wait) and the next one starts after a
- * back-off, so a worker that cannot start does not spin.
+ * been read by then). Inference is idempotent, so a request its worker could not answer (the
+ * worker is gone, or replied with the sticky fault that ended its context, or with any error
+ * once it reported that fault) runs again on the next ready worker, once (retry_or_fail): the
+ * front keeps its body until it is answered. Only the debug requests, and an inference whose
+ * second run failed too, are answered with the error (503 with Retry-After when the worker was
+ * lost). A request is on one list at a time and each reply takes it off, so it is answered once,
+ * and only from a whole reply frame. Requests that arrive while no worker is ready wait in a
+ * bounded queue (--isolate-queue; beyond it 503; replays go first and are never refused), sent
+ * in order once the new worker's ready frame arrives. A worker that dies before it was ready
+ * takes the queue with it (503s, not an unbounded wait) and the next one starts after a back-off,
+ * so a worker that cannot start does not spin.
  *
  * Starting a worker costs a process, a CUDA context, the module and the weights: hundreds of ms
  * on a GPU, during which its loop answers nothing. So (--isolate-spares 1, the default) each loop
@@ -23,10 +29,11 @@
  *
  * A worker that neither answers nor ends (a kernel that never returns, a deadlock) would hold its
  * requests for ever: the watchdog (--isolate-timeout) kills a worker whose oldest outstanding
- * request waited that long; its end is then handled like any other. It looks at the oldest request
- * and not at the last reply, because one kernel that spins holds its own request while the
- * others keep completing on other streams. Everything runs on the loop's thread; the counters
- * are atomics for GET /stats on any loop. */
+ * request waited that long, and one that is still not ready --isolate-start-timeout after its
+ * start (stuck in its start-up); its end is then handled like any other. It looks at the oldest
+ * request and not at the last reply, because one kernel that spins holds its own request while
+ * the others keep completing on other streams. Everything runs on the loop's thread; the
+ * counters are atomics for GET /metrics on any loop. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +45,7 @@
 #define BACKOFF_MAX_MS 2000
 #define STOP_GRACE_MS 5000 /* at shutdown, a worker still running after this is killed */
 #define RETRY_AFTER "Retry-After: 1\r\n"
+#define ISOLATE_REPLAYS 1 /* a request runs on at most 1 + this many workers */
 
 typedef enum { AS_CUR, AS_SPARE } role_t;
 
@@ -51,11 +59,11 @@ static const char FULL[] = "GPU worker restarting: too many requests are waiting
 static const char NOT_STARTED[] = "GPU worker could not start";
 static const char STOPPING[] = "server shutting down";
 
-/* A request the front answers itself, as failed GPU work: counted as submitted so that the
- * in-flight gauge (submitted - completed - failed) stays right. `why`: CUV_ECLOSED's text. */
-static void fail_request(loop_t *lp, request_t *req, int status, bool submitted,
-                         const char *why) {
-  if (!submitted)
+/* A request the front answers itself, as failed GPU work: counted as submitted (once, however
+ * many workers it went to) so that the in-flight gauge (submitted - completed - failed) stays
+ * right. `why`: CUV_ECLOSED's text. */
+static void fail_request(loop_t *lp, request_t *req, int status, const char *why) {
+  if (!req->iso_attempts)
     lp->n.gpu_submitted++;
   req->gpu_status = status;
   if (status == CUV_ECLOSED) {
@@ -83,15 +91,17 @@ static request_t *queue_pop(isolate_t *iso) {
 static void fail_queue(isolate_t *iso, const char *why) {
   request_t *req;
   while ((req = queue_pop(iso)) != NULL)
-    fail_request(iso->lp, req, CUV_ECLOSED, false, why);
+    fail_request(iso->lp, req, CUV_ECLOSED, why);
 }
 
 /* ---- sending ------------------------------------------------------------------------------ */
 
+/* A frame on its way: its head and a copy of the body (the request keeps its own for a replay,
+ * and may be freed before the write's callback). */
 typedef struct send_req {
   uv_write_t write;
   char head[FRAME_REQUEST_HEAD];
-  char *body; /* the request's body, owned by the write from now on */
+  char body[];
 } send_req_t;
 
 static void kill_worker(wproc_t *w) {
@@ -103,7 +113,6 @@ static void kill_worker(wproc_t *w) {
 static void on_sent(uv_write_t *write, int status) {
   send_req_t *sr = write->data;
   wproc_t *w = write->handle->data;
-  free(sr->body);
   free(sr);
   /* A frame that did not go out whole leaves the pipe unusable: end the worker, whose
    * outstanding requests are then answered 503 (the handle is still open: a write's callback
@@ -134,26 +143,70 @@ static void send_to(wproc_t *w, request_t *req) {
   uint32_t rows = frame_rows(req);
   size_t payload = frame_request_payload(rows);
   send_req_t *sr = NULL;
-  if ((payload && (!req->body || req->body_len != payload)) || !(sr = malloc(sizeof *sr))) {
-    fail_request(lp, req, payload ? CUV_ENOMEM : CUV_EINVAL, false, NULL);
+  if ((payload && (!req->body || req->body_len != payload)) ||
+      !(sr = malloc(sizeof *sr + payload))) {
+    fail_request(lp, req, payload ? CUV_ENOMEM : CUV_EINVAL, NULL);
     return;
   }
   req->iso_id = ++w->iso->next_id;
   frame_request_head(sr->head, req->iso_id, rows);
-  sr->body = req->body;
-  req->body = NULL;
+  if (payload)
+    memcpy(sr->body, req->body, payload);
   sr->write.data = sr;
   req->state = REQ_RUNNING;
-  req->iso_sent_ns = req->t_start = req->t_submitted = uv_hrtime();
-  lp->n.gpu_submitted++;
+  req->iso_sent_ns = req->t_submitted = uv_hrtime();
+  if (!req->iso_attempts++) { /* its first worker: the GPU work begins (a replay continues it) */
+    req->t_start = req->iso_sent_ns;
+    lp->n.gpu_submitted++;
+  }
   outstanding_push(w, req);
   uv_buf_t bufs[2] = {uv_buf_init(sr->head, FRAME_REQUEST_HEAD),
                       uv_buf_init(sr->body, (unsigned)payload)};
   if (uv_write(&sr->write, (uv_stream_t *)&w->pipe, bufs, payload ? 2 : 1, on_sent) != 0) {
-    free(sr->body);
     free(sr);
-    kill_worker(w); /* the request stays outstanding: answered 503 when the worker is gone */
+    kill_worker(w); /* the request stays outstanding: replayed once the worker is gone */
   }
+}
+
+/* Queues req for the next ready worker: at the end, or at the head (a replay, which waited
+ * longest). */
+static void queue_push(isolate_t *iso, request_t *req, bool head) {
+  req->state = REQ_WAITING;
+  req->next_wait = NULL;
+  if (head) {
+    req->next_wait = iso->q_head;
+    iso->q_head = req;
+    if (!iso->q_tail)
+      iso->q_tail = req;
+  } else {
+    if (iso->q_tail)
+      iso->q_tail->next_wait = req;
+    else
+      iso->q_head = req;
+    iso->q_tail = req;
+  }
+  iso->queued++;
+  iso->queued_gauge = iso->queued;
+  iso->lp->n.waiting++;
+}
+
+/* A request its worker could not answer (the worker is gone, or faulted): an inference runs again
+ * on the next ready worker (or waits for one at the head of the queue), once; a debug request, an
+ * inference on its last run, an orphan, or anything at shutdown gets the error. */
+static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char *why) {
+  bool again = route_runs_model(req->route) && req->iso_attempts <= ISOLATE_REPLAYS &&
+               !req->orphan && !iso->stopping;
+  if (!again) {
+    if (status == CUV_ECLOSED)
+      iso->lost++;
+    fail_request(iso->lp, req, status, why);
+    return;
+  }
+  iso->replays++;
+  if (iso->cur && iso->cur->ready && !iso->cur->draining)
+    send_to(iso->cur, req);
+  else
+    queue_push(iso, req, true);
 }
 
 void isolate_start(loop_t *lp, request_t *req) {
@@ -161,7 +214,7 @@ void isolate_start(loop_t *lp, request_t *req) {
     return;
   isolate_t *iso = lp->iso;
   if (!iso) { /* POST /debug/fault reaches here only with --isolate; refuse it otherwise */
-    fail_request(lp, req, CUV_ENOTSUP, false, NULL);
+    fail_request(lp, req, CUV_ENOTSUP, NULL);
     return;
   }
   if (route_runs_model(req->route))
@@ -171,18 +224,9 @@ void isolate_start(loop_t *lp, request_t *req) {
   } else if (iso->stopping || iso->queued >= lp->srv->isolate_queue) {
     iso->refused++;
     lp->n.refused++;
-    fail_request(lp, req, CUV_ECLOSED, false, iso->stopping ? STOPPING : FULL);
+    fail_request(lp, req, CUV_ECLOSED, iso->stopping ? STOPPING : FULL);
   } else {
-    req->state = REQ_WAITING;
-    req->next_wait = NULL;
-    if (iso->q_tail)
-      iso->q_tail->next_wait = req;
-    else
-      iso->q_head = req;
-    iso->q_tail = req;
-    iso->queued++;
-    iso->queued_gauge = iso->queued;
-    lp->n.waiting++;
+    queue_push(iso, req, false);
   }
 }
 
@@ -352,6 +396,10 @@ static int on_reply(wproc_t *w, const frame_t *f) {
     return -1;
   w->replies++;
   count_behind(w->iso);
+  if (f->status != 0 && (w->draining || cuv_status_is_fault(f->status))) {
+    retry_or_fail(w->iso, req, f->status, NULL); /* its worker's context is dead */
+    return 0;
+  }
   uint32_t rows = route_runs_model(req->route) ? req->batch : 0;
   req->gpu_status = f->status;
   if (f->status == 0 && f->rows != rows)
@@ -413,7 +461,8 @@ static void log_end(const wproc_t *w, bool spare, unsigned lost) {
     fprintf(stderr, "tcp-infer: %s %d exited with status %lld%s", role, w->proc.pid,
             (long long)w->exit_status,
             w->exit_status == WORKER_EXIT_FAULT ? " (device fault)" : "");
-  fprintf(stderr, ", %u request%s it held answered 503\n", lost, lost == 1 ? "" : "s");
+  fprintf(stderr, ", %u request%s it held replayed or answered 503\n", lost,
+          lost == 1 ? "" : "s");
 }
 
 /* What comes after the active worker's end: its successor now (it had served, or a ready spare
@@ -494,17 +543,16 @@ static void maybe_gone(wproc_t *w) {
     after_spare_end(iso, w->ready);
   request_t *req = w->head;
   w->head = w->tail = NULL;
-  unsigned lost = 0;
+  unsigned held = 0;
   while (req) { /* the list is detached: the answers may close connections, not touch it */
     request_t *next = req->next_wait;
     req->next_wait = NULL;
-    fail_request(iso->lp, req, CUV_ECLOSED, true, LOST);
-    lost++;
+    retry_or_fail(iso, req, CUV_ECLOSED, LOST);
+    held++;
     req = next;
   }
-  iso->lost += lost;
   if (failed)
-    log_end(w, was_spare, lost);
+    log_end(w, was_spare, held);
   uv_close((uv_handle_t *)&w->pipe, on_handle_closed);
   uv_close((uv_handle_t *)&w->proc, on_handle_closed);
 }
@@ -557,30 +605,47 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- the hang watchdog -------------------------------------------------------------------- */
 
-/* Whether the worker counts as hung: its oldest outstanding request waited the timeout. A
- * worker still starting is not judged: its start-up (a context, the module, the weights) may take
- * longer than a request on a loaded machine, and what waits for it is bounded by the queue. */
+/* Whether the worker counts as hung: its oldest outstanding request waited the timeout (a worker
+ * still starting holds no request; its start-up has a limit of its own, below). */
 static bool hung(const wproc_t *w, uint64_t now, uint64_t limit) {
-  return !w->gone && !w->killed && !w->exited && w->head && now - w->head->iso_sent_ns > limit;
+  return limit && !w->gone && !w->killed && !w->exited && w->head &&
+         now - w->head->iso_sent_ns > limit;
+}
+
+/* Whether the worker is stuck in its start-up: not ready that long after it was spawned. The
+ * limit is generous: a start (a context, the module, the weights) takes long on a loaded
+ * machine, and what waits for it is bounded by the queue. */
+static bool stuck_starting(const wproc_t *w, uint64_t now, uint64_t limit) {
+  return limit && !w->ready && !w->gone && !w->killed && !w->exited &&
+         now - w->started_ns > limit;
 }
 
 static void on_watchdog(uv_timer_t *timer) {
   isolate_t *iso = timer->data;
-  unsigned ms = iso->lp->srv->isolate_timeout_ms;
-  uint64_t now = uv_hrtime(), limit = (uint64_t)ms * 1000000u;
+  const server_t *s = iso->lp->srv;
+  uint64_t now = uv_hrtime(), limit = (uint64_t)s->isolate_timeout_ms * 1000000u;
+  uint64_t start_limit = (uint64_t)s->isolate_start_timeout_ms * 1000000u;
   for (wproc_t *w = iso->live; w; w = w->next_live) {
-    if (!hung(w, now, limit))
+    if (hung(w, now, limit)) {
+      fprintf(stderr, "tcp-infer: worker %d left a request unanswered for %u ms: killed\n",
+              w->proc.pid, s->isolate_timeout_ms);
+      iso->hangs++;
+    } else if (stuck_starting(w, now, start_limit)) {
+      fprintf(stderr, "tcp-infer: worker %d not ready %u ms after its start: killed\n",
+              w->proc.pid, s->isolate_start_timeout_ms);
+      iso->start_timeouts++;
+    } else {
       continue;
-    fprintf(stderr, "tcp-infer: worker %d left a request unanswered for %u ms: killed\n",
-            w->proc.pid, ms);
-    iso->hangs++;
-    kill_worker(w); /* its end comes through maybe_gone: 503s, the spare promoted */
+    }
+    kill_worker(w); /* its end comes through maybe_gone: replays, the spare promoted */
   }
 }
 
-/* Checks a few times per timeout: a hung worker is killed between 1 and 1.25 timeouts. */
+/* Checks a few times per timeout (the shorter of the two): a hung worker is killed between 1 and
+ * 1.25 timeouts. */
 static void start_watchdog(isolate_t *iso) {
-  unsigned ms = iso->lp->srv->isolate_timeout_ms;
+  unsigned a = iso->lp->srv->isolate_timeout_ms, b = iso->lp->srv->isolate_start_timeout_ms;
+  unsigned ms = a && b ? (a < b ? a : b) : a ? a : b;
   uv_timer_init(&iso->lp->loop, &iso->watchdog);
   iso->watchdog.data = iso;
   if (ms) {
@@ -628,6 +693,12 @@ static int spawn(isolate_t *iso, role_t role) {
       {.flags = UV_INHERIT_FD, .data.fd = 2},
       {.flags = UV_CREATE_PIPE | UV_READABLE_PIPE | UV_WRITABLE_PIPE,
        .data.stream = (uv_stream_t *)&w->pipe}};
+  /* the worker's rank among its loop's, for --debug-start-hang (uv_spawn copies the args) */
+  char start[24];
+  snprintf(start, sizeof start, "%u", ++iso->spawns);
+  iso->args[iso->nargs] = "--worker-start";
+  iso->args[iso->nargs + 1] = start;
+  w->started_ns = uv_hrtime();
   uv_process_options_t opts = {.exit_cb = on_worker_exit, .file = iso->args[0], .args = iso->args,
                                .stdio = stdio, .stdio_count = 4};
   int rc = uv_spawn(&lp->loop, &w->proc, &opts);
@@ -650,9 +721,10 @@ static int spawn(isolate_t *iso, role_t role) {
 }
 
 /* argv of the worker: this executable, --worker, and the front's own options (the worker reads
- * the model's: --ptx, --seed, --max-batch, --workspaces, --cublas, --sim-delay-us, ...). */
+ * the model's: --ptx, --seed, --max-batch, --workspaces, --cublas, --sim-delay-us, ...), then
+ * room for --worker-start K (spawn fills it). */
 static char **worker_args(const server_t *s) {
-  char **args = calloc((size_t)s->argc + 3, sizeof *args);
+  char **args = calloc((size_t)s->argc + 5, sizeof *args);
   char exe[4096];
   size_t size = sizeof exe;
   if (!args || uv_exepath(exe, &size) != 0 || !(args[0] = strdup(exe))) {
@@ -673,6 +745,7 @@ int isolate_open(loop_t *lp) {
     free(iso);
     return CUV_ENOMEM;
   }
+  iso->nargs = (unsigned)lp->srv->argc + 1; /* exe, --worker, the front's options after argv[0] */
   iso->lp = lp;
   uv_timer_init(&lp->loop, &iso->timer);
   iso->timer.data = iso;

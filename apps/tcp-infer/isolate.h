@@ -21,6 +21,7 @@ typedef struct wproc {
   unsigned handles;       /* open handles */
   bool ready, exited, eof, gone, killed;
   bool draining; /* it reported a fault: its successor may already run */
+  uint64_t started_ns; /* when it was spawned (--isolate-start-timeout) */
   int64_t exit_status;
   int term_signal;
   report_words_t last; /* its latest report (zeros until the first) */
@@ -43,8 +44,12 @@ struct isolate {
   bool unclean_stop; /* a worker ended otherwise than with status 0 at shutdown */
   uint64_t lost_at_ns; /* when the last worker was found gone (for the recovery time) */
   char **args;         /* argv of the worker */
+  unsigned nargs;      /* where --worker-start K goes in it */
+  unsigned spawns;     /* workers this loop started (the K of the next is one more) */
   /* GET /stats, read on any loop's thread */
   _Atomic uint64_t restarts, promotions, fault_exits, crashes, hangs, lost, refused;
+  _Atomic uint64_t replays; /* requests sent again to another worker */
+  _Atomic uint64_t start_timeouts; /* workers killed for not getting ready */
   _Atomic uint64_t last_exit_unix_us, last_recovery_us;
   _Atomic int pid, spare_pid;
   _Atomic bool ready, spare_ready;

@@ -41,6 +41,7 @@ typedef struct totals {
   uint64_t gpu_submitted, gpu_completed, gpu_failed, responses_dropped, truncated, parse_errors;
   uint64_t open_conns, free_workspaces, waiting, graphs;
   uint64_t success, failure, rows_done, execs, request_us, queue_us, input_us, infer_us, output_us;
+  uint64_t stalled_picks, streams_added;
   hist_sum_t latency, exec_rows;
 } totals_t;
 
@@ -56,6 +57,8 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   t->output_us += n->output_us;
   histogram_add(&t->latency, &n->latency);
   histogram_add(&t->exec_rows, &n->exec_rows);
+  t->stalled_picks += n->stalled_picks;
+  t->streams_added += n->streams_added;
 }
 
 static void sum(const server_t *s, totals_t *t) {
@@ -96,6 +99,8 @@ static void add_workers(const server_t *s, cuv_stats_t *st, totals_t *t) {
     t->exec_rows.buckets[i] += w.r.batch_rows[i];
   t->exec_rows.count += w.r.batch_rows[HIST_BUCKETS];
   t->exec_rows.sum += w.r.batch_rows[HIST_BUCKETS + 1];
+  t->stalled_picks += w.r.stalled_picks;
+  t->streams_added += w.r.streams_added;
 }
 
 /* One of Triton's per-model metrics. */
@@ -241,6 +246,11 @@ char *metrics_render(const server_t *s, size_t *len) {
          "Requests cut short by the peer closing the connection.", n->truncated);
   metric(f, "cuv_infer_parse_errors_total", "counter", "Malformed requests (answered 400).",
          n->parse_errors);
+  metric(f, "cuv_infer_stream_stalled_picks_total", "counter",
+         "Submissions that found a stream stalled (no progress for --stream-stall-ms) and went "
+         "to another.", n->stalled_picks);
+  metric(f, "cuv_infer_streams_added_total", "counter",
+         "Streams made because every stream of a loop was stalled.", n->streams_added);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */
   if (fclose(f) != 0) {

@@ -31,14 +31,21 @@ static void usage(FILE *f) {
           "                    when the active one fails (default 1)\n"
           "  --isolate-timeout MS  kill a worker that leaves a request unanswered this long\n"
           "                    (default 10000; 0: never)\n"
+          "  --isolate-start-timeout MS  kill a worker not ready this long after its start\n"
+          "                    (default 60000; 0: never)\n"
           "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
           "                    POST /debug/hang a kernel that never ends\n"
+          "  --debug-start-hang N  with --debug-fault: each loop's first N workers hang (60 s)\n"
+          "                    before they are ready, as a worker stuck in its start-up would\n"
           "  --coalesce [ROWS] dynamic batching: requests become batches of up to ROWS rows, one\n"
           "                    GPU submission each (default %u; at least --max-batch)\n"
           "  --max-queue-delay-us N  with batching: a batch waits for more requests until its\n"
           "                    oldest waited N us (default 0: the end of the loop iteration)\n"
           "  --preferred-batch LIST  with batching: rows (comma-separated) at which a batch\n"
           "                    leaves at once, without waiting out the delay\n"
+          "  --streams N       streams per loop the GPU work goes to (default 4)\n"
+          "  --stream-stall-ms MS  a stream whose work showed no progress this long gets no more\n"
+          "                    work until it does (default 100; 0: never)\n"
           "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
           "                    download), one per power of two of rows, captured on first use\n"
           "  --help, --version\n",
@@ -112,6 +119,13 @@ static bool option(int ch, options_t *o, int argc, char **argv) {
   case 'T': return cli_unsigned("--isolate-timeout", optarg, 0, 86400000, &o->isolate_timeout_ms);
   case 'q': return cli_unsigned("--max-queue-delay-us", optarg, 0, 10000000, &o->queue_delay_us);
   case 'P': return preferred_list(optarg, o);
+  case 'n': return cli_unsigned("--streams", optarg, 1, 16, &o->streams);
+  case 'A':
+    return cli_unsigned("--isolate-start-timeout", optarg, 0, 86400000,
+                        &o->isolate_start_timeout_ms);
+  case 'H': return cli_unsigned("--debug-start-hang", optarg, 0, 1000, &o->debug_start_hang);
+  case 'K': return cli_unsigned("--worker-start", optarg, 1, UINT32_MAX, &o->worker_start);
+  case 'L': return cli_unsigned("--stream-stall-ms", optarg, 0, 3600000, &o->stream_stall_ms);
   default: return false;
   }
 }
@@ -122,6 +136,8 @@ static int check(options_t *o) {
     return cli_usage_error("--baseline and --offload: one or the other");
   if (o->debug_fault && !o->isolate && !o->worker) /* a fault in process is for good */
     return cli_usage_error("--debug-fault needs --isolate");
+  if (o->debug_start_hang && !o->debug_fault)
+    return cli_usage_error("--debug-start-hang needs --debug-fault");
   if ((o->queue_delay_us || o->npreferred) && !o->coalesce)
     o->coalesce = COALESCE_DEFAULT_ROWS; /* Triton's delay and sizes are batching's */
   if (o->coalesce && o->offload)
@@ -154,10 +170,16 @@ int options_parse(int argc, char **argv, options_t *o, bool *done) {
       {"isolate-timeout", required_argument, NULL, 'T'},
       {"max-queue-delay-us", required_argument, NULL, 'q'},
       {"preferred-batch", required_argument, NULL, 'P'},
+      {"streams", required_argument, NULL, 'n'},
+      {"isolate-start-timeout", required_argument, NULL, 'A'},
+      {"debug-start-hang", required_argument, NULL, 'H'},
+      {"worker-start", required_argument, NULL, 'K'},
+      {"stream-stall-ms", required_argument, NULL, 'L'},
       {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
   *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
-                   .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000};
+                   .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
+                   .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000};
   *done = false;
   cli_init(argv[0]);
   opterr = 0; /* cli_bad_option says it, naming the option */

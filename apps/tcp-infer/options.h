@@ -12,12 +12,15 @@ typedef struct options {
   int port;
   bool baseline, offload, cublas, graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
-  unsigned isolate_queue, isolate_spares, isolate_timeout_ms;
+  unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
+  unsigned debug_start_hang; /* --debug-start-hang N: the first N workers of a loop hang at start */
+  unsigned worker_start;     /* --worker-start K: this worker is its loop's K-th (isolate.c) */
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
   unsigned coalesce;       /* rows per batch; 0: off */
   unsigned queue_delay_us; /* --max-queue-delay-us */
   unsigned preferred[8], npreferred; /* --preferred-batch, ascending */
+  unsigned streams, stream_stall_ms;  /* --streams, --stream-stall-ms (streams.c) */
   uint64_t seed;
   const char *ptx;
 } options_t;

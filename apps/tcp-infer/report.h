@@ -20,6 +20,7 @@ typedef struct worker_report {
   uint64_t batches, batched_requests, batched_rows; /* --coalesce's batches */
   uint64_t replies; /* reply frames written before this report: the front compares them with
                      * those it read, to tell whether the report counts all the work it saw */
+  uint64_t stalled_picks, streams_added; /* streams.c's */
 } worker_report_t;
 
 #define REPORT_WORDS (FRAME_STATS_BYTES / sizeof(uint64_t))

@@ -159,7 +159,10 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
                 .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
                 .coalesce = o->coalesce, .graph = o->graph,
-                .queue_delay_us = o->queue_delay_us, .npreferred = o->npreferred};
+                .queue_delay_us = o->queue_delay_us, .npreferred = o->npreferred,
+                .nstreams = o->streams, .stream_stall_ms = o->stream_stall_ms,
+                .isolate_start_timeout_ms = o->isolate_start_timeout_ms,
+                .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
   return s;
 }

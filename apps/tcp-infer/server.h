@@ -10,6 +10,8 @@
  *              baseline: the same work in libuv's thread pool with a blocking cuv_sync)
  *   batch.c    --coalesce: the requests a loop iteration completed run as one GPU submission
  *   pool.c     a loop's workspaces and the FIFO of requests waiting for one
+ *   streams.c  a loop's streams: each submission on the least loaded one whose work progresses
+ *              (stall.c: the choice)
  *   model.c    the model on the GPU: kernels, weights, workspaces' buffers, the op over N rows
  *              (cublas.c: its --cublas layers)
  *   metrics.c  GET /metrics (and /stats): cuv_stats(), Triton's model metrics, histograms and the
@@ -129,6 +131,8 @@ struct request {
   uv_work_t work;     /* --baseline */
   uint64_t iso_id;    /* --isolate: its frame id at the worker process */
   uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
+  unsigned iso_attempts; /* --isolate: workers it was sent to (a replay is the second) */
+  int stream; /* streams.c: the stream its GPU work went to (-1: none of the loop's) */
   const char *gpu_error; /* a failure's text instead of the cuv error's name (static) */
   /* GET /metrics: when (uv_hrtime) the inference's message was in, its GPU work began, was
    * submitted and ended; and the time its input took to read before (KServe's JSON) */
@@ -157,6 +161,8 @@ typedef struct counters {
    * inferences' durations summed in microseconds (metrics.c says what each covers) */
   _Atomic uint64_t infer_success, infer_failure, infer_rows_done, execs;
   _Atomic uint64_t request_us, queue_us, input_us, infer_us, output_us;
+  /* streams.c: submissions that found a stream stalled (and went to another), streams added */
+  _Atomic uint64_t stalled_picks, streams_added;
   histogram_t latency, exec_rows;
 } counters_t;
 
@@ -177,6 +183,7 @@ struct loop {
   struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   struct batcher *batcher; /* --coalesce: the pending batch, the batches in flight; else NULL */
+  struct streams *streams; /* streams.c: the loop's streams (none in --baseline) */
   cuv_stream_t *capture;   /* --graph: the loop's own stream for captures (model_graph_op) */
   bool stopping;
   int setup_status;
@@ -207,6 +214,8 @@ struct server {
   unsigned queue_delay_us; /* --max-queue-delay-us: a batch waits this long at most; 0: one loop
                             * iteration */
   unsigned preferred[8], npreferred; /* --preferred-batch: rows a batch leaves at, ascending */
+  unsigned nstreams;        /* --streams: each loop's streams (streams.c) */
+  unsigned stream_stall_ms; /* --stream-stall-ms: a stream without progress this long is avoided */
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
@@ -215,6 +224,8 @@ struct server {
   unsigned isolate_queue; /* requests that may wait for a worker; more: 503 */
   unsigned isolate_spares; /* ready workers kept idle per loop, promoted when the active fails */
   unsigned isolate_timeout_ms; /* a request unanswered this long: its worker is killed; 0: off */
+  unsigned isolate_start_timeout_ms; /* a worker not ready this long after its start: killed */
+  unsigned debug_start_hang, worker_start; /* --debug-start-hang; the worker's --worker-start */
   int argc;
   char **argv;
 };
@@ -374,6 +385,15 @@ void batch_add(loop_t *lp, request_t *req);
 bool batch_forget(loop_t *lp, request_t *req);
 /* GET /stats (any thread): the batch counters, summed over the loops. */
 void batch_metrics(const server_t *s, FILE *f);
+
+/* streams.c: a loop's streams (loop thread). */
+int streams_init(loop_t *lp); /* streams_free frees what was made */
+void streams_free(loop_t *lp);
+/* The stream for the next submission (counted on it until streams_done) and its index in *idx;
+ * NULL and -1 when the loop has none (the default policy picks). */
+cuv_stream_t *streams_take(loop_t *lp, int *idx);
+/* The submission on stream idx completed, or was refused (idx -1: nothing to do). */
+void streams_done(loop_t *lp, int idx);
 
 /* metrics.c: the /metrics body (malloc'd), summed over every loop. */
 char *metrics_render(const server_t *s, size_t *len);

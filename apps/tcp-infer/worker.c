@@ -15,6 +15,7 @@
  * it finishes its work and exits 0 cleanly. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cuda.h>
@@ -43,8 +44,6 @@ struct worker_side {
 };
 
 #ifdef TCP_INFER_WITH_SIM
-#include <time.h>
-
 #include <cuv/sim.h>
 
 /* mlp_fault's host twin: what the GPU reports for its write through a bad pointer. */
@@ -156,6 +155,8 @@ static void on_report(uv_timer_t *timer) {
   r->r.batched_requests = n->batched_requests;
   r->r.batched_rows = n->batched_rows;
   r->r.replies = wk->replies;
+  r->r.stalled_picks = n->stalled_picks;
+  r->r.streams_added = n->streams_added;
   frame_reply_head(head, FRAME_CONTROL_ID, 0, FRAME_ROWS_STATS);
   uv_buf_t buf = uv_buf_init(head, FRAME_REPLY_HEAD + FRAME_STATS_BYTES);
   if (uv_write(w, (uv_stream_t *)&wk->pipe, &buf, 1, on_report_sent) != 0)
@@ -230,6 +231,7 @@ void worker_request_done(request_t *req) {
 static void on_debug_done(int status, cuv_output_t *out, void *arg) {
   (void)out;
   request_t *req = arg;
+  streams_done(req->lp, req->stream);
   req->gpu_status = status;
   worker_request_done(req);
 }
@@ -245,9 +247,12 @@ static void start_debug(struct worker_side *wk, request_t *req) {
   if (wk->lp->srv->debug_fault) {
     cuv_op_t *op = req->route == ROUTE_HANG ? mlp_hang_launch(kernels, one, HANG_GUARD_NS)
                                             : mlp_fault_launch(kernels, one, 0x10);
-    rc = cuv_uv_submit(wk->lp->bridge, op, on_debug_done, req, NULL);
+    /* on a stream of the loop's, as a user's kernel would be: a hang stalls that one */
+    cuv_submit_opts_t opts = {.stream = streams_take(wk->lp, &req->stream)};
+    rc = cuv_uv_submit(wk->lp->bridge, op, on_debug_done, req, &opts);
     if (rc == 0)
       return;
+    streams_done(wk->lp, req->stream);
   }
   req->gpu_status = rc;
   worker_request_done(req);
@@ -315,6 +320,16 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- start-up ----------------------------------------------------------------------------- */
 
+/* --debug-start-hang: a worker stuck in its start-up, for the front's start timeout to find; it
+ * goes on after HANG_GUARD_NS, so that a front without that timeout is not wedged for ever. */
+static void debug_start_hang(void) {
+  fprintf(stderr, "tcp-infer worker %d: hanging before ready (--debug-start-hang)\n",
+          (int)getpid());
+  struct timespec step = {.tv_nsec = 10000000};
+  for (unsigned long long slept = 0; slept < HANG_GUARD_NS; slept += 10000000u)
+    nanosleep(&step, NULL);
+}
+
 /* The loop, its workspaces and bridge, the frames' pipe; then the ready frame. */
 static int setup(struct worker_side *wk) {
   loop_t *lp = wk->lp;
@@ -334,6 +349,8 @@ static int setup(struct worker_side *wk) {
   if (uv_pipe_open(&wk->pipe, FRAMES_FD) != 0 ||
       uv_read_start((uv_stream_t *)&wk->pipe, on_alloc, on_read) != 0)
     return CUV_EINVAL;
+  if (lp->srv->debug_start_hang >= lp->srv->worker_start && lp->srv->worker_start)
+    debug_start_hang(); /* --debug-start-hang: stuck before the ready frame */
   static char ready[FRAME_REPLY_HEAD];
   frame_reply_head(ready, FRAME_CONTROL_ID, 0, 0);
   uv_buf_t buf = uv_buf_init(ready, FRAME_REPLY_HEAD);

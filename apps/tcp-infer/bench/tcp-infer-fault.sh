@@ -7,8 +7,12 @@
 # load on other connections. For each event: the time from the debug request's send (or the
 # kill) until every request in flight at that moment was answered, and until the first correct
 # answer from the worker that took over; how many of those in flight got a correct answer and how
-# many an error (500/503; never a wrong answer: the client checks every one and fails otherwise);
-# whether the ready spare was promoted (promoted=1) or a new process had to start (promoted=0).
+# many an error (issue 16's bar: none, since the server replays what a lost worker held on the
+# next one; the client fails on any error, and on any wrong answer); whether the ready spare was
+# promoted (promoted=1) or a new process had to start (promoted=0); for a hang, the correct
+# answers per second while the hung kernel ran (streams.c routes around its stream). With
+# nvidia-smi, the GPU memory each worker process holds (a CUDA context, the module, the weights,
+# the workspaces): what the spare costs.
 #
 # Two runs: "spare" (the default --isolate-spares 1; before each event the client waits until the
 # spare is ready, and every recovery must be its promotion) and "no-spare" (--isolate-spares 0,
@@ -27,9 +31,17 @@
 #   TCP_INFER_FAULT_CONNS      the verifying client's connections (default 16), depth 8 each
 #   TCP_INFER_FAULT_BATCH      rows per request (default 8)
 #   TCP_INFER_FAULT_WRK        0: no wrk even when installed; else its connections (default 32)
-# Exit status: 0 when every event recovered and every answer was right or an error, 77 without
-# a CUDA driver, 1 otherwise.
+# Exit status: 0 when every event recovered and every answer was right, 77 without a CUDA
+# driver, 1 otherwise, 2 on a usage error.
 set -uo pipefail
+
+case ${1:-} in
+--help)
+  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0 ;;
+--version) echo "tcp-infer-fault-bench (tcp-infer's benches)"; exit 0 ;;
+-*) echo "tcp-infer-fault-bench: '$1': no such option (--help)" >&2; exit 2 ;;
+esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"
@@ -70,6 +82,7 @@ summarize() {
       k = r["event"]; n[k]++
       a[k, n[k]] = r["answered_us"]; f[k, n[k]] = r["first_correct_us"]
       ok[k] += r["inflight_ok"]; err[k] += r["inflight_err"]; pr[k] += r["promoted"] > 0
+      if ("window_rps" in r) { wr[k] += r["window_rps"]; wn[k]++ }
     }
     function sort(x, m, k,   i, j, t) {
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
@@ -86,14 +99,41 @@ summarize() {
                "%.1f ms median, %.1f worst; in flight %d correct, %d errors; spare promoted %d " \
                "of %d\n", k, n[k], median(a, n[k], k) / 1000, a[k, n[k]] / 1000,
                median(f, n[k], k) / 1000, f[k, n[k]] / 1000, ok[k], err[k], pr[k], n[k]
+        if (wn[k])
+          printf "        correct answers per second while the kernel hung: %.1f (mean)\n",
+                 wr[k] / wn[k]
       }
     }' "$1"
+}
+
+# The GPU memory of the compute processes, sampled every half second while a run lasts
+# ($log/sampling removed stops it): "pid MiB" lines in $log/gpu-mem.txt.
+sample_gpu_memory() {
+  while [ -e "$log/sampling" ]; do
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
+      tr -d ',' >>"$log/gpu-mem.txt"
+    sleep 0.5
+  done
+}
+
+# The largest memory each process held, and their median: what a worker (and a spare) costs.
+report_gpu_memory() {
+  [ -s "$log/gpu-mem.txt" ] || return 0
+  awk '{ if ($2 > m[$1]) m[$1] = $2 } END { for (p in m) print m[p] }' "$log/gpu-mem.txt" |
+    sort -n | awk '{ v[NR] = $1 } END { if (NR) printf "  GPU memory per worker process " \
+      "(%d processes): median %d MiB, largest %d MiB: what each spare holds idle\n", NR,
+      v[int((NR + 1) / 2)], v[NR] }'
 }
 
 # One run: NAME, then the server's extra options, --, the fault client's options. 0, 77 or 1.
 run() {
   local name=$1 rc
   shift
+  : >"$log/gpu-mem.txt"
+  if command -v nvidia-smi >/dev/null 2>&1 && [ "${CUV_DRIVER:-}" != sim ]; then
+    touch "$log/sampling"
+    sample_gpu_memory &
+  fi
   local -a server=()
   while [ "$1" != -- ]; do server+=("$1"); shift; done
   shift
@@ -102,11 +142,14 @@ run() {
     -- bash -c "$load" load '{port}' --connections "$conns" --depth 8 --batch "$batch" \
     --warmup 500 "$@" >"$log/out.txt" 2>"$log/err.txt"
   rc=$?
+  rm -f "$log/sampling"
+  wait
   [ $rc -eq 77 ] && return 77
   echo "$name: tcp-infer ${server[*]}; tcp-infer-fault-client $*"
   grep '^RESULT event' "$log/out.txt" | sed 's/^/  /'
   summarize "$log/out.txt"
   grep '^RESULT summary' "$log/out.txt" | sed 's/^/  /'
+  report_gpu_memory
   if [ "$wrk_conns" != 0 ] && [ -s "$log/wrk.txt" ]; then
     echo "  wrk: $(grep -m 1 '^Requests/sec' "$log/wrk.txt"), $(grep -m 1 'requests in' \
       "$log/wrk.txt" | sed 's/^ *//'), non-2xx: $(grep -m 1 -o 'Non-2xx or 3xx responses: [0-9]*' \

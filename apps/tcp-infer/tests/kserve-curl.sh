@@ -5,21 +5,27 @@
 # --make-request and --check; curl sends its bodies with Expect: 100-continue), and invalid ones
 # answered 4xx in the protocol's JSON error form. With --not-ready, against an --isolate server
 # whose workers cannot start: live, not ready (400 on both readiness routes), and an inference
-# answered 503 with Retry-After.
+# answered 503 with Retry-After. With --start-hang, against an --isolate server whose first worker
+# hangs in its start-up (--debug-start-hang 1): it becomes ready once the front killed that one
+# (cuv_infer_worker_start_timeouts_total counts it) and the next worker started, then serves.
 #
-#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready]
+#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready | --start-hang]
 #
 # Exit status 0 when every check passed, 1 at the first that failed (it says which), 2 on a
 # usage error.
 set -uo pipefail
 
-usage() { echo "usage: kserve-curl.sh --port N --client PATH [--not-ready]   (run by tcp-infer-run)"; }
-port='' client='' not_ready=0
+usage() {
+  echo "usage: kserve-curl.sh --port N --client PATH [--not-ready | --start-hang]"
+  echo "       (run by tcp-infer-run, which starts the server)"
+}
+port='' client='' not_ready=0 start_hang=0
 while [ $# -gt 0 ]; do
   case $1 in
   --port) port=${2:-}; shift 2 || true ;;
   --client) client=${2:-}; shift 2 || true ;;
   --not-ready) not_ready=1; shift ;;
+  --start-hang) start_hang=1; shift ;;
   --help) usage; exit 0 ;;
   --version) echo "kserve-curl.sh (tcp-infer's tests)"; exit 0 ;;
   *) echo "kserve-curl.sh: '$1': no such option" >&2; usage >&2; exit 2 ;;
@@ -61,6 +67,16 @@ fi
 
 # Readiness first: workers may still be starting (the runner's timeout bounds the wait).
 until [ "$(request GET /v2/health/ready)" = 200 ]; do sleep 0.05; done
+if [ "$start_hang" = 1 ]; then
+  expect 200 GET /metrics
+  n=$(sed -n 's/^cuv_infer_worker_start_timeouts_total //p' "$tmp/out")
+  [ "${n:-0}" -ge 1 ] || fail "ready, but no worker was killed for its start-up"
+  "$client" --make-request 4 --out "$tmp/json" >/dev/null || fail "--make-request"
+  expect 200 POST /v2/models/mlp/infer --data-binary "@$tmp/json.body"
+  "$client" --check "$tmp/json" --response "$tmp/out" || fail "after the start-up hang: outputs"
+  echo "kserve-curl: the worker stuck in its start-up was killed, the next one serves"
+  exit 0
+fi
 expect 200 GET /v2/health/live
 expect 200 GET /v2
 grep -q '"binary_tensor_data"' "$tmp/out" || fail "GET /v2: no binary_tensor_data extension"
