@@ -73,6 +73,11 @@ struct conn {
   size_t url_len;
   http_head_t msg;
   bool expect_continue;
+  /* limits.c: when the message being parsed began, and its body; the last read or write; the
+   * head's bytes so far (--max-header-bytes) */
+  uint64_t msg_start_ms, body_start_ms, active_ms;
+  bool headers_done, head_too_large;
+  size_t head_bytes;
 };
 
 /* ---- references --------------------------------------------------------------------------- */
@@ -83,6 +88,7 @@ static void conn_unref(conn_t *c) {
   if (--c->refs > 0)
     return;
   loop_t *lp = c->lp;
+  lp->srv->connections--;
   if (c->prev)
     c->prev->next = c->next;
   else
@@ -154,6 +160,7 @@ static void outbuf_done(conn_t *c, outbuf_t *ob, int status) {
   else
     for (int i = 0; i < 6; i++)
       lp->n.responses_by_status[i] += ob->by_status[i];
+  c->active_ms = uv_now(&lp->loop);
   ob->len = ob->responses = 0;
   memset(ob->by_status, 0, sizeof ob->by_status);
   if (!c->spare && !c->closing && ob != c->out) {
@@ -480,11 +487,26 @@ static int on_message_begin(llhttp_t *p) {
   c->url[0] = c->field[0] = c->value[0] = '\0';
   c->field_done = c->expect_continue = false;
   c->msg = (http_head_t){.url = c->url, .x_in_dim = -1, .x_batch = -1, .infer_header_len = -1};
+  c->msg_start_ms = uv_now(&c->lp->loop);
+  c->headers_done = false;
+  c->head_bytes = 0;
   return 0;
+}
+
+/* The head's bytes (request line and headers) against --max-header-bytes: over it, the parse
+ * stops and the request is answered 431. */
+static int count_head(conn_t *c, size_t n) {
+  c->head_bytes += n;
+  if (c->head_bytes <= c->lp->srv->max_header_bytes)
+    return 0;
+  c->head_too_large = true;
+  return -1;
 }
 
 static int on_url(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
+  if (count_head(c, n) != 0)
+    return -1;
   if (c->url_len + n >= sizeof c->url)
     c->msg.url_long = true;
   append(c->url, sizeof c->url, &c->url_len, at, n);
@@ -519,6 +541,8 @@ static int on_header_field_complete(llhttp_t *p) {
 /* A field's first piece starts a new header (its value, if any, was handled). */
 static int on_header_field(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
+  if (count_head(c, n + 4) != 0) /* ": " and CRLF */
+    return -1;
   if (c->field_done) {
     c->field_len = c->value_len = 0;
     c->field[0] = c->value[0] = '\0';
@@ -530,6 +554,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
 
 static int on_header_value(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
+  if (count_head(c, n) != 0)
+    return -1;
   append(c->value, sizeof c->value, &c->value_len, at, n);
   return 0;
 }
@@ -556,6 +582,8 @@ static int on_headers_complete(llhttp_t *p) {
   c->msg.chunked = (p->flags & F_CHUNKED) != 0;
   c->msg.has_length = (p->flags & F_CONTENT_LENGTH) != 0;
   c->msg.content_length = p->content_length;
+  c->headers_done = true;
+  c->body_start_ms = uv_now(&c->lp->loop);
   if (!route_head(c->lp, req, &c->msg)) {
     c->cur = NULL;
     c->read_done = true;
@@ -627,9 +655,15 @@ static void parse_error(conn_t *c, llhttp_errno_t err) {
     return;
   }
   char message[160];
+  req->keep_alive = false;
+  if (c->head_too_large) {
+    snprintf(message, sizeof message, "request head over %u bytes (request line and headers)",
+             c->lp->srv->max_header_bytes);
+    respond_error(req, 431, message);
+    return;
+  }
   snprintf(message, sizeof message, "malformed request: %s (%s)", llhttp_errno_name(err),
            llhttp_get_error_reason(&c->parser));
-  req->keep_alive = false;
   respond_error(req, 400, message);
 }
 
@@ -646,6 +680,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (c->closing)
     return;
   conn_ref(c);
+  c->active_ms = uv_now(&c->lp->loop);
   if (nread > 0 && !c->read_done) {
     c->parsing = true;
     llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
@@ -705,6 +740,8 @@ static conn_t *conn_new(loop_t *lp) {
   uv_timer_init(&lp->loop, &c->linger);
   c->tcp.data = c->linger.data = c;
   c->refs = 2; /* the two handles */
+  c->active_ms = uv_now(&lp->loop);
+  lp->srv->connections++;
   c->next = lp->conns;
   if (lp->conns)
     lp->conns->prev = c;
@@ -722,10 +759,32 @@ static void conn_start(conn_t *c) {
   conn_resume_reading(c);
 }
 
+/* Over --max-connections: the connection gets 503 with Retry-After at once and is closed (after
+ * the usual linger, so that the peer reads it); nothing it sends is parsed. */
+static void conn_refuse(conn_t *c) {
+  c->lp->n.connections_refused++;
+  c->read_done = true;
+  request_t *req = request_new(c);
+  if (!req) {
+    conn_close(c);
+    return;
+  }
+  req->keep_alive = false;
+  req->extra_header = "Retry-After: 1\r\n";
+  respond_error(req, 503, "too many connections");
+  conn_flush(c);
+}
+
+/* A connection to accept. libuv keeps a descriptor in reserve for when accept fails for want of
+ * descriptors (EMFILE, ENFILE): it accepts and closes the waiting connections with it and tells
+ * us the error, and the loop goes on; the connection cap (server.c lowers it under the
+ * descriptor limit) answers 503 before that happens. */
 void conn_on_connection(uv_stream_t *listener, int status) {
   loop_t *lp = listener->data;
-  if (status < 0)
+  if (status < 0) {
+    lp->n.accept_errors++;
     return;
+  }
   conn_t *c = conn_new(lp);
   if (!c)
     return;
@@ -734,6 +793,8 @@ void conn_on_connection(uv_stream_t *listener, int status) {
     return;
   }
   conn_start(c);
+  if (lp->srv->connections > lp->srv->max_connections)
+    conn_refuse(c);
 }
 
 int conn_open(loop_t *lp, uv_os_sock_t sock) {
@@ -768,6 +829,38 @@ void conn_loop_close(loop_t *lp) {
     uv_close((uv_handle_t *)&lp->flush_idle, NULL);
   }
   bodies_free(lp);
+}
+
+/* ---- limits (limits.c decides, from here) ---------------------------------------------------- */
+
+conn_t *conn_first(loop_t *lp) { return lp->conns; }
+conn_t *conn_next(const conn_t *c) { return c->next; }
+
+conn_stage_t conn_stage(const conn_t *c, uint64_t *since_ms) {
+  if (c->closing || c->lingering || c->read_done)
+    return CONN_CLOSING; /* its end is under way, on a clock of its own */
+  if (c->cur) {
+    *since_ms = c->headers_done ? c->body_start_ms : c->msg_start_ms;
+    return c->headers_done ? CONN_BODY : CONN_HEAD;
+  }
+  if (c->head || c->writing || (c->out && c->out->len))
+    return CONN_BUSY; /* answers owed: the GPU work's limits are its own */
+  *since_ms = c->active_ms;
+  return CONN_IDLE;
+}
+
+void conn_expire(conn_t *c) {
+  request_t *req = c->cur;
+  if (!req) { /* idle: closed quietly, as keep-alive allows */
+    conn_close(c);
+    return;
+  }
+  c->cur = NULL;
+  c->read_done = true;
+  req->keep_alive = false;
+  respond_error(req, 408, c->headers_done ? "request timed out: its body came too slowly"
+                                          : "request timed out: its head came too slowly");
+  conn_flush(c); /* after the answers owed before it, then the connection closes */
 }
 
 /* ---- GPU completion ----------------------------------------------------------------------- */

@@ -42,6 +42,7 @@ typedef struct totals {
   uint64_t open_conns, free_workspaces, waiting, graphs;
   uint64_t success, failure, rows_done, execs, request_us, queue_us, input_us, infer_us, output_us;
   uint64_t stalled_picks, streams_added;
+  uint64_t refused_conns, accept_errors, timeouts[3]; /* head, body, idle */
   hist_sum_t latency, exec_rows;
 } totals_t;
 
@@ -59,6 +60,28 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   histogram_add(&t->exec_rows, &n->exec_rows);
   t->stalled_picks += n->stalled_picks;
   t->streams_added += n->streams_added;
+  t->refused_conns += n->connections_refused;
+  t->accept_errors += n->accept_errors;
+  t->timeouts[0] += n->timeouts_head;
+  t->timeouts[1] += n->timeouts_body;
+  t->timeouts[2] += n->timeouts_idle;
+}
+
+/* The limits of a server on a network: the connection cap, refusals, timeouts (limits.c). */
+static void limit_metrics(FILE *f, const server_t *s, const totals_t *n) {
+  metric(f, "cuv_infer_connections_limit", "gauge",
+         "Connections at most (--max-connections, under the descriptor limit).",
+         s->max_connections);
+  metric(f, "cuv_infer_connections_refused_total", "counter",
+         "Connections answered 503 at once: over the limit.", n->refused_conns);
+  metric(f, "cuv_infer_accept_errors_total", "counter",
+         "Accepts that failed (out of descriptors: libuv closed the waiting connections).",
+         n->accept_errors);
+  family(f, "cuv_infer_timeouts_total", "counter",
+         "Requests answered 408 (their head or body too slow) and idle connections closed.");
+  static const char *const stages[] = {"head", "body", "idle"};
+  for (int i = 0; i < 3; i++)
+    sample(f, "cuv_infer_timeouts_total", "stage", stages[i], n->timeouts[i]);
 }
 
 static void sum(const server_t *s, totals_t *t) {
@@ -251,6 +274,7 @@ char *metrics_render(const server_t *s, size_t *len) {
          "to another.", n->stalled_picks);
   metric(f, "cuv_infer_streams_added_total", "counter",
          "Streams made because every stream of a loop was stalled.", n->streams_added);
+  limit_metrics(f, s, n);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */
   if (fclose(f) != 0) {

@@ -14,7 +14,17 @@
 static void usage(FILE *f) {
   fprintf(f,
           "usage: tcp-infer [options]\n"
-          "  --port N          TCP port on 127.0.0.1 (default 8080; 0: ephemeral, printed)\n"
+          "  --listen ADDR:PORT  where to listen: an IPv4 address, or IPv6 in brackets\n"
+          "                    ([::1]:8080) (default 127.0.0.1:8080)\n"
+          "  --port N          the port alone (default 8080; 0: ephemeral, printed)\n"
+          "  --max-connections N  connections at once; more get 503 (default 10000, and at most\n"
+          "                    what the descriptor limit leaves room for)\n"
+          "  --max-header-bytes N  a request's line and headers at most; more: 431\n"
+          "                    (default 16384)\n"
+          "  --header-timeout-ms MS  a request's head must come within this (default 10000)\n"
+          "  --body-timeout-ms MS    its body within this after its head (default 30000)\n"
+          "  --idle-timeout-ms MS    an idle keep-alive connection is closed (default 60000)\n"
+          "                    (each: 0 for none; a late request is answered 408)\n"
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
           "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
           "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
@@ -95,7 +105,20 @@ static bool preferred_list(const char *arg, options_t *o) {
 static bool option(int ch, options_t *o, int argc, char **argv) {
   uint64_t v;
   switch (ch) {
-  case 'p': return cli_uint("--port", optarg, 0, 65535, &v) && (o->port = (int)v, true);
+  case 'p': return cli_uint("--port", optarg, 0, 65535, &v) && (o->listen.port = (int)v, true);
+  case 'E':
+    if (listen_addr_parse(optarg, &o->listen))
+      return true;
+    cli_usage_error("--listen: '%s' is no ADDR:PORT (127.0.0.1:8080, [::1]:8080)", optarg);
+    return false;
+  case 'N': return cli_unsigned("--max-connections", optarg, 1, 1000000, &o->max_connections);
+  case 'B': return cli_unsigned("--max-header-bytes", optarg, 256, 1u << 20, &o->max_header_bytes);
+  case 'h' + 256:
+    return cli_unsigned("--header-timeout-ms", optarg, 0, 86400000, &o->header_timeout_ms);
+  case 'b' + 256:
+    return cli_unsigned("--body-timeout-ms", optarg, 0, 86400000, &o->body_timeout_ms);
+  case 'i' + 256:
+    return cli_unsigned("--idle-timeout-ms", optarg, 0, 86400000, &o->idle_timeout_ms);
   case 'b': o->baseline = true; return true;
   case 'o': o->offload = true; return true;
   case 'd':
@@ -174,9 +197,18 @@ int options_parse(int argc, char **argv, options_t *o, bool *done) {
       {"isolate-start-timeout", required_argument, NULL, 'A'},
       {"debug-start-hang", required_argument, NULL, 'H'},
       {"worker-start", required_argument, NULL, 'K'},
+      {"listen", required_argument, NULL, 'E'},
+      {"max-connections", required_argument, NULL, 'N'},
+      {"max-header-bytes", required_argument, NULL, 'B'},
+      {"header-timeout-ms", required_argument, NULL, 'h' + 256},
+      {"body-timeout-ms", required_argument, NULL, 'b' + 256},
+      {"idle-timeout-ms", required_argument, NULL, 'i' + 256},
       {"stream-stall-ms", required_argument, NULL, 'L'},
       {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
-  *o = (options_t){.port = 8080, .max_batch = MLP_DEFAULT_MAX_BATCH, .workspaces = 64,
+  *o = (options_t){.listen = {"127.0.0.1", 8080}, .max_batch = MLP_DEFAULT_MAX_BATCH,
+                   .workspaces = 64, .max_connections = 10000, .max_header_bytes = 16384,
+                   .header_timeout_ms = 10000, .body_timeout_ms = 30000,
+                   .idle_timeout_ms = 60000,
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
                    .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000};

@@ -6,10 +6,12 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "listen.h"
+
 #define COALESCE_DEFAULT_ROWS 1024
 
 typedef struct options {
-  int port;
+  listen_addr_t listen; /* --listen ADDR:PORT, --port N (default 127.0.0.1:8080) */
   bool baseline, offload, cublas, graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
@@ -23,6 +25,10 @@ typedef struct options {
   unsigned streams, stream_stall_ms;  /* --streams, --stream-stall-ms (streams.c) */
   uint64_t seed;
   const char *ptx;
+  /* a server on a network: connections at most, a request head's bytes at most, the head's,
+   * body's and idle keep-alive's timeouts (0: none) */
+  unsigned max_connections, max_header_bytes;
+  unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms;
 } options_t;
 
 /* 0, or the exit status to end with: 0 after --help or --version (done is set), CLI_USAGE after

@@ -1,19 +1,17 @@
-/* tcp-infer: an HTTP/1.1 inference server on 127.0.0.1, built on libuv, whose GPU work goes
- * through cuv and comes back into the loop through the bridge (README.md: protocol, options).
+/* tcp-infer: an HTTP/1.1 inference server (on 127.0.0.1 unless --listen says otherwise), built on
+ * libuv, whose GPU work goes through cuv and comes back into the loop through the bridge
+ * (README.md: protocol, options; options.c reads them, --help lists them).
  *
- *   tcp-infer [--port N] [--baseline|--offload] [--duration S|none] [--loops N] [--max-batch N]
- *             [--workspaces N] [--seed N] [--sim-delay-us N] [--cublas] [--ptx FILE]
- *             [--isolate [--isolate-queue N] [--isolate-spares 0|1] [--isolate-timeout MS]
- *                        [--debug-fault]]
- *             [--coalesce [ROWS]] [--max-queue-delay-us N] [--preferred-batch LIST] [--graph]
+ *   tcp-infer [--listen ADDR:PORT | --port N] [--baseline|--offload] [--loops N] [--graph]
+ *             [--coalesce [ROWS] [--max-queue-delay-us N] [--preferred-batch LIST]]
+ *             [--isolate [--isolate-spares 0|1] [--isolate-timeout MS] [--debug-fault]] ...
  *
- * (options.c reads them; --help lists them.)
- * Prints "listening on 127.0.0.1:PORT" once it accepts connections (--port 0: an ephemeral
- * port). Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections,
- * lets the GPU work in flight complete, frees everything and exits 0. Exit status 77 when no CUDA
- * driver can be loaded (run it with CUV_DRIVER=sim), 1 on any other start-up failure. */
+ * Prints "listening on ADDR:PORT" once it accepts connections (--port 0: an ephemeral port).
+ * Stops on SIGINT, SIGTERM or after --duration: stops accepting, closes the connections, lets the
+ * GPU work in flight complete, frees everything and exits 0. Exit status 77 when no CUDA driver
+ * can be loaded (run it with CUV_DRIVER=sim), 2 on a usage error, 1 on any other start-up
+ * failure. */
 #include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +40,7 @@ static void loop_stop(uv_async_t *async) {
   uv_close((uv_handle_t *)&lp->stop, NULL);
   if (lp->listener.data)
     uv_close((uv_handle_t *)&lp->listener, NULL);
+  limits_stop(lp);
   conn_loop_close(lp);
   if (lp->bridge)
     cuv_uv_close(lp->bridge, NULL, NULL);
@@ -64,6 +63,7 @@ static int loop_setup(loop_t *lp) {
     fprintf(stderr, "tcp-infer: cannot listen: %s\n", uv_strerror(uv_rc));
     return CUV_EINVAL;
   }
+  limits_start(lp); /* the connections' timeouts */
   return 0;
 }
 
@@ -75,29 +75,6 @@ static void loop_main(void *arg) {
   infer_loop_free(lp);
   if (uv_loop_close(&lp->loop) != 0)
     lp->setup_status = CUV_EBUSY; /* a handle left open */
-}
-
-/* A listening socket on 127.0.0.1:port; with several loops, each has its own and the kernel
- * spreads the connections over them (SO_REUSEPORT; libuv 1.44 has no flag for it). */
-static int listen_socket(int *port, bool reuseport) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0)
-    return -1;
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (reuseport)
-    setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
-  struct sockaddr_in addr;
-  uv_ip4_addr("127.0.0.1", *port, &addr);
-  socklen_t len = sizeof addr;
-  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0 ||
-      getsockname(fd, (struct sockaddr *)&addr, &len) != 0) {
-    fprintf(stderr, "tcp-infer: cannot bind 127.0.0.1:%d: %s\n", *port, strerror(errno));
-    close(fd);
-    return -1;
-  }
-  *port = ntohs(addr.sin_port);
-  return fd;
 }
 
 /* ---- the main thread: signals, duration ------------------------------------------------- */
@@ -162,7 +139,10 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .queue_delay_us = o->queue_delay_us, .npreferred = o->npreferred,
                 .nstreams = o->streams, .stream_stall_ms = o->stream_stall_ms,
                 .isolate_start_timeout_ms = o->isolate_start_timeout_ms,
-                .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start};
+                .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start,
+                .max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
+                .header_timeout_ms = o->header_timeout_ms, .body_timeout_ms = o->body_timeout_ms,
+                .idle_timeout_ms = o->idle_timeout_ms};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
   return s;
 }
@@ -191,7 +171,7 @@ static int open_gpu(server_t *s, const options_t *o, bool *cublas) {
 
 /* The loops: sockets bound here (the first one picks the port), the rest on their threads;
  * returns once each listens or failed to. */
-static int start_loops(server_t *s, int *port) {
+static int start_loops(server_t *s, listen_addr_t *where) {
   s->loops = calloc(s->nloops, sizeof *s->loops);
   if (!s->loops)
     return fail("calloc", CUV_ENOMEM);
@@ -200,7 +180,7 @@ static int start_loops(server_t *s, int *port) {
     lp->srv = s;
     lp->index = i;
     conn_settings_init(&lp->settings);
-    if ((lp->listen_fd = listen_socket(port, s->nloops > 1)) < 0)
+    if ((lp->listen_fd = listen_socket(where, s->nloops > 1)) < 0)
       return EXIT_FAILURE;
     uv_loop_init(&lp->loop);
     uv_async_init(&lp->loop, &lp->stop, loop_stop);
@@ -215,7 +195,8 @@ static int start_loops(server_t *s, int *port) {
   return EXIT_SUCCESS;
 }
 
-static void print_banner(const server_t *s, const options_t *o, bool cublas, int port) {
+static void print_banner(const server_t *s, const options_t *o, bool cublas,
+                         const listen_addr_t *where) {
   printf("tcp-infer: %s%s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
          "max batch %u, %u workspaces per loop\n",
          s->isolate ? "isolated (worker processes), " : "",
@@ -239,7 +220,12 @@ static void print_banner(const server_t *s, const options_t *o, bool cublas, int
   else if (s->isolate)
     printf("tcp-infer: %u spare worker%s per loop; no hang watchdog\n", s->isolate_spares,
            s->isolate_spares == 1 ? "" : "s");
-  printf("listening on 127.0.0.1:%d\n", port);
+  if (s->max_connections < o->max_connections)
+    printf("tcp-infer: at most %u connections: what the descriptor limit leaves room for\n",
+           s->max_connections);
+  char addr[96];
+  listen_addr_format(where, addr, sizeof addr);
+  printf("listening on %s\n", addr);
 }
 
 /* After stop_all: waits for every loop, prints what was served; an exit status. */
@@ -273,14 +259,14 @@ static int join_loops(server_t *s) {
 }
 
 /* The main thread's loop: signals and --duration, until stop_all; an exit status. */
-static int serve(server_t *s, const options_t *o, bool cublas, int port) {
+static int serve(server_t *s, const options_t *o, bool cublas, const listen_addr_t *where) {
   uv_loop_t main_loop;
   uv_loop_init(&main_loop);
   control_t c = {.s = s};
   control_start(&c, &main_loop, o->duration);
   int status = check_loops(&c);
   if (status == EXIT_SUCCESS)
-    print_banner(s, o, cublas, port);
+    print_banner(s, o, cublas, where);
   uv_run(&main_loop, UV_RUN_DEFAULT); /* until stop_all */
   if (join_loops(s) != EXIT_SUCCESS)
     status = EXIT_FAILURE;
@@ -312,10 +298,13 @@ int main(int argc, char **argv) {
     return status;
   if (o.worker)
     return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
-  int port = o.port;
-  if ((status = start_loops(&srv, &port)) != EXIT_SUCCESS)
+  listen_addr_t where = o.listen;
+  unsigned room = listen_fd_room(o.loops);
+  if (room && srv.max_connections > room)
+    srv.max_connections = room; /* so that the 503 beyond it still has a descriptor to go by */
+  if ((status = start_loops(&srv, &where)) != EXIT_SUCCESS)
     return status;
-  status = serve(&srv, &o, cublas, port);
+  status = serve(&srv, &o, cublas, &where);
   server_close(&srv);
   return status;
 }

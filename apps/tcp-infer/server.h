@@ -2,6 +2,7 @@
  *
  *   server.c   options, start-up, the loops (one thread each), shutdown
  *   conn.c     connections: HTTP/1.1 parsing (llhttp), requests answered in order
+ *   limits.c   a loop's connection timeouts (slow heads, slow bodies, idle keep-alive)
  *   route.c    what a request asks for (route, method, headers), its answer or its start
  *   kserve.c   the KServe v2 protocol: its paths, metadata, JSON and binary inference requests
  *              and responses (json.c: the JSON reader and writer)
@@ -163,6 +164,9 @@ typedef struct counters {
   _Atomic uint64_t request_us, queue_us, input_us, infer_us, output_us;
   /* streams.c: submissions that found a stream stalled (and went to another), streams added */
   _Atomic uint64_t stalled_picks, streams_added;
+  /* conn.c, limits.c: connections refused (over --max-connections), accepts that failed (out of
+   * descriptors), requests timed out in their head or body, idle connections closed */
+  _Atomic uint64_t connections_refused, accept_errors, timeouts_head, timeouts_body, timeouts_idle;
   histogram_t latency, exec_rows;
 } counters_t;
 
@@ -195,6 +199,7 @@ struct loop {
    * iteration), and the request bodies kept for reuse (free lists by size class) */
   uv_check_t flush_check;
   uv_idle_t flush_idle;
+  uv_timer_t limits; /* limits.c: the sweep over the connections' timeouts */
   conn_t *dirty;
   char *body_cache[BODY_CLASSES];
   unsigned body_cached[BODY_CLASSES];
@@ -228,6 +233,10 @@ struct server {
   unsigned debug_start_hang, worker_start; /* --debug-start-hang; the worker's --worker-start */
   int argc;
   char **argv;
+  /* the limits of a server on a network (conn.c, limits.c) */
+  _Atomic unsigned connections; /* open now, over every loop */
+  unsigned max_connections, max_header_bytes;
+  unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms; /* 0: none */
 };
 
 /* conn.c */
@@ -241,6 +250,20 @@ void conn_close_all(loop_t *lp);
 void conn_loop_close(loop_t *lp);
 /* A request's GPU work completed (loop thread): respond, or free it if its connection is gone. */
 void request_gpu_done(request_t *req);
+/* For limits.c: the loop's connections, and where each is: closing (a clock of its own), idle
+ * (since its last read or write), in a request's head or body (since it began), or owed answers
+ * (the GPU work's own limits apply). */
+typedef enum { CONN_CLOSING, CONN_IDLE, CONN_HEAD, CONN_BODY, CONN_BUSY } conn_stage_t;
+conn_t *conn_first(loop_t *lp);
+conn_t *conn_next(const conn_t *c);
+conn_stage_t conn_stage(const conn_t *c, uint64_t *since_ms);
+/* Its time is up: a request in its head or body is answered 408 and the connection closes after
+ * the answers owed before it; an idle one closes. */
+void conn_expire(conn_t *c);
+
+/* limits.c (loop thread): the sweep over the connections' timeouts, started with the loop. */
+void limits_start(loop_t *lp);
+void limits_stop(loop_t *lp);
 
 /* route.c: a request's route and answer, decided by its head and started once complete (loop
  * thread). What conn.c's parser gathered of a request's head: */

@@ -175,7 +175,7 @@ static int on_response_headers(llhttp_t *p) {
   switch (p->status_code) {
   case 100:
     return 0; /* not a final response */
-  case 200: case 400: case 404: case 405: case 411: case 413: case 500: case 503:
+  case 200: case 400: case 404: case 405: case 411: case 413: case 431: case 500: case 503:
     break;
   default:
     fprintf(stderr, "http.c: response status %u\n", p->status_code);
@@ -246,6 +246,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv.nloops = 1;
   srv.max_batch = MAX_BATCH;
   srv.workspaces_per_loop = 4;
+  srv.max_header_bytes = 512; /* small: heads over it (431) are within the inputs' reach */
+  srv.max_connections = 16;
   conn_settings_init(&lp.settings);
   llhttp_settings_init(&peer.settings);
   peer.settings.on_headers_complete = on_response_headers;

@@ -3,7 +3,7 @@
  *   tcp-infer-run [--tap] SERVER [ARGS...] -- CLIENT [ARGS...] [-- CLIENT [ARGS...]]...
  *
  * The server is started with "--port 0" added; its output goes to stderr. Once it printed
- * "listening on 127.0.0.1:PORT", each client runs in turn (stdout and stderr inherited), with
+ * "listening on ADDR:PORT", each client runs in turn (stdout and stderr inherited), with
  * every "{port}" in its arguments replaced by the port, or "--port PORT" added when none has one.
  * Then the server gets SIGTERM and must exit 0 (under ASan, a leak or error makes that fail).
  *
@@ -120,7 +120,8 @@ int main(int argc, char **argv) {
   while (!port[0] && out && fgets(line, sizeof line, out)) {
     fputs(line, stderr);
     unsigned p;
-    if (sscanf(line, "listening on 127.0.0.1:%u", &p) == 1)
+    const char *colon = strrchr(line, ':'); /* "listening on ADDR:PORT", [v6]:PORT too */
+    if (!strncmp(line, "listening on ", 13) && colon && sscanf(colon + 1, "%u", &p) == 1)
       snprintf(port, sizeof port, "%u", p);
   }
   if (!port[0]) { /* the server ended before listening */
