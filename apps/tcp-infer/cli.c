@@ -54,6 +54,18 @@ bool cli_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, 
   return true;
 }
 
+bool cli_range(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *lo,
+               unsigned *hi) {
+  char first[32];
+  const char *dash = strchr(arg, '-');
+  size_t n = dash ? (size_t)(dash - arg) : strlen(arg);
+  snprintf(first, sizeof first, "%.*s", (int)(n < sizeof first ? n : sizeof first - 1), arg);
+  if (!cli_unsigned(opt, first, min, max, lo))
+    return false;
+  *hi = *lo;
+  return !dash || cli_unsigned(opt, dash + 1, *lo, max, hi);
+}
+
 bool cli_seconds(const char *opt, const char *arg, double min, double max, double *out) {
   char *end = NULL;
   errno = 0;
@@ -68,6 +80,21 @@ bool cli_seconds(const char *opt, const char *arg, double min, double max, doubl
 }
 
 void cli_version(void) { printf("%s %s\n", name, TCP_INFER_VERSION); }
+
+void cli_no_options(int argc, char **argv, const char *what) {
+  cli_init(argv[0]);
+  if (argc < 2)
+    return;
+  if (argc == 2 && !strcmp(argv[1], "--help")) {
+    printf("usage: %s\n  %s\n  (no options; --help, --version)\n", name, what);
+    exit(0);
+  }
+  if (argc == 2 && !strcmp(argv[1], "--version")) {
+    cli_version();
+    exit(0);
+  }
+  exit(cli_usage_error("'%s': no such option (this program takes none)", argv[1]));
+}
 
 int cli_bad_option(char **argv) {
   const char *arg = optind > 0 ? argv[optind - 1] : "";

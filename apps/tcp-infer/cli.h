@@ -19,6 +19,9 @@ const char *cli_name(void);
 bool cli_uint(const char *opt, const char *arg, uint64_t min, uint64_t max, uint64_t *out);
 /* The same, into an unsigned. */
 bool cli_unsigned(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *out);
+/* "N" or "LO-HI", whole numbers from min to max, LO <= HI, into *lo and *hi. */
+bool cli_range(const char *opt, const char *arg, unsigned min, unsigned max, unsigned *lo,
+               unsigned *hi);
 /* A number of seconds (a decimal fraction) from min to max. */
 bool cli_seconds(const char *opt, const char *arg, double min, double max, double *out);
 
@@ -29,5 +32,9 @@ int cli_bad_option(char **argv);
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 /* --version: "NAME VERSION" on stdout. */
 void cli_version(void);
+/* For programs that take no options (the unit tests): --help prints `what`, --version the
+ * version, both exit 0; anything else is a usage error (exit CLI_USAGE). Returns when there are
+ * no arguments. */
+void cli_no_options(int argc, char **argv, const char *what);
 
 #endif

@@ -23,6 +23,14 @@
 # e.g. apps/tcp-infer/bench/tcp-infer-callgrind.sh build -- --graph
 set -euo pipefail
 
+case ${1:-} in
+--help)
+  sed -n '2,/^set -[eu]*o pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0 ;;
+--version) echo "tcp-infer-callgrind.sh (tcp-infer's benches)"; exit 0 ;;
+-*) [ "$1" = -- ] || { echo "tcp-infer-callgrind.sh: '$1': no such option (--help)" >&2; exit 2; } ;;
+esac
+
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=build
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then

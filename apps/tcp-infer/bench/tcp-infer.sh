@@ -36,9 +36,18 @@
 #   CUV_BENCH_CSV_DIR          an existing folder: each load's points also go to
 #                              tcp-infer-LOAD.csv there (conns, then req/s and p99 ms per
 #                              configuration), which bench/plot.sh draws
+#   ... --help | --version
 # Exit status: 0 when every reply was right (the target is reported, not enforced), 77 without a
-# CUDA driver, 1 otherwise.
+# CUDA driver, 1 otherwise, 2 on a usage error.
 set -uo pipefail
+
+case ${1:-} in
+--help)
+  sed -n '2,/^set -[eu]*o pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0 ;;
+--version) echo "tcp-infer-bench (tcp-infer's benches)"; exit 0 ;;
+-*) [ "$1" = -- ] || { echo "tcp-infer-bench: '$1': no such option (--help)" >&2; exit 2; } ;;
+esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"

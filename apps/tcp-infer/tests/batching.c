@@ -136,10 +136,7 @@ static void test_delay(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (!wire_init(argc, argv, MLP_DEFAULT_SEED)) {
-    fprintf(stderr, "usage: tcp-infer-batching --port N (run it through tcp-infer-run)\n");
-    return 2;
-  }
+  wire_init(argc, argv, "when a batch leaves (Triton's dynamic batching), as cmocka cases", NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preferred_size), cmocka_unit_test(test_largest_preferred),
       cmocka_unit_test(test_full),           cmocka_unit_test(test_delay),

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "frames.h"
 #include "mlp.h"
 
@@ -114,7 +115,8 @@ static void requests_and_limits(void) {
   CHECK(frame_reader_space(NULL, 1, &base, &room) == -1);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  cli_no_options(argc, argv, "the frame reader fed a stream cut at every size");
   static char bytes[4096];
   size_t len = make_replies(bytes);
   for (size_t step = 1; step <= len; step++)

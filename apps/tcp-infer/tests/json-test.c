@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "json.h"
 
 static void test_values(void **state) {
@@ -140,7 +141,8 @@ static void test_string_round_trip(void **state) {
   free(text);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  cli_no_options(argc, argv, "the JSON reader and writer's cases (cmocka)");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_values),           cmocka_unit_test(test_malformed),
       cmocka_unit_test(test_prefixes),         cmocka_unit_test(test_depth),

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "wire.h"
 
 static double timeouts(const char *stage) {
@@ -255,15 +256,8 @@ static void test_descriptor_limit(void **state) {
 }
 
 int main(int argc, char **argv) {
-  const char *cases = "";
-  for (int i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], "--cases"))
-      cases = argv[i + 1];
-  if (!wire_init(argc, argv, MLP_DEFAULT_SEED) || !*cases) {
-    fprintf(stderr, "usage: tcp-infer-limits --cases timeouts|cap|fds --port N (run it through "
-                    "tcp-infer-run)\n");
-    return 2;
-  }
+  const char *cases = NULL;
+  wire_init(argc, argv, "a server's limits as cmocka cases, --cases timeouts|cap|fds", &cases);
   const struct CMUnitTest timeouts_cases[] = {
       cmocka_unit_test(test_slow_head), cmocka_unit_test(test_slow_body),
       cmocka_unit_test(test_idle),      cmocka_unit_test(test_head_cap),
@@ -276,6 +270,5 @@ int main(int argc, char **argv) {
     return cmocka_run_group_tests(cap_cases, NULL, NULL);
   if (!strcmp(cases, "fds"))
     return cmocka_run_group_tests(fds_cases, NULL, NULL);
-  fprintf(stderr, "tcp-infer-limits: --cases: '%s' is none of timeouts, cap, fds\n", cases);
-  return 2;
+  return cli_usage_error("--cases: '%s' is none of timeouts, cap, fds", cases);
 }

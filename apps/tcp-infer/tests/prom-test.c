@@ -8,6 +8,7 @@
 
 #include <string.h>
 
+#include "cli.h"
 #include "prom.h"
 
 static const char valid[] =
@@ -75,7 +76,8 @@ static void test_invalid(void **state) {
   }
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  cli_no_options(argc, argv, "the Prometheus text parser's cases (cmocka)");
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_valid), cmocka_unit_test(test_invalid)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

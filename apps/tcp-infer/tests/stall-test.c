@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "cli.h"
 #include "stall.h"
 
 #define MS 1000000ull
@@ -45,7 +46,8 @@ static void test_all_stalled(void **state) {
   assert_int_equal(lane_choose(l, 0, 0, 500 * MS, 100 * MS), -1); /* no stream at all */
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  cli_no_options(argc, argv, "the stream choice's cases (cmocka)");
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_least_loaded_and_turns),
                                      cmocka_unit_test(test_stalled_passed_over),
                                      cmocka_unit_test(test_all_stalled)};

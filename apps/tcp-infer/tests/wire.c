@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdio.h>
@@ -15,18 +16,47 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "wire.h"
 
 int wire_port;
 mlp_weights_t wire_weights;
 uint64_t wire_rng = 0x2545f4914f6cdd1dull;
 
-bool wire_init(int argc, char **argv, uint64_t seed) {
-  for (int i = 1; i + 1 < argc; i++)
-    if (!strcmp(argv[i], "--port"))
-      wire_port = atoi(argv[i + 1]);
-  mlp_weights_init(&wire_weights, seed);
-  return wire_port > 0 && wire_port < 65536;
+static void usage(FILE *f, const char *what, bool cases) {
+  fprintf(f, "usage: %s --port N%s (run it through tcp-infer-run, which adds the port)\n  %s\n"
+             "  --help, --version\n", cli_name(), cases ? " --cases NAME" : "", what);
+}
+
+void wire_init(int argc, char **argv, const char *what, const char **cases) {
+  static const struct option longs[] = {{"port", required_argument, NULL, 'p'},
+                                        {"cases", required_argument, NULL, 'c'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'},
+                                        {NULL, 0, NULL, 0}};
+  cli_init(argv[0]);
+  opterr = 0;
+  int ch;
+  uint64_t port = 0;
+  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
+    if (ch == 'h' || ch == 'V') {
+      ch == 'h' ? usage(stdout, what, cases) : cli_version();
+      exit(0);
+    }
+    if (ch == 'p' && cli_uint("--port", optarg, 1, 65535, &port))
+      continue;
+    if (ch == 'c' && cases) {
+      *cases = optarg;
+      continue;
+    }
+    exit(ch == '?' || ch == 'c' ? cli_bad_option(argv) : CLI_USAGE);
+  }
+  if (optind != argc)
+    exit(cli_usage_error("unexpected argument '%s'", argv[optind]));
+  if (!port || (cases && !*cases))
+    exit(cli_usage_error(cases ? "--port and --cases are required" : "--port is required"));
+  wire_port = (int)port;
+  mlp_weights_init(&wire_weights, MLP_DEFAULT_SEED);
 }
 
 static void append(char *dst, size_t cap, const char *at, size_t n) {

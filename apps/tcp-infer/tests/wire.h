@@ -18,8 +18,10 @@ extern int wire_port;              /* the server's, on 127.0.0.1 */
 extern mlp_weights_t wire_weights; /* the model's (the server's seed) */
 extern uint64_t wire_rng;          /* the random inputs' state */
 
-/* Reads --port N from the arguments and makes the weights of `seed`; false without a port. */
-bool wire_init(int argc, char **argv, uint64_t seed);
+/* The test program's command line (getopt_long): --port N (which tcp-infer-run adds), and
+ * --cases NAME when cases is not NULL; --help prints `what` and --version the version, both exit
+ * 0; a usage error names the option and exits 2. Then the model's weights (the default seed). */
+void wire_init(int argc, char **argv, const char *what, const char **cases);
 
 typedef struct response {
   unsigned status;

@@ -476,17 +476,6 @@ static void usage(FILE *f) {
           MLP_DEFAULT_SEED);
 }
 
-static bool parse_batch(const char *arg, config_t *cfg) {
-  char min[32];
-  const char *dash = strchr(arg, '-');
-  size_t n = dash ? (size_t)(dash - arg) : strlen(arg);
-  snprintf(min, sizeof min, "%.*s", (int)(n < sizeof min ? n : sizeof min - 1), arg);
-  if (!cli_unsigned("--batch", min, 1, 65536, &cfg->batch_min))
-    return false;
-  cfg->batch_max = cfg->batch_min;
-  return !dash || cli_unsigned("--batch", dash + 1, cfg->batch_min, 65536, &cfg->batch_max);
-}
-
 static bool parse_api(const char *arg, config_t *cfg) {
   static const char *const names[] = {"infer", "kserve", "kserve-binary"};
   for (int i = 0; i < 3; i++)
@@ -506,7 +495,7 @@ static bool option(int ch, config_t *cfg) {
   case 'p': return cli_uint("--port", optarg, 1, 65535, &v) && (cfg->port = (int)v, true);
   case 'c': return cli_unsigned("--connections", optarg, 1, 1000000, &cfg->connections);
   case 'd': return cli_unsigned("--depth", optarg, 1, 65536, &cfg->depth);
-  case 'b': return parse_batch(optarg, cfg);
+  case 'b': return cli_range("--batch", optarg, 1, 65536, &cfg->batch_min, &cfg->batch_max);
   case 't': return cli_seconds("--duration", optarg, 0.001, 1e9, &cfg->duration);
   case 'n': return cli_uint("--requests", optarg, 1, UINT64_MAX, &cfg->requests);
   case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &cfg->seed);

@@ -5,7 +5,14 @@
 # Arguments go to the server (e.g. --baseline). Exit status 77 when no CUDA driver loads
 # (scripts/demo then runs it again with CUV_DRIVER=sim); non-zero when a reply was wrong.
 #   TCP_INFER_DEMO_SECONDS  seconds per load (default 3)
+#   tcp-infer-demo --help | --version   (any other option goes to the server, which checks it)
 set -uo pipefail
+case ${1:-} in
+--help)
+  sed -n '2,/^set -uo pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  exit 0 ;;
+--version) echo "tcp-infer-demo (tcp-infer's tools)"; exit 0 ;;
+esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 secs=${TCP_INFER_DEMO_SECONDS:-3}
 

@@ -45,6 +45,7 @@
 #include <llhttp.h>
 #include <uv.h>
 
+#include "cli.h"
 #include "mlp.h"
 
 #define POOL_ROWS 1024
@@ -596,6 +597,37 @@ static void on_tick(uv_timer_t *timer) {
 
 /* ---- start-up ------------------------------------------------------------------------------- */
 
+static void usage(FILE *f) {
+  fprintf(f, "usage: tcp-infer-fault-client --port N [--connections C] [--depth D] "
+             "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--spare] [--warmup N] "
+             "[--seed S] [--timeout SECONDS]\n"
+             "  drives a tcp-infer --isolate --debug-fault server through worker faults, hangs and "
+             "kills under\n  verified load; --help, --version\n");
+}
+
+/* One option; false after a usage error. */
+static bool option(int ch) {
+  config_t *c = &g.cfg;
+  uint64_t v;
+  switch (ch) {
+  case 'p': return cli_uint("--port", optarg, 1, 65535, &v) && (c->port = (int)v, true);
+  case 'c': return cli_unsigned("--connections", optarg, 1, 100000, &c->connections);
+  case 'd': return cli_unsigned("--depth", optarg, 1, 4096, &c->depth);
+  case 'b': return cli_range("--batch", optarg, 1, MAX_BATCH, &c->batch_min, &c->batch_max);
+  case 'f': return cli_unsigned("--faults", optarg, 0, MAX_EVENTS, &c->faults);
+  case 'k': return cli_unsigned("--kills", optarg, 0, MAX_EVENTS, &c->kills);
+  case 'H': return cli_unsigned("--hangs", optarg, 0, MAX_EVENTS, &c->hangs);
+  case 'S': c->spare = true; return true;
+  case 'w': return cli_unsigned("--warmup", optarg, 0, 1000000, &c->warmup);
+  case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &c->seed);
+  case 't': return cli_seconds("--timeout", optarg, 0.001, 86400, &c->timeout);
+  case 'h': usage(stdout); exit(0);
+  case 'V': cli_version(); exit(0);
+  default: return false;
+  }
+}
+
+/* 0, or CLI_USAGE after its message. */
 static int parse(int argc, char **argv) {
   static const struct option longs[] = {
       {"port", required_argument, NULL, 'p'},  {"connections", required_argument, NULL, 'c'},
@@ -603,36 +635,24 @@ static int parse(int argc, char **argv) {
       {"faults", required_argument, NULL, 'f'}, {"kills", required_argument, NULL, 'k'},
       {"hangs", required_argument, NULL, 'H'},  {"spare", no_argument, NULL, 'S'},
       {"warmup", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
-      {"timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
+      {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
+      {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
   g.cfg = (config_t){.port = 8080, .connections = 8, .depth = 8, .batch_min = 1, .batch_max = 8,
                      .faults = 2, .kills = 1, .warmup = 200, .seed = MLP_DEFAULT_SEED,
                      .timeout = 60};
+  cli_init(argv[0]);
+  opterr = 0;
   int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    switch (ch) {
-    case 'p': g.cfg.port = atoi(optarg); break;
-    case 'c': g.cfg.connections = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'd': g.cfg.depth = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'b':
-      if (sscanf(optarg, "%u-%u", &g.cfg.batch_min, &g.cfg.batch_max) != 2)
-        g.cfg.batch_min = g.cfg.batch_max = (unsigned)strtoul(optarg, NULL, 10);
-      break;
-    case 'f': g.cfg.faults = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'k': g.cfg.kills = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'H': g.cfg.hangs = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 'S': g.cfg.spare = true; break;
-    case 'w': g.cfg.warmup = (unsigned)strtoul(optarg, NULL, 10); break;
-    case 's': g.cfg.seed = strtoull(optarg, NULL, 0); break;
-    case 't': g.cfg.timeout = atof(optarg); break;
-    default: return -1;
-    }
-  }
-  const config_t *c = &g.cfg;
-  return optind == argc && c->port > 0 && c->port < 65536 && c->connections > 0 && c->depth > 0 &&
-                 c->batch_min > 0 && c->batch_min <= c->batch_max && c->batch_max <= MAX_BATCH &&
-                 c->faults + c->hangs + c->kills <= MAX_EVENTS && c->timeout > 0
-             ? 0
-             : -1;
+  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1)
+    if (ch == '?')
+      return cli_bad_option(argv);
+    else if (!option(ch))
+      return CLI_USAGE;
+  if (optind != argc)
+    return cli_usage_error("unexpected argument '%s'", argv[optind]);
+  if (g.cfg.faults + g.cfg.hangs + g.cfg.kills > MAX_EVENTS)
+    return cli_usage_error("--faults, --hangs and --kills: %d events at most", MAX_EVENTS);
+  return 0;
 }
 
 static void make_pool(void) {
@@ -672,12 +692,9 @@ static void settings(llhttp_settings_t *s, llhttp_cb complete) {
 }
 
 int main(int argc, char **argv) {
-  if (parse(argc, argv) != 0) {
-    fprintf(stderr, "usage: tcp-infer-fault-client --port N [--connections C] [--depth D] "
-                    "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--spare] "
-                    "[--warmup N] [--seed S] [--timeout SECONDS]\n");
-    return 2;
-  }
+  int rc = parse(argc, argv);
+  if (rc != 0)
+    return rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN);
   make_pool();

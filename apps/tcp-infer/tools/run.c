@@ -9,9 +9,10 @@
  *
  * Exit status: 77 when the server reports no CUDA driver (77 before listening: a skipped test;
  * with --tap, for a client that speaks TAP, "1..0 # SKIP" and 0 instead, which Meson's TAP
- * parser reads as skipped); else the first failing client's status; else 1 when the server
- * failed; else 0. */
+ * parser reads as skipped); 2 when the server refused its options or the command line is wrong;
+ * else the first failing client's status; else 1 when the server failed; else 0. */
 #include <errno.h>
+#include <getopt.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -19,6 +20,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "cli.h"
 
 #define EXIT_SKIP 77
 
@@ -86,20 +89,44 @@ static int run_client(char **args, int n, const char *port) {
   return rc;
 }
 
-int main(int argc, char **argv) {
-  int tap = argc > 1 && !strcmp(argv[1], "--tap");
-  if (tap) {
-    argv++;
-    argc--;
+static void usage(FILE *f) {
+  fprintf(f, "usage: tcp-infer-run [--tap] SERVER [ARGS...] -- CLIENT [ARGS...] [-- CLIENT...]\n"
+             "  starts SERVER with --port 0, runs each CLIENT with its port, stops the server;\n"
+             "  --tap: a client speaking TAP (a skip then reads 1..0); --help, --version\n");
+}
+
+/* Its own options, before SERVER (getopt_long stops at the first argument that is none); the
+ * index of SERVER, or -CLI_USAGE after the message. */
+static int own_options(int argc, char **argv, int *tap) {
+  static const struct option longs[] = {{"tap", no_argument, NULL, 't'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {"version", no_argument, NULL, 'V'},
+                                        {NULL, 0, NULL, 0}};
+  cli_init(argv[0]);
+  opterr = 0;
+  int ch;
+  while ((ch = getopt_long(argc, argv, "+", longs, NULL)) != -1) {
+    switch (ch) {
+    case 't': *tap = 1; break;
+    case 'h': usage(stdout); exit(0);
+    case 'V': cli_version(); exit(0);
+    default: return -cli_bad_option(argv);
+    }
   }
+  return optind;
+}
+
+int main(int argc, char **argv) {
+  int tap = 0, first = own_options(argc, argv, &tap);
+  if (first < 0)
+    return -first;
+  argv += first - 1; /* argv[1] is SERVER from here on */
+  argc -= first - 1;
   int sep = 1;
   while (sep < argc && strcmp(argv[sep], "--"))
     sep++;
-  if (sep == 1 || sep >= argc - 1) {
-    fprintf(stderr, "usage: tcp-infer-run [--tap] SERVER [ARGS...] -- CLIENT [ARGS...] "
-                    "[-- CLIENT...]\n");
-    return 2;
-  }
+  if (sep == 1 || sep >= argc - 1)
+    return cli_usage_error("a SERVER, then -- and at least one CLIENT");
   signal(SIGPIPE, SIG_IGN);
 
   char **server = calloc((size_t)sep + 2, sizeof *server);
@@ -136,7 +163,7 @@ int main(int argc, char **argv) {
       printf("1..0 # SKIP no CUDA driver\n");
       return 0;
     }
-    return rc == EXIT_SKIP ? EXIT_SKIP : 1;
+    return rc == EXIT_SKIP || rc == CLI_USAGE ? rc : 1; /* a usage error stays one */
   }
   pthread_t fwd;
   int forwarding = pthread_create(&fwd, NULL, forward, out) == 0;
