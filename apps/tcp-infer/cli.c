@@ -96,7 +96,21 @@ void cli_no_options(int argc, char **argv, const char *what) {
   exit(cli_usage_error("'%s': no such option (this program takes none)", argv[1]));
 }
 
-int cli_bad_option(char **argv) {
-  const char *arg = optind > 0 ? argv[optind - 1] : "";
-  return cli_usage_error("'%s': no such option, or its value is missing", arg);
+int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longs,
+              bool (*option)(int ch, void *arg), void (*usage)(FILE *f), void *arg) {
+  cli_init(argv[0]);
+  opterr = 0; /* the messages below name the option */
+  int ch;
+  while ((ch = getopt_long(argc, argv, shortopts, longs, NULL)) != -1) {
+    if (ch == 'h' || ch == 'V') {
+      ch == 'h' ? usage(stdout) : cli_version();
+      exit(0);
+    }
+    if (ch == '?')
+      return cli_usage_error("'%s': no such option, or its value is missing",
+                             optind > 0 ? argv[optind - 1] : "");
+    if (!option(ch, arg))
+      return CLI_USAGE;
+  }
+  return 0;
 }

@@ -5,8 +5,10 @@
 #ifndef TCP_INFER_CLI_H
 #define TCP_INFER_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define CLI_USAGE 2
 
@@ -25,9 +27,13 @@ bool cli_range(const char *opt, const char *arg, unsigned min, unsigned max, uns
 /* A number of seconds (a decimal fraction) from min to max. */
 bool cli_seconds(const char *opt, const char *arg, double min, double max, double *out);
 
-/* getopt_long returned '?' (opterr 0): the option at argv[optind - 1] is unknown or lacks its
- * value; says so, returns CLI_USAGE. */
-int cli_bad_option(char **argv);
+/* Reads argv's options with getopt_long (`shortopts`: "" or "+" to stop at the first argument
+ * that is none): each goes to option(ch, arg), which reads optarg and returns false after a
+ * usage error's message; 'h' (--help) prints usage on stdout and 'V' (--version) the version,
+ * both exit 0; an unknown option or a missing value is a usage error naming it. 0, or CLI_USAGE
+ * after the message; the arguments that are no options start at argv[optind]. */
+int cli_parse(int argc, char **argv, const char *shortopts, const struct option *longs,
+              bool (*option)(int ch, void *arg), void (*usage)(FILE *f), void *arg);
 /* Prints "NAME: message" and a pointer to --help on stderr; returns CLI_USAGE. */
 __attribute__((format(printf, 1, 2))) int cli_usage_error(const char *fmt, ...);
 /* --version: "NAME VERSION" on stdout. */

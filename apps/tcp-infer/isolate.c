@@ -8,9 +8,10 @@
  * the worker's outstanding list (in send order, linked by next_wait) until its reply frame comes
  * back, or until the worker is gone (its pipe at EOF and its exit seen: every reply it wrote has
  * been read by then). Inference is idempotent, so a request its worker could not answer (the
- * worker is gone, or replied with the sticky fault that ended its context, or with any error
- * once it reported that fault) runs again on the next ready worker, once (retry_or_fail): the
- * front keeps its body until it is answered. Only the debug requests, and an inference whose
+ * worker is gone, or replied with an error: the sticky fault that ended its context, or another
+ * that the fault caused before the worker saw it, an allocation refused by the dead context say)
+ * runs again on another ready worker, once (retry_or_fail): the front keeps its body until it is
+ * answered. Only the debug requests, and an inference whose
  * second run failed too, are answered with the error (503 with Retry-After when the worker was
  * lost). A request is on one list at a time and each reply takes it off, so it is answered once,
  * and only from a whole reply frame. Requests that arrive while no worker is ready wait in a
@@ -190,10 +191,22 @@ static void queue_push(isolate_t *iso, request_t *req, bool head) {
   iso->lp->n.waiting++;
 }
 
-/* A request its worker could not answer (the worker is gone, or faulted): an inference runs again
- * on the next ready worker (or waits for one at the head of the queue), once; a debug request, an
- * inference on its last run, an orphan, or anything at shutdown gets the error. */
-static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char *why) {
+/* Where a replay goes: a ready worker other than the one that failed it, the active one or else
+ * the spare (a worker that faulted may still be the active one until its "faulted" frame comes);
+ * NULL: none is ready, the replay waits in the queue. */
+static wproc_t *replay_target(isolate_t *iso, const wproc_t *from) {
+  if (iso->cur && iso->cur != from && iso->cur->ready && !iso->cur->draining)
+    return iso->cur;
+  if (iso->spare && iso->spare != from && iso->spare->ready)
+    return iso->spare;
+  return NULL;
+}
+
+/* A request its worker could not answer (the worker is gone, or answered an error): an inference
+ * runs again on another ready worker (or waits for one at the head of the queue), once; a debug
+ * request, an inference on its last run, an orphan, or anything at shutdown gets the error. */
+static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char *why,
+                          const wproc_t *from) {
   bool again = route_runs_model(req->route) && req->iso_attempts <= ISOLATE_REPLAYS &&
                !req->orphan && !iso->stopping;
   if (!again) {
@@ -203,8 +216,9 @@ static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char
     return;
   }
   iso->replays++;
-  if (iso->cur && iso->cur->ready && !iso->cur->draining)
-    send_to(iso->cur, req);
+  wproc_t *to = replay_target(iso, from);
+  if (to)
+    send_to(to, req);
   else
     queue_push(iso, req, true);
 }
@@ -396,8 +410,8 @@ static int on_reply(wproc_t *w, const frame_t *f) {
     return -1;
   w->replies++;
   count_behind(w->iso);
-  if (f->status != 0 && (w->draining || cuv_status_is_fault(f->status))) {
-    retry_or_fail(w->iso, req, f->status, NULL); /* its worker's context is dead */
+  if (f->status != 0 && route_runs_model(req->route)) { /* on another worker, once */
+    retry_or_fail(w->iso, req, f->status, NULL, w);
     return 0;
   }
   uint32_t rows = route_runs_model(req->route) ? req->batch : 0;
@@ -511,7 +525,7 @@ static void drop_role(isolate_t *iso, wproc_t *w) {
 /* Counts the end; false when it was a clean exit at shutdown. */
 static bool count_end(isolate_t *iso, const wproc_t *w) {
   bool clean = iso->stopping && w->exit_status == 0 && !w->term_signal;
-  if (iso->stopping && !clean && !w->draining)
+  if (iso->stopping && !clean && !w->draining && w->ready) /* one never ready held no work */
     iso->unclean_stop = true; /* e.g. a leak under ASan: the server's exit status says so */
   if (!w->term_signal && w->exit_status == WORKER_EXIT_FAULT)
     iso->fault_exits++;
@@ -547,7 +561,7 @@ static void maybe_gone(wproc_t *w) {
   while (req) { /* the list is detached: the answers may close connections, not touch it */
     request_t *next = req->next_wait;
     req->next_wait = NULL;
-    retry_or_fail(iso, req, CUV_ECLOSED, LOST);
+    retry_or_fail(iso, req, CUV_ECLOSED, LOST, w);
     held++;
     req = next;
   }

@@ -230,32 +230,6 @@ static void link(parser_t *p, long parent, long *last, long child) {
   *last = child;
 }
 
-static int array(parser_t *p, unsigned depth, long self) {
-  long last = -1;
-  p->pos++; /* [ */
-  skip_space(p);
-  if (p->pos < p->len && p->text[p->pos] == ']') {
-    p->pos++;
-    return 0;
-  }
-  for (;;) {
-    long child;
-    if (value(p, depth + 1, &child) != 0)
-      return -1;
-    link(p, self, &last, child);
-    skip_space(p);
-    if (p->pos < p->len && p->text[p->pos] == ',') {
-      p->pos++;
-      continue;
-    }
-    if (p->pos < p->len && p->text[p->pos] == ']') {
-      p->pos++;
-      return 0;
-    }
-    return fail(p, "expected , or ]");
-  }
-}
-
 static int member(parser_t *p, unsigned depth, long *child) {
   const char *key;
   size_t key_len;
@@ -275,17 +249,19 @@ static int member(parser_t *p, unsigned depth, long *child) {
   return 0;
 }
 
-static int object(parser_t *p, unsigned depth, long self) {
+/* An array's elements or an object's members, comma-separated up to `close` (] or }). */
+static int elements(parser_t *p, unsigned depth, long self, char close) {
   long last = -1;
-  p->pos++; /* { */
+  p->pos++; /* [ or { */
   skip_space(p);
-  if (p->pos < p->len && p->text[p->pos] == '}') {
+  if (p->pos < p->len && p->text[p->pos] == close) {
     p->pos++;
     return 0;
   }
   for (;;) {
     long child;
-    if (member(p, depth, &child) != 0)
+    int rc = close == '}' ? member(p, depth, &child) : value(p, depth + 1, &child);
+    if (rc != 0)
       return -1;
     link(p, self, &last, child);
     skip_space(p);
@@ -293,11 +269,11 @@ static int object(parser_t *p, unsigned depth, long self) {
       p->pos++;
       continue;
     }
-    if (p->pos < p->len && p->text[p->pos] == '}') {
+    if (p->pos < p->len && p->text[p->pos] == close) {
       p->pos++;
       return 0;
     }
-    return fail(p, "expected , or }");
+    return fail(p, "expected , or %c", close);
   }
 }
 
@@ -326,8 +302,8 @@ static int value(parser_t *p, unsigned depth, long *index) {
   *index = self;
   json_node_t *node = &p->doc->nodes[self]; /* valid until the next new_node */
   switch (type) {
-  case JSON_OBJECT: return object(p, depth, self);
-  case JSON_ARRAY: return array(p, depth, self);
+  case JSON_OBJECT: return elements(p, depth, self, '}');
+  case JSON_ARRAY: return elements(p, depth, self, ']');
   case JSON_STRING: return string(p, &node->str, &node->str_len);
   case JSON_TRUE: return literal(p, "true");
   case JSON_FALSE: return literal(p, "false");

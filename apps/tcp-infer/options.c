@@ -101,8 +101,15 @@ static bool preferred_list(const char *arg, options_t *o) {
   return false;
 }
 
+/* The command line, for --coalesce's optional ROWS (getopt_long hands out no next argument). */
+static struct {
+  int argc;
+  char **argv;
+} line;
+
 /* One option; false after a usage error. */
-static bool option(int ch, options_t *o, int argc, char **argv) {
+static bool option(int ch, void *arg) {
+  options_t *o = arg;
   uint64_t v;
   switch (ch) {
   case 'p': return cli_uint("--port", optarg, 0, 65535, &v) && (o->listen.port = (int)v, true);
@@ -136,7 +143,7 @@ static bool option(int ch, options_t *o, int argc, char **argv) {
   case 'F': o->debug_fault = true; return true;
   case 'W': o->worker = true; return true;
   case 'Q': return cli_unsigned("--isolate-queue", optarg, 0, 1u << 24, &o->isolate_queue);
-  case 'C': return coalesce_rows(optarg, argc, argv, &o->coalesce);
+  case 'C': return coalesce_rows(optarg, line.argc, line.argv, &o->coalesce);
   case 'G': o->graph = true; return true;
   case 'S': return cli_unsigned("--isolate-spares", optarg, 0, 1, &o->isolate_spares);
   case 'T': return cli_unsigned("--isolate-timeout", optarg, 0, 86400000, &o->isolate_timeout_ms);
@@ -178,7 +185,7 @@ static int check(options_t *o) {
   return 0;
 }
 
-int options_parse(int argc, char **argv, options_t *o, bool *done) {
+int options_parse(int argc, char **argv, options_t *o) {
   static const struct option longs[] = {
       {"port", required_argument, NULL, 'p'},       {"baseline", no_argument, NULL, 'b'},
       {"duration", required_argument, NULL, 'd'},   {"max-batch", required_argument, NULL, 'm'},
@@ -212,21 +219,11 @@ int options_parse(int argc, char **argv, options_t *o, bool *done) {
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
                    .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000};
-  *done = false;
-  cli_init(argv[0]);
-  opterr = 0; /* cli_bad_option says it, naming the option */
-  int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    if (ch == 'h' || ch == 'V') {
-      ch == 'h' ? usage(stdout) : cli_version();
-      *done = true;
-      return 0;
-    }
-    if (ch == '?')
-      return cli_bad_option(argv);
-    if (!option(ch, o, argc, argv))
-      return CLI_USAGE;
-  }
+  line.argc = argc;
+  line.argv = argv;
+  int rc = cli_parse(argc, argv, "", longs, option, usage, o); /* exits after --help, --version */
+  if (rc != 0)
+    return rc;
   if (optind != argc)
     return cli_usage_error("'%s': no such option (options begin with --)", argv[optind]);
   return check(o);

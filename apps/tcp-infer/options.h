@@ -31,8 +31,7 @@ typedef struct options {
   unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms;
 } options_t;
 
-/* 0, or the exit status to end with: 0 after --help or --version (done is set), CLI_USAGE after
- * a usage error's message. */
-int options_parse(int argc, char **argv, options_t *o, bool *done);
+/* 0, or CLI_USAGE after a usage error's message; --help and --version print and exit 0. */
+int options_parse(int argc, char **argv, options_t *o);
 
 #endif

@@ -284,9 +284,8 @@ static void server_close(server_t *s) {
 
 int main(int argc, char **argv) {
   options_t o;
-  bool done;
-  int rc = options_parse(argc, argv, &o, &done);
-  if (rc != 0 || done)
+  int rc = options_parse(argc, argv, &o);
+  if (rc != 0)
     return rc;
   setvbuf(stdout, NULL, _IOLBF, 0);
   signal(SIGPIPE, SIG_IGN); /* a peer that went away is a write error, not a signal */

@@ -333,14 +333,15 @@ static const char *const bad_json[] = {
     "\"data\":[]}]}",
 };
 
-/* A valid input tensor's JSON of one row with the rest of the request after it. */
-static char *one_row(const char *rest) {
+/* An input tensor's JSON of shape [1, 64] with `values` values (64: valid), the rest of the
+ * request after it. */
+static char *one_row(unsigned values, const char *rest) {
   char *text = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&text, &len);
   assert_non_null(f);
   fputs("{\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[1,64],\"data\":[", f);
-  for (int i = 0; i < MLP_IN; i++)
+  for (unsigned i = 0; i < values; i++)
     fprintf(f, "%s0.5", i ? "," : "");
   fprintf(f, "]}]%s}", rest);
   assert_int_equal(fclose(f), 0);
@@ -361,14 +362,12 @@ static void test_invalid_json(void **state) {
       ",\"parameters\":{\"binary_data_output\":\"yes\"}",
   };
   for (size_t i = 0; i < sizeof rests / sizeof rests[0]; i++) {
-    char *body = one_row(rests[i]);
+    char *body = one_row(MLP_IN, rests[i]);
     send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
     free(body);
     assert_true(expect_error(c, 400));
   }
-  char *body = one_row("");
-  char *extra = strstr(body, "0.5]");
-  memcpy(extra, "0.5,0.5]}]}", 12); /* 65 values */
+  char *body = one_row(MLP_IN + 1, ""); /* 65 values */
   send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
   free(body);
   assert_true(expect_error(c, 400));
@@ -413,7 +412,7 @@ static void test_invalid_binary(void **state) {
                              "[2,64],\"parameters\":{\"binary_data_size\":1000000000000000000}}]}";
   send_v2(c, V2_INFER_PATH, huge, sizeof huge - 1, sizeof huge - 1);
   assert_true(expect_error(c, 400));
-  char *json = one_row("");
+  char *json = one_row(MLP_IN, "");
   char *plus = malloc(strlen(json) + 8);
   memcpy(plus, json, strlen(json));
   memset(plus + strlen(json), 1, 8);

@@ -23,9 +23,26 @@ int wire_port;
 mlp_weights_t wire_weights;
 uint64_t wire_rng = 0x2545f4914f6cdd1dull;
 
-static void usage(FILE *f, const char *what, bool cases) {
+/* The command line's state for the option callback and the usage. */
+static struct {
+  const char *what, **cases;
+  uint64_t port;
+} cmdline;
+
+static void usage(FILE *f) {
   fprintf(f, "usage: %s --port N%s (run it through tcp-infer-run, which adds the port)\n  %s\n"
-             "  --help, --version\n", cli_name(), cases ? " --cases NAME" : "", what);
+             "  --help, --version\n",
+          cli_name(), cmdline.cases ? " --cases NAME" : "", cmdline.what);
+}
+
+static bool option(int ch, void *arg) {
+  (void)arg;
+  if (ch == 'c' && cmdline.cases)
+    return *cmdline.cases = optarg, true;
+  if (ch == 'p')
+    return cli_uint("--port", optarg, 1, 65535, &cmdline.port);
+  cli_usage_error("--cases: no such option here");
+  return false;
 }
 
 void wire_init(int argc, char **argv, const char *what, const char **cases) {
@@ -34,28 +51,15 @@ void wire_init(int argc, char **argv, const char *what, const char **cases) {
                                         {"help", no_argument, NULL, 'h'},
                                         {"version", no_argument, NULL, 'V'},
                                         {NULL, 0, NULL, 0}};
-  cli_init(argv[0]);
-  opterr = 0;
-  int ch;
-  uint64_t port = 0;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    if (ch == 'h' || ch == 'V') {
-      ch == 'h' ? usage(stdout, what, cases) : cli_version();
-      exit(0);
-    }
-    if (ch == 'p' && cli_uint("--port", optarg, 1, 65535, &port))
-      continue;
-    if (ch == 'c' && cases) {
-      *cases = optarg;
-      continue;
-    }
-    exit(ch == '?' || ch == 'c' ? cli_bad_option(argv) : CLI_USAGE);
-  }
+  cmdline.what = what;
+  cmdline.cases = cases;
+  if (cli_parse(argc, argv, "", longs, option, usage, NULL) != 0)
+    exit(CLI_USAGE);
   if (optind != argc)
     exit(cli_usage_error("unexpected argument '%s'", argv[optind]));
-  if (!port || (cases && !*cases))
+  if (!cmdline.port || (cases && !*cases))
     exit(cli_usage_error(cases ? "--port and --cases are required" : "--port is required"));
-  wire_port = (int)port;
+  wire_port = (int)cmdline.port;
   mlp_weights_init(&wire_weights, MLP_DEFAULT_SEED);
 }
 

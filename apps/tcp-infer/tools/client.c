@@ -488,7 +488,8 @@ static bool parse_api(const char *arg, config_t *cfg) {
 }
 
 /* One option; false after a usage error. */
-static bool option(int ch, config_t *cfg) {
+static bool option(int ch, void *arg) {
+  config_t *cfg = arg;
   uint64_t v;
   switch (ch) {
   case 'H': cfg->host = optarg; return true;
@@ -508,8 +509,6 @@ static bool option(int ch, config_t *cfg) {
   case 'r': cfg->response = optarg; return true;
   case 'L': return cli_uint("--header-length", optarg, 0, INT32_MAX, &v) &&
                    (cfg->header_length = (long)v, true);
-  case 'h': usage(stdout); exit(0);
-  case 'V': cli_version(); exit(0);
   default: return false;
   }
 }
@@ -545,14 +544,8 @@ static int parse_options(int argc, char **argv, config_t *cfg) {
   *cfg = (config_t){.host = "127.0.0.1", .port = -1, .connections = 16, .depth = 4,
                     .batch_min = 8, .batch_max = 8, .threads = 1, .duration = 3.0,
                     .seed = MLP_DEFAULT_SEED, .header_length = -1};
-  cli_init(argv[0]);
-  opterr = 0; /* cli_bad_option says it, naming the option */
-  int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1)
-    if (ch == '?')
-      return cli_bad_option(argv);
-    else if (!option(ch, cfg))
-      return CLI_USAGE;
+  if (cli_parse(argc, argv, "", longs, option, usage, cfg) != 0)
+    return CLI_USAGE;
   argv_rest = optind < argc ? argv[optind] : "";
   int rc = check_config(cfg, argc);
   snprintf(cfg->authority, sizeof cfg->authority, strchr(cfg->host, ':') ? "[%s]:%d" : "%s:%d",

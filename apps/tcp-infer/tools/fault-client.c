@@ -258,8 +258,9 @@ static void on_load_answer(lconn_t *c) {
   if (st == 200 && !ok)
     fail("a WRONG answer (200 with outputs that differ from the host's)");
   else if (!ok) /* a worker lost in flight is replayed on the next one: no error may show */
-    fail("an error (status %u) for an inference request%s", st,
-         p->mark >= 0 ? " in flight at an event" : "");
+    fail("an error (status %u) for an inference request%s: %.*s", st,
+         p->mark >= 0 ? " in flight at an event" : "", (int)(c->rd.len < 120 ? c->rd.len : 120),
+         c->rd.body ? c->rd.body : "");
   ok ? g.correct++ : g.errors++;
   if (p->mark >= 0)
     mark_answered(p, ok, now);
@@ -606,8 +607,8 @@ static void usage(FILE *f) {
 }
 
 /* One option; false after a usage error. */
-static bool option(int ch) {
-  config_t *c = &g.cfg;
+static bool option(int ch, void *arg) {
+  config_t *c = arg;
   uint64_t v;
   switch (ch) {
   case 'p': return cli_uint("--port", optarg, 1, 65535, &v) && (c->port = (int)v, true);
@@ -621,8 +622,6 @@ static bool option(int ch) {
   case 'w': return cli_unsigned("--warmup", optarg, 0, 1000000, &c->warmup);
   case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &c->seed);
   case 't': return cli_seconds("--timeout", optarg, 0.001, 86400, &c->timeout);
-  case 'h': usage(stdout); exit(0);
-  case 'V': cli_version(); exit(0);
   default: return false;
   }
 }
@@ -640,14 +639,8 @@ static int parse(int argc, char **argv) {
   g.cfg = (config_t){.port = 8080, .connections = 8, .depth = 8, .batch_min = 1, .batch_max = 8,
                      .faults = 2, .kills = 1, .warmup = 200, .seed = MLP_DEFAULT_SEED,
                      .timeout = 60};
-  cli_init(argv[0]);
-  opterr = 0;
-  int ch;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1)
-    if (ch == '?')
-      return cli_bad_option(argv);
-    else if (!option(ch))
-      return CLI_USAGE;
+  if (cli_parse(argc, argv, "", longs, option, usage, &g.cfg) != 0)
+    return CLI_USAGE;
   if (optind != argc)
     return cli_usage_error("unexpected argument '%s'", argv[optind]);
   if (g.cfg.faults + g.cfg.hangs + g.cfg.kills > MAX_EVENTS)

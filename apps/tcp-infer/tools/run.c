@@ -95,6 +95,11 @@ static void usage(FILE *f) {
              "  --tap: a client speaking TAP (a skip then reads 1..0); --help, --version\n");
 }
 
+static bool tap_option(int ch, void *tap) {
+  *(int *)tap = ch == 't';
+  return ch == 't';
+}
+
 /* Its own options, before SERVER (getopt_long stops at the first argument that is none); the
  * index of SERVER, or -CLI_USAGE after the message. */
 static int own_options(int argc, char **argv, int *tap) {
@@ -102,18 +107,7 @@ static int own_options(int argc, char **argv, int *tap) {
                                         {"help", no_argument, NULL, 'h'},
                                         {"version", no_argument, NULL, 'V'},
                                         {NULL, 0, NULL, 0}};
-  cli_init(argv[0]);
-  opterr = 0;
-  int ch;
-  while ((ch = getopt_long(argc, argv, "+", longs, NULL)) != -1) {
-    switch (ch) {
-    case 't': *tap = 1; break;
-    case 'h': usage(stdout); exit(0);
-    case 'V': cli_version(); exit(0);
-    default: return -cli_bad_option(argv);
-    }
-  }
-  return optind;
+  return cli_parse(argc, argv, "+", longs, tap_option, usage, tap) ? -CLI_USAGE : optind;
 }
 
 int main(int argc, char **argv) {

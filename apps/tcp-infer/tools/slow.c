@@ -177,6 +177,21 @@ static bool parse_mode(const char *arg) {
   return false;
 }
 
+/* One option; false after a usage error. */
+static bool option(int ch, void *arg) {
+  (void)arg;
+  uint64_t v;
+  switch (ch) {
+  case 'H': g.host = optarg; return true;
+  case 'p': return cli_uint("--port", optarg, 1, 65535, &v) && (g.port = (int)v, true);
+  case 'c': return cli_unsigned("--connections", optarg, 1, 100000, &g.connections);
+  case 'm': return parse_mode(optarg);
+  case 'i': return cli_unsigned("--interval-ms", optarg, 1, 3600000, &g.interval_ms);
+  case 'd': return cli_seconds("--duration", optarg, 0.001, 1e9, &g.duration);
+  default: return false;
+  }
+}
+
 static int parse(int argc, char **argv) {
   static const struct option longs[] = {
       {"host", required_argument, NULL, 'H'},     {"port", required_argument, NULL, 'p'},
@@ -184,26 +199,8 @@ static int parse(int argc, char **argv) {
       {"interval-ms", required_argument, NULL, 'i'}, {"duration", required_argument, NULL, 'd'},
       {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
-  cli_init(argv[0]);
-  opterr = 0;
-  int ch;
-  uint64_t v;
-  while ((ch = getopt_long(argc, argv, "", longs, NULL)) != -1) {
-    bool ok = true;
-    switch (ch) {
-    case 'H': g.host = optarg; break;
-    case 'p': ok = cli_uint("--port", optarg, 1, 65535, &v) && (g.port = (int)v, true); break;
-    case 'c': ok = cli_unsigned("--connections", optarg, 1, 100000, &g.connections); break;
-    case 'm': ok = parse_mode(optarg); break;
-    case 'i': ok = cli_unsigned("--interval-ms", optarg, 1, 3600000, &g.interval_ms); break;
-    case 'd': ok = cli_seconds("--duration", optarg, 0.001, 1e9, &g.duration); break;
-    case 'h': usage(stdout); exit(0);
-    case 'V': cli_version(); exit(0);
-    default: return cli_bad_option(argv);
-    }
-    if (!ok)
-      return CLI_USAGE;
-  }
+  if (cli_parse(argc, argv, "", longs, option, usage, NULL) != 0)
+    return CLI_USAGE;
   if (optind != argc)
     return cli_usage_error("unexpected argument '%s'", argv[optind]);
   if (g.port < 0)
