@@ -24,15 +24,9 @@
 # usage error.
 set -uo pipefail
 
-case ${1:-} in
---help)
-  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit 0 ;;
---version) echo "tcp-infer-batching-bench (tcp-infer's benches)"; exit 0 ;;
--*) echo "tcp-infer-batching-bench: '$1': no such option (--help)" >&2; exit 2 ;;
-esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"
+tcp_infer_bench_options tcp-infer-batching-bench "${1:-}"
 tcp_infer_bin "tcp-infer batching bench" "${1:-}"
 sim=0
 [ "${CUV_DRIVER:-}" = sim ] && sim=1
@@ -57,22 +51,10 @@ for d in "${delays[@]}"; do
   flags=(--coalesce "$rows" --max-queue-delay-us "$d" "${extra[@]}")
   [ -n "$preferred" ] && flags+=(--preferred-batch "$preferred")
   loads=()
-  for c in "${conns[@]}"; do
-    t=$((c < max_threads ? c : max_threads))
-    loads+=(-- "$bin/tcp-infer-client" --connections "$c" --depth 1 --batch "$batch"
-      --threads "$t" --duration "$secs")
-  done
+  tcp_infer_client_loads "$secs" "$batch" "$max_threads" "${conns[@]}"
   "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" "${loads[@]}" >"$log/$d.txt" 2>"$log/$d.err"
-  rc=$?
-  if [ $rc -eq 77 ]; then
-    echo "tcp-infer-batching-bench: no CUDA driver (CUV_DRIVER=sim runs it on the simulator)"
-    exit 77
-  fi
-  if [ $rc -ne 0 ]; then
-    echo "tcp-infer-batching-bench: delay $d us failed (status $rc):"
-    tail -n 20 "$log/$d.err" "$log/$d.txt"
+  tcp_infer_run_status tcp-infer-batching-bench $? "delay $d us" "$log/$d.err" "$log/$d.txt" ||
     status=1
-  fi
   awk -v d="$d" -v list="${conns[*]}" '
     BEGIN { n = split(list, c, " ") }
     /^RESULT / {

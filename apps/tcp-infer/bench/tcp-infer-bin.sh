@@ -1,8 +1,51 @@
-# Sourced by the tcp-infer benches (tcp-infer.sh, tcp-infer-fault.sh), which run from the source
-# tree (apps/tcp-infer/bench/) or as their copies in the build tree, beside the programs (meson
-# copies this file there too). tcp_infer_bin WHO [BUILD_DIR] sets bin to the programs' folder: the
-# script's own ($here) when tcp-infer is there, else BUILD_DIR/apps/tcp-infer, BUILD_DIR being
-# relative to the repository's root unless absolute (default build).
+# Sourced by the tcp-infer benches (tcp-infer.sh, tcp-infer-fault.sh, tcp-infer-batching.sh,
+# tcp-infer-slowloris.sh, tcp-infer-callgrind.sh), which run from the source tree
+# (apps/tcp-infer/bench/) or as their copies in the build tree, beside the programs (meson copies
+# this file there too).
+#
+# tcp_infer_bench_options NAME [ARG]: the bench's own options, its first argument: --help prints
+# the calling script's header comment, --version its name, both exit 0; any other option (but --)
+# is a usage error, exit 2.
+tcp_infer_bench_options() {
+  case ${2:-} in
+  --help)
+    sed -n '2,/^set -[eu]*o pipefail/p' "${BASH_SOURCE[1]}" | sed '$d; s/^# \{0,1\}//'
+    exit 0 ;;
+  --version) echo "$1 (tcp-infer's benches)"; exit 0 ;;
+  --) ;;
+  -*) echo "$1: '$2': no such option (--help)" >&2; exit 2 ;;
+  esac
+}
+
+# tcp_infer_client_loads SECONDS BATCH THREADS CONNS...: the verifying client's runs for
+# tcp-infer-run, one per connection count, one request in flight per connection, at most THREADS
+# threads; into the array `loads`.
+tcp_infer_client_loads() {
+  local secs=$1 batch=$2 max_threads=$3 c
+  shift 3
+  for c in "$@"; do
+    loads+=(-- "$bin/tcp-infer-client" --connections "$c" --depth 1 --batch "$batch"
+      --threads "$((c < max_threads ? c : max_threads))" --duration "$secs")
+  done
+}
+
+# tcp_infer_run_status WHO RC WHAT ERR OUT: after a run of tcp-infer-run, its status RC: 77 (no
+# CUDA driver) ends the bench with 77; another failure is reported with the tails of its logs
+# and returns 1; success returns 0.
+tcp_infer_run_status() {
+  if [ "$2" -eq 77 ]; then
+    echo "$1: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
+    exit 77
+  fi
+  [ "$2" -eq 0 ] && return 0
+  echo "$1: $3 failed (status $2):"
+  tail -n 20 "$4" "$5"
+  return 1
+}
+
+# tcp_infer_bin WHO [BUILD_DIR] sets bin to the programs' folder: the script's own ($here) when
+# tcp-infer is there, else BUILD_DIR/apps/tcp-infer, BUILD_DIR being relative to the repository's
+# root unless absolute (default build).
 tcp_infer_bin() {
   if [ -x "$here/tcp-infer" ]; then
     bin=$here

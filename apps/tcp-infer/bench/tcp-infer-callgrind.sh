@@ -23,22 +23,15 @@
 # e.g. apps/tcp-infer/bench/tcp-infer-callgrind.sh build -- --graph
 set -euo pipefail
 
-case ${1:-} in
---help)
-  sed -n '2,/^set -[eu]*o pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit 0 ;;
---version) echo "tcp-infer-callgrind.sh (tcp-infer's benches)"; exit 0 ;;
--*) [ "$1" = -- ] || { echo "tcp-infer-callgrind.sh: '$1': no such option (--help)" >&2; exit 2; } ;;
-esac
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/tcp-infer-bin.sh"
+tcp_infer_bench_options tcp-infer-callgrind.sh "${1:-}"
 build=build
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then
   build=$1
   shift
 fi
 [ "${1:-}" = "--" ] && shift
-. "$here/tcp-infer-bin.sh"
 tcp_infer_bin "tcp-infer callgrind" "$build"
 n1=${N1:-1000}
 n2=${N2:-5000}

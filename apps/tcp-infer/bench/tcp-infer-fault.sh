@@ -35,16 +35,9 @@
 # driver, 1 otherwise, 2 on a usage error.
 set -uo pipefail
 
-case ${1:-} in
---help)
-  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit 0 ;;
---version) echo "tcp-infer-fault-bench (tcp-infer's benches)"; exit 0 ;;
--*) echo "tcp-infer-fault-bench: '$1': no such option (--help)" >&2; exit 2 ;;
-esac
-
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"
+tcp_infer_bench_options tcp-infer-fault-bench "${1:-}"
 tcp_infer_bin "tcp-infer-fault bench" "${1:-}"
 faults=${TCP_INFER_FAULT_FAULTS:-5}
 hangs=${TCP_INFER_FAULT_HANGS:-1}

@@ -18,15 +18,9 @@
 # CUDA driver, 1 otherwise, 2 on a usage error.
 set -uo pipefail
 
-case ${1:-} in
---help)
-  sed -n '2,/^set -uo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit 0 ;;
---version) echo "tcp-infer-slowloris-bench (tcp-infer's benches)"; exit 0 ;;
--*) echo "tcp-infer-slowloris-bench: '$1': no such option (--help)" >&2; exit 2 ;;
-esac
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"
+tcp_infer_bench_options tcp-infer-slowloris-bench "${1:-}"
 tcp_infer_bin "tcp-infer slowloris bench" "${1:-}"
 slow_conns=${TCP_INFER_SLOW_CONNS:-1000}
 conns=${TCP_INFER_SLOW_CLIENT:-64}

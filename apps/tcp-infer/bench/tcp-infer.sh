@@ -41,16 +41,10 @@
 # CUDA driver, 1 otherwise, 2 on a usage error.
 set -uo pipefail
 
-case ${1:-} in
---help)
-  sed -n '2,/^set -[eu]*o pipefail/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
-  exit 0 ;;
---version) echo "tcp-infer-bench (tcp-infer's benches)"; exit 0 ;;
--*) [ "$1" = -- ] || { echo "tcp-infer-bench: '$1': no such option (--help)" >&2; exit 2; } ;;
-esac
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/tcp-infer-bin.sh"
+tcp_infer_bench_options tcp-infer-bench "${1:-}"
 tcp_infer_bin "tcp-infer bench" "${1:-}"
 sim=0
 [ "${CUV_DRIVER:-}" = sim ] && sim=1
@@ -77,11 +71,7 @@ run_config() {
   local c t
   local -a flags loads=()
   read -r -a flags <<<"$1"
-  for c in "${conns[@]}"; do
-    t=$((c < max_threads ? c : max_threads))
-    loads+=(-- "$bin/tcp-infer-client" --connections "$c" --depth 1 --batch "$batch"
-      --threads "$t" --duration "$secs")
-  done
+  tcp_infer_client_loads "$secs" "$batch" "$max_threads" "${conns[@]}"
   if [ $have_wrk = 1 ]; then
     for c in "${conns[@]}"; do
       t=$((c < max_threads ? c : max_threads))
@@ -117,16 +107,7 @@ for entry in "${configs[@]}"; do
   name=${entry%%|*}
   names+=("$name")
   run_config "${entry#*|}" >"$log/$name.txt" 2>"$log/$name.err"
-  rc=$?
-  if [ $rc -eq 77 ]; then
-    echo "tcp-infer bench: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
-    exit 77
-  fi
-  if [ $rc -ne 0 ]; then
-    echo "tcp-infer bench: $name failed (status $rc):"
-    tail -n 20 "$log/$name.err" "$log/$name.txt"
-    status=1
-  fi
+  tcp_infer_run_status "tcp-infer bench" $? "$name" "$log/$name.err" "$log/$name.txt" || status=1
   parse "$log/$name.txt" >"$log/$name.points"
 done
 

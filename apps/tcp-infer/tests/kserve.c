@@ -427,18 +427,22 @@ static void test_invalid_binary(void **state) {
 
 /* Methods, lengths and sizes, decided from the head. */
 static void test_invalid_head(void **state) {
+  static const struct {
+    const char *request;
+    unsigned status;
+  } cases[] = {
+      {"GET /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n\r\n", 405},
+      {"POST /v2/health/ready HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
+      {"DELETE /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n", 405},
+      {"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 400},
+      {"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+       "\r\n2\r\n{}\r\n0\r\n\r\n", 411},
+  };
   client_t *c = dial();
-  send_str(c, "GET /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_error(c, 405));
-  send_str(c, "POST /v2/health/ready HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  assert_true(expect_error(c, 405));
-  send_str(c, "DELETE /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_error(c, 405));
-  send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n");
-  assert_true(expect_error(c, 400));
-  send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-              "\r\n2\r\n{}\r\n0\r\n\r\n");
-  assert_true(expect_error(c, 411));
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    send_str(c, cases[i].request);
+    assert_true(expect_error(c, cases[i].status));
+  }
   assert_serves(c);
   /* a huge declared body: refused before it is read, and the connection closes */
   send_str(c, "POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n"

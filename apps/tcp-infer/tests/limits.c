@@ -80,6 +80,26 @@ static void assert_serving(void) {
   hang_up(c);
 }
 
+/* Until a new connection's inference is answered 200: the server has seen the closes that free
+ * its connection slots (or descriptors); 503, a close or a reset meanwhile. */
+static void await_serving(void) {
+  for (;;) {
+    client_t *t = dial();
+    batch_t b = make_batch(1);
+    send_all_or_closed(t, &b);
+    response_t r;
+    bool got = read_response(t, &r);
+    unsigned status = got ? r.status : 0;
+    if (got)
+      free_response(&r);
+    free_batch(&b);
+    hang_up(t);
+    if (status == 200)
+      return;
+    assert_true(status == 503 || status == 0);
+  }
+}
+
 /* The server's answer, then its close. */
 static void expect_status_then_close(client_t *c, unsigned status) {
   response_t r;
@@ -181,21 +201,7 @@ static void test_connection_cap(void **state) {
   hang_up(over);
   for (unsigned i = 0; i < CAP; i++)
     hang_up(c[i]);
-  for (;;) { /* the server sees the closes: then a new connection is served */
-    client_t *t = dial();
-    batch_t b = make_batch(1);
-    send_infer(t, &b);
-    bool ok = read_response(t, &r);
-    unsigned status = ok ? r.status : 0;
-    if (ok)
-      free_response(&r);
-    free_batch(&b);
-    hang_up(t);
-    if (status == 200)
-      break;
-    assert_true(status == 503 || status == 0); /* refused until the closes are seen */
-  }
-  assert_serving();
+  await_serving();
   prom_t p;
   wire_metrics(&p, "/metrics", NULL);
   assert_true(wire_value(&p, "cuv_infer_connections_refused_total", "") >= 1);
@@ -238,21 +244,7 @@ static void test_descriptor_limit(void **state) {
   for (unsigned i = 0; i < N; i++)
     hang_up(c[i]);
   free_batch(&b);
-  for (;;) { /* the closes seen, the server serves again */
-    client_t *t = dial();
-    batch_t x = make_batch(1);
-    send_infer(t, &x);
-    response_t r;
-    bool got = read_response(t, &r);
-    unsigned status = got ? r.status : 0;
-    if (got)
-      free_response(&r);
-    free_batch(&x);
-    hang_up(t);
-    if (status == 200)
-      break;
-  }
-  assert_serving();
+  await_serving();
 }
 
 int main(int argc, char **argv) {
