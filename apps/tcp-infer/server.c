@@ -293,8 +293,10 @@ int main(int argc, char **argv) {
   server_t srv = server_config(&o, argc, argv);
   bool cublas = false;
   int status = open_gpu(&srv, &o, &cublas);
-  if (status != EXIT_SUCCESS)
+  if (status != EXIT_SUCCESS) {
+    server_close(&srv); /* what the start-up made before it failed (the kernels' module) */
     return status;
+  }
   if (o.worker)
     return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
   listen_addr_t where = o.listen;
