@@ -364,6 +364,15 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
 
 /* ---- combinators ---------------------------------------------------------------------------- */
 
+/* Devices: a combinator may hold ops of several devices (README: several GPUs). The tree executes
+ * on a stream of its first op's device (cuv_op_device); an op of another device runs on a stream
+ * of its own device (the executor's policy's when it serves that device, else that device's
+ * default policy's), after what the executing stream enqueued before it, and the executing
+ * stream waits for it before what follows: "the same stream" below is, for such an op, the
+ * order this gives. The op a then or with_context callback returns may use only the devices the
+ * tree named when it was built (CUV_EDEVICE otherwise). A tree over several devices cannot be
+ * captured into a graph (CUV_ENOTSUP). */
+
 /* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
  * on or release it) and returns the op to enqueue next on the same stream.
  * When fn runs (the same for map): right after the work before it was enqueued, except that when
@@ -438,7 +447,10 @@ CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
 CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *policy);
 /* The device's default policy (round-robin over 4 streams), created on first use. */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
-/* The device an op will run on: the device of the buffers or kernels it touches, else 0. */
+/* The device an op will run on: the device of the buffers or kernels it touches, and for a tree
+ * (seq, zip, fork, then, map) the device of its first op that has one, else 0. An executor with
+ * no stream and no policy runs it on a stream of that device's default policy; parts of the
+ * tree on other devices run on streams of their own devices (README: several GPUs). */
 CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
 
 /* ---- blocking executors --------------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /* Scheduling policies: an interface (cuv_policy_ops_t) whose essential operation picks a stream
  * for an op, and three built in: round-robin over a pool, a single stream, least-loaded. */
 #include "internal.h"
+#include "policy.h"
 
 struct cuv_policy_s {
   cuv_policy_ops_t ops;
@@ -157,4 +158,12 @@ CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
     return CUV_EINVAL;
   *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
   return *out ? 0 : default_policy_create(dev, out);
+}
+
+int cuv__policy_stream_on(cuv_policy_t *p, cuv_device_t *dev, cuv_stream_t **out) {
+  cuv_policy_t *serving = p && p->ops.device(p->state) == dev ? p : NULL;
+  if (serving && cuv_policy_next_stream(serving, NULL, out) == 0 && (*out)->dev == dev)
+    return 0;
+  int rc = cuv_device_policy(dev, &serving);
+  return rc < 0 ? rc : cuv_policy_next_stream(serving, NULL, out);
 }
