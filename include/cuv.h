@@ -202,6 +202,15 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
+/* Copies between buffers of two devices (README: several GPUs): on a stream of dst's device,
+ * with cuMemcpyPeerAsync. cuv enables peer access once per pair of devices where
+ * cuDeviceCanAccessPeer allows it, and copies without it where it does not; where the driver
+ * refuses the peer copy (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED or
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) it stages the copy through pinned host memory. The op's
+ * device is dst's, and it touches both devices; both buffers are hazard-tracked and held until
+ * completion. Buffers of one device: the same as cuv_memcpy_dtod. Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_memcpy_peer(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
+                                     size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
 /* offset and count in bytes and 16-bit elements; offset must be 2-byte aligned (CUV_EINVAL). */
 CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count);

@@ -659,9 +659,9 @@ static cuv_op_t *then_other_device(cuv_output_t *in, void *arg) {
 
 /* Objects of different devices used together: CUV_EDEVICE where the op is built (a copy or a
  * launch over buffers of two devices) or where it is executed (on another device's stream or
- * policy, or returned by a callback for a device the tree does not name); trees over two devices
- * are valid, but not in a graph capture. The simulator runs with two devices here; a machine with
- * one GPU skips. */
+ * policy, or returned by a callback for a device the tree does not name); trees and peer copies
+ * over two devices are valid, their ranges checked. The simulator runs with two devices here; a
+ * machine with one GPU skips. */
 static void test_mismatched_devices(void **state) {
   int count = 0;
   assert_cuv_ok(cuv_device_count(&count));
@@ -690,8 +690,17 @@ static void test_mismatched_devices(void **state) {
   assert_cuv_ok(cuv_sync(cuv_zip(pair, 2), NULL));
   EXPECT(cuv_sync(cuv_then(cuv_memset8(b0, 0, 0, 4), then_other_device, b1), NULL), CUV_EDEVICE);
   cuv_graph_t *g;
-  cuv_op_t *both[] = {cuv_memset8(b1, 0, 0, 4), cuv_memset8(b0, 0, 0, 4)};
-  EXPECT(cuv_graph_capture(&g, cuv_zip(both, 2), s1, NULL), CUV_ENOTSUP);
+  EXPECT(cuv_graph_capture(&g, cuv_memcpy_peer(b1, 0, b0, 0, 4), s1, NULL), CUV_ENOTSUP);
+  /* Peer copies: NULL buffers, ranges as every copy's; one device is a plain copy. */
+  EXPECT_OP(cuv_memcpy_peer(NULL, 0, b0, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_peer(b1, 61, b0, 0, 4), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, b0, 65, 0), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, b0, 8, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, SIZE_MAX, b0, 0, 1), CUV_ERANGE);
+  assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b1, 64, b0, 64, 0), NULL));
+  assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b0, 0, b0, 32, 32), NULL));
+  EXPECT(cuv_sync_on(s0, cuv_memcpy_peer(b1, 0, b0, 0, 4), NULL), CUV_EDEVICE);
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
