@@ -450,6 +450,17 @@ CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **policy, cuv_device_t *dev, 
 CUV_EXTERN int cuv_policy_single(cuv_policy_t **policy, cuv_stream_t *stream);
 /* The stream with the fewest submissions in flight among `nstreams` new streams (0: 4). */
 CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
+/* Policies over a set of devices (`ndevs` distinct devices, 1 to 64), with `nstreams` new streams
+ * on each (0: 4). An op of one of them runs on that device's streams (round-robin, or the least
+ * loaded); an op of no device (cuv_value, cuv_with_context, trees of such) goes to the next
+ * device in turn (_round_robin_devices) or to the device with the fewest submissions in flight on
+ * its streams (_least_loaded_devices); an op of a device outside the set is refused with
+ * CUV_EDEVICE. The parts of a tree on other devices of the set take their streams from it too.
+ * cuv_policy_device gives the first device. */
+CUV_EXTERN int cuv_policy_round_robin_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
+                                              unsigned ndevs, unsigned nstreams);
+CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
+                                               unsigned ndevs, unsigned nstreams);
 CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *policy);
 CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
                                       cuv_stream_t **stream);

@@ -701,6 +701,23 @@ static void test_mismatched_devices(void **state) {
   assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b1, 64, b0, 64, 0), NULL));
   assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b0, 0, b0, 32, 32), NULL));
   EXPECT(cuv_sync_on(s0, cuv_memcpy_peer(b1, 0, b0, 0, 4), NULL), CUV_EDEVICE);
+  /* Policies over devices: the set itself, and an op of a device outside it. */
+  cuv_policy_t *set;
+  cuv_device_t *both[] = {d0, d1}, *twice[] = {d1, d1}, *gap[] = {d0, NULL};
+  EXPECT(cuv_policy_round_robin_devices(NULL, both, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, NULL, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, both, 0, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, both, 65, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, twice, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, gap, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, both, 2, 1025), CUV_EINVAL);
+  assert_cuv_ok(cuv_policy_least_loaded_devices(&set, &d1, 1, 1));
+  EXPECT(cuv_sync_policy(set, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
+  cuv_op_t *of_d0 = cuv_memset8(b0, 0, 0, 4);
+  cuv_stream_t *picked;
+  EXPECT(cuv_policy_next_stream(set, of_d0, &picked), CUV_EDEVICE);
+  cuv_op_destroy(of_d0);
+  cuv_policy_destroy(set);
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);
