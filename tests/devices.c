@@ -97,6 +97,15 @@ static unsigned read_u32(cuv_buffer_t *buf) {
   return v;
 }
 
+/* Drains q until nothing of it is pending, then destroys it (any thread: nothing asserts). */
+static int drain_and_destroy(cuv_queue_t *q) {
+  while (cuv_queue_pending(q) > 0) {
+    cuv_queue_wait(q, 1000);
+    cuv_queue_drain(q);
+  }
+  return cuv_queue_destroy(q);
+}
+
 /* Runs op through a queue and returns what its callback saw (called once). */
 static cuvt_seen_t submit_and_wait(cuv_op_t *op, cuv_policy_t *policy) {
   cuv_queue_t *q;
@@ -104,11 +113,7 @@ static cuvt_seen_t submit_and_wait(cuv_op_t *op, cuv_policy_t *policy) {
   cuvt_seen_t seen = {0};
   cuv_submit_opts_t opts = {.policy = policy};
   assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, &opts));
-  while (cuv_queue_pending(q) > 0) {
-    cuv_queue_wait(q, 1000);
-    cuv_queue_drain(q);
-  }
-  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_cuv_ok(drain_and_destroy(q));
   assert_int_equal(seen.calls, 1);
   return seen;
 }
@@ -305,15 +310,11 @@ static void test_hazards_across_devices(void **state) {
               cuv_value(NULL, NULL));
   assert_cuv_ok(cuv_submit(q, slow_read, cuvt_record_seen, &reader, NULL));
   assert_cuv_ok(cuv_sync(cuv_memset8(src, 0, 0, 4), NULL));
-  while (cuv_queue_pending(q) > 0) {
-    cuv_queue_wait(q, 1000);
-    cuv_queue_drain(q);
-  }
+  assert_cuv_ok(drain_and_destroy(q));
   assert_int_equal(writer.calls + reader.calls, 2);
   assert_cuv_ok(reader.status);
   assert_int_equal(read_u32(dst), v); /* copied before the write of 0 */
   assert_int_equal(read_u32(src), 0);
-  assert_cuv_ok(cuv_queue_destroy(q));
   cuv_buffer_unref(src);
   cuv_buffer_unref(dst);
 }
@@ -355,11 +356,7 @@ static void test_holds_across_devices(void **state) {
   cuv_buffer_unref(a0);
   cuv_buffer_unref(b1);
   cuv_buffer_unref(f);
-  while (cuv_queue_pending(q) > 0) {
-    cuv_queue_wait(q, 1000);
-    cuv_queue_drain(q);
-  }
-  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_cuv_ok(drain_and_destroy(q));
   assert_int_equal(copied.calls, 1);
   assert_cuv_ok(copied.status);
   cuvt_assert_floats_equal(copied.data, x, N);
@@ -388,11 +385,7 @@ static void test_download_dropped_on_another_device(void **state) {
   unsigned char pattern[BYTES], got[BYTES];
   memset(pattern, 0x55, sizeof pattern);
   cuv_op_t *upload = cuv_memcpy_htod(dst, 0, pattern, BYTES, CUV_COPY_STAGE);
-  while (cuv_queue_pending(q) > 0) {
-    cuv_queue_wait(q, 1000);
-    cuv_queue_drain(q);
-  }
-  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_cuv_ok(drain_and_destroy(q));
   assert_cuv_ok(status);
   assert_cuv_ok(cuv_sync(upload, NULL));
   cuvt_read(got, dst, 0, BYTES);
@@ -588,11 +581,7 @@ static void *worker_main(void *arg) {
         cuv_submit(q, copy, round_done, &recs[i], NULL) < 0)
       w->failures++;
   }
-  while (cuv_queue_pending(q) > 0) {
-    cuv_queue_wait(q, 1000);
-    cuv_queue_drain(q);
-  }
-  cuv_queue_destroy(q);
+  drain_and_destroy(q);
   return NULL;
 }
 
