@@ -202,6 +202,15 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
+/* Copies between buffers of two devices (README: several GPUs): on a stream of dst's device,
+ * with cuMemcpyPeerAsync. cuv enables peer access once per pair of devices where
+ * cuDeviceCanAccessPeer allows it, and copies without it where it does not; where the driver
+ * refuses the peer copy (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED or
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) it stages the copy through pinned host memory. The op's
+ * device is dst's, and it touches both devices; both buffers are hazard-tracked and held until
+ * completion. Buffers of one device: the same as cuv_memcpy_dtod. Output: unit. */
+CUV_EXTERN cuv_op_t *cuv_memcpy_peer(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
+                                     size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
 /* offset and count in bytes and 16-bit elements; offset must be 2-byte aligned (CUV_EINVAL). */
 CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count);
@@ -364,6 +373,15 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
 
 /* ---- combinators ---------------------------------------------------------------------------- */
 
+/* Devices: a combinator may hold ops of several devices (README: several GPUs). The tree executes
+ * on a stream of its first op's device (cuv_op_device); an op of another device runs on a stream
+ * of its own device (the executor's policy's when it serves that device, else that device's
+ * default policy's), after what the executing stream enqueued before it, and the executing
+ * stream waits for it before what follows: "the same stream" below is, for such an op, the
+ * order this gives. The op a then or with_context callback returns may use only the devices the
+ * tree named when it was built (CUV_EDEVICE otherwise). A tree over several devices cannot be
+ * captured into a graph (CUV_ENOTSUP). */
+
 /* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
  * on or release it) and returns the op to enqueue next on the same stream.
  * When fn runs (the same for map): right after the work before it was enqueued, except that when
@@ -432,13 +450,27 @@ CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **policy, cuv_device_t *dev, 
 CUV_EXTERN int cuv_policy_single(cuv_policy_t **policy, cuv_stream_t *stream);
 /* The stream with the fewest submissions in flight among `nstreams` new streams (0: 4). */
 CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
+/* Policies over a set of devices (`ndevs` distinct devices, 1 to 64), with `nstreams` new streams
+ * on each (0: 4). An op of one of them runs on that device's streams (round-robin, or the least
+ * loaded); an op of no device (cuv_value, cuv_with_context, trees of such) goes to the next
+ * device in turn (_round_robin_devices) or to the device with the fewest submissions in flight on
+ * its streams (_least_loaded_devices); an op of a device outside the set is refused with
+ * CUV_EDEVICE. The parts of a tree on other devices of the set take their streams from it too.
+ * cuv_policy_device gives the first device. */
+CUV_EXTERN int cuv_policy_round_robin_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
+                                              unsigned ndevs, unsigned nstreams);
+CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
+                                               unsigned ndevs, unsigned nstreams);
 CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *policy);
 CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
                                       cuv_stream_t **stream);
 CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *policy);
 /* The device's default policy (round-robin over 4 streams), created on first use. */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
-/* The device an op will run on: the device of the buffers or kernels it touches, else 0. */
+/* The device an op will run on: the device of the buffers or kernels it touches, and for a tree
+ * (seq, zip, fork, then, map) the device of its first op that has one, else 0. An executor with
+ * no stream and no policy runs it on a stream of that device's default policy; parts of the
+ * tree on other devices run on streams of their own devices (README: several GPUs). */
 CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
 
 /* ---- blocking executors --------------------------------------------------------------------- */

@@ -26,6 +26,9 @@
   X(cuCtxSetCurrent)                                                                              \
   X(cuCtxGetCurrent)                                                                              \
   X(cuCtxSynchronize)                                                                             \
+  X(cuDeviceCanAccessPeer)                                                                        \
+  X(cuCtxEnablePeerAccess)                                                                        \
+  X(cuCtxDisablePeerAccess)                                                                       \
   X(cuStreamCreate)                                                                               \
   X(cuStreamDestroy)                                                                              \
   X(cuStreamQuery)                                                                                \
@@ -46,6 +49,7 @@
   X(cuMemcpyHtoDAsync)                                                                            \
   X(cuMemcpyDtoHAsync)                                                                            \
   X(cuMemcpyDtoDAsync)                                                                            \
+  X(cuMemcpyPeerAsync)                                                                            \
   X(cuMemsetD8Async)                                                                              \
   X(cuMemsetD16Async)                                                                             \
   X(cuMemsetD32Async)                                                                             \

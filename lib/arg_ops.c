@@ -73,7 +73,7 @@ static int run_one(cuv__karg_t *arg, unsigned char *storage, cuv__exec_t *ex, cu
   cuv_buffer_t *buf = rc == 0 ? cuv_output_buffer(out) : NULL;
   if (rc == 0 && !buf)
     rc = CUV_EARGS;
-  if (rc == 0 && buf->dev != ex->sub->dev)
+  if (rc == 0 && buf->dev != ex->stream->dev)
     rc = CUV_EDEVICE;
   if (rc == 0 && (arg->offset > buf->size || arg->length > buf->size - arg->offset))
     rc = CUV_ERANGE;

@@ -136,7 +136,7 @@ CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
     return cuv__op_fail(CUV_ENOMEM);
   a->dev = cuv__device_ref(dev);
   a->bytes = bytes;
-  a->op.device = dev->ordinal;
+  cuv__op_set_device(&a->op, dev->ordinal);
   a->op.fresh_buffer = true;
   return &a->op;
 }
@@ -164,7 +164,7 @@ static int free_adopted(cuv_buffer_t *buf, cuv__exec_t *ex) {
 
 static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_buffer_t *buf = ((free_op_t *)op)->buf;
-  if (buf->dev != ex->sub->dev) {
+  if (buf->dev != ex->stream->dev) {
     cuv_buffer_unref(buf);
     return CUV_EDEVICE;
   }
@@ -192,6 +192,6 @@ CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf) {
     return cuv__op_fail(CUV_ENOMEM);
   }
   f->buf = buf;
-  f->op.device = buf->dev->ordinal;
+  cuv__op_set_device(&f->op, buf->dev->ordinal);
   return &f->op;
 }

@@ -71,7 +71,7 @@ static int fill(const make_op_t *m, cuv__exec_t *ex, CUdeviceptr dst) {
 static int make_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   make_op_t *m = (make_op_t *)op;
   cuv_buffer_t *buf = NULL;
-  int rc = m->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
+  int rc = m->dev == ex->stream->dev ? 0 : CUV_EDEVICE;
   if (rc == 0)
     rc = cuv__buffer_alloc_async(&buf, m->dev, m->count * m->width, ex->stream);
   if (rc == 0)
@@ -105,7 +105,7 @@ static cuv_op_t *make_new(enum make_kind kind, cuv_device_t *dev, size_t count, 
   m->width = width;
   m->start = start;
   m->step = step;
-  m->op.device = dev->ordinal;
+  cuv__op_set_device(&m->op, dev->ordinal);
   m->op.fresh_buffer = true;
   return &m->op;
 }

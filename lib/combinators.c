@@ -4,6 +4,7 @@
 #include "internal.h"
 #include "combinators.h"
 #include "completion.h"
+#include "cross.h"
 #include "hazard.h"
 
 /* Before a then/map callback: when a copy to the host was enqueued since the last wait, waits
@@ -31,7 +32,7 @@ static void then_drop(cuv_op_t *op) { cuv__op_drop(((then_op_t *)op)->first); }
 static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   then_op_t *t = (then_op_t *)op;
   cuv_output_t mid;
-  int rc = cuv__op_execute(t->first, ex, &mid);
+  int rc = cuv__run(t->first, ex, &mid);
   if (rc == 0)
     rc = await_landing(ex);
   if (rc < 0) {
@@ -44,7 +45,7 @@ static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   if (t->checked)
     cuv__exec_unlock();
   cuv_output_release(&mid); /* whatever fn did not take */
-  return next ? cuv__op_execute(next, ex, out) : CUV_EINVAL;
+  return next ? cuv__run(next, ex, out) : CUV_EINVAL;
 }
 
 static const cuv__op_vt_t then_vt = {"then", then_execute, then_drop,
@@ -71,7 +72,7 @@ static cuv_op_t *then_new(cuv_op_t *first, cuv_then_fn fn, void *arg, bool check
   t->fn = fn;
   t->arg = arg;
   t->checked = checked;
-  t->op.device = first->device;
+  cuv__op_join(&t->op, first);
   t->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* the op fn returns is unknown */
   return &t->op;
 }
@@ -97,7 +98,7 @@ static void map_drop(cuv_op_t *op) { cuv__op_drop(((map_op_t *)op)->inner); }
 
 static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   map_op_t *m = (map_op_t *)op;
-  int rc = cuv__op_execute(m->inner, ex, out);
+  int rc = cuv__run(m->inner, ex, out);
   if (rc == 0)
     rc = await_landing(ex);
   if (rc == 0) {
@@ -134,7 +135,7 @@ CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
   m->inner = inner;
   m->fn = fn;
   m->arg = arg;
-  m->op.device = inner->device;
+  cuv__op_join(&m->op, inner);
   m->op.host = inner->host | (inner->host & CUV__OP_LANDS ? CUV__OP_WAITS : 0);
   return &m->op;
 }
@@ -155,7 +156,7 @@ static int zip_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   size_t i = 0;
   for (; rc == 0 && i < z->n; i++) {
     cuv_output_t item;
-    rc = cuv__op_execute(z->ops[i], ex, &item);
+    rc = cuv__run(z->ops[i], ex, &item);
     if (z->keep_last_only) {
       cuv_output_release(out);
       *out = item;
@@ -183,13 +184,7 @@ cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n
   int rc = cuv__op_take_all(ops, n);
   if (rc < 0)
     return cuv__op_fail(rc);
-  int device = -1;
   rc = cuv__op_first_error(ops, n);
-  unsigned char host = 0;
-  for (size_t i = 0; rc == 0 && i < n; i++) {
-    rc = cuv__op_join_device(&device, ops[i]->device);
-    host |= ops[i]->host;
-  }
   zip_op_t *z = rc < 0 ? NULL : (zip_op_t *)cuv__op_new(vt, sizeof *z + n * sizeof z->ops[0]);
   if (!z) {
     cuv__op_drop_all(ops, n);
@@ -197,8 +192,10 @@ cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n
   }
   memcpy(z->ops, ops, n * sizeof ops[0]);
   z->n = n;
-  z->op.device = device;
-  z->op.host = host;
+  for (size_t i = 0; i < n; i++) {
+    cuv__op_join(&z->op, ops[i]);
+    z->op.host |= ops[i]->host;
+  }
   return &z->op;
 }
 

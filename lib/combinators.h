@@ -11,8 +11,8 @@ typedef struct cuv__multi_op {
   cuv_op_t *ops[];
 } cuv__multi_op_t;
 
-/* Takes the n ops (consumed on every path) into a multi node with `vt`, checking their errors
- * and devices. */
+/* Takes the n ops (consumed on every path) into a multi node with `vt`, checking their errors;
+ * the node executes on the first op's device that has one and touches all of theirs. */
 cuv_op_t *cuv__gather_ops(const cuv__op_vt_t *vt, cuv_op_t *const *ops, size_t n);
 
 #endif

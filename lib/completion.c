@@ -204,7 +204,7 @@ int cuv__wait_sync(cuv__submission_t *sub) {
 
 int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
   CUevent event;
-  int rc = cuv__event_get(sub->dev, &event);
+  int rc = cuv__event_get(stream->dev, &event);
   if (rc < 0)
     return rc;
   CUresult r = cuv__drv.cuEventRecord(event, stream->cu);
@@ -213,7 +213,7 @@ int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
                                    : CUDA_ERROR_NOT_READY;
   if (r == CUDA_ERROR_NOT_READY)
     r = cuv__drv.cuEventSynchronize(event);
-  cuv__event_put(sub->dev, event);
+  cuv__event_put(stream->dev, event);
   return cuv__cu(r);
 }
 

@@ -101,7 +101,8 @@ CUV_EXTERN cuv_op_t *cuv_custom(cuv_custom_fn execute, void *arg, cuv_release_fn
   c->execute = execute;
   c->arg = arg;
   c->drop = drop;
-  c->op.device = device;
+  if (device >= 0)
+    cuv__op_set_device(&c->op, device);
   c->op.host = CUV__OP_LANDS; /* as with_context's: the caller's calls are unknown */
   for (size_t i = 0; i < naccesses; i++, c->naccesses++) {
     c->accesses[i] = accesses[i];
@@ -119,7 +120,7 @@ CUV_EXTERN struct CUstream_st *cuv_custom_cu_stream(const cuv_custom_ctx_t *ctx)
 }
 
 CUV_EXTERN cuv_device_t *cuv_custom_device(const cuv_custom_ctx_t *ctx) {
-  return ctx ? ctx->ex->sub->dev : NULL;
+  return ctx ? ctx->ex->stream->dev : NULL;
 }
 
 CUV_EXTERN int cuv_custom_retain(cuv_custom_ctx_t *ctx, void *object, cuv_release_fn release) {

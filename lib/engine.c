@@ -21,6 +21,22 @@
  * caller. A submitting thread that claims one (helping, or as its own job's follower) hands it
  * to the submitters instead, so a loop thread never waits for the GPU.
  *
+ * Jobs over several devices (a tree with ops of several devices, a peer copy) are pushed to the
+ * engine of their stream's device, and a stand-in holds their place in the engine of each other
+ * device they touch: a job of no stream that conflicts with every job there (the streams the job
+ * uses on that device are picked as it runs). The job runs once its own turn came and each of
+ * its stand-ins arrived (was claimed, and no earlier job that conflicts still runs), and lets
+ * them go when it ends. So on every device it is ordered after the conflicting jobs claimed
+ * before it and before those claimed after, as if one engine had them all. Nothing waits on a
+ * thread for that: a stand-in only arrives, a job whose stand-ins are not all there yet is left
+ * among the running jobs, and the last of them to arrive hands it to its engine's threads (a
+ * thread that waited instead could hold, in its list of followers to run, the very job an
+ * earlier stand-in waits for). The stand-ins and the job of one submission are pushed under one
+ * lock (cross_lock), so two such jobs reach every engine in the same order and never wait for
+ * each other in a cycle. A job that submits from its own run (then_unchecked) is the exception,
+ * as for a full ring below: its nested job of several devices is not ordered against the other
+ * devices' engines.
+ *
  * Threads spin for SPIN_NS after their last job, then park on a condition variable; a pusher
  * signals only when a thread is parked and none is spinning (the counts and the queued number
  * are sequentially consistent, so a parking thread and a pusher cannot miss each other). */
@@ -60,7 +76,29 @@ static struct {
   pthread_mutex_t lock;
   _Atomic(engine_t *) of[MAX_DEVICES];
   int status[MAX_DEVICES]; /* a failed start, kept: every later job runs inline */
-} E = {.lock = PTHREAD_MUTEX_INITIALIZER};
+  pthread_mutex_t cross_lock; /* pushes of a job over several devices and its stand-ins */
+} E = {.lock = PTHREAD_MUTEX_INITIALIZER, .cross_lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A job's stand-in in the engine of another device it touches. */
+typedef struct stand_in {
+  cuv__job_t job;
+  int ordinal;
+  engine_t *e; /* where it was pushed; NULL when that engine cannot start */
+  struct cuv__cross *cross;
+} stand_in_t;
+
+struct cuv__cross {
+  atomic_uint pending;   /* stand-ins yet to arrive, plus one for the job's own turn */
+  atomic_bool handed;    /* the last stand-in handed the job back: its turn was taken */
+  engine_t *home;        /* the job's engine and the job, set when its turn came */
+  cuv__job_t *job;
+  unsigned n;
+  stand_in_t in[];
+};
+
+/* What claim_locked claimed: a job that counts in the statistics, or one that does not (a
+ * stand-in, or a job of several devices handed back by its last stand-in). */
+enum { CLAIM_NONE, CLAIM_JOB, CLAIM_AGAIN };
 
 /* Set while this thread runs a job: a job that submits (then_unchecked) must not wait on the
  * engine it is part of. */
@@ -157,14 +195,14 @@ static cuv__job_t *take_handoff_locked(engine_t *e) {
 /* Claims the oldest queued job: NULL when there is none, or when it waits for an earlier one
  * (then that one's thread runs it). Jobs handed over come first, when `handoffs`. The caller
  * holds the lock. */
-static cuv__job_t *claim_locked(engine_t *e, bool *claimed, bool handoffs) {
+static cuv__job_t *claim_locked(engine_t *e, unsigned *claimed, bool handoffs) {
   cuv__job_t *job = handoffs ? take_handoff_locked(e) : NULL;
   if (job) {
-    *claimed = true;
+    *claimed = job->cross && atomic_load(&job->cross->handed) ? CLAIM_AGAIN : CLAIM_JOB;
     return job; /* claimed before, and no longer blocked */
   }
   job = cuv__ring_pop(e->ring);
-  *claimed = job != NULL;
+  *claimed = !job ? CLAIM_NONE : job->stand_in ? CLAIM_AGAIN : CLAIM_JOB;
   if (!job)
     return NULL;
   atomic_fetch_sub(&e->queued, 1);
@@ -229,12 +267,27 @@ static cuv__job_t *leave(engine_t *e, cuv__job_t *job) {
   return ready;
 }
 
+static bool cross_turn(engine_t *e, cuv__job_t *job, struct cuv__cross *cross);
+static void cross_finish(struct cuv__cross *cross);
+
+/* A stand-in only arrives: it stays among the running jobs until its job lets it go. A job of
+ * several devices whose stand-ins are not all there stays too, until the last one hands it back
+ * (above). */
 static cuv__job_t *run_one(engine_t *e, cuv__job_t *job, bool queued) {
+  struct cuv__cross *cross = job->cross;
+  if (cross && !cross_turn(e, job, cross))
+    return NULL;
+  bool stand_in = job->stand_in; /* an arrived stand-in may be let go and freed at once */
   bool nested = in_job;
   in_job = true;
   job->run(job, queued);
   in_job = nested;
-  return leave(e, job);
+  if (stand_in)
+    return NULL;
+  cuv__job_t *ready = leave(e, job); /* job may be gone from here on */
+  if (cross)
+    cross_finish(cross);
+  return ready;
 }
 
 static void wake_one(engine_t *e);
@@ -311,7 +364,7 @@ static void *submitter_main(void *arg) {
   bool spinning = false;
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
     cuv__job_t *job = NULL;
-    bool claimed = false;
+    unsigned claimed = CLAIM_NONE;
     if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
       pthread_mutex_lock(&e->lock);
       job = claim_locked(e, &claimed, true);
@@ -321,7 +374,8 @@ static void *submitter_main(void *arg) {
     if (claimed) {
       if (atomic_load(&e->queued) > 0)
         wake_one(e); /* more than this thread can take */
-      CUV__STAT_ADD(engine_queued, 1);
+      if (claimed == CLAIM_JOB)
+        CUV__STAT_ADD(engine_queued, 1);
       if (job)
         run_claimed(e, job, false, true);
       last = cuv__now_ns();
@@ -391,9 +445,8 @@ static engine_t *engine_new(int ordinal, int *status) {
   return NULL;
 }
 
-/* The engine of the stream's device, started on first use; NULL when it cannot start. */
-static engine_t *engine_of(cuv_stream_t *stream, int *status) {
-  int ordinal = stream->dev->ordinal;
+/* The engine of device `ordinal`, started on first use; NULL when it cannot start. */
+static engine_t *engine_at(int ordinal, int *status) {
   *status = 0;
   if (ordinal < 0 || ordinal >= MAX_DEVICES)
     return NULL;
@@ -411,17 +464,22 @@ static engine_t *engine_of(cuv_stream_t *stream, int *status) {
   return e;
 }
 
+static engine_t *engine_of(cuv_stream_t *stream, int *status) {
+  return engine_at(stream->dev->ordinal, status);
+}
+
 /* ---- pushing ---- */
 
 /* Runs the oldest queued job on this thread (the ring was full). */
 static void help(engine_t *e) {
-  bool claimed = false;
+  unsigned claimed = CLAIM_NONE;
   pthread_mutex_lock(&e->lock);
   cuv__job_t *job = claim_locked(e, &claimed, false);
   pthread_mutex_unlock(&e->lock);
   if (!claimed)
     return; /* a submitter took it meanwhile: the ring has room again */
-  CUV__STAT_ADD(engine_helped, 1);
+  if (claimed == CLAIM_JOB)
+    CUV__STAT_ADD(engine_helped, 1);
   if (job && job->may_wait && !may_block)
     hand_off(e, job);
   else if (job)
@@ -452,6 +510,104 @@ static bool shared(engine_t *e) {
   return now < atomic_load_explicit(&e->shared_until, memory_order_relaxed);
 }
 
+/* ---- jobs over several devices (atop this file) ---- */
+
+/* One more of the job's stand-ins arrived, or its own turn came: the last of them lets the job
+ * run. The turn's caller runs it itself; an arrival hands it to the job's engine. */
+static bool cross_arrive(struct cuv__cross *cross) {
+  return atomic_fetch_sub_explicit(&cross->pending, 1, memory_order_acq_rel) == 1;
+}
+
+static void stand_in_run(cuv__job_t *job, bool queued) {
+  (void)queued;
+  struct cuv__cross *cross = ((stand_in_t *)job)->cross;
+  if (!cross_arrive(cross))
+    return;
+  atomic_store_explicit(&cross->handed, true, memory_order_release);
+  hand_off(cross->home, cross->job);
+}
+
+/* The job's turn in its own engine came (it is claimed, nothing earlier in its way); true when it
+ * runs now. Handed back by its last stand-in, it runs. */
+static bool cross_turn(engine_t *e, cuv__job_t *job, struct cuv__cross *cross) {
+  if (atomic_load_explicit(&cross->handed, memory_order_acquire))
+    return true;
+  cross->home = e;
+  cross->job = job;
+  return cross_arrive(cross);
+}
+
+static void stand_in_describe(cuv__job_t *job, cuv__touches_t *touches) {
+  (void)job;
+  touches->all = true;
+}
+
+int cuv__engine_prepare(cuv__job_t *job) {
+  uint64_t others = job->devices & ~CUV__DEVICE_BIT(job->stream->dev->ordinal);
+  job->cross = NULL;
+  if (!others || !cuv__engine_enabled())
+    return 0;
+  unsigned n = (unsigned)__builtin_popcountll(others);
+  struct cuv__cross *cross = calloc(1, sizeof *cross + n * sizeof cross->in[0]);
+  if (!cross)
+    return CUV_ENOMEM;
+  cross->n = n;
+  atomic_init(&cross->pending, n + 1);
+  atomic_init(&cross->handed, false);
+  for (unsigned i = 0; i < n; i++, others &= others - 1) {
+    stand_in_t *s = &cross->in[i];
+    s->ordinal = __builtin_ctzll(others);
+    s->job = (cuv__job_t){.run = stand_in_run, .describe = stand_in_describe, .stand_in = true};
+    s->cross = cross;
+  }
+  job->cross = cross;
+  return 0;
+}
+
+/* The job runs outside the engines (on its submitting thread): its stand-ins are not needed. */
+static void cross_drop(cuv__job_t *job) {
+  free(job->cross);
+  job->cross = NULL;
+}
+
+/* Pushes the job's stand-ins and returns with cross_lock held, for the caller to hand the job
+ * itself to its engine before cross_end; false (no lock) for a job of one device. An engine that
+ * cannot start orders nothing: its device's jobs run on their submitting threads. */
+static bool cross_begin(cuv__job_t *job) {
+  struct cuv__cross *cross = job->cross;
+  if (!cross)
+    return false;
+  pthread_mutex_lock(&E.cross_lock);
+  for (unsigned i = 0; i < cross->n; i++) {
+    stand_in_t *s = &cross->in[i];
+    int status;
+    s->e = engine_at(s->ordinal, &status);
+    if (s->e)
+      push(s->e, &s->job);
+    else
+      cross_arrive(cross); /* never the last: the job's own turn is still to come */
+  }
+  return true;
+}
+
+static void cross_end(bool locked) {
+  if (locked)
+    pthread_mutex_unlock(&E.cross_lock);
+}
+
+/* The job's calls are made: its stand-ins leave, and the jobs they held up go to their engines'
+ * threads. */
+static void cross_finish(struct cuv__cross *cross) {
+  for (unsigned i = 0; i < cross->n; i++) {
+    stand_in_t *s = &cross->in[i];
+    for (cuv__job_t *f = s->e ? leave(s->e, &s->job) : NULL, *next; f; f = next) {
+      next = f->next_follower;
+      hand_off(s->e, f);
+    }
+  }
+  free(cross);
+}
+
 /* Claims job for this thread when `idle` holds; the caller then runs it. */
 static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait) {
   pthread_mutex_lock(&e->lock);
@@ -466,6 +622,8 @@ static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait)
 int cuv__engine_submit(cuv__job_t *job, bool may_inline) {
   int status;
   engine_t *e = engine_of(job->stream, &status);
+  if (!e || in_job)
+    cross_drop(job);
   if (!e)
     return status < 0 ? status : CUV_EINVAL;
   bool wait = false;
@@ -482,13 +640,16 @@ int cuv__engine_submit(cuv__job_t *job, bool may_inline) {
     }
     return 0;
   }
+  bool across = cross_begin(job);
   if (may_inline && cuv__config.submit_inline == CUV_SUBMIT_INLINE_IDLE &&
       claim_here(e, job, !shared(e), &wait)) {
+    cross_end(across);
     CUV__STAT_ADD(engine_inline, 1);
     run_claimed(e, job, wait, false);
     return 0;
   }
-  push(e, job);
+  push(e, job); /* from here on the job may run and be gone */
+  cross_end(across);
   return 0;
 }
 
@@ -498,8 +659,12 @@ void cuv__engine_run_blocking(cuv__job_t *job) {
   bool wait = false;
   job->release = NULL;
   atomic_store(&job->finished, false);
+  if (!e)
+    cross_drop(job);
+  bool across = e && cross_begin(job);
   if (!e ||
       (cuv__config.submit_inline != CUV_SUBMIT_INLINE_NEVER && claim_here(e, job, false, &wait))) {
+    cross_end(across);
     CUV__STAT_ADD(engine_inline, 1);
     bool could_block = may_block;
     may_block = true; /* this caller blocks anyway */
@@ -508,9 +673,14 @@ void cuv__engine_run_blocking(cuv__job_t *job) {
     else
       job->run(job, false);
     may_block = could_block;
+    /* A job of several devices may be left for its last stand-in to hand on (run_one). */
+    uint64_t since = cuv__now_ns();
+    while (e && !atomic_load_explicit(&job->finished, memory_order_acquire))
+      yield_a_while(since);
     return;
   }
   push(e, job);
+  cross_end(across);
   uint64_t since = cuv__now_ns();
   while (!atomic_load_explicit(&job->finished, memory_order_acquire))
     yield_a_while(since);

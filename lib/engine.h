@@ -34,6 +34,9 @@ struct cuv__job {
    * NULL for a blocking job: its waiter learns of the end through `finished`. */
   void (*release)(cuv__job_t *job);
   cuv_stream_t *stream; /* where the job's driver calls go (its forks may use others) */
+  /* Every device the job's calls touch (CUV__DEVICE_BIT of each; its stream's at least): a job
+   * of several devices is ordered in the engine of each (engine.c). */
+  uint64_t devices;
   /* It may wait for the GPU (a then/map callback over a device-to-host copy): it runs only on a
    * thread that may block (a submitter thread, a blocking executor's caller), never on a
    * submitting thread that helps or runs followers. */
@@ -43,8 +46,14 @@ struct cuv__job {
   cuv__job_t *prev, *next; /* the claimed, unfinished jobs, in claim order */
   cuv__job_t *followers, *last_follower, *next_follower; /* jobs waiting for this one */
   atomic_bool finished;    /* a blocking job's end, the engine's last touch of it */
+  struct cuv__cross *cross; /* its stand-ins in the other devices' engines (cuv__engine_prepare) */
+  bool stand_in;           /* the job is one: a place held in an engine for a job of another */
 };
 
+/* Readies a job whose `devices` name other devices than its stream's: its stand-ins are made
+ * here, so that handing it over cannot fail for want of memory. 0, or CUV_ENOMEM (the job must
+ * then not be handed over). Nothing to do for a job of one device. */
+int cuv__engine_prepare(cuv__job_t *job);
 /* Hands an asynchronous job to the engine of the stream's device. The job runs on this thread
  * when `may_inline` (never for a job that may wait) and the engine is idle (nothing queued,
  * nothing running, nothing else in flight on the stream), else on a submitter thread; when the

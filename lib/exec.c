@@ -50,6 +50,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
     cuv_op_destroy(op);
     return rc;
   }
+  ex->sub->devices |= op->devices;
   ex->stream = stream;
   ex->policy = policy;
   ex->landing = false;
@@ -84,9 +85,18 @@ static void exec_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
 }
 
 void cuv__exec_run_blocking(cuv_op_t *op, cuv__exec_t *ex) {
-  exec_job_t j = {.job = {.run = exec_job_run, .describe = exec_job_describe, .stream = ex->stream},
+  exec_job_t j = {.job = {.run = exec_job_run,
+                          .describe = exec_job_describe,
+                          .stream = ex->stream,
+                          .devices = ex->sub->devices},
                   .op = op,
                   .ex = ex};
+  int rc = cuv__engine_prepare(&j.job);
+  if (rc < 0) {
+    cuv__op_drop(op);
+    ex->sub->status = rc;
+    return;
+  }
   cuv__engine_run_blocking(&j.job);
 }
 

@@ -86,7 +86,10 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   CUgraph graph = NULL;
   cuv_output_t output = {0}; /* stays cleared when the capture cannot even begin */
   cuv__uses_t *uses = NULL;
-  rc = cuv__bind(ex.stream->dev); /* the capture runs on this thread, outside the engine */
+  /* The capture runs on this thread, outside the engine, which orders work of several devices
+   * (engine.c): a tree over several devices is not captured. */
+  rc = ex.sub->devices != CUV__DEVICE_BIT(ex.stream->dev->ordinal) ? CUV_ENOTSUP
+                                                                   : cuv__bind(ex.stream->dev);
   if (rc < 0)
     cuv__op_drop(op);
   else
@@ -122,7 +125,7 @@ static void launch_graph_drop(cuv_op_t *op) { graph_unref(((launch_graph_op_t *)
 
 static int launch_graph_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_graph_t *g = ((launch_graph_op_t *)op)->graph;
-  int rc = g->stream->dev == ex->sub->dev ? 0 : CUV_EDEVICE;
+  int rc = g->stream->dev == ex->stream->dev ? 0 : CUV_EDEVICE;
   /* The submission takes over the op's reference: the graph lives until the replay is proven. */
   if (rc == 0 && (rc = cuv__sub_hold(ex->sub, graph_unref, g)) == 0) {
     rc = cuv__hazard_replay(ex, g->uses); /* ordered after conflicting work, and tracked */
@@ -151,7 +154,7 @@ CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *g) {
   if (!l)
     return cuv__op_fail(CUV_ENOMEM);
   l->graph = graph_ref(g);
-  l->op.device = g->stream->dev->ordinal;
+  cuv__op_set_device(&l->op, g->stream->dev->ordinal);
   return &l->op;
 }
 

@@ -201,8 +201,12 @@ static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf) {
 }
 
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
-  if (buf->dev != ex->sub->dev)
+  if (buf->dev != ex->stream->dev)
     return CUV_EDEVICE;
+  return cuv__hold_buffer_peer(ex, buf, kind);
+}
+
+int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   bool write = kind != CUV_ARG_KIND_READ;
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);

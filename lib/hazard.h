@@ -7,6 +7,10 @@
  * with one in flight on another stream is ordered after it (an event wait), or refused with
  * CUV_ECONFLICT in strict mode. Call before enqueuing the access. */
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
+/* The same for a buffer the executing stream reaches on another device (a peer copy's): its
+ * access is recorded on that stream, and ordering against the buffer's own device's streams
+ * uses events across contexts. Also for a buffer of the stream's own device. */
+int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
 /* For graph.c: while `capture` executes into a stream capture on this thread, its buffer
  * accesses are noted in *uses (each buffer once, with the strongest access) instead of being
  * ordered and tracked; each replay holds them again with cuv__hazard_replay. */

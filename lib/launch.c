@@ -45,7 +45,7 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   void *params_inline[16];
   void **params = l->nargs <= 16 ? params_inline : malloc(l->nargs * sizeof *params);
   int rc = params ? 0 : CUV_ENOMEM;
-  if (rc == 0 && kernel->mod->dev != ex->sub->dev)
+  if (rc == 0 && kernel->mod->dev != ex->stream->dev)
     rc = CUV_EDEVICE;
   if (rc == 0 && l->nops)
     rc = cuv__arg_ops_run(l->args, l->nargs, l->nops, l->storage, ex, out);
@@ -156,7 +156,10 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
   l->shared_bytes = shared_bytes;
   l->nops = nops;
   l->op.host = host;
-  l->op.device = kernel->mod->dev->ordinal;
+  cuv__op_set_device(&l->op, kernel->mod->dev->ordinal);
+  for (size_t i = 0; i < nargs; i++)
+    if (args[i].op)
+      l->op.devices |= args[i].op->devices; /* trees on other devices among them */
   pack_args(l, args, nargs); /* the op arguments move into the node */
   if ((rc = cuv__kargs_unique(l->args, l->nargs)) < 0) {
     cuv_op_destroy(&l->op);

@@ -62,7 +62,7 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   if (rc == 0 && c->kind == DOWNLOAD) {
     /* The submission holds the block too: an output dropped early (by seq or then, by a failure
      * midway, by an enqueue_on caller) must not give it back while the copy into it is pending. */
-    download = cuv__staging_alloc(ex->sub->dev, c->bytes);
+    download = cuv__staging_alloc(ex->stream->dev, c->bytes);
     rc = download ? cuv__sub_hold(ex->sub, cuv__staging_free, download) : CUV_ENOMEM;
     if (rc == 0)
       cuv__staging_ref(download); /* the output's reference */
@@ -110,7 +110,7 @@ static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_off
   c->dst_offset = dst_offset;
   c->src_offset = src_offset;
   c->bytes = bytes;
-  c->op.device = (dst ? dst : src)->dev->ordinal;
+  cuv__op_set_device(&c->op, (dst ? dst : src)->dev->ordinal);
   if (kind == COPY_DTOH || kind == DOWNLOAD)
     c->op.host = CUV__OP_LANDS;
   return &c->op;

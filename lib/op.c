@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false, 0};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__zalloc(size);
@@ -140,6 +140,11 @@ void cuv__op_drop_all(cuv_op_t *const *ops, size_t n) {
     cuv__op_drop(ops[i]);
 }
 
+void cuv__op_set_device(cuv_op_t *op, int ordinal) {
+  op->device = ordinal;
+  op->devices = CUV__DEVICE_BIT(ordinal);
+}
+
 int cuv__op_join_device(int *device, int child_device) {
   if (child_device < 0 || *device == child_device)
     return 0;
@@ -147,6 +152,12 @@ int cuv__op_join_device(int *device, int child_device) {
     return CUV_EDEVICE;
   *device = child_device;
   return 0;
+}
+
+void cuv__op_join(cuv_op_t *parent, const cuv_op_t *child) {
+  if (parent->device < 0)
+    parent->device = child->device;
+  parent->devices |= child->devices;
 }
 
 int cuv__op_first_error(cuv_op_t *const *ops, size_t n) {

@@ -36,13 +36,21 @@ enum {
 struct cuv_op_s {
   const cuv__op_vt_t *vt;
   int error;   /* a failed constructor's error: executing reports it */
-  int device;  /* ordinal of the device the op touches, or -1 */
+  /* The device the op executes on: its own, or for a tree the first op's that has one; -1 for
+   * none (it runs where the executor or its parent runs it). */
+  int device;
   unsigned char taken; /* OP_FREE, or held by a combinator or shared (op.c) */
   unsigned char host;  /* CUV__OP_* */
   /* Its output is a buffer it allocates when it runs, which no other job can touch before: the
    * engine needs no buffer address for it (a launch's op argument, lib/arg_ops.c). */
   bool fresh_buffer;
+  /* Every device the op's work touches (CUV__DEVICE_BIT of each): known when it is built, so the
+   * engine orders a submission against every device it touches before it runs (engine.c). */
+  uint64_t devices;
 };
+
+/* An ordinal's bit in a device set (ordinals are below CUV__MAX_DEVICES, 64). */
+#define CUV__DEVICE_BIT(ordinal) ((uint64_t)1 << (ordinal))
 
 /* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
@@ -67,8 +75,14 @@ void cuv__op_untake(cuv_op_t *op);
  * the same op twice in the list: CUV_ECONSUMED) the ops this call could take are dropped, each
  * once, and the others are left to their owners. */
 int cuv__op_take_all(cuv_op_t *const *ops, size_t n);
-/* Merges a child's device into a parent's; CUV_EDEVICE when they differ. */
+/* Makes `ordinal` the op's device and its only one. */
+void cuv__op_set_device(cuv_op_t *op, int ordinal);
+/* Merges a part's device into a leaf op's (a launch's op arguments, a custom op's accesses): one
+ * launch or custom op runs on one device, so CUV_EDEVICE when they differ. */
 int cuv__op_join_device(int *device, int child_device);
+/* Adds a child's devices to a parent's: the parent executes on its first child's device that has
+ * one (in the order children are joined). */
+void cuv__op_join(cuv_op_t *parent, const cuv_op_t *child);
 /* The first error among n ops (NULL counts as CUV_EINVAL), or 0. */
 int cuv__op_first_error(cuv_op_t *const *ops, size_t n);
 

@@ -1,6 +1,8 @@
 /* Scheduling policies: an interface (cuv_policy_ops_t) whose essential operation picks a stream
- * for an op, and three built in: round-robin over a pool, a single stream, least-loaded. */
+ * for an op, and those built in: round-robin over a pool, a single stream, least-loaded, and the
+ * same two over a set of devices. */
 #include "internal.h"
+#include "policy.h"
 
 struct cuv_policy_s {
   cuv_policy_ops_t ops;
@@ -135,6 +137,111 @@ CUV_EXTERN int cuv_policy_single(cuv_policy_t **out, cuv_stream_t *stream) {
   return rc;
 }
 
+/* ---- a set of devices ---- */
+
+/* One pool policy per device. An op of a device of the set goes to that device's pool; an op of
+ * no device to the next device in turn, or to the device whose pool has the fewest submissions
+ * in flight (a device's load is its streams' sum: a device with one idle stream and three busy
+ * ones is busier than one with four streams each running a little). */
+typedef struct device_set {
+  atomic_uint next;
+  bool least_loaded;
+  unsigned n;
+  cuv_policy_t *member[];
+} device_set_t;
+
+static void set_destroy(void *state) {
+  device_set_t *set = state;
+  for (unsigned i = 0; i < set->n; i++)
+    cuv_policy_destroy(set->member[i]);
+  free(set);
+}
+
+static cuv_device_t *set_device(void *state) {
+  return cuv_policy_device(((device_set_t *)state)->member[0]);
+}
+
+static cuv_policy_t *set_member(const device_set_t *set, int ordinal) {
+  for (unsigned i = 0; i < set->n; i++)
+    if (cuv_policy_device(set->member[i])->ordinal == ordinal)
+      return set->member[i];
+  return NULL;
+}
+
+static unsigned pool_load(const cuv_policy_t *member) {
+  const pool_t *pool = member->state;
+  unsigned load = 0;
+  for (unsigned i = 0; i < pool->n; i++)
+    load += atomic_load_explicit(&pool->streams[i]->in_flight, memory_order_relaxed);
+  return load;
+}
+
+/* The device for an op of none; the scan starts where round-robin would, so ties spread. */
+static cuv_policy_t *set_pick(device_set_t *set) {
+  unsigned start = atomic_fetch_add_explicit(&set->next, 1, memory_order_relaxed);
+  cuv_policy_t *best = set->member[start % set->n];
+  unsigned best_load = ~0u;
+  for (unsigned i = 0; set->least_loaded && i < set->n; i++) {
+    cuv_policy_t *m = set->member[(start + i) % set->n];
+    unsigned load = pool_load(m);
+    if (load < best_load) {
+      best = m;
+      best_load = load;
+    }
+  }
+  return best;
+}
+
+static int set_next(void *state, const cuv_op_t *op, cuv_stream_t **out) {
+  device_set_t *set = state;
+  cuv_policy_t *member = !op || op->device < 0 ? set_pick(set) : set_member(set, op->device);
+  return member ? cuv_policy_next_stream(member, op, out) : CUV_EDEVICE;
+}
+
+static bool set_valid(cuv_device_t *const *devs, unsigned ndevs) {
+  if (!devs || ndevs == 0 || ndevs > CUV__MAX_DEVICES)
+    return false;
+  for (unsigned i = 0; i < ndevs; i++) {
+    if (!devs[i])
+      return false;
+    for (unsigned j = 0; j < i; j++)
+      if (devs[j] == devs[i])
+        return false;
+  }
+  return true;
+}
+
+static int set_create(cuv_policy_t **out, cuv_device_t *const *devs, unsigned ndevs,
+                      unsigned nstreams, bool least_loaded) {
+  if (!out || !set_valid(devs, ndevs) || nstreams > 1024)
+    return CUV_EINVAL;
+  device_set_t *set = calloc(1, sizeof *set + ndevs * sizeof set->member[0]);
+  if (!set)
+    return CUV_ENOMEM;
+  set->least_loaded = least_loaded;
+  int rc = 0;
+  for (; rc == 0 && set->n < ndevs; set->n++)
+    if ((rc = pool_create(&set->member[set->n], devs[set->n], nstreams, true,
+                          least_loaded ? least_loaded_next : round_robin_next)) < 0)
+      break;
+  cuv_policy_ops_t ops = {set_next, set_device, set_destroy};
+  if (rc == 0)
+    rc = cuv_policy_create(out, &ops, set);
+  if (rc < 0)
+    set_destroy(set);
+  return rc;
+}
+
+CUV_EXTERN int cuv_policy_round_robin_devices(cuv_policy_t **out, cuv_device_t *const *devs,
+                                              unsigned ndevs, unsigned nstreams) {
+  return set_create(out, devs, ndevs, nstreams, false);
+}
+
+CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **out, cuv_device_t *const *devs,
+                                               unsigned ndevs, unsigned nstreams) {
+  return set_create(out, devs, ndevs, nstreams, true);
+}
+
 /* ---- the device's default ---- */
 
 /* Created once under the device's lock. The device owns its default policy, whose streams
@@ -157,4 +264,16 @@ CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
     return CUV_EINVAL;
   *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
   return *out ? 0 : default_policy_create(dev, out);
+}
+
+int cuv__policy_stream_on(cuv_policy_t *p, cuv_device_t *dev, cuv_stream_t **out) {
+  cuv_policy_t *serving = NULL;
+  if (p && p->ops.next_stream == set_next)
+    serving = set_member(p->state, dev->ordinal);
+  else if (p && p->ops.device(p->state) == dev)
+    serving = p;
+  if (serving && cuv_policy_next_stream(serving, NULL, out) == 0 && (*out)->dev == dev)
+    return 0;
+  int rc = cuv_device_policy(dev, &serving);
+  return rc < 0 ? rc : cuv_policy_next_stream(serving, NULL, out);
 }

@@ -19,7 +19,8 @@ struct cuv_shared_s {
   cuv_device_t *dev;
   CUevent event;        /* recorded on stream behind the op's work */
   atomic_uint runs;
-  int device;
+  int device;           /* the op's device and devices, every clone's */
+  uint64_t devices;
   unsigned char host;   /* the op's CUV__OP_* */
   bool failed;          /* one of the static shared ops below: no references, no state */
 };
@@ -60,9 +61,9 @@ static int produce(cuv_shared_t *sh, cuv__exec_t *ex) {
   int rc = cuv__op_execute(op, ex, &sh->value);
   atomic_fetch_add(&sh->runs, 1);
   if (rc == 0)
-    rc = cuv__event_get(ex->sub->dev, &sh->event);
+    rc = cuv__event_get(ex->stream->dev, &sh->event);
   if (rc == 0) {
-    sh->dev = cuv__device_ref(ex->sub->dev);
+    sh->dev = cuv__device_ref(ex->stream->dev);
     rc = cuv__cu(cuv__drv.cuEventRecord(sh->event, ex->stream->cu));
   }
   if (rc == 0)
@@ -144,6 +145,7 @@ CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op) {
   pthread_mutex_init(&sh->lock, NULL);
   pthread_cond_init(&sh->cond, NULL);
   sh->device = op->device;
+  sh->devices = op->devices;
   sh->host = op->host;
   if (taken < 0) {
     sh->status = taken;
@@ -168,6 +170,7 @@ CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *sh) {
     return cuv__op_fail(CUV_ENOMEM);
   c->shared = shared_ref(sh);
   c->op.device = sh->device;
+  c->op.devices = sh->devices;
   c->op.host = sh->host;
   return &c->op;
 }

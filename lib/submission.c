@@ -20,6 +20,7 @@ int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
   sub->cap_holds = CUV__INLINE_HOLDS;
   sub->dev = cuv__device_ref(stream->dev);
   sub->stream = cuv__stream_ref(stream);
+  sub->devices = CUV__DEVICE_BIT(stream->dev->ordinal);
   atomic_fetch_add(&stream->in_flight, 1);
   CUV__STAT_ADD(in_flight, 1);
   *out = sub;
@@ -63,22 +64,33 @@ int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream) {
   return rc;
 }
 
-int cuv__sub_event(cuv__submission_t *sub, CUevent *event) {
-  CUevent *grown = realloc(sub->events, (sub->n_events + 1) * sizeof *grown);
+int cuv__sub_event(cuv__submission_t *sub, cuv_device_t *dev, CUevent *event) {
+  cuv__sub_event_t *grown = realloc(sub->events, (sub->n_events + 1) * sizeof *grown);
   if (!grown)
     return CUV_ENOMEM;
   sub->events = grown;
-  int rc = cuv__event_get(sub->dev, event);
-  if (rc == 0)
-    sub->events[sub->n_events++] = *event;
+  int rc = cuv__event_get(dev, event);
+  if (rc == 0) {
+    /* Another device's reference outlives the holds, released before the events go back. */
+    if (dev != sub->dev)
+      cuv__device_ref(dev);
+    sub->events[sub->n_events++] = (cuv__sub_event_t){*event, dev};
+  }
   return rc;
 }
 
 int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter) {
   CUevent event;
-  int rc = cuv__sub_event(sub, &event);
+  bool across = producer->dev != waiter->dev;
+  int rc = cuv__sub_event(sub, producer->dev, &event);
+  if (rc == 0 && across)
+    rc = cuv__bind(producer->dev);
   if (rc == 0)
     rc = cuv__cu(cuv__drv.cuEventRecord(event, producer->cu));
+  if (across) {
+    int bound = cuv__bind(waiter->dev);
+    rc = rc < 0 ? rc : bound;
+  }
   if (rc == 0)
     rc = cuv__cu(cuv__drv.cuStreamWaitEvent(waiter->cu, event, 0));
   return rc;
@@ -111,8 +123,11 @@ void cuv__sub_retire(cuv__submission_t *sub) {
       sub->holds[i].release(sub->holds[i].arg);
   if (sub->done_event)
     cuv__event_put(sub->dev, sub->done_event);
-  for (size_t i = 0; i < sub->n_events; i++)
-    cuv__event_put(sub->dev, sub->events[i]);
+  for (size_t i = 0; i < sub->n_events; i++) {
+    cuv__event_put(sub->events[i].dev, sub->events[i].event);
+    if (sub->events[i].dev != sub->dev)
+      cuv__device_unref(sub->events[i].dev);
+  }
   CUV__STAT_ADD(completed, 1);
   sub_free(sub);
 }

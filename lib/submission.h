@@ -23,14 +23,24 @@ enum cuv__path {
 
 #define CUV__INLINE_HOLDS 6
 
-struct cuv__submission {
+/* An event the submission keeps, and the device whose pool it goes back to (referenced when it
+ * is not the submission's own). */
+typedef struct cuv__sub_event {
+  CUevent event;
   cuv_device_t *dev;
+} cuv__sub_event_t;
+
+struct cuv__submission {
+  cuv_device_t *dev;     /* the executing device: sub->stream's */
   cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
+  /* The devices the tree may touch (the op's, and the executing one): an op of another device
+   * runs only where the engine ordered the submission (engine.c), else CUV_EDEVICE. */
+  uint64_t devices;
   cuv__hold_t *holds;
   size_t n_holds, cap_holds;
   cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
   CUevent done_event;    /* recorded behind the work, when a path needs one */
-  CUevent *events;       /* join and ordering events, back to the pool at retirement */
+  cuv__sub_event_t *events; /* join and ordering events, back to their pools at retirement */
   size_t n_events;
   int status;            /* execution status, then completion status */
   cuv_output_t output;
@@ -60,12 +70,14 @@ int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg);
 /* As cuv__sub_hold, unless one of the latest holds is (release, arg) already: then nothing is
  * added and it returns 1 (the caller keeps its reference to arg and drops it itself). */
 int cuv__sub_hold_unique(cuv__submission_t *sub, cuv_release_fn release, void *arg);
-/* Counts another stream (a fork branch) in flight for this submission and holds it. */
+/* Counts another stream (a fork branch, a stream of another device) in flight for this
+ * submission and holds it. */
 int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream);
-/* An event from the device's pool, kept by the submission until retirement. */
-int cuv__sub_event(cuv__submission_t *sub, CUevent *event);
-/* Makes `waiter` wait for everything enqueued on `producer` so far (an event the submission
- * keeps). */
+/* An event from dev's pool, kept by the submission until retirement. */
+int cuv__sub_event(cuv__submission_t *sub, cuv_device_t *dev, CUevent *event);
+/* Makes `waiter` wait for everything enqueued on `producer` so far (an event of the producer's
+ * device that the submission keeps). Across devices it binds the producer's context to record
+ * and returns with the waiter's current. */
 int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter);
 /* Records sub->done_event behind the work on sub->stream. */
 int cuv__sub_record(cuv__submission_t *sub);

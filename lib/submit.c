@@ -62,17 +62,25 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     return rc;
   }
   cuv__submission_t *sub = s->ex.sub;
+  s->job = (cuv__job_t){.run = submit_job_run,
+                        .describe = submit_job_describe,
+                        .release = submit_job_release,
+                        .stream = s->ex.stream,
+                        .devices = sub->devices,
+                        .may_wait = (op->host & CUV__OP_WAITS) != 0};
+  if ((rc = cuv__engine_prepare(&s->job)) < 0) {
+    cuv__op_drop(op); /* nothing was enqueued: refused like a submission without memory */
+    cuv__sub_retire(sub);
+    free(s);
+    cuv__queue_leave(queue);
+    return rc;
+  }
   sub->queue = queue;
   sub->done = done;
   sub->done_arg = arg;
   cuv__queue_accept(queue, sub, opts->flags);
   if (opts->ticket)
     *opts->ticket = sub->ticket;
-  s->job = (cuv__job_t){.run = submit_job_run,
-                        .describe = submit_job_describe,
-                        .release = submit_job_release,
-                        .stream = s->ex.stream,
-                        .may_wait = (op->host & CUV__OP_WAITS) != 0};
   s->op = op;
   s->may_spin = !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED));
   submit_job_start(s);

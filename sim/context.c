@@ -1,13 +1,14 @@
 /* Driver initialization, devices and their attributes, primary contexts, the thread's current
  * context, context-wide synchronization and the sticky fault. */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim.h"
 
 static atomic_bool initialized;
-static atomic_int device_count_setting = 1;
+static atomic_int device_count_setting = -1; /* -1: not set, CUV_SIM_DEVICES or 1 */
 static int ndevices; /* fixed by the first successful cuInit */
 static struct sim_ctx contexts[SIM_MAX_DEVICES];
 static __thread struct sim_ctx *current;
@@ -21,7 +22,28 @@ CUV_SIM_EXTERN void cuv_sim_set_device_count(int count) {
                                                                                : count);
 }
 
+int sim_device_count(void) { return sim_initialized() ? ndevices : 0; }
+
+struct sim_ctx *sim_ctx_of_device(int dev) { return &contexts[dev]; }
+
 /* ---- Initialization and devices -------------------------------------------------------------- */
+
+/* The device count cuInit fixes: cuv_sim_set_device_count's, else CUV_SIM_DEVICES (a count from 0
+ * to SIM_MAX_DEVICES), else 1. -1 for a variable that is not such a count. */
+static int device_count_wanted(void) {
+  int set = atomic_load(&device_count_setting);
+  const char *env = getenv("CUV_SIM_DEVICES");
+  if (set >= 0 || !env || !*env)
+    return set >= 0 ? set : 1;
+  char *end;
+  long n = strtol(env, &end, 10);
+  if (*end || n < 0 || n > SIM_MAX_DEVICES) {
+    fprintf(stderr, "cuv-sim: CUV_SIM_DEVICES=%s is not a device count from 0 to %d\n", env,
+            SIM_MAX_DEVICES);
+    return -1;
+  }
+  return (int)n;
+}
 
 CUresult CUDAAPI cuInit(unsigned int Flags) {
   SIM_ENTER_NOINIT(cuInit);
@@ -29,12 +51,15 @@ CUresult CUDAAPI cuInit(unsigned int Flags) {
     return CUDA_ERROR_INVALID_VALUE;
   sim_lock();
   if (!sim_initialized()) {
-    ndevices = atomic_load(&device_count_setting);
+    ndevices = device_count_wanted();
     for (int i = 0; i < SIM_MAX_DEVICES; i++)
       contexts[i].device = i;
   }
-  /* The real driver fails cuInit on a machine without GPUs and stays uninitialized. */
-  CUresult r = ndevices > 0 ? CUDA_SUCCESS : CUDA_ERROR_NO_DEVICE;
+  /* The real driver fails cuInit on a machine without GPUs and stays uninitialized; a count the
+   * variable does not give is refused the same way, with the value's error. */
+  CUresult r = ndevices > 0 ? CUDA_SUCCESS
+               : ndevices < 0 ? CUDA_ERROR_INVALID_VALUE
+                              : CUDA_ERROR_NO_DEVICE;
   if (r == CUDA_SUCCESS)
     atomic_store_explicit(&initialized, true, memory_order_release);
   sim_unlock();
@@ -165,6 +190,7 @@ static void ctx_teardown(struct sim_ctx *ctx) {
   sim_event_reset_ctx(ctx);
   sim_module_reset_ctx(ctx);
   sim_mem_reset_ctx(ctx);
+  sim_peer_reset_ctx(ctx);
   ctx->resetting = false;
   sim_wake_all();
 }
@@ -218,7 +244,7 @@ CUresult CUDAAPI cuDevicePrimaryCtxReset(CUdevice dev) {
 
 /* ---- Current context ------------------------------------------------------------------------- */
 
-static struct sim_ctx *ctx_from_handle(CUcontext h) {
+struct sim_ctx *sim_ctx_from_handle(CUcontext h) {
   for (int i = 0; i < ndevices; i++)
     if ((CUcontext)&contexts[i] == h)
       return &contexts[i];
@@ -259,7 +285,7 @@ CUresult CUDAAPI cuCtxSetCurrent(CUcontext ctx) {
     current = NULL;
     return CUDA_SUCCESS;
   }
-  struct sim_ctx *c = ctx_from_handle(ctx);
+  struct sim_ctx *c = sim_ctx_from_handle(ctx);
   if (!c)
     return CUDA_ERROR_INVALID_CONTEXT;
   current = c;
@@ -355,7 +381,7 @@ CUresult CUDAAPI cuCtxSynchronize(void) {
  * driver answers when called through the 12.x prototype with no argument). */
 CUresult CUDAAPI sim_cuCtxSynchronize_v2(CUcontext hctx) {
   SIM_ENTER_NOCTX(cuCtxSynchronize);
-  struct sim_ctx *ctx = hctx ? ctx_from_handle(hctx) : NULL;
+  struct sim_ctx *ctx = hctx ? sim_ctx_from_handle(hctx) : NULL;
   if (hctx && (!ctx || !atomic_load(&ctx->active)))
     return CUDA_ERROR_CONTEXT_IS_DESTROYED;
   CUresult r = sim_ctx_entry_check(true);

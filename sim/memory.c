@@ -73,6 +73,11 @@ bool sim_mem_valid(uintptr_t addr, size_t n) {
   return a && n <= a->size - (addr - a->base);
 }
 
+bool sim_mem_valid_device(const struct sim_ctx *ctx, uintptr_t addr, size_t n) {
+  struct sim_alloc *a = alloc_containing(addr);
+  return a && a->ctx == ctx && a->kind != ALLOC_HOST && n <= a->size - (addr - a->base);
+}
+
 static CUresult alloc_new(struct sim_ctx *ctx, size_t size, enum alloc_kind kind, void **out) {
   uint64_t *accounted = &device_bytes[ctx->device];
   if (kind != ALLOC_HOST && size > SIM_DEVICE_MEMORY - *accounted)
@@ -502,6 +507,46 @@ CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dstDevice, CUdeviceptr srcDevice,
   SIM_ENTER(cuMemcpyDtoDAsync);
   return copy_async(hStream, (void *)(uintptr_t)dstDevice, (const void *)(uintptr_t)srcDevice,
                     ByteCount, true, true);
+}
+
+/* A context given to cuMemcpyPeerAsync: valid, initialized, healthy (lock held). */
+static CUresult peer_ctx(CUcontext h, struct sim_ctx **out) {
+  *out = sim_ctx_from_handle(h);
+  if (!*out || !atomic_load(&(*out)->active))
+    return CUDA_ERROR_INVALID_CONTEXT;
+  return sim_ctx_fault(*out);
+}
+
+/* Each side must lie in a device allocation of its own context. The copy is the same with or
+ * without peer access, as the driver's (which stages it itself where the devices cannot reach
+ * each other). Zero bytes enqueue nothing. */
+CUresult CUDAAPI cuMemcpyPeerAsync(CUdeviceptr dstDevice, CUcontext dstContext,
+                                   CUdeviceptr srcDevice, CUcontext srcContext, size_t ByteCount,
+                                   CUstream hStream) {
+  SIM_ENTER(cuMemcpyPeerAsync);
+  struct sim_ctx *dst_ctx, *src_ctx;
+  struct sim_stream *s;
+  sim_lock();
+  CUresult r = peer_ctx(dstContext, &dst_ctx);
+  if (r == CUDA_SUCCESS)
+    r = peer_ctx(srcContext, &src_ctx);
+  if (r == CUDA_SUCCESS)
+    r = sim_stream_get_live(hStream, &s);
+  if (r == CUDA_SUCCESS && ByteCount > 0 &&
+      (!sim_mem_valid_device(dst_ctx, (uintptr_t)dstDevice, ByteCount) ||
+       !sim_mem_valid_device(src_ctx, (uintptr_t)srcDevice, ByteCount)))
+    r = CUDA_ERROR_INVALID_VALUE;
+  struct copy_cmd *c = NULL;
+  if (r == CUDA_SUCCESS && ByteCount > 0 && !(c = sim_cmd_new(&copy_ops, sizeof *c)))
+    r = CUDA_ERROR_OUT_OF_MEMORY;
+  if (c) {
+    c->dst = (void *)(uintptr_t)dstDevice;
+    c->src = (const void *)(uintptr_t)srcDevice;
+    c->n = ByteCount;
+    r = sim_stream_submit(s, &c->base); /* frees the command itself on failure */
+  }
+  sim_unlock();
+  return r;
 }
 
 static CUresult memset_async(CUstream h, CUdeviceptr dst, uint32_t value, size_t count,

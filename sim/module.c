@@ -596,6 +596,8 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned in
   sim_lock();
   struct sim_function *fn = (struct sim_function *)sim_handle_get(f, SIM_OBJ_FUNCTION);
   CUresult r = fn ? sim_stream_get_live(hStream, &s) : CUDA_ERROR_INVALID_HANDLE;
+  if (r == CUDA_SUCCESS && s->obj.ctx != fn->obj.ctx)
+    r = CUDA_ERROR_INVALID_HANDLE; /* a stream of another context than the function's */
   if (r == CUDA_SUCCESS)
     r = launch_validate(gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ,
                         sharedMemBytes);

@@ -42,6 +42,8 @@
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)          \
   X(cuDevicePrimaryCtxRelease) X(cuDevicePrimaryCtxReset) X(cuCtxSetCurrent) X(cuCtxGetCurrent)  \
   X(cuCtxSynchronize) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamQuery)                      \
+  X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess) X(cuCtxDisablePeerAccess)                    \
+  X(cuMemcpyPeerAsync)                                                                           \
   X(cuStreamSynchronize) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventDestroy)                 \
   X(cuEventRecord) X(cuEventQuery) X(cuEventSynchronize) X(cuMemAlloc) X(cuMemFree)              \
   X(cuMemAllocAsync) X(cuMemFreeAsync) X(cuMemHostAlloc) X(cuMemFreeHost)                        \
@@ -160,6 +162,8 @@ struct sim_ctx {
   struct sim_stream *null_stream;
   int workers;     /* live worker threads of this context */
   bool resetting;  /* a reset is tearing the context down: no new workers */
+  /* Peer access enabled from this context to the context of device i (peer.c; lock held). */
+  bool peer[SIM_MAX_DEVICES];
 };
 
 SIM_HIDDEN bool sim_initialized(void);
@@ -168,6 +172,12 @@ SIM_HIDDEN bool sim_initialized(void);
 SIM_HIDDEN CUresult sim_ctx_entry_check(bool settle);
 /* The calling thread's current context (NULL when none). */
 SIM_HIDDEN struct sim_ctx *sim_ctx_current(void);
+/* The context behind a CUcontext handle, initialized or not; NULL for anything else. */
+SIM_HIDDEN struct sim_ctx *sim_ctx_from_handle(CUcontext h);
+/* The context of device `dev` (0 <= dev < the device count); no lock needed. */
+SIM_HIDDEN struct sim_ctx *sim_ctx_of_device(int dev);
+/* The number of devices fixed by cuInit (0 before). */
+SIM_HIDDEN int sim_device_count(void);
 /* Current context usable for new work, or the error to return (lock held). */
 SIM_HIDDEN CUresult sim_ctx_require(struct sim_ctx **out);
 /* The sticky fault of ctx, CUDA_SUCCESS when none (no lock needed). */
@@ -314,6 +324,15 @@ SIM_HIDDEN void sim_event_reset_ctx(struct sim_ctx *ctx);
 SIM_HIDDEN bool sim_mem_valid(uintptr_t addr, size_t n);
 /* Frees every allocation of ctx (reset; lock held, no worker of ctx running). */
 SIM_HIDDEN void sim_mem_reset_ctx(struct sim_ctx *ctx);
+
+/* Is [addr, addr+n) inside one live device allocation (not pinned host memory) of ctx? (lock
+ * held) */
+SIM_HIDDEN bool sim_mem_valid_device(const struct sim_ctx *ctx, uintptr_t addr, size_t n);
+
+/* ---- Peer access (peer.c) -------------------------------------------------------------------- */
+
+/* Forgets every peer access from and to ctx (reset; lock held). */
+SIM_HIDDEN void sim_peer_reset_ctx(struct sim_ctx *ctx);
 
 /* ---- Modules and kernels (module.c) ---------------------------------------------------------- */
 

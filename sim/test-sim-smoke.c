@@ -3,7 +3,9 @@
  * cuv relies on: stream FIFO order, event waits across streams, write/wait value, host function
  * order, a registered kernel on random data, why a kernel name does not resolve, failure
  * injection, the sticky fault and reset, capture and replay, and concurrent use from several
- * threads. */
+ * threads; in mode `peer` (CUV_SIM_DEVICES=10), several devices: the variable itself, peer access
+ * with the driver's answers, copies between contexts and events of one context waited on by a
+ * stream of another. */
 
 #include <errno.h>
 #include <pthread.h>
@@ -1002,8 +1004,161 @@ static void test_round_trip(void) {
   OK(d.cuStreamDestroy(s));
 }
 
+/* ---- Several devices (mode peer) ------------------------------------------------------------ */
+
+#define PEER_DEVICES 10 /* CUV_SIM_DEVICES in tests' meson.build: more than the peer bound of 8 */
+
+/* cuInit reads CUV_SIM_DEVICES until it succeeds once: a value that is no count fails it. */
+static void test_devices_variable(void) {
+  const char *given = getenv("CUV_SIM_DEVICES");
+  CHECK(given && atoi(given) == PEER_DEVICES);
+  char keep[16];
+  snprintf(keep, sizeof keep, "%s", given);
+  static const char *const bad[] = {"two", "17", "-1", "3x"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    setenv("CUV_SIM_DEVICES", bad[i], 1);
+    CHECK_CU(d.cuInit(0), CUDA_ERROR_INVALID_VALUE);
+  }
+  setenv("CUV_SIM_DEVICES", "0", 1);
+  CHECK_CU(d.cuInit(0), CUDA_ERROR_NO_DEVICE);
+  setenv("CUV_SIM_DEVICES", keep, 1);
+  OK(d.cuInit(0));
+  int count;
+  OK(d.cuDeviceGetCount(&count));
+  CHECK(count == PEER_DEVICES);
+}
+
+static CUcontext peer_ctx[PEER_DEVICES];
+
+static void test_peer_access(void) {
+  int can = -1;
+  OK(d.cuDeviceCanAccessPeer(&can, 0, 1));
+  CHECK(can == 1);
+  OK(d.cuDeviceCanAccessPeer(&can, 1, 1));
+  CHECK(can == 0); /* a device is not its own peer */
+  CHECK_CU(d.cuDeviceCanAccessPeer(&can, 0, PEER_DEVICES), CUDA_ERROR_INVALID_DEVICE);
+  CHECK_CU(d.cuDeviceCanAccessPeer(NULL, 0, 1), CUDA_ERROR_INVALID_VALUE);
+  for (int i = 0; i < PEER_DEVICES; i++)
+    OK(d.cuDevicePrimaryCtxRetain(&peer_ctx[i], i));
+  OK(d.cuCtxSetCurrent(NULL));
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 0), CUDA_ERROR_INVALID_CONTEXT);
+  OK(d.cuCtxSetCurrent(peer_ctx[0]));
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 1), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[0], 0), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_CU(d.cuCtxEnablePeerAccess((CUcontext)(uintptr_t)0x1234, 0), CUDA_ERROR_INVALID_CONTEXT);
+  OK(d.cuCtxEnablePeerAccess(peer_ctx[1], 0));
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+  CHECK_CU(d.cuCtxDisablePeerAccess(peer_ctx[2]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  OK(d.cuCtxDisablePeerAccess(peer_ctx[1]));
+  CHECK_CU(d.cuCtxDisablePeerAccess(peer_ctx[1]), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  /* One way: device 0 may not reach device 2, device 2 still reaches device 0. */
+  cuv_sim_set_peer_access(0, 2, 0);
+  OK(d.cuDeviceCanAccessPeer(&can, 0, 2));
+  CHECK(can == 0);
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[2], 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+  OK(d.cuDeviceCanAccessPeer(&can, 2, 0));
+  CHECK(can == 1);
+  cuv_sim_set_peer_access(0, 2, 1);
+  /* At most 8 peers per context. */
+  for (int i = 1; i <= 8; i++)
+    OK(d.cuCtxEnablePeerAccess(peer_ctx[i], 0));
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[9], 0), CUDA_ERROR_TOO_MANY_PEERS);
+  /* A reset takes the access to and from the context with it. */
+  OK(d.cuDevicePrimaryCtxReset(1));
+  OK(d.cuDevicePrimaryCtxRetain(&peer_ctx[1], 1));
+  OK(d.cuCtxEnablePeerAccess(peer_ctx[1], 0));
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[9], 0), CUDA_ERROR_TOO_MANY_PEERS);
+  for (int i = 1; i <= 8; i++)
+    OK(d.cuCtxDisablePeerAccess(peer_ctx[i]));
+}
+
+static CUdeviceptr alloc_on(int dev, size_t bytes) {
+  CUdeviceptr p;
+  OK(d.cuCtxSetCurrent(peer_ctx[dev]));
+  OK(d.cuMemAlloc(&p, bytes));
+  return p;
+}
+
+static CUstream stream_on(int dev) {
+  CUstream s;
+  OK(d.cuCtxSetCurrent(peer_ctx[dev]));
+  OK(d.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  return s;
+}
+
+/* A copy between two contexts runs on its stream, in its order, whatever context is current; its
+ * sides are checked against their own contexts. */
+static void test_peer_copy(void) {
+  enum { N = 4096 };
+  unsigned char *host, *back;
+  OK(d.cuMemHostAlloc((void **)&host, N, 0));
+  OK(d.cuMemHostAlloc((void **)&back, N, 0));
+  for (int i = 0; i < N; i++)
+    host[i] = (unsigned char)rand();
+  memset(back, 0, N);
+  CUdeviceptr a = alloc_on(0, N), b = alloc_on(1, N);
+  CUstream s0 = stream_on(0), s1 = stream_on(1);
+  uint32_t *gate = gate_new();
+  OK(d.cuMemcpyHtoDAsync(a, host, N, s0));
+  gate_block(s0, gate);
+  OK(d.cuCtxSetCurrent(peer_ctx[2])); /* neither side's */
+  OK(d.cuMemcpyPeerAsync(b, peer_ctx[1], a, peer_ctx[0], N, s0));
+  OK(d.cuMemcpyPeerAsync(b, peer_ctx[1], a, peer_ctx[0], 0, s0)); /* nothing to do */
+  CHECK_CU(d.cuMemcpyPeerAsync(b, peer_ctx[0], a, peer_ctx[0], N, s0), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(d.cuMemcpyPeerAsync(b + 1, peer_ctx[1], a, peer_ctx[0], N, s0),
+           CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(d.cuMemcpyPeerAsync(b, peer_ctx[1], (CUdeviceptr)(uintptr_t)host, peer_ctx[0], N, s0),
+           CUDA_ERROR_INVALID_VALUE); /* pinned host memory is no device memory */
+  CHECK_CU(d.cuMemcpyPeerAsync(b, (CUcontext)(uintptr_t)0x1234, a, peer_ctx[0], N, s0),
+           CUDA_ERROR_INVALID_CONTEXT);
+  /* The reader on device 1 waits for an event of device 0's context. */
+  CUevent e0;
+  OK(d.cuCtxSetCurrent(peer_ctx[0]));
+  OK(d.cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING));
+  OK(d.cuEventRecord(e0, s0));
+  CHECK_CU(d.cuEventRecord(e0, s1), CUDA_ERROR_INVALID_HANDLE); /* another context's stream */
+  OK(d.cuCtxSetCurrent(peer_ctx[1]));
+  OK(d.cuStreamWaitEvent(s1, e0, 0));
+  OK(d.cuMemcpyDtoHAsync(back, b, N, s1));
+  sleep_us(2000);
+  CHECK_CU(d.cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+  CHECK(back[0] == 0 && back[N - 1] == 0);
+  gate_open(gate);
+  OK(d.cuStreamSynchronize(s1));
+  CHECK(memcmp(back, host, N) == 0);
+  /* A kernel runs only on a stream of its module's context. */
+  OK(d.cuCtxSetCurrent(peer_ctx[0]));
+  load_module();
+  void *params[] = {&a};
+  CHECK_CU(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, s1, params, NULL),
+           CUDA_ERROR_INVALID_HANDLE);
+  OK(d.cuLaunchKernel(f_incr, 1, 1, 1, 1, 1, 1, 0, s0, params, NULL));
+  OK(d.cuModuleUnload(module));
+  OK(d.cuEventDestroy(e0));
+  OK(d.cuStreamDestroy(s1));
+  OK(d.cuMemFree(b));
+  OK(d.cuCtxSetCurrent(peer_ctx[0]));
+  OK(d.cuStreamDestroy(s0));
+  OK(d.cuMemFree(a));
+  OK(d.cuMemFreeHost(gate));
+  OK(d.cuMemFreeHost(host));
+  OK(d.cuMemFreeHost(back));
+}
+
+static int run_peer_mode(void) {
+  resolve_all();
+  register_kernels();
+  test_devices_variable();
+  test_peer_access();
+  test_peer_copy();
+  printf("sim-smoke peer: %d checks passed\n", atomic_load(&checks));
+  return 0;
+}
+
 int main(int argc, char **argv) {
   bool fault_mode = argc > 1 && strcmp(argv[1], "fault") == 0;
+  if (argc > 1 && strcmp(argv[1], "peer") == 0)
+    return run_peer_mode();
   test_before_init();
   register_kernels();
   test_init_and_device();

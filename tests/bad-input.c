@@ -652,9 +652,16 @@ static void test_custom_input(void **state) {
 
 /* ---- two devices ---- */
 
-/* Objects of different devices used together: CUV_EDEVICE where the op is built (copies,
- * combinators, launches) or where it is executed (on another device's stream or policy). The
- * simulator runs with two devices here; a machine with one GPU skips. */
+/* A then callback returning an op of device 1 in a tree that names only device 0. */
+static cuv_op_t *then_other_device(cuv_output_t *in, void *arg) {
+  return cuv_memset8(arg, 0, 0, 4);
+}
+
+/* Objects of different devices used together: CUV_EDEVICE where the op is built (a copy or a
+ * launch over buffers of two devices) or where it is executed (on another device's stream or
+ * policy, or returned by a callback for a device the tree does not name); trees and peer copies
+ * over two devices are valid, their ranges checked. The simulator runs with two devices here; a
+ * machine with one GPU skips. */
 static void test_mismatched_devices(void **state) {
   int count = 0;
   assert_cuv_ok(cuv_device_count(&count));
@@ -678,9 +685,39 @@ static void test_mismatched_devices(void **state) {
   cuv_module_unref(m1);
 
   EXPECT_OP(cuv_memcpy_dtod(b0, 0, b1, 0, 4), CUV_EDEVICE);
-  EXPECT_OP(cuv_seq(cuv_memset8(b0, 0, 0, 4), cuv_memset8(b1, 0, 0, 4)), CUV_EDEVICE);
+  assert_cuv_ok(cuv_sync(cuv_seq(cuv_memset8(b0, 0, 0, 4), cuv_memset8(b1, 0, 0, 4)), NULL));
   cuv_op_t *pair[] = {cuv_download(b0, 0, 4), cuv_download(b1, 0, 4)};
-  EXPECT_OP(cuv_zip(pair, 2), CUV_EDEVICE);
+  assert_cuv_ok(cuv_sync(cuv_zip(pair, 2), NULL));
+  EXPECT(cuv_sync(cuv_then(cuv_memset8(b0, 0, 0, 4), then_other_device, b1), NULL), CUV_EDEVICE);
+  cuv_graph_t *g;
+  EXPECT(cuv_graph_capture(&g, cuv_memcpy_peer(b1, 0, b0, 0, 4), s1, NULL), CUV_ENOTSUP);
+  /* Peer copies: NULL buffers, ranges as every copy's; one device is a plain copy. */
+  EXPECT_OP(cuv_memcpy_peer(NULL, 0, b0, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, NULL, 0, 4), CUV_EINVAL);
+  EXPECT_OP(cuv_memcpy_peer(b1, 61, b0, 0, 4), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, b0, 65, 0), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, 0, b0, 8, SIZE_MAX), CUV_ERANGE);
+  EXPECT_OP(cuv_memcpy_peer(b1, SIZE_MAX, b0, 0, 1), CUV_ERANGE);
+  assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b1, 64, b0, 64, 0), NULL));
+  assert_cuv_ok(cuv_sync(cuv_memcpy_peer(b0, 0, b0, 32, 32), NULL));
+  EXPECT(cuv_sync_on(s0, cuv_memcpy_peer(b1, 0, b0, 0, 4), NULL), CUV_EDEVICE);
+  /* Policies over devices: the set itself, and an op of a device outside it. */
+  cuv_policy_t *set;
+  cuv_device_t *both[] = {d0, d1}, *twice[] = {d1, d1}, *gap[] = {d0, NULL};
+  EXPECT(cuv_policy_round_robin_devices(NULL, both, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, NULL, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, both, 0, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, both, 65, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, twice, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_least_loaded_devices(&set, gap, 2, 0), CUV_EINVAL);
+  EXPECT(cuv_policy_round_robin_devices(&set, both, 2, 1025), CUV_EINVAL);
+  assert_cuv_ok(cuv_policy_least_loaded_devices(&set, &d1, 1, 1));
+  EXPECT(cuv_sync_policy(set, cuv_memset8(b0, 0, 0, 4), NULL), CUV_EDEVICE);
+  cuv_op_t *of_d0 = cuv_memset8(b0, 0, 0, 4);
+  cuv_stream_t *picked;
+  EXPECT(cuv_policy_next_stream(set, of_d0, &picked), CUV_EDEVICE);
+  cuv_op_destroy(of_d0);
+  cuv_policy_destroy(set);
   unsigned n = 1;
   cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_RW(b0)};
   EXPECT_OP(cuv_launch(add_one1, CUV_DIM1(1), CUV_DIM1(1), 0, args, 2), CUV_EDEVICE);

@@ -857,6 +857,88 @@ static void test_fault_runs_queued_host_work(void **state) {
   assert_int_equal(WEXITSTATUS(status), 0);
 }
 
+/* ---- two contexts -------------------------------------------------------------------------- */
+
+/* A launch of a context's kernel on another context's stream fails: the simulator answers
+ * CUDA_ERROR_INVALID_HANDLE, the GPU with whatever error its driver gives. */
+static void expect_refused(CUresult r, CUresult sim_answer) {
+  if (cuvt_is_sim())
+    assert_int_equal(r, sim_answer);
+  else
+    assert_int_not_equal(r, CUDA_SUCCESS);
+}
+
+/* What cuv's work across devices relies on, between the primary contexts of devices 0 and 1
+ * (the simulator runs two here): peer access's answers (a device is not its own peer; enabling
+ * twice, for the context itself, with flags, and disabling what is not enabled are refused), an
+ * event recorded only on a stream of its own context but waited on by another's, a peer copy in
+ * that other stream's order, and a kernel only on its own context's streams. */
+static void test_two_contexts(void **state) {
+  int count = 0;
+  CU_OK(cuv__drv.cuDeviceGetCount(&count));
+  if (count < 2) {
+    print_message("# one device: nothing to check between two contexts\n");
+    return;
+  }
+  cuv_device_t *d1;
+  assert_cuv_ok(cuv_device_open(&d1, 1));
+  CUcontext c0 = cuv_device_context(cuvt_device()), c1 = cuv_device_context(d1);
+  int self = -1, peer = -1;
+  CU_OK(cuv__drv.cuDeviceCanAccessPeer(&self, 0, 0));
+  CU_OK(cuv__drv.cuDeviceCanAccessPeer(&peer, 0, 1));
+  assert_int_equal(self, 0);
+  print_message("# device 0 %s access device 1's memory\n", peer ? "can" : "cannot");
+  CU_OK(cuv__drv.cuCtxSetCurrent(c0));
+  assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);
+  assert_int_equal(cuv__drv.cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
+  if (peer) {
+    CU_OK(cuv__drv.cuCtxEnablePeerAccess(c1, 0));
+    assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c1, 0),
+                     CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    CU_OK(cuv__drv.cuCtxDisablePeerAccess(c1));
+  }
+  unsigned n = random_count(1000, 3000);
+  float *host = cuvt_pinned(n * sizeof *host), *back = cuvt_pinned(n * sizeof *back);
+  cuvt_random_floats(host, n);
+  CUstream s0 = cuvt_stream_new();
+  CUdeviceptr a0 = dev_alloc(n * sizeof *host), flag = dev_alloc(4);
+  CUevent e0;
+  CU_OK(cuv__drv.cuEventCreate(&e0, CU_EVENT_DISABLE_TIMING));
+  /* Device 0: the data, behind a slow kernel; the event after both. */
+  unsigned long long ns = SLOW_KERNEL_NS;
+  unsigned one = 1;
+  void *slow[] = {&ns, &one, &flag};
+  CU_OK(cuv__drv.cuLaunchKernel(cuvt_fn("sleep_then_write"), 1, 1, 1, 1, 1, 1, 0, s0, slow, NULL));
+  CU_OK(cuv__drv.cuMemcpyHtoDAsync(a0, host, n * sizeof *host, s0));
+  CU_OK(cuv__drv.cuEventRecord(e0, s0));
+  /* Device 1: waits for device 0's event, copies the data over, reads it back. */
+  CU_OK(cuv__drv.cuCtxSetCurrent(c1));
+  CUstream s1 = cuvt_stream_new();
+  CUdeviceptr b1 = dev_alloc(n * sizeof *host);
+  assert_int_equal(cuv__drv.cuEventRecord(e0, s1), CUDA_ERROR_INVALID_HANDLE);
+  CU_OK(cuv__drv.cuStreamWaitEvent(s1, e0, 0));
+  CU_OK(cuv__drv.cuMemcpyPeerAsync(b1, c1, a0, c0, n * sizeof *host, s1));
+  CU_OK(cuv__drv.cuMemcpyDtoHAsync(back, b1, n * sizeof *back, s1));
+  void *params[] = {&n, &b1};
+  expect_refused(cuv__drv.cuLaunchKernel(cuvt_fn("add_one"), 1, 1, 1, 256, 1, 1, 0, s1, params,
+                                         NULL),
+                 CUDA_ERROR_INVALID_HANDLE);
+  CU_OK(cuv__drv.cuStreamSynchronize(s1));
+  assert_floats_equal(back, host, n);
+  CU_OK(cuv__drv.cuStreamDestroy(s1));
+  CU_OK(cuv__drv.cuMemFree(b1));
+  CU_OK(cuv__drv.cuCtxSetCurrent(c0));
+  CU_OK(cuv__drv.cuStreamSynchronize(s0));
+  CU_OK(cuv__drv.cuEventDestroy(e0));
+  CU_OK(cuv__drv.cuStreamDestroy(s0));
+  CU_OK(cuv__drv.cuMemFree(a0));
+  CU_OK(cuv__drv.cuMemFree(flag));
+  CU_OK(cuv__drv.cuMemFreeHost(host));
+  CU_OK(cuv__drv.cuMemFreeHost(back));
+  cuv_device_unref(d1);
+}
+
 int main(void) {
   const char *child = getenv(CHILD_ENV);
   if (child && strcmp(child, "fault") == 0) {
@@ -864,6 +946,7 @@ int main(void) {
     const struct CMUnitTest fault_tests[] = {cmocka_unit_test(test_fault_child)};
     return cuvt_run(fault_tests);
   }
+  cuv_sim_set_device_count(2); /* test_two_contexts; the simulator only */
   cuvt_drv_setup();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fifo_kernel_chain),
@@ -882,6 +965,7 @@ int main(void) {
       cmocka_unit_test(test_sim_unload_with_pending_launch),
       cmocka_unit_test(test_param_info),
       cmocka_unit_test(test_fault_runs_queued_host_work),
+      cmocka_unit_test(test_two_contexts),
   };
   return cuvt_run(tests);
 }

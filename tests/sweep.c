@@ -1,10 +1,10 @@
 /* The failure-injection sweep (suite sim only: it needs cuv_sim_fail). A representative workload
  * (a then-chain into cuv_sync_on, two cuv_submit into a queue, a graph capture with its update and
- * replays, a writer on one stream read from another, a fork, a submission from a new thread, a
- * module's load and launch, a launch whose arguments are ops, and queries) runs clean to learn
- * how many calls each of its steps makes to each entry point of CUV__DRIVER_FUNCS. Then, for each
- * entry point, step and call k of that step (the first PER_STEP and the last), the workload runs
- * again with that call failing, and must:
+ * replays, a writer on one stream read from another, a fork, a tree over two devices with a peer
+ * copy, a submission from a new thread, a module's load and launch, a launch whose arguments are
+ * ops, and queries) runs clean to learn how many calls each of its steps makes to each entry
+ * point of CUV__DRIVER_FUNCS. Then, for each entry point, step and call k of that step (the first
+ * PER_STEP and the last), the workload runs again with that call failing, and must:
  *   - report the failure as an error of that step, every other step succeeding; or absorb it
  *     (every step succeeds with right results: a fallback took over);
  *   - never report success with wrong results; run every completion callback exactly once and
@@ -63,6 +63,9 @@ static const char *why_not_called(const char *entry) {
       {"cuMemHostGetDevicePointer", "once, when the reactor starts"},
       {"cuMemHostAlloc", "staging blocks are pooled (hundreds per size class) once warm"},
       {"cuMemFreeHost", "staging blocks are pooled (hundreds per size class) once warm"},
+      {"cuDeviceCanAccessPeer", "once per pair of devices (peer access is asked once)"},
+      {"cuCtxEnablePeerAccess", "once per pair of devices (peer access is asked once)"},
+      {"cuCtxDisablePeerAccess", "not called by the runtime (the simulator's smoke test)"},
   };
   for (size_t i = 0; i < sizeof reasons / sizeof reasons[0]; i++)
     if (strcmp(reasons[i][0], entry) == 0)
@@ -80,11 +83,11 @@ static CUresult injected_error(const char *entry) {
 
 /* ---- one run of the workload ---- */
 
-enum { STEP_CHAIN, STEP_SUBMIT, STEP_GRAPH, STEP_HAZARD, STEP_FORK, STEP_THREAD, STEP_MODULE,
-       STEP_OP_ARGS, STEP_QUERY, NSTEPS };
+enum { STEP_CHAIN, STEP_SUBMIT, STEP_GRAPH, STEP_HAZARD, STEP_FORK, STEP_DEVICES, STEP_THREAD,
+       STEP_MODULE, STEP_OP_ARGS, STEP_QUERY, NSTEPS };
 static const char *const step_names[NSTEPS] = {"then-chain", "submit", "graph",  "hazard",
-                                               "fork",       "thread", "module", "op-args",
-                                               "query"};
+                                               "fork",       "devices", "thread", "module",
+                                               "op-args",    "query"};
 
 typedef struct step_result {
   int status;     /* 0, or the first error the step reported */
@@ -398,6 +401,32 @@ static void step_fork(step_result_t *r, const data_t *d) {
     cuv_buffer_unref(bufs[i]);
 }
 
+/* ---- devices: a tree executing on device 0 with a peer copy to device 1 and its download ---- */
+
+static cuv_device_t *device1; /* the simulator runs two devices here (main) */
+
+static void step_devices(step_result_t *r, const data_t *d) {
+  cuv_buffer_t *b0 = new_buffer(r, N * 4), *b1 = NULL;
+  note_error(r, cuv_buffer_create(&b1, device1, N * 4));
+  if (b0 && b1) {
+    /* A slow kernel first: device 1's part waits for it behind its fork point. */
+    cuv_op_t *op = cuv_seq(cuv_seq(cuvt_sleep(SLOW_MS), cuvt_fill_u32(b0, N, d->v[1])),
+                           cuv_seq(cuv_memcpy_peer(b1, 0, b0, 0, N * 4),
+                                   cuv_download(b1, 0, N * 4)));
+    cuv_output_t out;
+    int rc = cuv_sync(op, &out);
+    note_error(r, rc);
+    if (rc == 0) {
+      check_u32(r, &out, d->v[1]);
+      cuv_output_release(&out);
+    } else {
+      check_settled(r, b1);
+    }
+  }
+  cuv_buffer_unref(b0);
+  cuv_buffer_unref(b1);
+}
+
 /* ---- thread: a submission from a new thread (cuv binds the device's context there) ---- */
 
 typedef struct threaded {
@@ -532,8 +561,8 @@ static void step_query(step_result_t *r, const data_t *d) {
 }
 
 static void (*const steps[NSTEPS])(step_result_t *, const data_t *) = {
-    step_chain, step_submit, step_graph, step_hazard, step_fork, step_thread, step_module,
-    step_op_args, step_query};
+    step_chain, step_submit,  step_graph, step_hazard,  step_fork,
+    step_devices, step_thread, step_module, step_op_args, step_query};
 
 static void snapshot(unsigned long *calls) {
   for (size_t e = 0; e < NENTRIES; e++)
@@ -708,10 +737,15 @@ static void test_failure_injection_sweep(void **state) {
 }
 
 int main(void) {
+  cuv_sim_set_device_count(2); /* step devices; the simulator only */
   cuvt_init();
   if (!cuvt_is_sim()) {
     printf("1..0 # SKIP the sweep needs the simulator's failure injection\n");
     return 0;
+  }
+  if (cuv_device_open(&device1, 1) < 0) {
+    fprintf(stderr, "sweep: no second simulated device\n");
+    return 1;
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_failure_injection_sweep),

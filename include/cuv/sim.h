@@ -94,8 +94,17 @@ CUV_SIM_EXTERN unsigned long cuv_sim_stale_writes(void);
  * pending launches run their twins and frees the module after the last; the handle dies at
  * once. Counted since the process started. */
 CUV_SIM_EXTERN unsigned long cuv_sim_unloads_with_pending_launches(void);
-/* Number of devices the simulator reports (default 1; set before cuInit). */
+/* Number of devices the simulator reports (0 to 16; set before cuInit). Without this call, the
+ * environment variable CUV_SIM_DEVICES gives it (a program that does not link libcuv-sim runs on
+ * several simulated devices with CUV_DRIVER=sim CUV_SIM_DEVICES=2), else 1. A variable that is
+ * not a count from 0 to 16 makes cuInit fail with CUDA_ERROR_INVALID_VALUE (cuv_init: the
+ * driver "sim" did not start). */
 CUV_SIM_EXTERN void cuv_sim_set_device_count(int count);
+/* Whether device `dev` may access the memory of `peer_dev` directly, as cuDeviceCanAccessPeer
+ * reports it (by default every pair of distinct devices may; a device never is its own peer).
+ * cuCtxEnablePeerAccess of a pair that may not fails with CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
+ * cuMemcpyPeerAsync copies either way, as the driver does. Applies from the next query. */
+CUV_SIM_EXTERN void cuv_sim_set_peer_access(int dev, int peer_dev, int can_access);
 
 #ifdef __cplusplus
 }

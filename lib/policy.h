@@ -1,0 +1,11 @@
+#ifndef CUV_LIB_POLICY_H
+#define CUV_LIB_POLICY_H
+
+/* policy.c: what the executors ask of a policy beyond the public calls. */
+
+/* A stream of `dev` for a part of a tree that runs there (fork branches, ops of another device):
+ * from `policy` when it serves dev (a policy of dev, or a device set holding it), else from dev's
+ * default policy. */
+int cuv__policy_stream_on(cuv_policy_t *policy, cuv_device_t *dev, cuv_stream_t **stream);
+
+#endif
