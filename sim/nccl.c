@@ -494,6 +494,8 @@ static _Thread_local struct {
   int error; /* the first failed call's result: the whole group fails with it */
   struct nccl_call *calls;
   size_t n, cap;
+  struct sim_nccl_comm *blocking[SIM_NCCL_MAX_RANKS]; /* created blocking, awaited at the end */
+  size_t nblocking;
 } group;
 
 struct delayed_launch {
@@ -672,6 +674,10 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
   live_comms = c;
   sim_unlock();
   *out = (cuv__nccl_comm_t)(void *)c;
+  if (c->blocking && group.depth > 0 && group.nblocking < SIM_NCCL_MAX_RANKS) {
+    group.blocking[group.nblocking++] = c; /* ready by the group's end */
+    return CUV__NCCL_SUCCESS;
+  }
   while (c->blocking && !sim_clique_complete(c->clique))
     sim_sleep_ns(BACKOFF_MAX_NS);
   return sim_clique_complete(c->clique) ? CUV__NCCL_SUCCESS : CUV__NCCL_IN_PROGRESS;
@@ -723,11 +729,23 @@ static int sim_ncclGroupStart(void) {
   return CUV__NCCL_SUCCESS;
 }
 
+/* The blocking communicators the group created: NCCL initializes a group's at its end, and a
+ * blocking ncclGroupEnd returns once they are ready. */
+static void await_blocking(void) {
+  for (size_t i = 0; i < group.nblocking; i++)
+    while (!sim_clique_complete(group.blocking[i]->clique))
+      sim_sleep_ns(BACKOFF_MAX_NS);
+  group.nblocking = 0;
+}
+
 static int sim_ncclGroupEnd(void) {
   SIM_NCCL_ENTER(ncclGroupEnd);
   if (group.depth == 0)
     return CUV__NCCL_INVALID_USAGE;
-  return --group.depth == 0 ? group_flush() : CUV__NCCL_SUCCESS;
+  if (--group.depth > 0)
+    return CUV__NCCL_SUCCESS;
+  await_blocking();
+  return group_flush();
 }
 
 static int sim_ncclAllReduce(const void *send, void *recv, size_t count, int type, int op,
