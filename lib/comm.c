@@ -28,6 +28,7 @@ enum { COMM_STARTING, COMM_READY, COMM_FAILED };
 #define START_POLL_US 1000u  /* while a communicator is being created or closed */
 #define WATCH_POLL_US 10000u /* while collectives are in flight: a failure is seen this soon */
 #define FINALIZE_NS 10000000000ull /* a finalize that takes longer is given up for an abort */
+#define SETTLE_PAUSE_NS 20000L     /* between looks at a communicator NCCL is still connecting */
 
 struct cuv__comm_pending {
   cuv_comm_t *comm;
@@ -41,6 +42,22 @@ static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuv_comm_t *watch_head, *closing_head;
 
 static unsigned poll_all(void);
+
+/* Pushes onto one of the lists, or takes a whole list, under watch_lock. */
+static void list_push(cuv_comm_t **head, cuv_comm_t *comm) {
+  pthread_mutex_lock(&watch_lock);
+  comm->watch_next = *head;
+  *head = comm;
+  pthread_mutex_unlock(&watch_lock);
+}
+
+static cuv_comm_t *list_take(cuv_comm_t **head) {
+  pthread_mutex_lock(&watch_lock);
+  cuv_comm_t *list = *head;
+  *head = NULL;
+  pthread_mutex_unlock(&watch_lock);
+  return list;
+}
 
 /* ---- references and the end ---- */
 
@@ -66,15 +83,8 @@ static void comm_release(void *arg) {
   cuv_comm_t *comm = arg;
   if (atomic_fetch_sub(&comm->refs, 1) != 1)
     return;
-  pthread_mutex_lock(&watch_lock);
-  comm->watch_next = closing_head;
-  closing_head = comm;
-  pthread_mutex_unlock(&watch_lock);
-  if (cuv__poller_wake(poll_all) < 0) {
-    pthread_mutex_lock(&watch_lock);
-    closing_head = comm->watch_next; /* no thread: left to the process's end */
-    pthread_mutex_unlock(&watch_lock);
-  }
+  list_push(&closing_head, comm);
+  cuv__poller_wake(poll_all); /* without the thread, it stays listed to the process's end */
 }
 
 CUV_EXTERN cuv_comm_t *cuv_comm_ref(cuv_comm_t *comm) { return comm ? cuv__comm_ref(comm) : NULL; }
@@ -89,6 +99,58 @@ int cuv__comm_hold(cuv__submission_t *sub, cuv_comm_t *comm) {
   if (rc == 1)
     comm_release(comm); /* held already: the caller's reference is not needed */
   return rc < 0 ? rc : 0;
+}
+
+/* ---- cuv-nccl's list ---- */
+
+/* Adds the communicator to cuv-nccl's list (which then holds a reference) unless it is there; the
+ * caller holds comm->lock, so cuv-nccl cannot be deciding meanwhile to drop it. */
+static void watch_locked(cuv_comm_t *comm) {
+  pthread_mutex_lock(&watch_lock);
+  if (!comm->watched) {
+    comm->watched = true;
+    comm->watch_next = watch_head;
+    watch_head = cuv__comm_ref(comm);
+  }
+  pthread_mutex_unlock(&watch_lock);
+}
+
+/* Wakes cuv-nccl for a pass now. Without the thread nothing would ever fail, abort or end the
+ * communicator: CUV_ETHREAD. */
+static int watch_wake(void) { return cuv__poller_wake(poll_all); }
+
+/* ---- failure and abort ---- */
+
+/* Aborts the NCCL communicators once (their kernels end). Lock held. */
+static void abort_locked(cuv_comm_t *comm) {
+  if (comm->nccl_ended)
+    return;
+  CUcontext saved = cuv__nccl_enter();
+  for (unsigned i = 0; i < comm->n; i++)
+    if (comm->local[i].nccl)
+      cuv__nccl.ncclCommAbort(comm->local[i].nccl);
+  cuv__nccl_leave(saved);
+  comm->nccl_ended = true;
+}
+
+/* Lets the creation's stream go on (its submission fails or succeeds by its late status). */
+static void release_creation(cuv_comm_t *comm) {
+  if (comm->flag.host)
+    __atomic_store_n(comm->flag.host, 1u, __ATOMIC_RELEASE);
+}
+
+/* The first failure wins: every submission in flight fails with it, and the NCCL communicators
+ * are aborted on cuv-nccl (or here, when cuv-nccl is the caller). Lock held. */
+static void fail_locked(cuv_comm_t *comm, int status) {
+  int none = 0;
+  atomic_compare_exchange_strong(&comm->status, &none, status);
+  status = atomic_load(&comm->status);
+  atomic_store(&comm->state, COMM_FAILED);
+  for (cuv__comm_pending_t *p = comm->pending; p; p = p->next)
+    cuv__sub_fail_late(p->sub, status);
+  if (comm->creation)
+    cuv__sub_fail_late(comm->creation, status);
+  comm->abort_wanted = true;
 }
 
 /* ---- NCCL calls ---- */
@@ -128,69 +190,21 @@ static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
   return worst;
 }
 
-static void fail_locked(cuv_comm_t *comm, int status);
-
 int cuv__comm_settle(cuv_comm_t *comm, int group_status) {
   cuv__nccl_result_t state = (cuv__nccl_result_t)group_status;
-  while (state == CUV__NCCL_IN_PROGRESS)
-    state = ranks_state(comm);
+  struct timespec pause = {0, SETTLE_PAUSE_NS};
+  while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS)
+    nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
   int rc = cuv__nccl_status(state);
-  if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS)
+  if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS) {
     fail_locked(comm, rc); /* the calls were accepted, then the communicator failed */
+    watch_locked(comm);    /* cuv-nccl aborts it (a capture's collectives are not watched) */
+    watch_wake();
+  }
   return rc;
 }
 
-/* ---- failure and abort ---- */
-
-/* Aborts the NCCL communicators once (their kernels end). Lock held. */
-static void abort_locked(cuv_comm_t *comm) {
-  if (comm->nccl_ended)
-    return;
-  CUcontext saved = cuv__nccl_enter();
-  for (unsigned i = 0; i < comm->n; i++)
-    if (comm->local[i].nccl)
-      cuv__nccl.ncclCommAbort(comm->local[i].nccl);
-  cuv__nccl_leave(saved);
-  comm->nccl_ended = true;
-}
-
-/* Lets the creation's stream go on (its submission fails or succeeds by its late status). */
-static void release_creation(cuv_comm_t *comm) {
-  if (comm->flag.host)
-    __atomic_store_n(comm->flag.host, 1u, __ATOMIC_RELEASE);
-}
-
-/* The first failure wins: every submission in flight fails with it, and the NCCL communicators
- * are aborted on cuv-nccl (or here, when cuv-nccl is the caller). Lock held. */
-static void fail_locked(cuv_comm_t *comm, int status) {
-  int none = 0;
-  atomic_compare_exchange_strong(&comm->status, &none, status);
-  status = atomic_load(&comm->status);
-  atomic_store(&comm->state, COMM_FAILED);
-  for (cuv__comm_pending_t *p = comm->pending; p; p = p->next)
-    cuv__sub_fail_late(p->sub, status);
-  if (comm->creation)
-    cuv__sub_fail_late(comm->creation, status);
-  comm->abort_wanted = true;
-}
-
-/* ---- the watch ---- */
-
-/* Adds the communicator to cuv-nccl's list (which then holds a reference) unless it is there; the
- * caller holds comm->lock, so cuv-nccl cannot be deciding meanwhile to drop it. */
-static void watch_locked(cuv_comm_t *comm) {
-  pthread_mutex_lock(&watch_lock);
-  if (!comm->watched) {
-    comm->watched = true;
-    comm->watch_next = watch_head;
-    watch_head = cuv__comm_ref(comm);
-  }
-  pthread_mutex_unlock(&watch_lock);
-}
-
-/* Wakes cuv-nccl for a pass now. Without the thread nothing would ever fail, abort or end the
- * communicator: CUV_ETHREAD. */
-static int watch_wake(void) { return cuv__poller_wake(poll_all); }
+/* ---- submissions in flight, and cuv-nccl's passes ---- */
 
 static void pending_release(void *arg) {
   cuv__comm_pending_t *p = arg;
@@ -247,12 +261,7 @@ static void poll_creation(cuv_comm_t *comm) {
 }
 
 /* Back in cuv-nccl's list as it was (it still holds the list's reference). */
-static void rewatch(cuv_comm_t *comm) {
-  pthread_mutex_lock(&watch_lock);
-  comm->watch_next = watch_head;
-  watch_head = comm;
-  pthread_mutex_unlock(&watch_lock);
-}
+static void rewatch(cuv_comm_t *comm) { list_push(&watch_head, comm); }
 
 /* One communicator's pass; true while it still needs watching. A communicator busy with a thread
  * that issues collectives is looked at in the next pass. */
@@ -288,9 +297,13 @@ static bool poll_one(cuv_comm_t *comm, bool *starting) {
 }
 
 /* Finalizes, then destroys (or aborts, when a finalize fails or hangs) a closing communicator's
- * NCCL communicators; true once they are gone. No lock needed: no one else has it. */
+ * NCCL communicators; true once they are gone (or never were: a creation that failed early). No
+ * lock needed: no one else has it. */
 static bool close_one(cuv_comm_t *comm) {
-  if (comm->nccl_ended)
+  bool any = false;
+  for (unsigned i = 0; i < comm->n; i++)
+    any = any || comm->local[i].nccl;
+  if (comm->nccl_ended || !any)
     return true;
   CUcontext saved = cuv__nccl_enter();
   if (!comm->finalize_deadline) {
@@ -312,10 +325,7 @@ static bool close_one(cuv_comm_t *comm) {
 
 /* The watched communicators' passes; those that need no more watching leave the list. */
 static bool poll_watched(void) {
-  pthread_mutex_lock(&watch_lock);
-  cuv_comm_t *list = watch_head;
-  watch_head = NULL;
-  pthread_mutex_unlock(&watch_lock);
+  cuv_comm_t *list = list_take(&watch_head);
   bool starting = false;
   while (list) {
     cuv_comm_t *comm = list;
@@ -328,23 +338,17 @@ static bool poll_watched(void) {
 }
 
 static bool poll_closing(void) {
-  pthread_mutex_lock(&watch_lock);
-  cuv_comm_t *list = closing_head;
-  closing_head = NULL;
-  pthread_mutex_unlock(&watch_lock);
+  cuv_comm_t *list = list_take(&closing_head);
   bool left = false;
   while (list) {
     cuv_comm_t *comm = list;
     list = comm->watch_next;
     if (close_one(comm)) {
       comm_free(comm);
-      continue;
+    } else {
+      left = true;
+      list_push(&closing_head, comm);
     }
-    left = true;
-    pthread_mutex_lock(&watch_lock);
-    comm->watch_next = closing_head;
-    closing_head = comm;
-    pthread_mutex_unlock(&watch_lock);
   }
   return left;
 }
