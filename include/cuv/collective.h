@@ -33,9 +33,10 @@
  * same collectives in the same order (NCCL's rule): submit a communicator's ops from one thread,
  * or order them. A graph replay of a collective on another device than the executing stream's is
  * not hazard-tracked on that device: order other uses of those buffers yourself.
- * A collective's NCCL calls are made on a submitter thread (never on a loop thread): NCCL's
- * first collective of a kind may set its connections up in the background, and cuv waits until
- * the work is on the stream before joining it.
+ * A collective's NCCL calls are made on a submitter thread, never on the submitting thread of
+ * cuv_submit or cuv_uv_submit (unless CUV_SUBMIT_THREADS=0): NCCL's first collective of a kind may
+ * set its connections up in the background, and cuv waits until the work is on the streams before
+ * joining it.
  *
  * Faults. cuv polls every communicator that has work in flight (ncclCommGetAsyncError, about
  * every 10 ms). When NCCL reports an error (a peer that died, a network failure, ...), every op
