@@ -857,6 +857,13 @@ static void test_communicator_bad_input(void **state) {
   cuv_comm_unref(NULL);
   assert_int_equal(cuv_nccl_type_size((cuv_nccl_type_t)12), 0);
   assert_int_equal(cuv_nccl_type_size((cuv_nccl_type_t)-1), 0);
+  /* a graph cannot replay a creation */
+  cuv_stream_t *stream;
+  cuv_graph_t *graph = NULL;
+  assert_cuv_ok(cuv_stream_create(&stream, dev));
+  EXPECT(cuv_graph_capture(&graph, cuv_comm_init_all(&dev, 1), stream, NULL), CUV_ENOTSUP);
+  assert_null(graph);
+  cuv_stream_destroy(stream);
 }
 
 /* Every device (two at most): a buffer of 64 bytes and one of 4 on each. */

@@ -107,7 +107,9 @@ typedef struct cuv_comm_s cuv_comm_t;
 
 /* An op that creates a communicator over n devices of this process, local rank i (and rank i of
  * the group) on devs[i]. Output: the cuv_comm_t. An error op for NULL or repeated devices, n == 0
- * (CUV_EINVAL) or no NCCL (CUV_ENONCCL). It runs on a stream of devs[0]'s device. */
+ * (CUV_EINVAL) or no NCCL (CUV_ENONCCL). It runs on a stream of devs[0]'s device; a then or map
+ * over it runs once the communicator is ready. Executed inside a graph capture it fails with
+ * CUV_ENOTSUP (a graph cannot replay a creation); a NCCL failure fails it with CUV_ENCCL(...). */
 CUV_EXTERN cuv_op_t *cuv_comm_init_all(cuv_device_t *const *devs, size_t n);
 /* An op that creates rank `rank` of a group of `nranks` (0 <= rank < nranks) on dev, with the
  * group's unique id: it completes once every rank joined. Output: the cuv_comm_t. */
