@@ -31,8 +31,12 @@
  * launch (send buffers read, receive buffers written), retains the communicator and its buffers
  * until proven complete, and can be captured in a graph. Every rank of the group must issue the
  * same collectives in the same order (NCCL's rule): submit a communicator's ops from one thread,
- * or order them. A graph replay of a collective on another device than the executing stream's is
- * not hazard-tracked on that device: order other uses of those buffers yourself.
+ * or order them. Each device's submission engine keeps the order of its own jobs only: work
+ * submitted to another device just before a collective may reach the hazard tracker after it, so
+ * sequence such steps by their callbacks (as samples/collectives does), or put them in the op's
+ * tree where they share its device. A graph replay of a collective on another device than the
+ * executing stream's is not hazard-tracked on that device: order other uses of those buffers
+ * yourself.
  * A collective's NCCL calls are made on a submitter thread, never on the submitting thread of
  * cuv_submit or cuv_uv_submit (unless CUV_SUBMIT_THREADS=0): NCCL's first collective of a kind may
  * set its connections up in the background, and cuv waits until the work is on the streams before
