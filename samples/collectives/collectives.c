@@ -21,8 +21,10 @@
  * address.
  *
  * With CUV_DRIVER=sim, --devices sets the simulator's device count, and the simulator's NCCL
- * joins the processes of one host through shared memory. Exit status: 0 when every rank's weights
- * are right, 77 without a CUDA driver or NCCL, 1 otherwise. */
+ * joins the processes of one host through shared memory. The kernels launch through the typed
+ * launchers cuv-launchers generated from collectives.cu, loaded from the PTX embedded in the
+ * program. Exit status: 0 when every rank's weights are right, 77 without a CUDA driver or NCCL, 1
+ * otherwise. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,6 +36,8 @@
 #ifdef COLLECTIVES_WITH_SIM
 #include <cuv/sim.h>
 #endif
+
+#include "collectives_launchers.h"
 
 #define EXIT_NO_DRIVER 77
 #define MAX_LOCAL 8
@@ -80,8 +84,7 @@ static void set_sim_devices(int n) { (void)n; }
 
 typedef struct local {
   cuv_device_t *dev;
-  cuv_module_t *mod;
-  cuv_kernel_t *grad, *apply;
+  collectives_module_t kernels;
   cuv_buffer_t *w, *g;
   int rank; /* in the group */
 } local_t;
@@ -128,19 +131,14 @@ static float initial_weight(unsigned i) { return (float)((int)(i % 13u) - 6); }
 
 /* ---- the steps ---- */
 
-static cuv_dim3_t grid_for(unsigned n) { return CUV_DIM1((n + 255) / 256); }
-
 static cuv_op_t *grad_op(app_t *app, local_t *l) {
-  unsigned rank = (unsigned)l->rank;
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(app->opt.n), CUV_ARG_VALUE(app->step),
-                            CUV_ARG_VALUE(rank), CUV_ARG_READ(l->w), CUV_ARG_WRITE(l->g)};
-  return cuv_launch(l->grad, grid_for(app->opt.n), CUV_DIM1(256), 0, args, 5);
+  return dp_grad_launch(&l->kernels, cuv_for_num_elems(app->opt.n), app->opt.n, app->step,
+                        (unsigned)l->rank, l->w, l->g);
 }
 
 static cuv_op_t *apply_op(app_t *app, local_t *l) {
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(app->opt.n), CUV_ARG_VALUE(app->lr), CUV_ARG_READ(l->g),
-                            CUV_ARG_RW(l->w)};
-  return cuv_launch(l->apply, grid_for(app->opt.n), CUV_DIM1(256), 0, args, 4);
+  return dp_apply_launch(&l->kernels, cuv_for_num_elems(app->opt.n), app->opt.n, app->lr, l->g,
+                         l->w);
 }
 
 /* Averages every rank's g, in place. */
@@ -427,11 +425,7 @@ static int open_local(app_t *app, local_t *l, int ordinal, int rank) {
   l->rank = rank;
   int rc = cuv_device_open(&l->dev, ordinal);
   if (rc == 0)
-    rc = cuv_module_load_file(&l->mod, l->dev, COLLECTIVES_PTX_PATH);
-  if (rc == 0)
-    rc = cuv_kernel_get(&l->grad, l->mod, "dp_grad");
-  if (rc == 0)
-    rc = cuv_kernel_get(&l->apply, l->mod, "dp_apply");
+    rc = collectives_module_load(&l->kernels, l->dev);
   if (rc == 0)
     rc = cuv_buffer_create(&l->w, l->dev, bytes);
   if (rc == 0)
@@ -445,9 +439,7 @@ static int open_local(app_t *app, local_t *l, int ordinal, int rank) {
 static void close_local(local_t *l) {
   cuv_buffer_unref(l->w);
   cuv_buffer_unref(l->g);
-  cuv_kernel_unref(l->grad);
-  cuv_kernel_unref(l->apply);
-  cuv_module_unref(l->mod);
+  collectives_module_destroy(&l->kernels);
   cuv_device_unref(l->dev);
 }
 
