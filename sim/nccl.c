@@ -585,13 +585,28 @@ static int group_add(const struct nccl_call *k) {
   return CUV__NCCL_SUCCESS;
 }
 
+/* The bytes a call reads and writes at this rank (NCCL ignores the root's-only pointers
+ * elsewhere). */
+static void call_bytes(const struct nccl_call *k, const struct sim_nccl_comm *c, size_t *send,
+                       size_t *recv) {
+  size_t one = k->count * sim_nccl_type_size(k->type), all = one * (size_t)c->nranks;
+  bool root = c->rank == k->root;
+  *send = k->kind == K_RECV || (k->kind == K_BROADCAST && !root) ? 0
+          : k->kind == K_REDUCESCATTER                           ? all
+                                                                 : one;
+  *recv = k->kind == K_SEND || (k->kind == K_REDUCE && !root) ? 0
+          : k->kind == K_ALLGATHER                            ? all
+                                                              : one;
+}
+
 /* Checks a call and adds it to the group (a call outside one is a group of its own). */
-static int call_submit(struct nccl_call *k, cuv__nccl_comm_t handle, size_t send_bytes,
-                       size_t recv_bytes) {
-  size_t size = sim_nccl_type_size(k->type);
+static int call_submit(struct nccl_call *k, cuv__nccl_comm_t handle) {
+  size_t size = sim_nccl_type_size(k->type), send_bytes = 0, recv_bytes = 0;
   int r = CUV__NCCL_SUCCESS;
   sim_lock();
   struct sim_nccl_comm *c = comm_get(handle);
+  if (c)
+    call_bytes(k, c, &send_bytes, &recv_bytes);
   struct sim_stream *s = NULL;
   if (!c || !size || (!is_p2p(k) && k->kind != K_ALLGATHER && k->kind != K_BROADCAST &&
                       !sim_nccl_op_valid(k->op)))
@@ -748,81 +763,54 @@ static int sim_ncclGroupEnd(void) {
   return group_flush();
 }
 
+/* A call of `kind` with NCCL's arguments, checked and grouped. */
+static int call(int kind, const void *send, void *recv, size_t count, int type, int op, int root,
+                int peer, cuv__nccl_comm_t comm, CUstream stream) {
+  struct nccl_call k = {.kind = kind, .type = type, .op = op, .root = root, .peer = peer,
+                        .count = count, .send = send, .recv = recv, .stream = stream};
+  return call_submit(&k, comm);
+}
+
 static int sim_ncclAllReduce(const void *send, void *recv, size_t count, int type, int op,
                              cuv__nccl_comm_t comm, CUstream stream) {
   SIM_NCCL_ENTER(ncclAllReduce);
-  struct nccl_call k = {.kind = K_ALLREDUCE, .type = type, .op = op, .root = 0, .peer = 0,
-                       .count = count, .send = send, .recv = recv, .stream = stream};
-  size_t bytes = count * sim_nccl_type_size(type);
-  return call_submit(&k, comm, bytes, bytes);
+  return call(K_ALLREDUCE, send, recv, count, type, op, 0, 0, comm, stream);
 }
 
 static int sim_ncclBroadcast(const void *send, void *recv, size_t count, int type, int root,
                              cuv__nccl_comm_t comm, CUstream stream) {
   SIM_NCCL_ENTER(ncclBroadcast);
-  struct nccl_call k = {.kind = K_BROADCAST, .type = type, .op = 0, .root = root, .peer = 0,
-                       .count = count, .send = send, .recv = recv, .stream = stream};
-  size_t bytes = count * sim_nccl_type_size(type);
-  sim_lock();
-  struct sim_nccl_comm *c = comm_get(comm);
-  bool root_here = c && c->rank == root;
-  sim_unlock();
-  return call_submit(&k, comm, root_here ? bytes : 0, bytes);
+  return call(K_BROADCAST, send, recv, count, type, 0, root, 0, comm, stream);
 }
 
 static int sim_ncclReduce(const void *send, void *recv, size_t count, int type, int op, int root,
                           cuv__nccl_comm_t comm, CUstream stream) {
   SIM_NCCL_ENTER(ncclReduce);
-  struct nccl_call k = {.kind = K_REDUCE, .type = type, .op = op, .root = root, .peer = 0,
-                       .count = count, .send = send, .recv = recv, .stream = stream};
-  size_t bytes = count * sim_nccl_type_size(type);
-  sim_lock();
-  struct sim_nccl_comm *c = comm_get(comm);
-  bool root_here = c && c->rank == root;
-  sim_unlock();
-  return call_submit(&k, comm, bytes, root_here ? bytes : 0);
+  return call(K_REDUCE, send, recv, count, type, op, root, 0, comm, stream);
 }
 
 static int sim_ncclAllGather(const void *send, void *recv, size_t send_count, int type,
                              cuv__nccl_comm_t comm, CUstream stream) {
   SIM_NCCL_ENTER(ncclAllGather);
-  struct nccl_call k = {.kind = K_ALLGATHER, .type = type, .op = 0, .root = 0, .peer = 0,
-                       .count = send_count, .send = send, .recv = recv, .stream = stream};
-  sim_lock();
-  struct sim_nccl_comm *c = comm_get(comm);
-  size_t nranks = c ? (size_t)c->nranks : 0;
-  sim_unlock();
-  size_t bytes = send_count * sim_nccl_type_size(type);
-  return call_submit(&k, comm, bytes, bytes * nranks);
+  return call(K_ALLGATHER, send, recv, send_count, type, 0, 0, 0, comm, stream);
 }
 
 static int sim_ncclReduceScatter(const void *send, void *recv, size_t recv_count, int type, int op,
                                  cuv__nccl_comm_t comm, CUstream stream) {
   SIM_NCCL_ENTER(ncclReduceScatter);
-  struct nccl_call k = {.kind = K_REDUCESCATTER, .type = type, .op = op, .root = 0, .peer = 0,
-                       .count = recv_count, .send = send, .recv = recv, .stream = stream};
-  sim_lock();
-  struct sim_nccl_comm *c = comm_get(comm);
-  size_t nranks = c ? (size_t)c->nranks : 0;
-  sim_unlock();
-  size_t bytes = recv_count * sim_nccl_type_size(type);
-  return call_submit(&k, comm, bytes * nranks, bytes);
+  return call(K_REDUCESCATTER, send, recv, recv_count, type, op, 0, 0, comm, stream);
 }
 
 static int sim_ncclSend(const void *send, size_t count, int type, int peer, cuv__nccl_comm_t comm,
                         CUstream stream) {
   SIM_NCCL_ENTER(ncclSend);
-  struct nccl_call k = {.kind = K_SEND, .type = type, .op = 0, .root = 0, .peer = peer,
-                       .count = count, .send = send, .recv = NULL, .stream = stream};
-  return call_submit(&k, comm, count * sim_nccl_type_size(type), 0);
+  return call(K_SEND, send, NULL, count, type, 0, 0, peer, comm, stream);
 }
 
 static int sim_ncclRecv(void *recv, size_t count, int type, int peer, cuv__nccl_comm_t comm,
                         CUstream stream) {
   SIM_NCCL_ENTER(ncclRecv);
-  struct nccl_call k = {.kind = K_RECV, .type = type, .op = 0, .root = 0, .peer = peer,
-                       .count = count, .send = NULL, .recv = recv, .stream = stream};
-  return call_submit(&k, comm, 0, count * sim_nccl_type_size(type));
+  return call(K_RECV, NULL, recv, count, type, 0, 0, peer, comm, stream);
 }
 
 /* ---- the simulator's API (include/cuv/sim.h) ---- */
