@@ -14,7 +14,6 @@
  * aborts the NCCL communicators (ncclCommAbort ends their kernels, so the streams move on and the
  * submissions complete with the error); cuv_comm_abort does the same on request. ncclCommDestroy,
  * which can block, is called only at the end, on cuv-nccl, after a finalize that went through. */
-#include <stdio.h>
 #include <string.h>
 
 #include "internal.h"
@@ -190,11 +189,19 @@ static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
   return worst;
 }
 
+/* Waits for a group NCCL still launches, unless cuv_comm_abort is waiting for the lock: its
+ * status is set first, and the launch is aborted here. */
 int cuv__comm_settle(cuv_comm_t *comm, int group_status) {
   cuv__nccl_result_t state = (cuv__nccl_result_t)group_status;
   struct timespec pause = {0, SETTLE_PAUSE_NS};
-  while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS)
+  while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS) {
+    int status = atomic_load(&comm->status);
+    if (status < 0) {
+      abort_locked(comm);
+      return status;
+    }
     nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
+  }
   int rc = cuv__nccl_status(state);
   if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS) {
     fail_locked(comm, rc); /* the calls were accepted, then the communicator failed */
@@ -560,6 +567,8 @@ CUV_EXTERN int cuv_nccl_unique_id(cuv_nccl_id_t *id) {
 CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
   if (!comm)
     return CUV_EINVAL;
+  int none = 0; /* before the lock: a launch that never ends gives the lock up for it */
+  atomic_compare_exchange_strong(&comm->status, &none, CUV_ECANCELED);
   pthread_mutex_lock(&comm->lock);
   fail_locked(comm, CUV_ECANCELED);
   watch_locked(comm); /* cuv-nccl makes the abort calls */

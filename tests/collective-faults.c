@@ -244,6 +244,30 @@ static void test_launched_late(void **state) {
   cuv_comm_unref(comm);
 }
 
+/* NCCL never finishes launching a group (a peer that never connects): cuv_comm_abort still ends
+ * the op at once, with CUV_ECANCELED. Without its way in past the waiting launch, the abort would
+ * wait for the launch, here for good. */
+static void test_abort_while_launching(void **state) {
+  (void)state;
+  cuv_comm_t *comm = make_clique();
+  little_t l;
+  little_init(&l, comm);
+  cuv_queue_t *q;
+  int seen[2] = {0, 0};
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuv_sim_nccl_set_launch_delay_us(600u * 1000000u);
+  assert_cuv_ok(cuv_submit(q, little_op(&l, comm), note_status, seen, NULL));
+  assert_int_equal(cuv_queue_wait(q, 50), CUV_EBUSY); /* still launching */
+  assert_int_equal(cuv_comm_abort(comm), 0);
+  drain_all(q);
+  cuv_sim_nccl_set_launch_delay_us(0);
+  assert_int_equal(seen[0], 1);
+  assert_int_equal(seen[1], CUV_ECANCELED);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  little_free(&l);
+  cuv_comm_unref(comm);
+}
+
 /* ---- two processes ---- */
 
 static uint32_t child_value(size_t i) { return (uint32_t)(i * 7 + 3); }
@@ -340,7 +364,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_async_error),
       cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
       cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_launched_late),
-      cmocka_unit_test(test_peer_process),
+      cmocka_unit_test(test_abort_while_launching), cmocka_unit_test(test_peer_process),
   };
   int rc = cuvt_run(tests);
   for (int r = 0; r < NDEV; r++)
