@@ -639,5 +639,6 @@ CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
 
 #include <cuv/typed.h> /* typed launches: launch configurations, vector types */
 #include <cuv/custom.h> /* custom ops and adopted device memory */
+#include <cuv/collective.h> /* NCCL collectives as ops, communicators */
 
 #endif

@@ -20,7 +20,7 @@ void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
   if (!atomic_compare_exchange_strong(&sub->claimed, &unclaimed, true))
     return;
   if (sub->status == 0)
-    sub->status = status;
+    sub->status = cuv__sub_verdict(sub, status);
   sub->path = path;
   switch (path) {
   case CUV__PATH_SPIN: CUV__STAT_ADD(completed_spin, 1); break;

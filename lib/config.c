@@ -23,10 +23,12 @@
    .uv_poll_max_us = 1000,                                                                        \
    .submit_threads = 4,                                                                           \
    .submit_inline = CUV_SUBMIT_INLINE_IDLE,                                                       \
-   .submit_ring = 1024}
+   .submit_ring = 1024,                                                                           \
+   .nccl = NULL}
 
 static const cuv_config_t defaults = DEFAULTS;
 static char driver_copy[PATH_MAX];
+static char nccl_copy[PATH_MAX];
 cuv_config_t cuv__config = DEFAULTS;
 
 /* The value of a setting's variable: its CUV_* name, else its alias; NULL when both are unset or
@@ -103,6 +105,13 @@ static bool driver_valid(const char *driver) {
   return strchr(driver, '/') && strlen(driver) < sizeof driver_copy;
 }
 
+/* NULL or "" (the default), "sim", or a path: a name with a '/' that fits a path buffer. */
+static bool nccl_valid(const char *nccl) {
+  if (!nccl || !*nccl || strcmp(nccl, "sim") == 0)
+    return true;
+  return strchr(nccl, '/') && strlen(nccl) < sizeof nccl_copy;
+}
+
 /* The submission engine's variables. */
 static int env_engine(cuv_config_t *c, char *why, size_t n, int rc) {
   const char *name, *text;
@@ -151,6 +160,12 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
   if ((text = env_value("CUV_UV_POLL_MAX_US", NULL, &name)) &&
       !parse_unsigned(text, 0, UV_POLL_MAX_US, &c->uv_poll_max_us))
     rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
+  if ((text = env_value("CUV_NCCL", NULL, &name))) {
+    if (nccl_valid(text))
+      c->nccl = text;
+    else
+      rc = refuse_env(name, text, "sim or the path of a library (with a '/')", why, n);
+  }
   return env_engine(c, why, n, rc);
 }
 
@@ -181,6 +196,8 @@ int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
     bad = "submit_inline: not a cuv_submit_inline_t";
   else if (c->submit_ring < 2 || c->submit_ring > SUBMIT_RING_MAX || !power_of_two(c->submit_ring))
     bad = "submit_ring: not a power of two from 2 to 65536";
+  else if (!nccl_valid(c->nccl))
+    bad = "nccl: neither \"sim\" nor the path of a library (with a '/')";
   if (!bad)
     return 0;
   if (why && n) {
@@ -194,10 +211,15 @@ int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
 
 static const char *driver_name(const char *driver) { return driver ? driver : "cuda"; }
 
+/* The NCCL setting with its default spelled "" (NULL and "" mean the same). */
+static const char *nccl_name(const char *nccl) { return nccl ? nccl : ""; }
+
 void cuv__config_apply(const cuv_config_t *c) {
   cuv__config = *c;
   snprintf(driver_copy, sizeof driver_copy, "%s", driver_name(c->driver));
   cuv__config.driver = driver_copy;
+  snprintf(nccl_copy, sizeof nccl_copy, "%s", nccl_name(c->nccl));
+  cuv__config.nccl = nccl_copy;
 }
 
 bool cuv__config_equal(const cuv_config_t *c) {
@@ -206,5 +228,6 @@ bool cuv__config_equal(const cuv_config_t *c) {
          c->spin_budget_us == a->spin_budget_us && c->host_sync == a->host_sync &&
          c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
          c->uv_poll_max_us == a->uv_poll_max_us && c->submit_threads == a->submit_threads &&
-         c->submit_inline == a->submit_inline && c->submit_ring == a->submit_ring;
+         c->submit_inline == a->submit_inline && c->submit_ring == a->submit_ring &&
+         strcmp(nccl_name(c->nccl), a->nccl) == 0;
 }

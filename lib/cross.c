@@ -9,6 +9,7 @@
  * (lib/engine.c). */
 #include "internal.h"
 #include "cross.h"
+#include "hazard.h"
 #include "policy.h"
 
 static void device_release(void *dev) { cuv__device_unref(dev); }
@@ -18,6 +19,10 @@ static void device_release(void *dev) { cuv__device_unref(dev); }
 int cuv__cross_stream(cuv__exec_t *ex, int ordinal, cuv_stream_t **stream) {
   if (!(ex->sub->devices & CUV__DEVICE_BIT(ordinal)))
     return CUV_EDEVICE;
+  /* A capture runs outside the engines (graph.c): another device's pooled streams may be taking
+   * other submissions' work meanwhile, which the capture would swallow. */
+  if (cuv__hazard_capturing(ex->sub))
+    return CUV_ENOTSUP;
   cuv_device_t *dev;
   int rc = cuv__device_get(&dev, ordinal);
   if (rc < 0)

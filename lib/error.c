@@ -1,9 +1,11 @@
 /* The error table: cuv's codes (CUV_ERRNO_MAP, include/cuv/errors.h) and libuv's, each with its
  * name and text. Driver failures (CUV_ECUDA(result)) are described with the driver's own words
- * when it is loaded. cuv does not link libuv, so libuv's list is copied here. */
+ * when it is loaded; NCCL failures (CUV_ENCCL(result)) with nccl.h's names, whether NCCL is loaded
+ * or not. cuv does not link libuv, so libuv's list is copied here. */
 #include <stddef.h>
 
 #include "internal.h"
+#include "nccl_funcs.h"
 
 /* libuv's codes and texts (uv.h's UV_ERRNO_MAP, as of libuv 1.51). On Linux a code is -errno
  * where errno.h has the name, and the rest have the fixed values uv/errno.h gives them;
@@ -134,11 +136,36 @@ static const char *cuda_text(int status, int want_name) {
   return want_name ? "CUDA_ERROR_UNKNOWN_CODE" : "CUDA driver call failed";
 }
 
+CUV_EXTERN int cuv_nccl_result(int status) {
+  return CUV_IS_ENCCL(status) ? CUV_ENCCL_BASE - status : 0;
+}
+
+/* ncclResult_t's names (nccl.h's) and what each means, by value (internal/nccl_funcs.h). */
+static const err_entry_t nccl_codes[] = {
+    {CUV__NCCL_UNHANDLED_CUDA_ERROR, "ncclUnhandledCudaError", "NCCL: a CUDA call failed"},
+    {CUV__NCCL_SYSTEM_ERROR, "ncclSystemError", "NCCL: a system or network call failed"},
+    {CUV__NCCL_INTERNAL_ERROR, "ncclInternalError", "NCCL: internal error"},
+    {CUV__NCCL_INVALID_ARGUMENT, "ncclInvalidArgument", "NCCL: invalid argument"},
+    {CUV__NCCL_INVALID_USAGE, "ncclInvalidUsage", "NCCL: invalid usage"},
+    {CUV__NCCL_REMOTE_ERROR, "ncclRemoteError", "NCCL: a remote rank failed or left"},
+    {CUV__NCCL_IN_PROGRESS, "ncclInProgress", "NCCL: operation still in progress"},
+};
+
+static const char *nccl_text(int status, int want_name) {
+  int result = cuv_nccl_result(status);
+  for (size_t i = 0; i < CUV__COUNT_OF(nccl_codes); i++)
+    if (nccl_codes[i].code == result)
+      return want_name ? nccl_codes[i].name : nccl_codes[i].text;
+  return want_name ? "ncclUnknownResult" : "NCCL call failed";
+}
+
 CUV_EXTERN const char *cuv_strerror(int status) {
   if (status == 0)
     return "success";
   if (CUV_IS_ECUDA(status))
     return cuda_text(status, 0);
+  if (CUV_IS_ENCCL(status))
+    return nccl_text(status, 0);
   const err_entry_t *e = find_code(status);
   return e ? e->text : "unknown error";
 }
@@ -148,6 +175,8 @@ CUV_EXTERN const char *cuv_err_name(int status) {
     return "CUV_OK";
   if (CUV_IS_ECUDA(status))
     return cuda_text(status, 1);
+  if (CUV_IS_ENCCL(status))
+    return nccl_text(status, 1);
   const err_entry_t *e = find_code(status);
   return e ? e->name : "CUV_EUNKNOWN";
 }

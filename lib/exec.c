@@ -120,7 +120,7 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   /* Wait also after a failure midway: what was enqueued must finish before its resources go. */
   int wait = cuv__wait_sync(ex.sub);
   CUV__STAT_ADD(completed_sync, 1);
-  int status = ex.sub->status < 0 ? ex.sub->status : wait;
+  int status = ex.sub->status < 0 ? ex.sub->status : cuv__sub_verdict(ex.sub, wait);
   if (cuv_status_is_fault(wait))
     status = wait;
   return exec_deliver(ex.sub, status, out);

@@ -86,10 +86,10 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   CUgraph graph = NULL;
   cuv_output_t output = {0}; /* stays cleared when the capture cannot even begin */
   cuv__uses_t *uses = NULL;
-  /* The capture runs on this thread, outside the engine, which orders work of several devices
-   * (engine.c): a tree over several devices is not captured. */
-  rc = ex.sub->devices != CUV__DEVICE_BIT(ex.stream->dev->ordinal) ? CUV_ENOTSUP
-                                                                   : cuv__bind(ex.stream->dev);
+  /* The capture runs on this thread, outside the engines, which order work of several devices
+   * (engine.c): an op of another device than the stream's refuses to be captured (cross.c,
+   * peer.c), a collective's parts run on their communicator's streams (collective.c). */
+  rc = cuv__bind(ex.stream->dev);
   if (rc < 0)
     cuv__op_drop(op);
   else

@@ -110,6 +110,8 @@ static void peer_drop(cuv_op_t *op) {
 static int peer_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   peer_op_t *p = (peer_op_t *)op;
   int rc = ex->sub->devices & CUV__DEVICE_BIT(p->src->dev->ordinal) ? 0 : CUV_EDEVICE;
+  if (rc == 0 && cuv__hazard_capturing(ex->sub))
+    rc = CUV_ENOTSUP; /* graph.c: a capture is not ordered in the source device's engine */
   if (rc == 0)
     rc = cuv__hold_buffer(ex, p->dst, CUV_ARG_KIND_WRITE);
   if (rc == 0)

@@ -12,19 +12,39 @@ static void stream_in_flight_release(void *arg) {
   cuv__stream_unref(stream);
 }
 
-int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
+static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part) {
   cuv__submission_t *sub = cuv__zalloc(sizeof *sub);
   if (!sub)
-    return CUV_ENOMEM;
+    return NULL;
   sub->holds = sub->inline_holds;
   sub->cap_holds = CUV__INLINE_HOLDS;
   sub->dev = cuv__device_ref(stream->dev);
   sub->stream = cuv__stream_ref(stream);
   sub->devices = CUV__DEVICE_BIT(stream->dev->ordinal);
+  sub->part = part;
   atomic_fetch_add(&stream->in_flight, 1);
-  CUV__STAT_ADD(in_flight, 1);
-  *out = sub;
-  return 0;
+  if (!part)
+    CUV__STAT_ADD(in_flight, 1);
+  return sub;
+}
+
+int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream) {
+  *out = sub_new(stream, false);
+  return *out ? 0 : CUV_ENOMEM;
+}
+
+int cuv__sub_create_part(cuv__submission_t **out, cuv_stream_t *stream) {
+  *out = sub_new(stream, true);
+  return *out ? 0 : CUV_ENOMEM;
+}
+
+void cuv__sub_fail_late(cuv__submission_t *sub, int status) {
+  int none = 0;
+  atomic_compare_exchange_strong(&sub->late_status, &none, status);
+}
+
+int cuv__sub_verdict(cuv__submission_t *sub, int status) {
+  return status < 0 ? status : atomic_load(&sub->late_status);
 }
 
 int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg) {
@@ -111,7 +131,8 @@ static void sub_free(cuv__submission_t *sub) {
   free(sub->events);
   atomic_fetch_sub(&sub->stream->in_flight, 1);
   cuv__stream_unref(sub->stream);
-  CUV__STAT_SUB(in_flight, 1);
+  if (!sub->part)
+    CUV__STAT_SUB(in_flight, 1);
   cuv_device_t *dev = sub->dev;
   free(sub);
   cuv__device_unref(dev);
@@ -128,7 +149,8 @@ void cuv__sub_retire(cuv__submission_t *sub) {
     if (sub->events[i].dev != sub->dev)
       cuv__device_unref(sub->events[i].dev);
   }
-  CUV__STAT_ADD(completed, 1);
+  if (!sub->part)
+    CUV__STAT_ADD(completed, 1);
   sub_free(sub);
 }
 

@@ -60,10 +60,25 @@ struct cuv__submission {
   bool callback_ran;        /* cancelled and called back before it finished (drain only) */
   cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
   uint64_t submitted_ns;    /* cuv__now_ns() of a CUV_SUBMIT_POLLED submission, else 0 */
+  /* A failure learned after the work was enqueued, by whoever watches it besides the stream (a
+   * collective's communicator: lib/comm.c): set before the work can be proven complete, it is
+   * the submission's status unless the execution or the stream failed first. */
+  atomic_int late_status;
+  bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
 };
 
 /* A submission on `stream` (which it references and counts in flight). */
 int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream);
+/* A part of a submission on another device's stream (lib/collective.c): it holds that stream,
+ * the hazard records and events of its device, and is retired or leaked with the submission that
+ * holds it. Not counted in cuv_stats. */
+int cuv__sub_create_part(cuv__submission_t **part, cuv_stream_t *stream);
+/* Records a failure of work already enqueued (the first one sticks); call only while the work
+ * cannot have been proven complete. */
+void cuv__sub_fail_late(cuv__submission_t *sub, int status);
+/* The status a completed submission reports: `status` (the execution's or the stream's) when it
+ * is a failure, else the late one, if any. */
+int cuv__sub_verdict(cuv__submission_t *sub, int status);
 /* Holds `arg` until retirement, then calls release(arg). On failure nothing is held and the
  * caller still owns arg. */
 int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg);

@@ -253,6 +253,11 @@ struct sim_ctx *sim_ctx_from_handle(CUcontext h) {
 
 struct sim_ctx *sim_ctx_current(void) { return current; }
 
+void sim_ctx_make_current(int device) {
+  if (device_valid(device))
+    current = &contexts[device];
+}
+
 CUresult sim_ctx_require(struct sim_ctx **out) {
   struct sim_ctx *ctx = current;
   if (!ctx)

@@ -160,7 +160,7 @@ CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry) {
 
 /* CUV_SIM_HIDE=name,name... makes lookups of those entry points fail as on an older driver that
  * lacks them (to test cuv's handling of optional entry points). Read at each lookup. */
-static bool entry_hidden(const char *name) {
+bool sim_entry_hidden(const char *name) {
   const char *list = getenv("CUV_SIM_HIDE");
   size_t len = strlen(name);
   while (list && *list) {
@@ -188,7 +188,7 @@ CUV_SIM_EXTERN CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
       (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0)
     return CUDA_ERROR_INVALID_VALUE;
-  sim_fn fn = entry_hidden(symbol) ? NULL : entry_resolve(symbol, cudaVersion);
+  sim_fn fn = sim_entry_hidden(symbol) ? NULL : entry_resolve(symbol, cudaVersion);
   if (!fn) {
     if (symbolStatus)
       *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;

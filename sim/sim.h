@@ -35,8 +35,10 @@
 
 /* Every base name the simulator answers to, for call counting and failure injection: the names of
  * internal/driver_funcs.h plus the variants the real driver also resolves
- * (cuGraphInstantiateWithFlags) and cuGetProcAddress itself. Kept separate from CUV__DRIVER_FUNCS
- * so that renaming an entry there does not change the ids used inside the simulator. */
+ * (cuGraphInstantiateWithFlags) and cuGetProcAddress itself, and the NCCL entry points of
+ * internal/nccl_funcs.h (sim/nccl.c; an injected result is their ncclResult_t). Kept separate
+ * from CUV__DRIVER_FUNCS so that renaming an entry there does not change the ids used inside the
+ * simulator. */
 #define SIM_ENTRY_POINTS(X)                                                                      \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetCount)      \
   X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain)          \
@@ -54,7 +56,11 @@
   X(cuStreamWriteValue32) X(cuStreamWriteValue64) X(cuStreamWaitValue32)                         \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)     \
   X(cuGraphInstantiateWithFlags) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphDestroy)             \
-  X(cuGraphExecDestroy) X(cuGetProcAddress)
+  X(cuGraphExecDestroy) X(cuGetProcAddress)                                                     \
+  X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
+  X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclGroupStart) X(ncclGroupEnd)      \
+  X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)          \
+  X(ncclSend) X(ncclRecv)
 
 /* One id per entry point. The ## keeps cuda.h's renaming macros (cuMemAlloc -> cuMemAlloc_v2)
  * from expanding, so the ids carry the base names. */
@@ -80,6 +86,8 @@ enum sim_enter_checks {
 /* Counts the call, applies failure injection, then the checks. Returns CUDA_SUCCESS to proceed,
  * or the result the entry point must return. */
 SIM_HIDDEN CUresult sim_enter(enum sim_entry_id id, enum sim_enter_checks checks);
+/* Whether CUV_SIM_HIDE names the entry point: lookups of it fail as on a library without it. */
+SIM_HIDDEN bool sim_entry_hidden(const char *name);
 
 /* Every entry point starts with one of these: the call is counted and may be failed by
  * cuv_sim_fail before it acts. */
@@ -178,6 +186,9 @@ SIM_HIDDEN struct sim_ctx *sim_ctx_from_handle(CUcontext h);
 SIM_HIDDEN struct sim_ctx *sim_ctx_of_device(int dev);
 /* The number of devices fixed by cuInit (0 before). */
 SIM_HIDDEN int sim_device_count(void);
+/* Makes device's primary context current on the calling thread, as the CUDA runtime's
+ * cudaSetDevice does inside NCCL (sim/nccl.c). */
+SIM_HIDDEN void sim_ctx_make_current(int device);
 /* Current context usable for new work, or the error to return (lock held). */
 SIM_HIDDEN CUresult sim_ctx_require(struct sim_ctx **out);
 /* The sticky fault of ctx, CUDA_SUCCESS when none (no lock needed). */

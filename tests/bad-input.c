@@ -863,6 +863,124 @@ static void test_bridge_misuse(void **state) {
   cuv_buffer_unref(flag);
 }
 
+/* ---- collectives ---- */
+
+static void test_communicator_bad_input(void **state) {
+  cuv_device_t *dev = cuvt_device(), *dup[2] = {dev, dev}, *with_null[2] = {dev, NULL};
+  cuv_nccl_id_t id;
+  int version;
+  EXPECT(cuv_nccl_version(NULL), CUV_EINVAL);
+  EXPECT(cuv_nccl_version(&version), 0);
+  EXPECT(cuv_nccl_unique_id(NULL), CUV_EINVAL);
+  EXPECT(cuv_nccl_unique_id(&id), 0);
+  EXPECT_OP(cuv_comm_init_all(NULL, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_all(&dev, 0), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_all(dup, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_all(with_null, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_rank(NULL, &id, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_rank(dev, NULL, 0, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_rank(dev, &id, 1, 1), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_rank(dev, &id, -1, 2), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_init_rank(dev, &id, 0, 0), CUV_EINVAL);
+  assert_int_equal(cuv_comm_local_count(NULL), 0);
+  assert_int_equal(cuv_comm_size(NULL), 0);
+  EXPECT(cuv_comm_rank(NULL, 0), CUV_EINVAL);
+  assert_null(cuv_comm_device(NULL, 0));
+  assert_null(cuv_comm_stream(NULL, 0));
+  assert_null(cuv_comm_handle(NULL, 0));
+  EXPECT(cuv_comm_status(NULL), CUV_EINVAL);
+  EXPECT(cuv_comm_abort(NULL), CUV_EINVAL);
+  assert_null(cuv_comm_ref(NULL));
+  cuv_comm_unref(NULL);
+  assert_int_equal(cuv_nccl_type_size((cuv_nccl_type_t)12), 0);
+  assert_int_equal(cuv_nccl_type_size((cuv_nccl_type_t)-1), 0);
+  /* a graph cannot replay a creation */
+  cuv_stream_t *stream;
+  cuv_graph_t *graph = NULL;
+  assert_cuv_ok(cuv_stream_create(&stream, dev));
+  EXPECT(cuv_graph_capture(&graph, cuv_comm_init_all(&dev, 1), stream, NULL), CUV_ENOTSUP);
+  assert_null(graph);
+  cuv_stream_destroy(stream);
+}
+
+/* Every device (two at most): a buffer of 64 bytes and one of 4 on each. */
+typedef struct comm_fixture {
+  int n;
+  cuv_device_t *devs[2];
+  cuv_comm_t *comm;
+  cuv_buffer_t *good[2], *small[2], *swapped[2], *none[2];
+} comm_fixture_t;
+
+static void comm_fixture_init(comm_fixture_t *f) {
+  int count = 0;
+  memset(f, 0, sizeof *f);
+  assert_cuv_ok(cuv_device_count(&count));
+  f->n = count < 2 ? count : 2;
+  for (int i = 0; i < f->n; i++) {
+    assert_cuv_ok(cuv_device_open(&f->devs[i], i));
+    assert_cuv_ok(cuv_buffer_create(&f->good[i], f->devs[i], 64));
+    assert_cuv_ok(cuv_buffer_create(&f->small[i], f->devs[i], 4));
+  }
+  for (int i = 0; i < f->n; i++)
+    f->swapped[i] = f->good[f->n - 1 - i];
+  cuv_output_t out;
+  assert_cuv_ok(cuv_sync(cuv_comm_init_all(f->devs, (size_t)f->n), &out));
+  f->comm = cuv_output_take(&out).data;
+}
+
+static void comm_fixture_free(comm_fixture_t *f) {
+  cuv_comm_unref(f->comm);
+  for (int i = 0; i < f->n; i++) {
+    cuv_buffer_unref(f->good[i]);
+    cuv_buffer_unref(f->small[i]);
+    cuv_device_unref(f->devs[i]);
+  }
+}
+
+static void test_collective_bad_input(void **state) {
+  comm_fixture_t f;
+  comm_fixture_init(&f);
+  cuv_comm_t *c = f.comm;
+  const cuv_nccl_type_t F32 = CUV_NCCL_FLOAT32;
+  EXPECT_OP(cuv_comm_all_reduce(NULL, f.good, f.good, 4, F32, CUV_NCCL_SUM), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, NULL, 4, F32, CUV_NCCL_SUM), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.none, f.good, 4, F32, CUV_NCCL_SUM), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.none, 4, F32, CUV_NCCL_SUM), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.good, 4, (cuv_nccl_type_t)12, CUV_NCCL_SUM),
+            CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.good, 4, F32, (cuv_nccl_redop_t)5), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.small, 4, F32, CUV_NCCL_SUM), CUV_ERANGE);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.small, f.good, 4, F32, CUV_NCCL_SUM), CUV_ERANGE);
+  EXPECT_OP(cuv_comm_all_reduce(c, NULL, f.good, SIZE_MAX / 2, F32, CUV_NCCL_SUM), CUV_ERANGE);
+  EXPECT_OP(cuv_comm_reduce(c, f.good, f.good, 4, F32, CUV_NCCL_SUM, f.n), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_broadcast(c, f.good, f.good, 4, F32, -1), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_broadcast(c, f.none, f.good, 4, F32, 0), CUV_EINVAL); /* the root's send */
+  EXPECT_OP(cuv_comm_all_gather(c, f.good, f.good, 16, F32), f.n > 1 ? CUV_ERANGE : 0);
+  EXPECT_OP(cuv_comm_reduce_scatter(c, f.good, f.small, 1, F32, CUV_NCCL_SUM), 0);
+  EXPECT_OP(cuv_comm_reduce_scatter(c, f.small, f.small, 1, F32, CUV_NCCL_SUM),
+            f.n > 1 ? CUV_ERANGE : 0);
+  if (f.n > 1) /* a buffer on another rank's device */
+    EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.swapped, 4, F32, CUV_NCCL_SUM), CUV_EDEVICE);
+  cuv_nccl_p2p_t t = {CUV_NCCL_SEND, 0, 0, f.good[0], 4};
+  EXPECT_OP(cuv_comm_send_recv(c, NULL, 1, F32), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_send_recv(c, &t, 0, F32), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_send_recv(NULL, &t, 1, F32), CUV_EINVAL);
+  cuv_nccl_p2p_t bad[] = {{2, 0, 0, f.good[0], 4},
+                          {CUV_NCCL_SEND, (unsigned)f.n, 0, f.good[0], 4},
+                          {CUV_NCCL_RECV, 0, f.n, f.good[0], 4},
+                          {CUV_NCCL_RECV, 0, -1, f.good[0], 4},
+                          {CUV_NCCL_SEND, 0, 0, NULL, 4}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    EXPECT_OP(cuv_comm_send_recv(c, &bad[i], 1, F32), CUV_EINVAL);
+  cuv_nccl_p2p_t big = {CUV_NCCL_SEND, 0, 0, f.good[0], 17};
+  EXPECT_OP(cuv_comm_send_recv(c, &big, 1, F32), CUV_ERANGE);
+  /* aborted: every later op fails at once with CUV_ECANCELED */
+  EXPECT(cuv_comm_abort(c), 0);
+  EXPECT(cuv_comm_status(c), CUV_ECANCELED);
+  EXPECT_OP(cuv_comm_all_reduce(c, f.good, f.good, 4, F32, CUV_NCCL_SUM), CUV_ECANCELED);
+  comm_fixture_free(&f);
+}
+
 /* ---- error codes ---- */
 
 static void test_error_text(void **state) {
@@ -879,6 +997,14 @@ static void test_error_text(void **state) {
   assert_int_equal(cuv_cuda_result(CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY)), CUDA_ERROR_OUT_OF_MEMORY);
   assert_string_equal(cuv_err_name(CUV_ECUDA(CUDA_ERROR_OUT_OF_MEMORY)),
                       "CUDA_ERROR_OUT_OF_MEMORY");
+  /* NCCL's results: kept, named as nccl.h names them; an unknown one still has a name */
+  assert_int_equal(cuv_nccl_result(CUV_ENCCL(6)), 6);
+  assert_int_equal(cuv_nccl_result(CUV_EINVAL), 0);
+  assert_int_equal(cuv_nccl_result(CUV_ECUDA(6)), 0);
+  assert_string_equal(cuv_err_name(CUV_ENCCL(6)), "ncclRemoteError");
+  assert_string_equal(cuv_err_name(CUV_ENCCL(77)), "ncclUnknownResult");
+  assert_non_null(cuv_strerror(CUV_ENCCL(77)));
+  assert_string_equal(cuv_err_name(CUV_ENONCCL), "CUV_ENONCCL");
 }
 
 int main(void) {
@@ -898,6 +1024,8 @@ int main(void) {
       cmocka_unit_test(test_mismatched_devices),
       cmocka_unit_test(test_queue_misuse),
       cmocka_unit_test(test_bridge_misuse),
+      cmocka_unit_test(test_communicator_bad_input),
+      cmocka_unit_test(test_collective_bad_input),
       cmocka_unit_test(test_error_text),
   };
   return cuvt_run(tests);

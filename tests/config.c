@@ -26,7 +26,7 @@
 static const char *const variables[] = {
     "CUV_DRIVER",        "CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", "CUV_HOST_SYNC",
     "CUDA_ASYNC_HOST_SYNC", "CUV_REACTOR_SLOTS", "CUV_STRICT_HAZARDS",      "CUV_UV_POLL_MAX_US",
-    "CUV_SUBMIT_THREADS", "CUV_SUBMIT_INLINE", "CUV_SUBMIT_RING",
+    "CUV_SUBMIT_THREADS", "CUV_SUBMIT_INLINE", "CUV_SUBMIT_RING",  "CUV_NCCL",
 };
 
 /* The suite's driver, "sim" or "cuda" (its CUV_DRIVER, read before any child changes it). */
@@ -43,7 +43,8 @@ static bool same_config(const cuv_config_t *a, const cuv_config_t *b) {
          a->spin_budget_us == b->spin_budget_us && a->host_sync == b->host_sync &&
          a->reactor_slots == b->reactor_slots && a->strict_hazards == b->strict_hazards &&
          a->uv_poll_max_us == b->uv_poll_max_us && a->submit_threads == b->submit_threads &&
-         a->submit_inline == b->submit_inline && a->submit_ring == b->submit_ring;
+         a->submit_inline == b->submit_inline && a->submit_ring == b->submit_ring &&
+         strcmp(a->nccl ? a->nccl : "", b->nccl ? b->nccl : "") == 0;
 }
 
 /* A configuration unlike the defaults in every field. */
@@ -59,6 +60,7 @@ static cuv_config_t custom_config(void) {
   c.submit_threads = 5 + cuvt_random_u32() % 60;
   c.submit_inline = CUV_SUBMIT_INLINE_NEVER;
   c.submit_ring = 2u << cuvt_random_u32() % 9;
+  c.nccl = "/nonexistent/libnccl.so.2"; /* checked at init, opened only by a collective */
   return c;
 }
 
@@ -70,7 +72,7 @@ static int child_defaults(void) {
   CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
   CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
   CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
-  CHECK(c.submit_ring == 1024);
+  CHECK(c.submit_ring == 1024 && c.nccl == NULL);
   unsetenv("CUV_DRIVER");
   CHECK(cuv_config_default(&c) == 0 && strcmp(c.driver, "cuda") == 0);
   setenv("CUV_DRIVER", "", 1); /* empty counts as unset */
@@ -91,7 +93,9 @@ static int child_environment(void) {
   setenv("CUV_SUBMIT_THREADS", "0", 1);
   setenv("CUV_SUBMIT_INLINE", "always", 1);
   setenv("CUV_SUBMIT_RING", "65536", 1);
+  setenv("CUV_NCCL", "/opt/nccl/lib/libnccl.so.2", 1);
   CHECK(cuv_config_default(&c) == 0);
+  CHECK(strcmp(c.nccl, "/opt/nccl/lib/libnccl.so.2") == 0);
   CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN && c.reactor_slots == 3);
   CHECK(c.strict_hazards && c.uv_poll_max_us == 0);
   CHECK(c.submit_threads == 0 && c.submit_inline == CUV_SUBMIT_INLINE_ALWAYS);
@@ -124,6 +128,7 @@ static int child_environment_invalid(void) {
       {"CUV_DRIVER", "simm"},              {"CUV_SUBMIT_THREADS", "65"},
       {"CUV_SUBMIT_INLINE", "sometimes"},  {"CUV_SUBMIT_RING", "1000"},
       {"CUV_SUBMIT_RING", "1"},            {"CUV_SUBMIT_RING", "131072"},
+      {"CUV_NCCL", "libnccl.so.2"}, /* a name, not a path: a typo of "sim" would search */
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     clear_env();
@@ -261,8 +266,8 @@ static int child_invalid_configs(void) {
   long_path[sizeof long_path - 1] = '\0';
   cuv_config_t base;
   cuv_config_default(&base);
-  cuv_config_t bad[20];
-  const char *field[20];
+  cuv_config_t bad[24];
+  const char *field[24];
   size_t n = 0;
 #define BAD(name, expr)                                                                           \
   do {                                                                                            \
@@ -288,6 +293,8 @@ static int child_invalid_configs(void) {
   BAD("submit_ring", submit_ring = 1000);
   BAD("submit_ring", submit_ring = 1);
   BAD("submit_ring", submit_ring = 131072);
+  BAD("nccl", nccl = "libnccl.so.2"); /* a library name, not a path */
+  BAD("nccl", nccl = long_path);
 #undef BAD
   for (size_t i = 0; i < n; i++) {
     CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
@@ -351,6 +358,7 @@ static int child_concurrent_init(void) {
   setenv("CUV_SUBMIT_THREADS", threads_text, 1);
   setenv("CUV_SUBMIT_INLINE", "never", 1);
   setenv("CUV_SUBMIT_RING", ring, 1);
+  setenv("CUV_NCCL", race_config.nccl, 1);
   pthread_t threads[RACERS];
   for (intptr_t i = 0; i < RACERS; i++)
     CHECK(pthread_create(&threads[i], NULL, racer, (void *)i) == 0);

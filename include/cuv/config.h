@@ -75,6 +75,11 @@ typedef struct cuv_config {
    * default 1024. A push that finds it full runs the oldest queued work on the pushing thread
    * instead of waiting (README: the submission engine). */
   unsigned submit_ring;
+  /* CUV_NCCL: the NCCL library collectives use (include/cuv/collective.h), opened at their first
+   * use. NULL (the default, also "") is libnccl.so.2, or with the driver "sim" the simulator's own
+   * collectives; "sim" asks for the simulator's; anything else is the path of a library to load,
+   * and must contain a '/'. Copied by init. */
+  const char *nccl;
 } cuv_config_t;
 
 /* Fills *config with the defaults, then with the environment variables above. Returns 0, or

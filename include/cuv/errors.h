@@ -10,7 +10,10 @@
  *    CUV_EINVAL == UV_EINVAL == -EINVAL. Its text is libuv's (cuv_strerror(UV_EPIPE) is
  *    uv_strerror's "broken pipe"), and cuv_strerror names libuv's other codes too (UV_EOF ...);
  *  - cuv's own codes, those with no POSIX meaning, are -9001 to -9099: below every libuv code
- *    (libuv's lowest is UV_EOF, -4095) and above the CUDA range;
+ *    (libuv's lowest is UV_EOF, -4095) and above the NCCL and CUDA ranges;
+ *  - a failure of a NCCL call (include/cuv/collective.h) keeps its ncclResult_t: the status is
+ *    CUV_ENCCL(result), from -9101 to -9199; cuv_nccl_result() gives the ncclResult_t back, and
+ *    cuv_err_name names it as nccl.h does (ncclRemoteError, ...);
  *  - a failure of a CUDA driver call keeps its CUresult: the status is CUV_ECUDA(result), a value
  *    at or below CUV_ECUDA_BASE. cuv_cuda_result() gives the CUresult back, and cuv_strerror /
  *    cuv_err_name describe it with the driver's own words (CUDA_ERROR_ILLEGAL_ADDRESS, ...). */
@@ -40,17 +43,24 @@
   XX(ENOTFOUND, -9007, "no such kernel in the module")                                           \
   XX(EARGS, -9008, "kernel arguments do not match the kernel's parameters")                      \
   XX(EDEVICE, -9009, "objects of different devices used together")                              \
-  XX(ETHREAD, -9010, "cannot start a thread")
+  XX(ETHREAD, -9010, "cannot start a thread")                                                    \
+  XX(ENONCCL, -9011, "no usable NCCL library (cuv_nccl_error says which and why): collectives "  \
+                     "need NCCL 2.19 or later")
 
 typedef enum {
 #define CUV__ERR_ENUM(name, value, text) CUV_##name = (value),
   CUV_ERRNO_MAP(CUV__ERR_ENUM)
 #undef CUV__ERR_ENUM
+  CUV_ENCCL_BASE = -9100,
   CUV_ECUDA_BASE = -10000
 } cuv_errno_t;
 
 /* A CUDA driver failure: CUV_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS) == -10700. */
 #define CUV_ECUDA(cu_result) (CUV_ECUDA_BASE - (int)(cu_result))
 #define CUV_IS_ECUDA(status) ((status) <= CUV_ECUDA_BASE)
+
+/* A NCCL failure: CUV_ENCCL(ncclRemoteError) == -9106. */
+#define CUV_ENCCL(nccl_result) (CUV_ENCCL_BASE - (int)(nccl_result))
+#define CUV_IS_ENCCL(status) ((status) < CUV_ENCCL_BASE && (status) > CUV_ENCCL_BASE - 100)
 
 #endif

@@ -106,6 +106,34 @@ CUV_SIM_EXTERN void cuv_sim_set_device_count(int count);
  * cuMemcpyPeerAsync copies either way, as the driver does. Applies from the next query. */
 CUV_SIM_EXTERN void cuv_sim_set_peer_access(int dev, int peer_dev, int can_access);
 
+/* ---- NCCL (cuv's collectives with CUV_DRIVER=sim: include/cuv/collective.h) ----
+ * libcuv-sim implements the NCCL entry points cuv uses on the host, over its simulated devices:
+ * the ranks of a group meet in a shared-memory segment named after the group's unique id, so they
+ * may be devices of one process or separate processes (on one machine). It exports no nccl*
+ * symbol: cuv takes its functions from cuv_sim_nccl_proc. Every entry point is counted and may be
+ * failed by cuv_sim_fail (by its NCCL name, with an ncclResult_t) and hidden with CUV_SIM_HIDE, as
+ * the driver's are. Like NCCL, a call on a communicator leaves its device's primary context
+ * current on the calling thread. */
+
+/* The simulator's function for a NCCL entry point's name ("ncclAllReduce"), or NULL. */
+CUV_SIM_EXTERN void *cuv_sim_nccl_proc(const char *name);
+/* Failure injection on a communicator (an ncclComm_t: cuv_comm_handle): its asynchronous error
+ * becomes `result` (an ncclResult_t, such as 3 for ncclInternalError), and its collectives stop,
+ * as NCCL's kernels wait for data that never comes, until it is aborted. 0, or -EINVAL for an
+ * unknown communicator or a result that is not an error. */
+CUV_SIM_EXTERN int cuv_sim_nccl_set_async_error(void *comm, int result);
+/* The rank of `comm` dies, as if its process had exited: it leaves its group, its collectives
+ * stop (until it is aborted) and it reports ncclSystemError; its peers' collectives that need it
+ * stop and their communicators report ncclRemoteError (as they do when a peer's process exits).
+ * 0 or -EINVAL. */
+CUV_SIM_EXTERN int cuv_sim_nccl_kill(void *comm);
+/* From now on, a group of non-blocking communicators reaches its streams `usec` microseconds after
+ * ncclGroupEnd (from another thread), which returns ncclInProgress; ncclCommGetAsyncError says
+ * ncclInProgress until then, as NCCL does while it connects its first collective. 0: at once. */
+CUV_SIM_EXTERN void cuv_sim_nccl_set_launch_delay_us(unsigned usec);
+/* The version ncclGetVersion reports (a NCCL version code; 0 or less: the default, 22809). */
+CUV_SIM_EXTERN void cuv_sim_nccl_set_version(int version);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,602 @@
+/* Communicators. A cuv_comm_t holds one NCCL communicator per local rank, each with its device (a
+ * reference) and a stream of that device on which every NCCL call of that rank goes, so a rank's
+ * collectives reach the GPU in the order they were issued, as NCCL needs on every rank.
+ *
+ * Creation is an op: it starts NCCL's non-blocking initialization (ncclCommInitRankConfig with
+ * blocking = 0, one call per local rank in one group) and makes the executing stream wait
+ * (cuStreamWaitValue32) on a pinned word; the cuv-nccl thread polls ncclCommGetAsyncError and sets
+ * the word when every rank is ready or one failed. So no thread waits for the initialization, and
+ * its end completes like any submission's, through the stream; a failure reaches the submission as
+ * its late status (lib/submission.h).
+ *
+ * Faults. Every submission with a collective in flight is watched (a pending record it holds); the
+ * cuv-nccl thread polls the communicators that have one. An error fails them all (late status) and
+ * aborts the NCCL communicators (ncclCommAbort ends their kernels, so the streams move on and the
+ * submissions complete with the error); cuv_comm_abort does the same on request. ncclCommDestroy,
+ * which can block, is called only at the end, on cuv-nccl, after a finalize that went through. */
+#include <string.h>
+
+#include "internal.h"
+#include "comm.h"
+#include "hazard.h"
+#include "nccl.h"
+#include "poller.h"
+
+enum { COMM_STARTING, COMM_READY, COMM_FAILED };
+
+#define START_POLL_US 1000u  /* while a communicator is being created or closed */
+#define WATCH_POLL_US 10000u /* while collectives are in flight: a failure is seen this soon */
+#define FINALIZE_NS 10000000000ull /* a finalize that takes longer is given up for an abort */
+#define SETTLE_PAUSE_NS 20000L     /* between looks at a communicator NCCL is still connecting */
+
+struct cuv__comm_pending {
+  cuv_comm_t *comm;
+  cuv__submission_t *sub;
+  cuv__comm_pending_t *prev, *next;
+};
+
+/* cuv-nccl's lists: communicators watched (each holds a reference) and closing (no reference
+ * left: cuv-nccl ends and frees them). */
+static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuv_comm_t *watch_head, *closing_head;
+
+static unsigned poll_all(void);
+
+/* Pushes onto one of the lists, or takes a whole list, under watch_lock. */
+static void list_push(cuv_comm_t **head, cuv_comm_t *comm) {
+  pthread_mutex_lock(&watch_lock);
+  comm->watch_next = *head;
+  *head = comm;
+  pthread_mutex_unlock(&watch_lock);
+}
+
+static cuv_comm_t *list_take(cuv_comm_t **head) {
+  pthread_mutex_lock(&watch_lock);
+  cuv_comm_t *list = *head;
+  *head = NULL;
+  pthread_mutex_unlock(&watch_lock);
+  return list;
+}
+
+/* ---- references and the end ---- */
+
+cuv_comm_t *cuv__comm_ref(cuv_comm_t *comm) {
+  atomic_fetch_add(&comm->refs, 1);
+  return comm;
+}
+
+/* Frees what is left once the NCCL communicators are gone. */
+static void comm_free(cuv_comm_t *comm) {
+  if (comm->flag.host)
+    cuv__wait_word_put(&comm->flag); /* its creation's stream passed it long ago */
+  for (unsigned i = 0; i < comm->n; i++) {
+    cuv__stream_unref(comm->local[i].stream);
+    cuv__device_unref(comm->local[i].dev);
+  }
+  pthread_mutex_destroy(&comm->lock);
+  free(comm);
+}
+
+/* The last reference went: ending NCCL communicators may block, so cuv-nccl does it. */
+static void comm_release(void *arg) {
+  cuv_comm_t *comm = arg;
+  if (atomic_fetch_sub(&comm->refs, 1) != 1)
+    return;
+  list_push(&closing_head, comm);
+  cuv__poller_wake(poll_all); /* without the thread, it stays listed to the process's end */
+}
+
+CUV_EXTERN cuv_comm_t *cuv_comm_ref(cuv_comm_t *comm) { return comm ? cuv__comm_ref(comm) : NULL; }
+
+CUV_EXTERN void cuv_comm_unref(cuv_comm_t *comm) {
+  if (comm)
+    comm_release(comm);
+}
+
+int cuv__comm_hold(cuv__submission_t *sub, cuv_comm_t *comm) {
+  int rc = cuv__sub_hold_unique(sub, comm_release, comm);
+  if (rc == 1)
+    comm_release(comm); /* held already: the caller's reference is not needed */
+  return rc < 0 ? rc : 0;
+}
+
+/* ---- cuv-nccl's list ---- */
+
+/* Adds the communicator to cuv-nccl's list (which then holds a reference) unless it is there; the
+ * caller holds comm->lock, so cuv-nccl cannot be deciding meanwhile to drop it. */
+static void watch_locked(cuv_comm_t *comm) {
+  pthread_mutex_lock(&watch_lock);
+  if (!comm->watched) {
+    comm->watched = true;
+    comm->watch_next = watch_head;
+    watch_head = cuv__comm_ref(comm);
+  }
+  pthread_mutex_unlock(&watch_lock);
+}
+
+/* Wakes cuv-nccl for a pass now. Without the thread nothing would ever fail, abort or end the
+ * communicator: CUV_ETHREAD. */
+static int watch_wake(void) { return cuv__poller_wake(poll_all); }
+
+/* ---- failure and abort ---- */
+
+/* Aborts the NCCL communicators once (their kernels end). Lock held. */
+static void abort_locked(cuv_comm_t *comm) {
+  if (comm->nccl_ended)
+    return;
+  CUcontext saved = cuv__nccl_enter();
+  for (unsigned i = 0; i < comm->n; i++)
+    if (comm->local[i].nccl)
+      cuv__nccl.ncclCommAbort(comm->local[i].nccl);
+  cuv__nccl_leave(saved);
+  comm->nccl_ended = true;
+}
+
+/* Lets the creation's stream go on (its submission fails or succeeds by its late status). */
+static void release_creation(cuv_comm_t *comm) {
+  if (comm->flag.host)
+    __atomic_store_n(comm->flag.host, 1u, __ATOMIC_RELEASE);
+}
+
+/* The first failure wins: every submission in flight fails with it, and the NCCL communicators
+ * are aborted on cuv-nccl (or here, when cuv-nccl is the caller). Lock held. */
+static void fail_locked(cuv_comm_t *comm, int status) {
+  int none = 0;
+  atomic_compare_exchange_strong(&comm->status, &none, status);
+  status = atomic_load(&comm->status);
+  atomic_store(&comm->state, COMM_FAILED);
+  for (cuv__comm_pending_t *p = comm->pending; p; p = p->next)
+    cuv__sub_fail_late(p->sub, status);
+  if (comm->creation)
+    cuv__sub_fail_late(comm->creation, status);
+  comm->abort_wanted = true;
+}
+
+/* ---- NCCL calls ---- */
+
+int cuv__comm_enter(cuv_comm_t *comm, CUcontext *saved) {
+  pthread_mutex_lock(&comm->lock);
+  int status = atomic_load(&comm->status);
+  if (status == 0 && atomic_load(&comm->state) != COMM_READY)
+    status = CUV_EBUSY; /* being created: only its creation's completion makes it usable */
+  if (status < 0) {
+    pthread_mutex_unlock(&comm->lock);
+    return status;
+  }
+  *saved = cuv__nccl_enter();
+  return 0;
+}
+
+void cuv__comm_leave(cuv_comm_t *comm, CUcontext saved) {
+  cuv__nccl_leave(saved);
+  pthread_mutex_unlock(&comm->lock);
+}
+
+/* The local ranks' state: IN_PROGRESS while one is, else the first error, else SUCCESS. Lock
+ * held. */
+static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
+  cuv__nccl_result_t worst = CUV__NCCL_SUCCESS;
+  for (unsigned i = 0; i < comm->n; i++) {
+    cuv__nccl_result_t state = CUV__NCCL_SUCCESS;
+    cuv__nccl_result_t r = cuv__nccl.ncclCommGetAsyncError(comm->local[i].nccl, &state);
+    if (r != CUV__NCCL_SUCCESS)
+      state = r;
+    if (state == CUV__NCCL_IN_PROGRESS && worst == CUV__NCCL_SUCCESS)
+      worst = state;
+    else if (state != CUV__NCCL_SUCCESS && state != CUV__NCCL_IN_PROGRESS)
+      return state;
+  }
+  return worst;
+}
+
+/* Waits for a group NCCL still launches, unless cuv_comm_abort is waiting for the lock: its
+ * status is set first, and the launch is aborted here. */
+int cuv__comm_settle(cuv_comm_t *comm, int group_status) {
+  cuv__nccl_result_t state = (cuv__nccl_result_t)group_status;
+  struct timespec pause = {0, SETTLE_PAUSE_NS};
+  while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS) {
+    int status = atomic_load(&comm->status);
+    if (status < 0) {
+      abort_locked(comm);
+      return status;
+    }
+    nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
+  }
+  int rc = cuv__nccl_status(state);
+  if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS) {
+    fail_locked(comm, rc); /* the calls were accepted, then the communicator failed */
+    watch_locked(comm);    /* cuv-nccl aborts it (a capture's collectives are not watched) */
+    watch_wake();
+  }
+  return rc;
+}
+
+/* ---- submissions in flight, and cuv-nccl's passes ---- */
+
+static void pending_release(void *arg) {
+  cuv__comm_pending_t *p = arg;
+  cuv_comm_t *comm = p->comm;
+  pthread_mutex_lock(&comm->lock);
+  if (p->prev)
+    p->prev->next = p->next;
+  else
+    comm->pending = p->next;
+  if (p->next)
+    p->next->prev = p->prev;
+  pthread_mutex_unlock(&comm->lock);
+  free(p);
+  comm_release(comm);
+}
+
+int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub) {
+  cuv__comm_pending_t *p = calloc(1, sizeof *p);
+  if (!p)
+    return CUV_ENOMEM;
+  int rc = cuv__sub_hold(sub, pending_release, p);
+  if (rc < 0) {
+    free(p);
+    return rc;
+  }
+  p->comm = cuv__comm_ref(comm);
+  p->sub = sub;
+  pthread_mutex_lock(&comm->lock);
+  bool first = !comm->pending;
+  p->next = comm->pending;
+  if (p->next)
+    p->next->prev = p;
+  comm->pending = p;
+  int status = atomic_load(&comm->status);
+  if (status < 0)
+    cuv__sub_fail_late(sub, status); /* it failed after the caller looked */
+  watch_locked(comm);
+  pthread_mutex_unlock(&comm->lock);
+  return first ? watch_wake() : 0; /* the thread may be parked: nothing was watched */
+}
+
+/* A creation's pass: ready, failed, or still in progress. Lock held. */
+static void poll_creation(cuv_comm_t *comm) {
+  cuv__nccl_result_t state = ranks_state(comm);
+  if (state == CUV__NCCL_IN_PROGRESS)
+    return;
+  if (state == CUV__NCCL_SUCCESS) {
+    atomic_store(&comm->state, COMM_READY);
+    comm->creation = NULL; /* done: a later failure is not the creation's */
+  } else {
+    fail_locked(comm, CUV_ENCCL(state));
+  }
+  release_creation(comm);
+}
+
+/* Back in cuv-nccl's list as it was (it still holds the list's reference). */
+static void rewatch(cuv_comm_t *comm) { list_push(&watch_head, comm); }
+
+/* One communicator's pass; true while it still needs watching. A communicator busy with a thread
+ * that issues collectives is looked at in the next pass. */
+static bool poll_one(cuv_comm_t *comm, bool *starting) {
+  if (pthread_mutex_trylock(&comm->lock) != 0) {
+    rewatch(comm);
+    return true;
+  }
+  CUcontext saved = cuv__nccl_enter();
+  int state = atomic_load(&comm->state);
+  if (state == COMM_STARTING)
+    poll_creation(comm);
+  else if (state == COMM_READY && comm->pending) {
+    cuv__nccl_result_t r = ranks_state(comm);
+    if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
+      fail_locked(comm, CUV_ENCCL(r));
+  }
+  if (comm->abort_wanted) {
+    abort_locked(comm);
+    release_creation(comm);
+  }
+  cuv__nccl_leave(saved);
+  *starting = *starting || atomic_load(&comm->state) == COMM_STARTING;
+  bool keep = atomic_load(&comm->state) == COMM_STARTING ||
+              (atomic_load(&comm->state) == COMM_READY && comm->pending);
+  pthread_mutex_lock(&watch_lock); /* decided under comm->lock: no track can slip in between */
+  comm->watched = keep;
+  pthread_mutex_unlock(&watch_lock);
+  if (keep)
+    rewatch(comm);
+  pthread_mutex_unlock(&comm->lock);
+  return keep;
+}
+
+/* Finalizes, then destroys (or aborts, when a finalize fails or hangs) a closing communicator's
+ * NCCL communicators; true once they are gone (or never were: a creation that failed early). No
+ * lock needed: no one else has it. */
+static bool close_one(cuv_comm_t *comm) {
+  bool any = false;
+  for (unsigned i = 0; i < comm->n; i++)
+    any = any || comm->local[i].nccl;
+  if (comm->nccl_ended || !any)
+    return true;
+  CUcontext saved = cuv__nccl_enter();
+  if (!comm->finalize_deadline) {
+    comm->finalize_deadline = cuv__now_ns() + FINALIZE_NS;
+    for (unsigned i = 0; i < comm->n; i++)
+      cuv__nccl.ncclCommFinalize(comm->local[i].nccl);
+  }
+  cuv__nccl_result_t state = ranks_state(comm);
+  if (state == CUV__NCCL_SUCCESS) {
+    for (unsigned i = 0; i < comm->n; i++)
+      cuv__nccl.ncclCommDestroy(comm->local[i].nccl);
+    comm->nccl_ended = true;
+  } else if (state != CUV__NCCL_IN_PROGRESS || cuv__now_ns() > comm->finalize_deadline) {
+    abort_locked(comm);
+  }
+  cuv__nccl_leave(saved);
+  return comm->nccl_ended;
+}
+
+/* The watched communicators' passes; those that need no more watching leave the list. */
+static bool poll_watched(void) {
+  cuv_comm_t *list = list_take(&watch_head);
+  bool starting = false;
+  while (list) {
+    cuv_comm_t *comm = list;
+    list = comm->watch_next;
+    bool keep = poll_one(comm, &starting);
+    if (!keep)
+      comm_release(comm); /* the list's reference */
+  }
+  return starting;
+}
+
+static bool poll_closing(void) {
+  cuv_comm_t *list = list_take(&closing_head);
+  bool left = false;
+  while (list) {
+    cuv_comm_t *comm = list;
+    list = comm->watch_next;
+    if (close_one(comm)) {
+      comm_free(comm);
+    } else {
+      left = true;
+      list_push(&closing_head, comm);
+    }
+  }
+  return left;
+}
+
+/* cuv-nccl's pass (lib/poller.c): often while something starts or closes, less often while
+ * collectives are in flight, not at all when nothing is watched. */
+static unsigned poll_all(void) {
+  bool busy = poll_watched();
+  busy = poll_closing() || busy;
+  pthread_mutex_lock(&watch_lock);
+  bool watching = watch_head != NULL;
+  busy = busy || closing_head != NULL;
+  pthread_mutex_unlock(&watch_lock);
+  return busy ? START_POLL_US : watching ? WATCH_POLL_US : 0;
+}
+
+/* ---- creation ---- */
+
+static cuv_comm_t *comm_alloc(cuv_device_t *const *devs, unsigned n, int nranks, int first_rank) {
+  cuv_comm_t *comm = calloc(1, sizeof *comm + n * sizeof comm->local[0]);
+  if (!comm)
+    return NULL;
+  atomic_init(&comm->refs, 1);
+  pthread_mutex_init(&comm->lock, NULL);
+  comm->n = n;
+  comm->nranks = nranks;
+  for (unsigned i = 0; i < n; i++) {
+    comm->local[i].dev = cuv__device_ref(devs[i]);
+    comm->local[i].rank = first_rank + (int)i;
+  }
+  return comm;
+}
+
+/* The streams of the local ranks and the creation's word. */
+static int comm_resources(cuv_comm_t *comm) {
+  int rc = 0;
+  for (unsigned i = 0; rc == 0 && i < comm->n; i++)
+    rc = cuv__stream_create(&comm->local[i].stream, comm->local[i].dev, true);
+  if (rc == 0)
+    rc = cuv__wait_word_get(comm->local[0].dev, &comm->flag);
+  return rc;
+}
+
+/* Starts every local rank's non-blocking initialization, in one group. */
+static int start_nccl(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
+  cuv__nccl_config_t config = {sizeof config,      CUV__NCCL_CONFIG_MAGIC, CUV__NCCL_CONFIG_VERSION,
+                               0 /* blocking */,   CUV__NCCL_UNDEF_INT,    CUV__NCCL_UNDEF_INT,
+                               CUV__NCCL_UNDEF_INT, NULL,                  CUV__NCCL_UNDEF_INT};
+  CUcontext saved = cuv__nccl_enter();
+  int rc = cuv__nccl_status(cuv__nccl.ncclGroupStart());
+  for (unsigned i = 0; rc == 0 && i < comm->n; i++) {
+    rc = cuv__bind(comm->local[i].dev); /* NCCL takes the rank's device from the context */
+    cuv__nccl_result_t r = CUV__NCCL_SUCCESS;
+    if (rc == 0)
+      r = cuv__nccl.ncclCommInitRankConfig(&comm->local[i].nccl, comm->nranks, *id,
+                                           comm->local[i].rank, &config);
+    if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
+      rc = CUV_ENCCL(r);
+  }
+  cuv__nccl_result_t end = cuv__nccl.ncclGroupEnd();
+  if (rc == 0 && end != CUV__NCCL_SUCCESS && end != CUV__NCCL_IN_PROGRESS)
+    rc = CUV_ENCCL(end);
+  cuv__nccl_leave(saved);
+  if (rc < 0) /* some ranks may have started: ended like a failed communicator */
+    abort_locked(comm);
+  return rc;
+}
+
+typedef struct init_op {
+  struct cuv_op_s op;
+  unsigned n;
+  int nranks, first_rank;
+  cuv__nccl_id_t id;
+  bool make_id; /* all devices of the process: the id is made at execution */
+  cuv_device_t *devs[];
+} init_op_t;
+
+static void init_drop(cuv_op_t *op) {
+  init_op_t *o = (init_op_t *)op;
+  for (unsigned i = 0; i < o->n; i++)
+    cuv__device_unref(o->devs[i]);
+}
+
+/* The creation's submission leaves the communicator (after the creation was released). */
+static void creation_release(void *arg) {
+  cuv_comm_t *comm = arg;
+  pthread_mutex_lock(&comm->lock);
+  comm->creation = NULL;
+  pthread_mutex_unlock(&comm->lock);
+  comm_release(comm);
+}
+
+/* The stream waits for cuv-nccl's word. A driver without stream memory operations cannot: then
+ * this thread waits for the word (a submitter thread: the op is marked as one that may wait). */
+static int await_creation(cuv_comm_t *comm, cuv__exec_t *ex) {
+  int rc = cuv__cu(cuv__drv.cuStreamWaitValue32(ex->stream->cu, comm->flag.dev, 1,
+                                                CU_STREAM_WAIT_VALUE_GEQ));
+  if (rc == 0 || cuv_status_is_fault(rc))
+    return rc;
+  struct timespec pause = {0, START_POLL_US * 1000L};
+  while (!__atomic_load_n(comm->flag.host, __ATOMIC_ACQUIRE))
+    nanosleep(&pause, NULL);
+  return atomic_load(&comm->status);
+}
+
+static int creation_begin(cuv_comm_t *comm, init_op_t *o, cuv__exec_t *ex) {
+  int rc = cuv__hazard_capturing(ex->sub) ? CUV_ENOTSUP : 0; /* a graph cannot replay it */
+  if (rc == 0 && o->make_id)
+    rc = cuv__nccl_status(cuv__nccl.ncclGetUniqueId(&o->id));
+  if (rc == 0)
+    rc = comm_resources(comm);
+  if (rc == 0)
+    rc = cuv__sub_hold(ex->sub, creation_release, cuv__comm_ref(comm));
+  if (rc < 0)
+    return rc;
+  comm->creation = ex->sub;
+  rc = start_nccl(comm, &o->id);
+  pthread_mutex_lock(&comm->lock);
+  if (rc == 0)
+    watch_locked(comm);
+  pthread_mutex_unlock(&comm->lock);
+  if (rc == 0)
+    rc = watch_wake();
+  if (rc < 0) {
+    pthread_mutex_lock(&comm->lock);
+    fail_locked(comm, rc);
+    abort_locked(comm);
+    release_creation(comm);
+    pthread_mutex_unlock(&comm->lock);
+  }
+  return rc;
+}
+
+static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  init_op_t *o = (init_op_t *)op;
+  cuv_comm_t *comm = comm_alloc(o->devs, o->n, o->nranks, o->first_rank);
+  int rc = comm ? creation_begin(comm, o, ex) : CUV_ENOMEM;
+  if (rc == 0)
+    rc = await_creation(comm, ex);
+  int bound = cuv__bind(ex->stream->dev); /* the ranks' devices were made current meanwhile */
+  rc = rc < 0 ? rc : bound;
+  if (rc == 0) {
+    ex->landing = true; /* a then/map over it sees the communicator ready */
+    *out = cuv__output(comm, comm_release, comm);
+  } else if (comm) {
+    comm_release(comm);
+  }
+  init_drop(op);
+  return rc;
+}
+
+static const cuv__op_vt_t init_vt = {"comm_init", init_execute, init_drop, cuv__touches_none};
+
+static cuv_op_t *init_new(cuv_device_t *const *devs, unsigned n, int nranks, int first_rank) {
+  int rc = cuv__nccl_load();
+  init_op_t *o = rc < 0 ? NULL : (init_op_t *)cuv__op_new(&init_vt, sizeof *o + n * sizeof *devs);
+  if (!o)
+    return cuv__op_fail(rc < 0 ? rc : CUV_ENOMEM);
+  o->n = n;
+  o->nranks = nranks;
+  o->first_rank = first_rank;
+  for (unsigned i = 0; i < n; i++)
+    o->devs[i] = cuv__device_ref(devs[i]);
+  o->op.device = devs[0]->ordinal;
+  o->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* waits only where the stream cannot */
+  return &o->op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_comm_init_all(cuv_device_t *const *devs, size_t n) {
+  if (!devs || n == 0 || n > CUV__MAX_DEVICES)
+    return cuv__op_fail(CUV_EINVAL);
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = 0; devs[i] && j < i; j++)
+      if (devs[j] == devs[i])
+        return cuv__op_fail(CUV_EINVAL); /* one rank per device */
+  for (size_t i = 0; i < n; i++)
+    if (!devs[i])
+      return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = init_new(devs, (unsigned)n, (int)n, 0);
+  if (!op->error)
+    ((init_op_t *)op)->make_id = true;
+  return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_comm_init_rank(cuv_device_t *dev, const cuv_nccl_id_t *id, int rank,
+                                        int nranks) {
+  if (!dev || !id || nranks < 1 || rank < 0 || rank >= nranks)
+    return cuv__op_fail(CUV_EINVAL);
+  cuv_op_t *op = init_new(&dev, 1, nranks, rank);
+  if (!op->error)
+    memcpy(&((init_op_t *)op)->id, id, sizeof *id);
+  return op;
+}
+
+CUV_EXTERN int cuv_nccl_unique_id(cuv_nccl_id_t *id) {
+  if (!id)
+    return CUV_EINVAL;
+  int rc = cuv__nccl_load();
+  cuv__nccl_id_t made;
+  if (rc == 0)
+    rc = cuv__nccl_status(cuv__nccl.ncclGetUniqueId(&made));
+  if (rc == 0)
+    memcpy(id, &made, sizeof *id);
+  return rc;
+}
+
+/* ---- the public getters and the abort ---- */
+
+CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
+  if (!comm)
+    return CUV_EINVAL;
+  int none = 0; /* before the lock: a launch that never ends gives the lock up for it */
+  atomic_compare_exchange_strong(&comm->status, &none, CUV_ECANCELED);
+  pthread_mutex_lock(&comm->lock);
+  fail_locked(comm, CUV_ECANCELED);
+  watch_locked(comm); /* cuv-nccl makes the abort calls */
+  pthread_mutex_unlock(&comm->lock);
+  watch_wake();
+  return 0;
+}
+
+CUV_EXTERN int cuv_comm_status(const cuv_comm_t *comm) {
+  return comm ? atomic_load(&((cuv_comm_t *)comm)->status) : CUV_EINVAL;
+}
+
+CUV_EXTERN unsigned cuv_comm_local_count(const cuv_comm_t *comm) { return comm ? comm->n : 0; }
+
+CUV_EXTERN int cuv_comm_size(const cuv_comm_t *comm) { return comm ? comm->nranks : 0; }
+
+CUV_EXTERN int cuv_comm_rank(const cuv_comm_t *comm, unsigned local) {
+  return comm && local < comm->n ? comm->local[local].rank : CUV_EINVAL;
+}
+
+CUV_EXTERN cuv_device_t *cuv_comm_device(const cuv_comm_t *comm, unsigned local) {
+  return comm && local < comm->n ? comm->local[local].dev : NULL;
+}
+
+CUV_EXTERN cuv_stream_t *cuv_comm_stream(const cuv_comm_t *comm, unsigned local) {
+  return comm && local < comm->n ? comm->local[local].stream : NULL;
+}
+
+CUV_EXTERN void *cuv_comm_handle(const cuv_comm_t *comm, unsigned local) {
+  return comm && local < comm->n ? (void *)comm->local[local].nccl : NULL;
+}

@@ -1,0 +1,56 @@
+#ifndef CUV_LIB_COMM_H
+#define CUV_LIB_COMM_H
+
+/* comm.c: communicators (include/cuv/collective.h): one NCCL communicator per local rank, each
+ * with its device and the stream its NCCL calls use; their creation as an op; the watch of their
+ * work in flight, their failure and abort, and their end, on the cuv-nccl thread. */
+
+#include "nccl_funcs.h"
+#include "wait_word.h"
+
+typedef struct cuv__comm_pending cuv__comm_pending_t;
+
+typedef struct cuv__comm_local {
+  cuv__nccl_comm_t nccl;
+  cuv_device_t *dev;
+  cuv_stream_t *stream;
+  int rank;
+} cuv__comm_local_t;
+
+struct cuv_comm_s {
+  atomic_int refs;
+  /* NCCL's rule, one thread at a time in a communicator's calls (cuv-nccl's polls included); it
+   * also guards the fields below that are not atomic. */
+  pthread_mutex_t lock;
+  _Atomic int state;          /* COMM_* (comm.c) */
+  _Atomic int status;         /* 0, or what its ops fail with once it failed or was aborted */
+  bool nccl_ended;            /* aborted or destroyed: the NCCL handles are gone */
+  bool abort_wanted;          /* cuv_comm_abort: cuv-nccl aborts the NCCL communicators */
+  bool watched;               /* in cuv-nccl's list, which holds a reference */
+  int nranks;
+  unsigned n;
+  cuv__wait_word_t flag;      /* the creation's stream waits until cuv-nccl sets it */
+  cuv__submission_t *creation; /* the creation's submission, until it retires */
+  cuv__comm_pending_t *pending; /* submissions with this communicator's work in flight */
+  uint64_t finalize_deadline;   /* when closing: abort rather than wait for the finalize after */
+  struct cuv_comm_s *watch_next;
+  cuv__comm_local_t local[];
+};
+
+/* Takes the communicator for NCCL calls: its lock, the calling thread's context saved (restored by
+ * cuv__comm_leave). Fails with the communicator's status, without the lock, once it failed. */
+int cuv__comm_enter(cuv_comm_t *comm, CUcontext *saved);
+void cuv__comm_leave(cuv_comm_t *comm, CUcontext saved);
+/* After ncclGroupEnd (inside enter/leave): waits until every local rank's calls are on their
+ * streams (a non-blocking communicator may still be connecting: ncclInProgress); 0, or NCCL's
+ * error (the communicator then fails, on cuv-nccl). */
+int cuv__comm_settle(cuv_comm_t *comm, int group_status);
+/* Watches `sub`, which has this communicator's work in flight, until it retires: a failure of the
+ * communicator meanwhile fails it (cuv__sub_fail_late). The submission holds the watch. */
+int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub);
+/* Holds a reference of the communicator in `sub` (unless it holds one already) until retirement;
+ * the caller's reference is dropped then. */
+int cuv__comm_hold(cuv__submission_t *sub, cuv_comm_t *comm);
+cuv_comm_t *cuv__comm_ref(cuv_comm_t *comm);
+
+#endif

@@ -1,0 +1,82 @@
+#ifndef CUV_SIM_NCCL_H
+#define CUV_SIM_NCCL_H
+
+/* The simulator's NCCL (sim/nccl.c, nccl_clique.c, nccl_math.c): the entry points of
+ * internal/nccl_funcs.h on the host, over the simulated devices of one process or of several.
+ *
+ * A group of ranks (a clique) meets in a POSIX shared-memory segment named after its unique id,
+ * so ranks may be devices of one process or separate processes, as with NCCL. Each rank owns a
+ * slot of the segment: a collective step copies the rank's input into its slot, waits until every
+ * rank posted, computes its own output from all slots, and marks the slots consumed; large
+ * collectives go in chunks of a slot. Each ordered pair of ranks has a mailbox for send/recv. The
+ * ranks' counters in the segment are atomics polled with short sleeps; no lock spans processes.
+ *
+ * A stream command runs a whole NCCL group (every call between ncclGroupStart and ncclGroupEnd, of
+ * every communicator and stream): it advances each call by whichever step can go on, so no order
+ * of ranks in one command or across commands deadlocks. Like NCCL, a group over several streams
+ * starts once every stream reached it and holds every stream until it ended. A failed rank (an
+ * injected error, a killed or exited peer) stops its collectives: they wait, as NCCL's kernels
+ * do, until the communicator is aborted, and then end without writing their output. */
+
+#include "nccl_funcs.h"
+#include "sim.h"
+
+/* ---- types and reductions (nccl_math.c) ---------------------------------------------------- */
+
+/* Bytes per element; 0 for an unknown type. */
+SIM_HIDDEN size_t sim_nccl_type_size(int type);
+SIM_HIDDEN bool sim_nccl_op_valid(int op);
+/* acc[i] = acc[i] op x[i] for n elements (CUV_NCCL_AVG accumulates the sum). */
+SIM_HIDDEN void sim_nccl_accumulate(void *acc, const void *x, size_t n, int type, int op);
+/* The average's last step: acc[i] /= nranks. */
+SIM_HIDDEN void sim_nccl_divide(void *acc, size_t n, int type, int nranks);
+
+/* ---- the shared segment of a clique (nccl_clique.c) ---------------------------------------- */
+
+#define SIM_NCCL_MAX_RANKS 64
+
+struct sim_clique; /* one rank's mapping of the segment */
+
+/* Maps (creating it when first) the segment of id for a group of nranks, and claims `rank`.
+ * CUV__NCCL_* result: INVALID_ARGUMENT for an id the simulator did not make or a group size that
+ * differs from the creator's, INVALID_USAGE for a rank already claimed, SYSTEM_ERROR when the
+ * segment cannot be made. */
+SIM_HIDDEN int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank,
+                               struct sim_clique **out);
+/* Every rank joined. */
+SIM_HIDDEN bool sim_clique_complete(const struct sim_clique *c);
+/* This rank leaves (abort, destroy or death): its peers see it gone. */
+SIM_HIDDEN void sim_clique_leave(struct sim_clique *c);
+/* Unmaps the segment (once no command of the rank uses it). */
+SIM_HIDDEN void sim_clique_release(struct sim_clique *c);
+/* A peer that left or whose process is gone: its rank, or -1. Checks processes at most every few
+ * milliseconds. */
+SIM_HIDDEN int sim_clique_peer_gone(struct sim_clique *c);
+SIM_HIDDEN void sim_clique_make_id(cuv__nccl_id_t *id);
+
+/* One collective step's description, compared across ranks (a mismatch is invalid usage). */
+struct sim_step {
+  int kind, type, op, root;
+  uint64_t count;       /* of the whole call */
+  uint64_t offset, len; /* this step's chunk, in elements */
+};
+
+/* Elements of `type` per step: a slot's capacity, shared by every rank's share when `scatter`
+ * (reduce-scatter posts one chunk per destination rank). */
+SIM_HIDDEN uint64_t sim_clique_step_elems(const struct sim_clique *c, int type, bool scatter);
+/* Non-blocking halves of a step (the caller polls): post copies `bytes` from src (NULL: none)
+ * into this rank's slot once every rank consumed the previous step; gather returns the slots once
+ * every rank posted this step (NULL until then), *mismatch set when their descriptions differ. */
+SIM_HIDDEN bool sim_clique_try_post(struct sim_clique *c, uint64_t step, const struct sim_step *d,
+                                    const void *src, size_t bytes);
+SIM_HIDDEN const void *const *sim_clique_try_gather(struct sim_clique *c, uint64_t step,
+                                                    bool *mismatch);
+SIM_HIDDEN void sim_clique_consumed(struct sim_clique *c, uint64_t step);
+/* Point to point: one chunk (at most the mailbox's capacity) into the mailbox to `peer`, once it
+ * is empty; or out of the mailbox from `peer`, once it holds one (*bytes: its size). */
+SIM_HIDDEN size_t sim_clique_box_bytes(const struct sim_clique *c);
+SIM_HIDDEN bool sim_clique_try_send(struct sim_clique *c, int peer, const void *src, size_t bytes);
+SIM_HIDDEN bool sim_clique_try_recv(struct sim_clique *c, int peer, void *dst, size_t max,
+                                    size_t *bytes);
+
+#endif
