@@ -67,8 +67,6 @@ cuv_comm_t *cuv__comm_ref(cuv_comm_t *comm) {
 
 /* Frees what is left once the NCCL communicators are gone. */
 static void comm_free(cuv_comm_t *comm) {
-  if (comm->flag.host)
-    cuv__wait_word_put(&comm->flag); /* its creation's stream passed it long ago */
   for (unsigned i = 0; i < comm->n; i++) {
     cuv__stream_unref(comm->local[i].stream);
     cuv__device_unref(comm->local[i].dev);
@@ -132,11 +130,8 @@ static void abort_locked(cuv_comm_t *comm) {
   comm->nccl_ended = true;
 }
 
-/* Lets the creation's stream go on (its submission fails or succeeds by its late status). */
-static void release_creation(cuv_comm_t *comm) {
-  if (comm->flag.host)
-    __atomic_store_n(comm->flag.host, 1u, __ATOMIC_RELEASE);
-}
+/* Lets the creation's thread go on (its submission fails or succeeds by its late status). */
+static void release_creation(cuv_comm_t *comm) { atomic_store(&comm->created, true); }
 
 /* The first failure wins: every submission in flight fails with it, and the NCCL communicators
  * are aborted on cuv-nccl (or here, when cuv-nccl is the caller). Lock held. */
@@ -389,13 +384,11 @@ static cuv_comm_t *comm_alloc(cuv_device_t *const *devs, unsigned n, int nranks,
   return comm;
 }
 
-/* The streams of the local ranks and the creation's word. */
+/* The streams of the local ranks. */
 static int comm_resources(cuv_comm_t *comm) {
   int rc = 0;
   for (unsigned i = 0; rc == 0 && i < comm->n; i++)
     rc = cuv__stream_create(&comm->local[i].stream, comm->local[i].dev, true);
-  if (rc == 0)
-    rc = cuv__wait_word_get(comm->local[0].dev, &comm->flag);
   return rc;
 }
 
@@ -448,15 +441,13 @@ static void creation_release(void *arg) {
   comm_release(comm);
 }
 
-/* The stream waits for cuv-nccl's word. A driver without stream memory operations cannot: then
- * this thread waits for the word (a submitter thread: the op is marked as one that may wait). */
-static int await_creation(cuv_comm_t *comm, cuv__exec_t *ex) {
-  int rc = cuv__cu(cuv__drv.cuStreamWaitValue32(ex->stream->cu, comm->flag.dev, 1,
-                                                CU_STREAM_WAIT_VALUE_GEQ));
-  if (rc == 0 || cuv_status_is_fault(rc))
-    return rc;
+/* This thread (a submitter thread or a blocking caller: the op is marked as one that may wait)
+ * waits for cuv-nccl's verdict. Not the stream: NCCL's initialization allocates and copies with
+ * implicit device-wide synchronization, which would wait forever for a stream of that device held
+ * back until the initialization ends (seen on the H200). */
+static int await_creation(cuv_comm_t *comm) {
   struct timespec pause = {0, START_POLL_US * 1000L};
-  while (!__atomic_load_n(comm->flag.host, __ATOMIC_ACQUIRE))
+  while (!atomic_load(&comm->created))
     nanosleep(&pause, NULL);
   return atomic_load(&comm->status);
 }
@@ -494,7 +485,7 @@ static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_comm_t *comm = comm_alloc(o->devs, o->n, o->nranks, o->first_rank);
   int rc = comm ? creation_begin(comm, o, ex) : CUV_ENOMEM;
   if (rc == 0)
-    rc = await_creation(comm, ex);
+    rc = await_creation(comm);
   int bound = cuv__bind(ex->stream->dev); /* the ranks' devices were made current meanwhile */
   rc = rc < 0 ? rc : bound;
   if (rc == 0) {
@@ -520,7 +511,7 @@ static cuv_op_t *init_new(cuv_device_t *const *devs, unsigned n, int nranks, int
   for (unsigned i = 0; i < n; i++)
     o->devs[i] = cuv__device_ref(devs[i]);
   o->op.device = devs[0]->ordinal;
-  o->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* waits only where the stream cannot */
+  o->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* await_creation */
   return &o->op;
 }
 

@@ -6,7 +6,6 @@
  * work in flight, their failure and abort, and their end, on the cuv-nccl thread. */
 
 #include "nccl_funcs.h"
-#include "wait_word.h"
 
 typedef struct cuv__comm_pending cuv__comm_pending_t;
 
@@ -29,7 +28,9 @@ struct cuv_comm_s {
   bool watched;               /* in cuv-nccl's list, which holds a reference */
   int nranks;
   unsigned n;
-  cuv__wait_word_t flag;      /* the creation's stream waits until cuv-nccl sets it */
+  /* Set by cuv-nccl once every rank is ready or the creation failed; the creation's thread waits
+   * for it on the host (comm.c says why not its stream). */
+  atomic_bool created;
   cuv__submission_t *creation; /* the creation's submission, until it retires */
   cuv__comm_pending_t *pending; /* submissions with this communicator's work in flight */
   uint64_t finalize_deadline;   /* when closing: abort rather than wait for the finalize after */

@@ -31,6 +31,13 @@ struct sim_nccl_comm {
   _Atomic bool dead;        /* cuv_sim_nccl_kill: as if its process had died (it stops) */
   _Atomic int launches;     /* delayed group launches still to enqueue */
   _Atomic bool running;     /* a command of it runs now */
+  /* Its device's work submitted before the init, which NCCL's init waits for: its allocations
+   * and copies synchronize the whole device. Ready only after it (sim lock). */
+  struct sim_init_wait {
+    struct sim_stream *s;
+    uint64_t target;
+  } *init_waits;
+  size_t n_init_waits;
   struct sim_nccl_comm *next;
 };
 
@@ -48,9 +55,52 @@ static struct sim_nccl_comm *comm_get(cuv__nccl_comm_t h) {
   return NULL;
 }
 
+/* Forgets the init's waits (sim lock). */
+static void init_waits_free(struct sim_nccl_comm *c) {
+  for (size_t i = 0; i < c->n_init_waits; i++)
+    sim_stream_unref(c->init_waits[i].s);
+  free(c->init_waits);
+  c->init_waits = NULL;
+  c->n_init_waits = 0;
+}
+
+/* Notes every stream of ctx and the work submitted to it so far (sim lock). False when out of
+ * memory. */
+static bool init_waits_note(struct sim_nccl_comm *c, struct sim_ctx *ctx) {
+  size_t n = 0;
+  for (struct sim_stream *s = ctx ? ctx->streams : NULL; s; s = s->next)
+    n++;
+  c->init_waits = n ? calloc(n, sizeof *c->init_waits) : NULL;
+  if (n && !c->init_waits)
+    return false;
+  for (struct sim_stream *s = ctx ? ctx->streams : NULL; s; s = s->next) {
+    sim_stream_ref(s);
+    c->init_waits[c->n_init_waits++] = (struct sim_init_wait){s, s->submitted};
+  }
+  return true;
+}
+
+/* Has the work the init waits for finished? (sim lock) */
+static bool init_drained(struct sim_nccl_comm *c) {
+  for (size_t i = 0; i < c->n_init_waits; i++)
+    if (!sim_stream_settled(c->init_waits[i].s, c->init_waits[i].target))
+      return false;
+  init_waits_free(c);
+  return true;
+}
+
+/* Every rank joined and the device's earlier work is done (takes the sim lock). */
+static bool comm_initialized(struct sim_nccl_comm *c) {
+  sim_lock();
+  bool done = sim_clique_complete(c->clique) && init_drained(c);
+  sim_unlock();
+  return done;
+}
+
 static void comm_unref(struct sim_nccl_comm *c) {
   if (--c->refs > 0)
     return;
+  init_waits_free(c);
   sim_clique_release(c->clique);
   c->magic = 0;
   free(c);
@@ -81,7 +131,7 @@ static int comm_state(struct sim_nccl_comm *c) {
   int error = atomic_load(&c->async_error);
   if (error)
     return error;
-  if (!sim_clique_complete(c->clique) || atomic_load(&c->launches) > 0)
+  if (!sim_clique_complete(c->clique) || !init_drained(c) || atomic_load(&c->launches) > 0)
     return CUV__NCCL_IN_PROGRESS;
   return CUV__NCCL_SUCCESS;
 }
@@ -685,17 +735,25 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
   c->blocking = config_blocking(config);
   c->handle_live = true;
   sim_lock();
-  c->next = live_comms;
-  live_comms = c;
+  bool noted = init_waits_note(c, ctx);
+  if (noted) {
+    c->next = live_comms;
+    live_comms = c;
+  }
   sim_unlock();
+  if (!noted) {
+    sim_clique_release(c->clique);
+    free(c);
+    return CUV__NCCL_SYSTEM_ERROR;
+  }
   *out = (cuv__nccl_comm_t)(void *)c;
   if (c->blocking && group.depth > 0 && group.nblocking < SIM_NCCL_MAX_RANKS) {
     group.blocking[group.nblocking++] = c; /* ready by the group's end */
     return CUV__NCCL_SUCCESS;
   }
-  while (c->blocking && !sim_clique_complete(c->clique))
+  while (c->blocking && !comm_initialized(c))
     sim_sleep_ns(BACKOFF_MAX_NS);
-  return sim_clique_complete(c->clique) ? CUV__NCCL_SUCCESS : CUV__NCCL_IN_PROGRESS;
+  return comm_initialized(c) ? CUV__NCCL_SUCCESS : CUV__NCCL_IN_PROGRESS;
 }
 
 static int sim_ncclCommGetAsyncError(cuv__nccl_comm_t h, cuv__nccl_result_t *error) {
@@ -748,7 +806,7 @@ static int sim_ncclGroupStart(void) {
  * blocking ncclGroupEnd returns once they are ready. */
 static void await_blocking(void) {
   for (size_t i = 0; i < group.nblocking; i++)
-    while (!sim_clique_complete(group.blocking[i]->clique))
+    while (!comm_initialized(group.blocking[i]))
       sim_sleep_ns(BACKOFF_MAX_NS);
   group.nblocking = 0;
 }
