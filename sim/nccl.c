@@ -89,14 +89,6 @@ static bool init_drained(struct sim_nccl_comm *c) {
   return true;
 }
 
-/* Every rank joined and the device's earlier work is done (takes the sim lock). */
-static bool comm_initialized(struct sim_nccl_comm *c) {
-  sim_lock();
-  bool done = sim_clique_complete(c->clique) && init_drained(c);
-  sim_unlock();
-  return done;
-}
-
 static void comm_unref(struct sim_nccl_comm *c) {
   if (--c->refs > 0)
     return;
@@ -131,9 +123,21 @@ static int comm_state(struct sim_nccl_comm *c) {
   int error = atomic_load(&c->async_error);
   if (error)
     return error;
-  if (!sim_clique_complete(c->clique) || !init_drained(c) || atomic_load(&c->launches) > 0)
+  if (!sim_clique_complete(c->clique))
+    return CUV__NCCL_IN_PROGRESS;
+  if (sim_clique_shares_device(c->clique))
+    return CUV__NCCL_INVALID_USAGE;
+  if (!init_drained(c) || atomic_load(&c->launches) > 0)
     return CUV__NCCL_IN_PROGRESS;
   return CUV__NCCL_SUCCESS;
+}
+
+/* What ncclCommGetAsyncError would say (takes the sim lock). */
+static int comm_state_now(struct sim_nccl_comm *c) {
+  sim_lock();
+  int state = comm_state(c);
+  sim_unlock();
+  return state;
 }
 
 /* Sets an asynchronous error unless one is set. */
@@ -722,7 +726,7 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
   struct sim_nccl_comm *c = calloc(1, sizeof *c);
   if (!c)
     return CUV__NCCL_SYSTEM_ERROR;
-  int r = sim_clique_join(&id, nranks, rank, &c->clique);
+  int r = sim_clique_join(&id, nranks, rank, ctx ? ctx->device : 0, &c->clique);
   if (r != CUV__NCCL_SUCCESS) {
     free(c);
     return r;
@@ -751,9 +755,11 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
     group.blocking[group.nblocking++] = c; /* ready by the group's end */
     return CUV__NCCL_SUCCESS;
   }
-  while (c->blocking && !comm_initialized(c))
+  int state;
+  while ((state = comm_state_now(c)) == CUV__NCCL_IN_PROGRESS && c->blocking)
     sim_sleep_ns(BACKOFF_MAX_NS);
-  return comm_initialized(c) ? CUV__NCCL_SUCCESS : CUV__NCCL_IN_PROGRESS;
+  /* A non-blocking init reports its failure through ncclCommGetAsyncError. */
+  return c->blocking || state == CUV__NCCL_SUCCESS ? state : CUV__NCCL_IN_PROGRESS;
 }
 
 static int sim_ncclCommGetAsyncError(cuv__nccl_comm_t h, cuv__nccl_result_t *error) {
@@ -806,7 +812,7 @@ static int sim_ncclGroupStart(void) {
  * blocking ncclGroupEnd returns once they are ready. */
 static void await_blocking(void) {
   for (size_t i = 0; i < group.nblocking; i++)
-    while (!comm_initialized(group.blocking[i]))
+    while (comm_state_now(group.blocking[i]) == CUV__NCCL_IN_PROGRESS)
       sim_sleep_ns(BACKOFF_MAX_NS);
   group.nblocking = 0;
 }

@@ -37,14 +37,18 @@ SIM_HIDDEN void sim_nccl_divide(void *acc, size_t n, int type, int nranks);
 
 struct sim_clique; /* one rank's mapping of the segment */
 
-/* Maps (creating it when first) the segment of id for a group of nranks, and claims `rank`.
+/* Maps (creating it when first) the segment of id for a group of nranks, and claims `rank` on
+ * `device` (an ordinal: the simulated GPUs of processes of one machine are the same GPUs).
  * CUV__NCCL_* result: INVALID_ARGUMENT for an id the simulator did not make or a group size that
  * differs from the creator's, INVALID_USAGE for a rank already claimed, SYSTEM_ERROR when the
  * segment cannot be made. */
-SIM_HIDDEN int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank,
+SIM_HIDDEN int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, int device,
                                struct sim_clique **out);
 /* Every rank joined. */
 SIM_HIDDEN bool sim_clique_complete(const struct sim_clique *c);
+/* Once complete: another rank is on this rank's device, which NCCL's init refuses ("Duplicate
+ * GPU detected": ncclInvalidUsage). */
+SIM_HIDDEN bool sim_clique_shares_device(const struct sim_clique *c);
 /* This rank leaves (abort, destroy or death): its peers see it gone. */
 SIM_HIDDEN void sim_clique_leave(struct sim_clique *c);
 /* Unmaps the segment (once no command of the rank uses it). */

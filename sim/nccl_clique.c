@@ -33,6 +33,7 @@ enum { RANK_FREE, RANK_JOINED, RANK_GONE };
 struct clq_rank {
   _Atomic int state;
   _Atomic int pid;
+  _Atomic int device;        /* written before `state` says joined */
   _Atomic uint64_t posted;   /* the last step whose input is in its slot */
   _Atomic uint64_t consumed; /* the last step it finished reading every slot of */
   struct sim_step desc;      /* the posted step's description, written before `posted` */
@@ -145,18 +146,20 @@ static void locate_slots(struct sim_clique *c) {
   c->boxes = base + (size_t)c->nranks * SLOT_BYTES;
 }
 
-static int claim_rank(struct sim_clique *c) {
+static int claim_rank(struct sim_clique *c, int device) {
   struct clq_rank *me = &c->hdr->rank[c->rank];
   int expected = RANK_FREE;
   if (!atomic_compare_exchange_strong(&me->state, &expected, RANK_JOINED))
     return CUV__NCCL_INVALID_USAGE;
   atomic_store(&me->pid, (int)getpid());
+  atomic_store(&me->device, device);
   if (atomic_fetch_add(&c->hdr->joined, 1) + 1 == c->nranks)
     shm_unlink(c->name); /* every rank has it mapped: the name is no longer needed */
   return CUV__NCCL_SUCCESS;
 }
 
-int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, struct sim_clique **out) {
+int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, int device,
+                    struct sim_clique **out) {
   struct clq_id key;
   memcpy(&key, id->internal, sizeof key);
   if (memcmp(key.tag, ID_TAG, sizeof key.tag) != 0 || nranks < 1 ||
@@ -173,7 +176,7 @@ int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, struct sim_c
     r = CUV__NCCL_INVALID_ARGUMENT; /* the group was made with another size */
   if (r == CUV__NCCL_SUCCESS) {
     locate_slots(c);
-    r = claim_rank(c);
+    r = claim_rank(c, device);
   }
   if (r != CUV__NCCL_SUCCESS) {
     if (c->hdr)
@@ -187,6 +190,14 @@ int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, struct sim_c
 
 bool sim_clique_complete(const struct sim_clique *c) {
   return atomic_load_explicit(&c->hdr->joined, memory_order_acquire) >= c->nranks;
+}
+
+bool sim_clique_shares_device(const struct sim_clique *c) {
+  int mine = atomic_load(&c->hdr->rank[c->rank].device);
+  for (int i = 0; i < c->nranks; i++)
+    if (i != c->rank && atomic_load(&c->hdr->rank[i].device) == mine)
+      return true;
+  return false;
 }
 
 void sim_clique_leave(struct sim_clique *c) {

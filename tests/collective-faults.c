@@ -15,7 +15,8 @@
 #include "driver-util.h"
 #include "nccl-data.h"
 
-enum { NCCL_SYSTEM_ERROR = 2, NCCL_INTERNAL_ERROR = 3, NCCL_REMOTE_ERROR = 6 };
+enum { NCCL_SYSTEM_ERROR = 2, NCCL_INTERNAL_ERROR = 3, NCCL_INVALID_USAGE = 5,
+       NCCL_REMOTE_ERROR = 6 };
 #define NDEV 2
 #define CHILD_COUNT 1000
 
@@ -212,6 +213,26 @@ static void test_creation_fails(void **state) {
   cuv_comm_unref(make_clique()); /* and the next works */
 }
 
+/* Two ranks of one group on one GPU: NCCL's init refuses them ("Duplicate GPU detected",
+ * ncclInvalidUsage), and so does the simulator's; both creations fail, neither hangs. */
+static void test_ranks_on_one_gpu(void **state) {
+  (void)state;
+  cuv_nccl_id_t id;
+  cuv_queue_t *q;
+  int seen[2][2] = {{0, 0}, {0, 0}};
+  assert_cuv_ok(cuv_nccl_unique_id(&id));
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  for (int r = 0; r < 2; r++)
+    assert_cuv_ok(cuv_submit(q, cuv_comm_init_rank(devs[0], &id, r, 2), note_status, seen[r],
+                             NULL));
+  drain_all(q);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  for (int r = 0; r < 2; r++) {
+    assert_int_equal(seen[r][0], 1);
+    assert_int_equal(seen[r][1], CUV_ENCCL(NCCL_INVALID_USAGE));
+  }
+}
+
 /* NCCL returns from ncclGroupEnd before the work is on the streams (it connects first): the op's
  * download, ordered after the join, still sees the reduction. Without the wait for ncclSuccess,
  * the join would be recorded first and the download would read the old contents. */
@@ -291,7 +312,7 @@ static int child(const char *id_hex) {
   }
   cuv_device_t *dev;
   cuv_output_t out;
-  if (cuv_device_open(&dev, 0) != 0 || cuv_sync(cuv_comm_init_rank(dev, &id, 1, 2), &out) != 0)
+  if (cuv_device_open(&dev, 1) != 0 || cuv_sync(cuv_comm_init_rank(dev, &id, 1, 2), &out) != 0)
     return 3;
   cuv_comm_t *comm = out.data;
   uint32_t data[CHILD_COUNT];
@@ -361,7 +382,7 @@ int main(int argc, char **argv) {
     if (cuv_device_open(&devs[r], r) != 0)
       return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_async_error),
+      cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_ranks_on_one_gpu), cmocka_unit_test(test_async_error),
       cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
       cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_launched_late),
       cmocka_unit_test(test_abort_while_launching), cmocka_unit_test(test_peer_process),

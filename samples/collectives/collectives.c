@@ -443,6 +443,16 @@ static void close_local(local_t *l) {
   cuv_device_unref(l->dev);
 }
 
+/* NCCL refuses two ranks of a group on one GPU: --processes N needs N of them here. */
+static bool too_few_gpus(const options_t *o) {
+  int count = 0;
+  if (o->processes == 0 || cuv_device_count(&count) != 0 || o->processes <= count)
+    return false;
+  fprintf(stderr, "collectives: --processes %d needs %d GPUs, this machine has %d\n",
+          o->processes, o->processes, count);
+  return true;
+}
+
 /* This process's ranks: every device, or (a group of processes) the rank's device. */
 static int open_ranks(app_t *app) {
   int count = 0, rc = cuv_device_count(&count);
@@ -524,6 +534,8 @@ int main(int argc, char **argv) {
             rc == CUV_ENONCCL ? cuv_nccl_error() : cuv_init_error());
     return EXIT_NO_DRIVER;
   }
+  if (rc == 0 && too_few_gpus(&app.opt))
+    return EXIT_NO_DRIVER;
   if (rc == 0)
     rc = open_ranks(&app);
   if (rc != 0)
