@@ -40,7 +40,7 @@ struct cuv__comm_pending {
 static pthread_mutex_t watch_lock = PTHREAD_MUTEX_INITIALIZER;
 static cuv_comm_t *watch_head, *closing_head;
 
-static unsigned poll_all(void);
+static unsigned poll_all(bool ending);
 
 /* Pushes onto one of the lists, or takes a whole list, under watch_lock. */
 static void list_push(cuv_comm_t **head, cuv_comm_t *comm) {
@@ -356,8 +356,10 @@ static bool poll_closing(void) {
 }
 
 /* cuv-nccl's pass (lib/poller.c): often while something starts or closes, less often while
- * collectives are in flight, not at all when nothing is watched. */
-static unsigned poll_all(void) {
+ * collectives are in flight, not at all when nothing is watched; at exit, the closing ones. */
+static unsigned poll_all(bool ending) {
+  if (ending)
+    return poll_closing() ? START_POLL_US : 0;
   bool busy = poll_watched();
   busy = poll_closing() || busy;
   pthread_mutex_lock(&watch_lock);

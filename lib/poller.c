@@ -13,6 +13,7 @@ static struct {
   pthread_mutex_t lock;
   pthread_cond_t cond;
   bool started, stop, woken;
+  bool ending; /* the process exits: only the communicators being closed are polled, to the end */
   cuv__poll_fn poll;
   pthread_t thread;
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
@@ -42,13 +43,31 @@ static void *poller_main(void *arg) {
   while (!P.stop) {
     P.woken = false;
     cuv__poll_fn poll = P.poll;
+    bool ending = P.ending;
     pthread_mutex_unlock(&P.lock);
-    unsigned next_us = poll();
+    unsigned next_us = poll(ending);
     pthread_mutex_lock(&P.lock);
+    if (ending && next_us == 0)
+      break;
     sleep_locked(next_us);
   }
   pthread_mutex_unlock(&P.lock);
   return NULL;
+}
+
+/* At exit, before the libraries' destructors (atexit handlers run first): NCCL finalizes a
+ * communicator on a thread of its own, which crashed on the H200 when the process ended under it
+ * (NCCL and the driver torn down). So the communicators being closed are seen to their end. */
+static void poller_exit(void) {
+  pthread_mutex_lock(&P.lock);
+  bool started = P.started;
+  P.ending = true;
+  P.woken = true;
+  pthread_cond_signal(&P.cond);
+  pthread_mutex_unlock(&P.lock);
+  if (started)
+    pthread_join(P.thread, NULL);
+  P.started = false;
 }
 
 int cuv__poller_wake(cuv__poll_fn poll) {
@@ -60,6 +79,9 @@ int cuv__poller_wake(cuv__poll_fn poll) {
   else if (!P.started) {
     pthread_setname_np(P.thread, "cuv-nccl");
     P.started = true;
+    static bool exit_hooked;
+    if (!exit_hooked)
+      exit_hooked = atexit(poller_exit) == 0;
   }
   P.woken = true;
   pthread_cond_signal(&P.cond);
@@ -67,8 +89,8 @@ int cuv__poller_wake(cuv__poll_fn poll) {
   return rc;
 }
 
-/* Stops the thread when the library goes away (dlclose or exit), so it never runs unmapped code.
- * Communicators still open then are left to the process's end. */
+/* Stops the thread when the library goes away (dlclose, or exit after poller_exit), so it never
+ * runs unmapped code. Communicators still open then are left to the process's end. */
 __attribute__((destructor)) static void poller_shutdown(void) {
   pthread_mutex_lock(&P.lock);
   bool started = P.started;
