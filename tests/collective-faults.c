@@ -382,7 +382,8 @@ int main(int argc, char **argv) {
     if (cuv_device_open(&devs[r], r) != 0)
       return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_ranks_on_one_gpu), cmocka_unit_test(test_async_error),
+      cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_ranks_on_one_gpu),
+      cmocka_unit_test(test_async_error),
       cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
       cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_launched_late),
       cmocka_unit_test(test_abort_while_launching), cmocka_unit_test(test_peer_process),
