@@ -17,6 +17,7 @@
 #define DEFAULT_VERSION CUV__NCCL_VERSION(2, 28, 9)
 #define BACKOFF_MIN_NS 1000u
 #define BACKOFF_MAX_NS 50000u
+#define INIT_SYNC_NS 2000000ull /* an init synchronizes its device this long after the call */
 
 struct sim_nccl_comm {
   uint32_t magic;
@@ -31,8 +32,12 @@ struct sim_nccl_comm {
   _Atomic bool dead;        /* cuv_sim_nccl_kill: as if its process had died (it stops) */
   _Atomic int launches;     /* delayed group launches still to enqueue */
   _Atomic bool running;     /* a command of it runs now */
-  /* Its device's work submitted before the init, which NCCL's init waits for: its allocations
-   * and copies synchronize the whole device. Ready only after it (sim lock). */
+  /* NCCL's init, on a thread of its own once every rank joined, allocates and copies with
+   * implicit device-wide synchronization: the device's work submitted until then (INIT_SYNC_NS
+   * after the init call, at the earliest) must finish before the communicator is ready. A stream
+   * held back until the init ends therefore never lets it end, as on the H200 (sim lock). */
+  uint64_t init_sync_at;
+  bool init_synced; /* init_waits noted */
   struct sim_init_wait {
     struct sim_stream *s;
     uint64_t target;
@@ -66,7 +71,7 @@ static void init_waits_free(struct sim_nccl_comm *c) {
 
 /* Notes every stream of ctx and the work submitted to it so far (sim lock). False when out of
  * memory. */
-static bool init_waits_note(struct sim_nccl_comm *c, struct sim_ctx *ctx) {
+static bool init_waits_note(struct sim_nccl_comm *c, const struct sim_ctx *ctx) {
   size_t n = 0;
   for (struct sim_stream *s = ctx ? ctx->streams : NULL; s; s = s->next)
     n++;
@@ -80,8 +85,14 @@ static bool init_waits_note(struct sim_nccl_comm *c, struct sim_ctx *ctx) {
   return true;
 }
 
-/* Has the work the init waits for finished? (sim lock) */
+/* Has the work the init waits for finished? Noted once the init's synchronization is due (sim
+ * lock). */
 static bool init_drained(struct sim_nccl_comm *c) {
+  if (!c->init_synced) {
+    if (sim_now_ns() < c->init_sync_at || !init_waits_note(c, sim_ctx_of_device(c->device)))
+      return false;
+    c->init_synced = true;
+  }
   for (size_t i = 0; i < c->n_init_waits; i++)
     if (!sim_stream_settled(c->init_waits[i].s, c->init_waits[i].target))
       return false;
@@ -739,17 +750,10 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
   c->blocking = config_blocking(config);
   c->handle_live = true;
   sim_lock();
-  bool noted = init_waits_note(c, ctx);
-  if (noted) {
-    c->next = live_comms;
-    live_comms = c;
-  }
+  c->init_sync_at = sim_now_ns() + INIT_SYNC_NS;
+  c->next = live_comms;
+  live_comms = c;
   sim_unlock();
-  if (!noted) {
-    sim_clique_release(c->clique);
-    free(c);
-    return CUV__NCCL_SYSTEM_ERROR;
-  }
   *out = (cuv__nccl_comm_t)(void *)c;
   if (c->blocking && group.depth > 0 && group.nblocking < SIM_NCCL_MAX_RANKS) {
     group.blocking[group.nblocking++] = c; /* ready by the group's end */
