@@ -2,6 +2,7 @@
 #define CUV_LIB_BUFFER_H
 
 typedef struct cuv__access cuv__access_t;
+typedef struct cuv__tally cuv__tally_t;
 
 struct cuv_buffer_s {
   atomic_int refs;
@@ -9,8 +10,9 @@ struct cuv_buffer_s {
   CUdeviceptr ptr;
   size_t size;
   cuv_stream_t *alloc_stream;  /* stream-ordered allocations are freed on a stream too */
-  pthread_mutex_t lock;        /* guards accesses (hazard.c) */
-  cuv__access_t *accesses;     /* in flight: by which stream, read or write */
+  pthread_mutex_t lock;        /* guards tallies and latest (hazard.c) */
+  cuv__tally_t *tallies;       /* accesses in flight, counted per stream, read or write */
+  cuv__access_t *latest;       /* the access counted last, while in flight */
   int hazard_mode;             /* CUV_HAZARD_* */
   bool adopted;                /* cuv_buffer_adopt: the caller's memory, never freed by cuv */
   cuv_release_fn release;      /* ... given back with release(release_arg), when not NULL */

@@ -10,11 +10,21 @@
 #include "internal.h"
 #include "hazard.h"
 
-struct cuv__access {
-  cuv__access_t *next, **pprev;
-  cuv_buffer_t *buf;
+/* What one stream has in flight on one buffer: counts, not a list of the accesses, so that a new
+ * access looks at each stream once however many submissions use the buffer (a buffer that 10 000
+ * launches in flight read was a list of 10 000 to scan per launch: O(n) per submission). Freed
+ * when its counts reach 0. Guarded by the buffer's lock. */
+struct cuv__tally {
+  cuv__tally_t *next, **pprev;
   cuv_stream_t *stream;
-  cuv__submission_t *sub; /* the holder (its accesses are unlinked before it is freed) */
+  unsigned reads, writes;
+};
+
+/* One submission's access, counted in its stream's tally until the submission retires. */
+struct cuv__access {
+  cuv_buffer_t *buf;
+  cuv__tally_t *tally;
+  cuv__submission_t *sub; /* the holder (its accesses are released before it is freed) */
   bool write;
 };
 
@@ -27,42 +37,61 @@ CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode) {
   return 0;
 }
 
-/* The access ends with its submission: unlinked, and the buffer reference dropped. */
+/* Counts the access out of its tally, under the buffer's lock; the tally when it emptied (the
+ * caller unlinked it and frees it). */
+static cuv__tally_t *count_out(cuv_buffer_t *buf, cuv__access_t *a) {
+  cuv__tally_t *t = a->tally;
+  if (buf->latest == a)
+    buf->latest = NULL;
+  if (a->write)
+    t->writes--;
+  else
+    t->reads--;
+  if (t->reads || t->writes)
+    return NULL;
+  *t->pprev = t->next;
+  if (t->next)
+    t->next->pprev = t->pprev;
+  return t;
+}
+
+/* The access ends with its submission: counted out, and the buffer reference dropped. */
 static void access_release(void *arg) {
   cuv__access_t *a = arg;
   cuv_buffer_t *buf = a->buf;
   pthread_mutex_lock(&buf->lock);
-  *a->pprev = a->next;
-  if (a->next)
-    a->next->pprev = a->pprev;
+  cuv__tally_t *gone = count_out(buf, a);
   pthread_mutex_unlock(&buf->lock);
-  cuv__stream_unref(a->stream);
+  if (gone) {
+    cuv__stream_unref(gone->stream);
+    free(gone);
+  }
   free(a);
   cuv_buffer_unref(buf);
 }
 
-/* The distinct streams (other than `stream`) whose in-flight access conflicts with a new one,
- * referenced, in a new array (*out; NULL when none); the caller holds buf->lock. */
+/* Whether tally t (of another stream) conflicts with a new access. */
+static bool tally_conflicts(const cuv__tally_t *t, cuv_stream_t *stream, bool write) {
+  return t->stream != stream && (t->writes || (write && t->reads));
+}
+
+/* The streams (other than `stream`) whose in-flight access conflicts with a new one, referenced,
+ * in a new array (*out; NULL when none); the caller holds buf->lock. One tally per stream: each
+ * stream comes once. */
 static int conflicts(cuv_buffer_t *buf, cuv_stream_t *stream, bool write, cuv_stream_t ***out,
                      size_t *n) {
   size_t max = 0;
   *out = NULL;
   *n = 0;
-  for (cuv__access_t *a = buf->accesses; a; a = a->next)
-    max += a->stream != stream && (write || a->write);
+  for (const cuv__tally_t *t = buf->tallies; t; t = t->next)
+    max += tally_conflicts(t, stream, write);
   if (max == 0)
     return 0;
   if (!(*out = malloc(max * sizeof **out)))
     return CUV_ENOMEM;
-  for (cuv__access_t *a = buf->accesses; a; a = a->next) {
-    if (a->stream == stream || !(write || a->write))
-      continue;
-    bool seen = false;
-    for (size_t i = 0; i < *n; i++)
-      seen = seen || (*out)[i] == a->stream;
-    if (!seen)
-      (*out)[(*n)++] = cuv__stream_ref(a->stream);
-  }
+  for (const cuv__tally_t *t = buf->tallies; t; t = t->next)
+    if (tally_conflicts(t, stream, write))
+      (*out)[(*n)++] = cuv__stream_ref(t->stream);
   return 0;
 }
 
@@ -80,19 +109,37 @@ static int order_after(cuv__submission_t *sub, cuv_stream_t *stream, cuv_stream_
   return rc;
 }
 
-/* Links the access into the buffer's list. */
-static void access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
-  a->buf = cuv_buffer_ref(buf);
-  a->stream = cuv__stream_ref(ex->stream);
-  a->sub = ex->sub;
-  a->write = write;
+/* The stream's tally on buf, a new one for its first access; NULL without memory. The caller
+ * holds buf->lock. */
+static cuv__tally_t *tally_of(cuv_buffer_t *buf, cuv_stream_t *stream) {
+  cuv__tally_t *t = buf->tallies;
+  while (t && t->stream != stream)
+    t = t->next;
+  if (t || !(t = cuv__zalloc(sizeof *t)))
+    return t;
+  t->stream = cuv__stream_ref(stream);
+  t->next = buf->tallies;
+  t->pprev = &buf->tallies;
+  if (t->next)
+    t->next->pprev = &t->next;
+  buf->tallies = t;
+  return t;
+}
+
+/* Counts the access in and makes it the buffer's latest (already_held). */
+static int access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
   pthread_mutex_lock(&buf->lock);
-  a->next = buf->accesses;
-  a->pprev = &buf->accesses;
-  if (a->next)
-    a->next->pprev = &a->next;
-  buf->accesses = a;
+  cuv__tally_t *t = tally_of(buf, ex->stream);
+  if (t) {
+    *a = (cuv__access_t){cuv_buffer_ref(buf), t, ex->sub, write};
+    if (write)
+      t->writes++;
+    else
+      t->reads++;
+    buf->latest = a;
+  }
   pthread_mutex_unlock(&buf->lock);
+  return t ? 0 : CUV_ENOMEM;
 }
 
 /* ---- stream capture ---- */
@@ -183,12 +230,11 @@ const cuv_buffer_t *cuv__hazard_uses_get(const cuv__uses_t *uses, size_t i, bool
 /* ---- holding a buffer ---- */
 
 /* The buffer's latest access is this submission's, on this stream, at least as strong: nothing
- * was linked since, so nothing new can conflict, and the buffer is held already. Without this a
- * chain of n launches on one buffer scans and grows its list once per launch: O(n^2) per chain.
- * The caller holds buf->lock. */
+ * was counted since, so nothing new can conflict, and the buffer is held already. Without this a
+ * chain of n launches on one buffer holds it n times. The caller holds buf->lock. */
 static bool already_held(const cuv_buffer_t *buf, const cuv__exec_t *ex, bool write) {
-  const cuv__access_t *a = buf->accesses;
-  return a && a->sub == ex->sub && a->stream == ex->stream && (a->write || !write);
+  const cuv__access_t *a = buf->latest;
+  return a && a->sub == ex->sub && a->tally->stream == ex->stream && (a->write || !write);
 }
 
 /* CUV_HAZARD_NONE: no access record, only the buffer held until retirement (once per
@@ -227,14 +273,14 @@ int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind 
     rc = order_after(ex->sub, ex->stream, others, n, mode);
   free(others);
   cuv__access_t *a = NULL;
-  if (rc == 0 && !(a = cuv__zalloc(sizeof *a)))
+  if (rc == 0 && !(a = malloc(sizeof *a)))
     rc = CUV_ENOMEM;
-  if (rc == 0)
-    rc = cuv__sub_hold(ex->sub, access_release, a);
-  if (rc < 0) {
-    free(a);
+  if (rc == 0 && (rc = access_link(a, buf, ex, write)) == 0 &&
+      (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
+    access_release(a); /* counted in, not held: counted out again */
     return rc;
   }
-  access_link(a, buf, ex, write);
-  return 0;
+  if (rc < 0)
+    free(a);
+  return rc;
 }
