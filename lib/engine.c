@@ -143,16 +143,18 @@ static bool jobs_conflict(const cuv__job_t *a, const cuv__job_t *b) {
   return a->stream == b->stream || touches_conflict(&a->touches, &b->touches);
 }
 
-/* The latest job claimed before `job` that conflicts with it and still runs; NULL when none. */
-static cuv__job_t *blocker(engine_t *e, const cuv__job_t *job) {
-  cuv__job_t *last = NULL;
-  for (cuv__job_t *j = e->head; j && j != job; j = j->next)
+/* The latest job claimed before `job` (which is on the running list) that conflicts with it and
+ * still runs; NULL when none. Looked for backwards from job: a job of a stream with thousands
+ * claimed finds the one just before it, where a walk from the head crossed them all, once per
+ * claim and once per follower let go. */
+static cuv__job_t *blocker(const cuv__job_t *job) {
+  for (cuv__job_t *j = job->prev; j; j = j->prev)
     if (jobs_conflict(j, job))
-      last = j;
-  return last;
+      return j;
+  return NULL;
 }
 
-static bool blocked(engine_t *e, const cuv__job_t *job) { return blocker(e, job) != NULL; }
+static bool blocked(const cuv__job_t *job) { return blocker(job) != NULL; }
 
 /* Hands a blocked job to the thread running its blocker: that thread runs it next (leave), so
  * no thread spins while another finishes, and jobs of one stream tend to stay on one thread. */
@@ -177,7 +179,7 @@ static bool enter(engine_t *e, cuv__job_t *job) {
   else
     e->head = job;
   e->tail = job;
-  return blocked(e, job);
+  return blocked(job);
 }
 
 /* A claimed job handed over by a thread that must not run it (it may wait for the GPU). */
@@ -207,7 +209,7 @@ static cuv__job_t *claim_locked(engine_t *e, unsigned *claimed, bool handoffs) {
     return NULL;
   atomic_fetch_sub(&e->queued, 1);
   if (enter(e, job)) {
-    follow(blocker(e, job), job);
+    follow(blocker(job), job);
     return NULL;
   }
   return job;
@@ -224,7 +226,7 @@ static void wait_turn(engine_t *e, cuv__job_t *job) {
   for (;;) {
     uint_fast64_t seen = atomic_load(&e->finishes);
     pthread_mutex_lock(&e->lock);
-    bool still = blocked(e, job);
+    bool still = blocked(job);
     pthread_mutex_unlock(&e->lock);
     if (!still)
       return;
@@ -249,7 +251,7 @@ static cuv__job_t *leave(engine_t *e, cuv__job_t *job) {
     e->tail = job->prev;
   for (cuv__job_t *f = job->followers, *next; f; f = next) {
     next = f->next_follower;
-    cuv__job_t *b = blocker(e, f);
+    cuv__job_t *b = blocker(f);
     if (b) {
       follow(b, f);
     } else {
