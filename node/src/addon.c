@@ -68,6 +68,7 @@ static int open_bridge(cuv_node_addon_t *a) {
   napi_value resource, name;
   if (napi_get_uv_event_loop(a->env, &loop) != napi_ok)
     return CUV_EINVAL;
+  cuv_node_settler_open(a, loop);
   int rc = cuv_uv_open(&a->bridge, loop);
   if (rc == 0 && (napi_create_object(a->env, &resource) != napi_ok ||
                   napi_create_string_utf8(a->env, "cuv", NAPI_AUTO_LENGTH, &name) != napi_ok ||
@@ -138,14 +139,20 @@ static void finish(cuv_node_addon_t *a) {
   free(a);
 }
 
-static void on_bridge_closed(cuv_uv_t *bridge, void *arg) { finish(arg); }
+static void on_settler_closed(void *arg) { finish(arg); }
+
+/* Every callback ran: the settler settles what it still holds, then closes. */
+static void on_bridge_closed(cuv_uv_t *bridge, void *arg) {
+  cuv_node_addon_t *a = arg;
+  cuv_node_settler_close(a, on_settler_closed, a);
+}
 
 /* Node keeps running the environment's loop until napi_remove_async_cleanup_hook (in finish), so
  * the bridge's close delivers every callback first. */
 static void cleanup_hook(napi_async_cleanup_hook_handle handle, void *arg) {
   cuv_node_addon_t *a = arg;
   if (!a->bridge || cuv_uv_close(a->bridge, on_bridge_closed, a) < 0)
-    finish(a);
+    on_bridge_closed(NULL, a);
 }
 
 /* ---- exports ------------------------------------------------------------------------------ */

@@ -10,6 +10,8 @@
 #include <cuv.h>
 #include <cuv/uv.h>
 
+#include "settle.h"
+
 #define CUV_NODE_DETAIL_MAX 160 /* what was wrong with an argument, after cuv_strerror's text */
 #define CUV_NODE_ARGS_MAX 6
 
@@ -19,6 +21,7 @@ typedef struct cuv_node_addon {
   cuv_device_t *dev;
   cuv_kernel_t *saxpy, *dense; /* samples/saxpy's kernel, apps/tcp-infer's dense layer */
   cuv_uv_t *bridge;
+  cuv_node_settler_t settler; /* the bridge's completions, settled in slices per loop turn */
   napi_ref resource; /* the async resource completions run under (napi_open_callback_scope) */
   napi_async_context async_context;
   napi_async_cleanup_hook_handle cleanup;

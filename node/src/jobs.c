@@ -5,8 +5,11 @@
 #include "errors.h"
 #include "jobs.h"
 #include "pinned.h"
+#include "settle.h"
 
 typedef struct job {
+  cuv_node_done_t done; /* first: the settler's queue links it */
+  int status;           /* the op's, once completed */
   cuv_node_addon_t *addon;
   napi_deferred deferred;
   napi_ref value; /* VALUE's value */
@@ -53,22 +56,18 @@ static void settle(napi_env env, job_t *job, int status) {
   free(job);
 }
 
-/* The bridge's callback, on the loop thread outside any JavaScript: a callback scope makes Node
- * run the microtasks (the Promise reactions) when it closes, as after any native callback. */
+static void settle_done(napi_env env, cuv_node_done_t *done) {
+  job_t *job = (job_t *)done;
+  settle(env, job, job->status);
+}
+
+/* The bridge's callback, on the loop thread, once per completion of a drain that may find
+ * thousands: the Promise settles in a slice of the settler's (settle.h), in completion order. */
 static void on_done(int status, cuv_output_t *output, void *arg) {
   job_t *job = arg;
-  napi_env env = job->addon->env;
-  napi_handle_scope handles;
-  napi_callback_scope scope = NULL;
-  napi_value resource;
-  napi_open_handle_scope(env, &handles);
-  if (napi_get_reference_value(env, job->addon->resource, &resource) != napi_ok ||
-      napi_open_callback_scope(env, resource, job->addon->async_context, &scope) != napi_ok)
-    scope = NULL;
-  settle(env, job, status);
-  if (scope)
-    napi_close_callback_scope(env, scope);
-  napi_close_handle_scope(env, handles);
+  job->status = status;
+  job->done.settle = settle_done;
+  cuv_node_settler_push(job->addon, &job->done);
 }
 
 static void give_ticket(napi_env env, napi_value token, cuv_ticket_t ticket) {

@@ -65,3 +65,11 @@ test('a worker terminated with 1,000 ops in flight ends without a crash, its wor
     assert.deepStrictEqual(lines.sort(), ['main 15', 'message in flight 1001',
       'worker exit 1 in flight 0']);
   });
+
+test('a worker terminated while thousands of Promises wait for their settling slice ends cleanly',
+  { skip }, async () => {
+    const { status, lines } = await run('worker.js', 'settling');
+    assert.deepStrictEqual(status, clean);
+    assert.deepStrictEqual(lines.sort(),
+      ['main 15', 'message settling', 'worker exit 1 in flight 0']);
+  });
