@@ -182,7 +182,8 @@ export interface Stats {
 export function stats(): Stats;
 
 /** This thread's (environment's) calls whose callback has not run yet, and cancelled calls whose
- * GPU work has not finished. */
+ * GPU work has not finished. A call whose completion waits for its settling slice (README) is not
+ * counted, though its Promise has not settled yet. */
 export function pending(): number;
 
 /** DeviceBuffer objects not collected yet, in the whole process. */
