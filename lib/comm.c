@@ -18,6 +18,7 @@
 
 #include "internal.h"
 #include "comm.h"
+#include "completion.h"
 #include "hazard.h"
 #include "nccl.h"
 #include "poller.h"
@@ -130,8 +131,14 @@ static void abort_locked(cuv_comm_t *comm) {
   comm->nccl_ended = true;
 }
 
-/* Lets the creation's thread go on (its submission fails or succeeds by its late status). */
-static void release_creation(cuv_comm_t *comm) { atomic_store(&comm->created, true); }
+/* Lets the creation go on (its submission fails or succeeds by its late status): a waiting thread,
+ * or a queued submission's delivery. Once. */
+static void release_creation(cuv_comm_t *comm) {
+  atomic_store(&comm->created, true);
+  cuv__submission_t *gated = atomic_exchange(&comm->gate, NULL);
+  if (gated)
+    cuv__complete_gate_open(gated); /* not touched after: it may be delivered at once */
+}
 
 /* The first failure wins: every submission in flight fails with it, and the NCCL communicators
  * are aborted on cuv-nccl (or here, when cuv-nccl is the caller). Lock held. */
@@ -443,11 +450,22 @@ static void creation_release(void *arg) {
   comm_release(comm);
 }
 
-/* This thread (a submitter thread or a blocking caller: the op is marked as one that may wait)
- * waits for cuv-nccl's verdict. Not the stream: NCCL's initialization allocates and copies with
- * implicit device-wide synchronization, which would wait forever for a stream of that device held
- * back until the initialization ends (seen on the H200). */
-static int await_creation(cuv_comm_t *comm) {
+/* Where the creation waits for NCCL's init. Not on its stream: NCCL's initialization allocates and
+ * copies with implicit device-wide synchronization, which would wait forever for a stream of that
+ * device held back until the initialization ends (seen on the H200). A queued submission (cuv_submit,
+ * cuv_uv_submit) is delivered only once cuv-nccl opened its gate, so no thread waits, and a then or
+ * map over the creation waits for the gate like for a landing copy (completion.c); a blocking
+ * executor, and cuv_enqueue_on, wait here, on the calling thread. */
+static void creation_gate(cuv_comm_t *comm, cuv__exec_t *ex) {
+  if (!ex->sub->queue)
+    return;
+  cuv__sub_gate(ex->sub);
+  atomic_store(&comm->gate, ex->sub);
+}
+
+static int await_creation(cuv_comm_t *comm, cuv__exec_t *ex) {
+  if (ex->sub->queue)
+    return 0;
   struct timespec pause = {0, START_POLL_US * 1000L};
   while (!atomic_load(&comm->created))
     nanosleep(&pause, NULL);
@@ -485,15 +503,18 @@ static int creation_begin(cuv_comm_t *comm, init_op_t *o, cuv__exec_t *ex) {
 static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   init_op_t *o = (init_op_t *)op;
   cuv_comm_t *comm = comm_alloc(o->devs, o->n, o->nranks, o->first_rank);
+  if (comm)
+    creation_gate(comm, ex);
   int rc = comm ? creation_begin(comm, o, ex) : CUV_ENOMEM;
   if (rc == 0)
-    rc = await_creation(comm);
+    rc = await_creation(comm, ex);
   int bound = cuv__bind(ex->stream->dev); /* the ranks' devices were made current meanwhile */
   rc = rc < 0 ? rc : bound;
   if (rc == 0) {
     ex->landing = true; /* a then/map over it sees the communicator ready */
     *out = cuv__output(comm, comm_release, comm);
   } else if (comm) {
+    release_creation(comm); /* a failure before NCCL was asked opens the gate here */
     comm_release(comm);
   }
   init_drop(op);
@@ -513,7 +534,7 @@ static cuv_op_t *init_new(cuv_device_t *const *devs, unsigned n, int nranks, int
   for (unsigned i = 0; i < n; i++)
     o->devs[i] = cuv__device_ref(devs[i]);
   o->op.device = devs[0]->ordinal;
-  o->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* await_creation */
+  o->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* await_creation, or a then's landing */
   return &o->op;
 }
 

@@ -28,9 +28,11 @@ struct cuv_comm_s {
   bool watched;               /* in cuv-nccl's list, which holds a reference */
   int nranks;
   unsigned n;
-  /* Set by cuv-nccl once every rank is ready or the creation failed; the creation's thread waits
-   * for it on the host (comm.c says why not its stream). */
+  /* Set once every rank is ready or the creation failed: a blocking creation waits for it on the
+   * host, a queued one's delivery waits for it through its submission's gate (comm.c says why
+   * not its stream). */
   atomic_bool created;
+  cuv__submission_t *_Atomic gate; /* a queued creation's submission, until that gate opened */
   cuv__submission_t *creation; /* the creation's submission, until it retires */
   cuv__comm_pending_t *pending; /* submissions with this communicator's work in flight */
   uint64_t finalize_deadline;   /* when closing: abort rather than wait for the finalize after */

@@ -15,12 +15,25 @@
 #include "queue.h"
 #include "reactor.h"
 
+#define GATE_POLL_NS 100000L /* 0.1 ms: gates wait for slow things (NCCL's init) */
+
+/* The last of the submission's ends delivers it, with the late status known by then. */
+static void deliver_at_last(cuv__submission_t *sub) {
+  if (!cuv__sub_gate_pass(sub))
+    return;
+  if (sub->status == 0)
+    sub->status = cuv__sub_verdict(sub, 0);
+  cuv__queue_push(sub->queue, sub);
+}
+
+void cuv__complete_gate_open(cuv__submission_t *sub) { deliver_at_last(sub); }
+
 void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
   bool unclaimed = false;
   if (!atomic_compare_exchange_strong(&sub->claimed, &unclaimed, true))
     return;
-  if (sub->status == 0)
-    sub->status = cuv__sub_verdict(sub, status);
+  if (sub->status == 0 && status < 0)
+    sub->status = status;
   sub->path = path;
   switch (path) {
   case CUV__PATH_SPIN: CUV__STAT_ADD(completed_spin, 1); break;
@@ -29,7 +42,7 @@ void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path) {
   case CUV__PATH_SYNC: CUV__STAT_ADD(completed_sync, 1); break;
   default: break;
   }
-  cuv__queue_push(sub->queue, sub);
+  deliver_at_last(sub);
 }
 
 /* Spins on the stream's word for the budget. True when the submission was completed here: the
@@ -214,6 +227,11 @@ int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
   if (r == CUDA_ERROR_NOT_READY)
     r = cuv__drv.cuEventSynchronize(event);
   cuv__event_put(stream->dev, event);
+  /* What came before also includes the ends the submission's gates wait for (a communicator's
+   * creation: its callback's communicator is ready). */
+  struct timespec pause = {0, GATE_POLL_NS};
+  while (r == CUDA_SUCCESS && cuv__sub_gated(sub))
+    nanosleep(&pause, NULL);
   return cuv__cu(r);
 }
 

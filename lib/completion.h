@@ -9,6 +9,9 @@
 void cuv__arm(cuv__submission_t *sub, bool may_spin);
 /* Delivers the submission to its queue if no other path did (the first caller wins). */
 void cuv__complete(cuv__submission_t *sub, int status, enum cuv__path path);
+/* The end a cuv__sub_gate waited for came (any thread): the submission is delivered if its
+ * stream's end came too. */
+void cuv__complete_gate_open(cuv__submission_t *sub);
 /* Blocks until the submission's work is done (inline spin, then a blocking wait). */
 int cuv__wait_sync(cuv__submission_t *sub);
 /* Blocks until what is enqueued on `stream` so far is done (an event recorded now: the spin

@@ -22,6 +22,7 @@ static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part) {
   sub->stream = cuv__stream_ref(stream);
   sub->devices = CUV__DEVICE_BIT(stream->dev->ordinal);
   sub->part = part;
+  atomic_init(&sub->gates, 1);
   atomic_fetch_add(&stream->in_flight, 1);
   if (!part)
     CUV__STAT_ADD(in_flight, 1);
@@ -37,6 +38,12 @@ int cuv__sub_create_part(cuv__submission_t **out, cuv_stream_t *stream) {
   *out = sub_new(stream, true);
   return *out ? 0 : CUV_ENOMEM;
 }
+
+void cuv__sub_gate(cuv__submission_t *sub) { atomic_fetch_add(&sub->gates, 1); }
+
+bool cuv__sub_gate_pass(cuv__submission_t *sub) { return atomic_fetch_sub(&sub->gates, 1) == 1; }
+
+bool cuv__sub_gated(cuv__submission_t *sub) { return atomic_load(&sub->gates) > 1; }
 
 void cuv__sub_fail_late(cuv__submission_t *sub, int status) {
   int none = 0;

@@ -64,6 +64,9 @@ struct cuv__submission {
    * collective's communicator: lib/comm.c): set before the work can be proven complete, it is
    * the submission's status unless the execution or the stream failed first. */
   atomic_int late_status;
+  /* The ends it waits for before its completion is delivered: its stream's, and one for each
+   * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
+  atomic_int gates;
   bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
 };
 
@@ -73,6 +76,13 @@ int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream);
  * the hazard records and events of its device, and is retired or leaked with the submission that
  * holds it. Not counted in cuv_stats. */
 int cuv__sub_create_part(cuv__submission_t **part, cuv_stream_t *stream);
+/* Holds back the delivery of a queued submission's completion until cuv__complete_gate_open
+ * (completion.h); call during its execution. */
+void cuv__sub_gate(cuv__submission_t *sub);
+/* One of its ends came: true for the last (the caller then delivers it). */
+bool cuv__sub_gate_pass(cuv__submission_t *sub);
+/* Whether a gate is still closed (besides the stream's end). */
+bool cuv__sub_gated(cuv__submission_t *sub);
 /* Records a failure of work already enqueued (the first one sticks); call only while the work
  * cannot have been proven complete. */
 void cuv__sub_fail_late(cuv__submission_t *sub, int status);

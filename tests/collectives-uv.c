@@ -92,6 +92,45 @@ static void test_created_on_the_loop(void **state) {
   cuv_comm_unref(f.comm);
 }
 
+/* ---- a then over the creation, in one submission ---- */
+
+typedef struct chained {
+  sums_t *sums;
+  int status_seen; /* the communicator's status in the then callback (a submitter thread) */
+  uvt_call_t done;
+} chained_t;
+
+/* Runs once the creation completed: the communicator it gives is ready, not being created. */
+static cuv_op_t *reduce_after(cuv_output_t *input, void *arg) {
+  chained_t *c = arg;
+  cuv_comm_t *comm = input->data;
+  c->status_seen = cuv_comm_status(comm);
+  return cuv_comm_all_reduce(comm, NULL, c->sums->buf, c->sums->count, CUV_NCCL_FLOAT32,
+                             CUV_NCCL_SUM);
+}
+
+static void chained_done(int status, cuv_output_t *output, void *arg) {
+  chained_t *c = arg;
+  uvt_done(status, output, &c->done);
+}
+
+static void test_then_over_creation(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  sums_t s;
+  sums_init(&s, 1 + cuvt_random_u32() % 5000);
+  uvt_open(&l);
+  chained_t c = {.sums = &s, .status_seen = 1};
+  c.done.loop = &l;
+  cuv_op_t *op = cuv_then(cuv_comm_init_all(devs, (size_t)ndev), reduce_after, &c);
+  assert_cuv_ok(cuv_uv_submit(l.bridge, op, chained_done, &c, NULL));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  uvt_assert_all_ok(&c.done, 1);
+  assert_int_equal(c.status_seen, 0);
+  uvt_close(&l);
+  sums_check(&s);
+}
+
 /* ---- one communicator per rank ---- */
 
 typedef struct rank_flow {
@@ -168,6 +207,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_created_on_the_loop),
       cmocka_unit_test(test_ranks_on_the_loop),
+      cmocka_unit_test(test_then_over_creation),
   };
   int rc = cuvt_run(tests);
   for (int r = 0; r < ndev; r++)
