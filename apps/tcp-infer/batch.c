@@ -176,7 +176,7 @@ static cuv_op_t *batch_op(batch_t *bt) {
   if (bt->lp->srv->graph)
     return model_graph_op(bt->lp, bt->ws, bt->rows);
   cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->ws->host_in, 0, bt->rows * ROW_IN);
-  return model_rows_op(bt->lp->srv, bt->ws, upload, bt->rows);
+  return model_rows_op(bt->ws, upload, bt->rows);
 }
 
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
@@ -228,6 +228,7 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
     memcpy(host + bt->rows * ROW_IN, req->body, req->batch * ROW_IN); /* the body is kept: it
                                             * goes back to conn.c's cache with the request */
     req->state = REQ_RUNNING;
+    req->gpu = ws->gpu;
     bt->rows += req->batch;
     bt->nreqs++;
   }
@@ -253,7 +254,7 @@ static int flush(loop_t *lp, trigger_t why) {
     bt->work.data = bt;
     rc = uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   } else {
-    cuv_submit_opts_t opts = {.stream = streams_take(lp, &bt->stream)};
+    cuv_submit_opts_t opts = {.stream = streams_take(lp, bt->ws, &bt->stream)};
     rc = cuv_uv_submit(lp->bridge, batch_op(bt), on_gpu_done, bt, &opts);
     if (rc != 0)
       streams_done(lp, bt->stream);
@@ -352,7 +353,7 @@ void batch_add(loop_t *lp, request_t *req) {
 
 int batch_loop_init(loop_t *lp) {
   struct batcher *b = calloc(1, sizeof *b);
-  unsigned n = lp->srv->workspaces_per_loop;
+  unsigned n = pool_size(lp);
   if (!b || !(b->batches = calloc(n, sizeof *b->batches))) {
     free(b);
     return CUV_ENOMEM;

@@ -753,6 +753,7 @@ static conn_t *conn_new(loop_t *lp) {
 /* Its socket is open: serve it. */
 static void conn_start(conn_t *c) {
   c->lp->n.connections_total++;
+  c->lp->gpu->connections++; /* the device's share of the kernel's hash */
   uv_tcp_nodelay(&c->tcp, 1);
   llhttp_init(&c->parser, HTTP_REQUEST, &c->lp->settings);
   c->parser.data = c;

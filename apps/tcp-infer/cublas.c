@@ -51,8 +51,8 @@ static void *load_library(void) {
   return NULL;
 }
 
-int model_cublas_open(server_t *s) {
-  if (cuv_driver_is_sim() || !s->bias_act)
+int model_cublas_open(gpu_t *m) {
+  if (cuv_driver_is_sim() || !m->bias_act)
     return CUV_ENOTSUP;
   cublas_t *cb = calloc(1, sizeof *cb);
   if (!cb)
@@ -66,7 +66,7 @@ int model_cublas_open(server_t *s) {
   }
   /* cuBLAS works in the current context: the device's primary context, which cuv uses too. */
   if (!cb->create || !cb->destroy || !cb->set_stream || !cb->sgemm ||
-      cuv_device_bind(s->dev) != 0 || cb->create(&cb->handle) != 0) {
+      cuv_device_bind(m->dev) != 0 || cb->create(&cb->handle) != 0) {
     if (cb->lib)
       dlclose(cb->lib);
     free(cb);
@@ -74,8 +74,8 @@ int model_cublas_open(server_t *s) {
   }
   pthread_mutex_init(&cb->lock, NULL);
   atomic_init(&cb->refs, 1);
-  cb->dev = cuv_device_ref(s->dev);
-  s->cublas_ctx = cb;
+  cb->dev = cuv_device_ref(m->dev);
+  m->cublas_ctx = cb;
   return 0;
 }
 
@@ -91,10 +91,10 @@ static void cublas_unref(void *arg) {
   free(cb);
 }
 
-void model_cublas_close(server_t *s) {
-  if (s->cublas_ctx)
-    cublas_unref(s->cublas_ctx);
-  s->cublas_ctx = NULL;
+void model_cublas_close(gpu_t *m) {
+  if (m->cublas_ctx)
+    cublas_unref(m->cublas_ctx);
+  m->cublas_ctx = NULL;
 }
 
 /* y[rows][out] = x[rows][in] W^T, with W [out][in] row-major: in cuBLAS's column-major terms,
@@ -128,26 +128,26 @@ static int enqueue_gemm(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
   return rc < 0 ? rc : st == 0 ? 0 : CUV_EIO; /* a cuBLAS status is not a cuv code */
 }
 
-static cuv_op_t *gemm(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
+static cuv_op_t *gemm(gpu_t *m, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
                       cuv_buffer_t *w, cuv_buffer_t *y) {
   gemm_t *g = malloc(sizeof *g);
   if (!g)
     return cuv_fail(CUV_ENOMEM);
-  *g = (gemm_t){s->cublas_ctx, (int)rows, (int)in, (int)out, x, w, y};
+  *g = (gemm_t){m->cublas_ctx, (int)rows, (int)in, (int)out, x, w, y};
   const cuv_access_t accesses[] = {CUV_ACCESS_READ(x), CUV_ACCESS_READ(w), CUV_ACCESS_WRITE(y)};
   return cuv_custom(enqueue_gemm, g, free, accesses, 3);
 }
 
-static cuv_op_t *bias_act(server_t *s, unsigned rows, unsigned n, cuv_buffer_t *y,
+static cuv_op_t *bias_act(gpu_t *m, unsigned rows, unsigned n, cuv_buffer_t *y,
                           cuv_buffer_t *b, unsigned relu) {
   const cuv_arg_t args[] = {CUV_ARG_VALUE(rows), CUV_ARG_VALUE(n), CUV_ARG_RW(y), CUV_ARG_READ(b),
                             CUV_ARG_VALUE(relu)};
-  return cuv_launch(s->bias_act, CUV_DIM1((rows * n + 127) / 128), CUV_DIM1(128), 0, args, 5);
+  return cuv_launch(m->bias_act, CUV_DIM1((rows * n + 127) / 128), CUV_DIM1(128), 0, args, 5);
 }
 
-cuv_op_t *model_cublas_layers(server_t *s, workspace_t *ws, unsigned rows) {
-  cuv_op_t *op = gemm(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, ws->hidden);
-  op = cuv_seq(op, bias_act(s, rows, MLP_HIDDEN, ws->hidden, s->b1, 1));
-  op = cuv_seq(op, gemm(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, ws->out));
-  return cuv_seq(op, bias_act(s, rows, MLP_OUT, ws->out, s->b2, 0));
+cuv_op_t *model_cublas_layers(gpu_t *m, workspace_t *ws, unsigned rows) {
+  cuv_op_t *op = gemm(m, rows, MLP_IN, MLP_HIDDEN, ws->in, m->w1, ws->hidden);
+  op = cuv_seq(op, bias_act(m, rows, MLP_HIDDEN, ws->hidden, m->b1, 1));
+  op = cuv_seq(op, gemm(m, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, m->w2, ws->out));
+  return cuv_seq(op, bias_act(m, rows, MLP_OUT, ws->out, m->b2, 0));
 }

@@ -20,9 +20,9 @@
 
 #include "server.h"
 
-static cuv_op_t *infer_op(server_t *s, request_t *req) {
+static cuv_op_t *infer_op(request_t *req) {
   size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
-  return model_rows_op(s, req->ws, cuv_memcpy_htod(req->ws->in, 0, req->body, bytes,
+  return model_rows_op(req->ws, cuv_memcpy_htod(req->ws->in, 0, req->body, bytes,
                                                    CUV_COPY_STAGE), req->batch);
 }
 
@@ -64,7 +64,7 @@ static int graph_submit(loop_t *lp, request_t *req, const cuv_submit_opts_t *opt
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
 static void baseline_work(uv_work_t *work) {
   request_t *req = work->data;
-  req->gpu_status = cuv_sync(infer_op(req->lp->srv, req), &req->out);
+  req->gpu_status = cuv_sync(infer_op(req), &req->out);
 }
 
 static void baseline_after(uv_work_t *work, int status) {
@@ -89,7 +89,7 @@ typedef struct offload {
 static void offload_work(uv_work_t *work) {
   offload_t *o = work->data;
   request_t *req = o->req;
-  cuv_op_t *op = infer_op(req->lp->srv, req); /* staged: the body is free again (conn.c frees
+  cuv_op_t *op = infer_op(req); /* staged: the body is free again (conn.c frees
                                                  * it with the request, into its loop's cache) */
   o->rc = cuv_uv_submit(req->lp->bridge, op, on_gpu_done, req, &o->opts);
   /* accepted: req belongs to its completion now, do not touch it */
@@ -116,7 +116,7 @@ static int submit(loop_t *lp, request_t *req) {
     req->work.data = req;
     return uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   }
-  cuv_submit_opts_t opts = {.stream = streams_take(lp, &req->stream)};
+  cuv_submit_opts_t opts = {.stream = streams_take(lp, req->ws, &req->stream)};
   if (s->offload) {
     offload_t *o = malloc(sizeof *o);
     if (!o)
@@ -129,12 +129,13 @@ static int submit(loop_t *lp, request_t *req) {
     return CUV_ENOMEM;
   }
   return s->graph ? graph_submit(lp, req, &opts)
-                  : cuv_uv_submit(lp->bridge, infer_op(s, req), /* staged: cuv's own copy */
+                  : cuv_uv_submit(lp->bridge, infer_op(req), /* staged: cuv's own copy */
                                   on_gpu_done, req, &opts);
 }
 
 static void run(loop_t *lp, request_t *req) {
   req->state = REQ_RUNNING;
+  req->gpu = req->ws->gpu;
   req->t_start = uv_hrtime();
   lp->n.gpu_submitted++;
   metrics_exec(lp, req->batch);
@@ -184,8 +185,20 @@ void infer_release(loop_t *lp, request_t *req) {
   run(lp, next);
 }
 
+/* --graph: a capture stream on each device whose workspaces the loop has (pool.c). */
+static int captures_init(loop_t *lp) {
+  server_t *s = lp->srv;
+  unsigned n = s->balance == BALANCE_STEAL ? s->ndevices : 1;
+  int rc = 0;
+  for (unsigned k = 0; s->graph && rc == 0 && k < n; k++) {
+    gpu_t *g = &s->gpus[(lp->gpu->index + k) % s->ndevices];
+    rc = cuv_stream_create(&lp->capture[g->index], g->dev);
+  }
+  return rc;
+}
+
 int infer_loop_init(loop_t *lp) {
-  int rc = lp->srv->graph ? cuv_stream_create(&lp->capture, lp->srv->dev) : 0;
+  int rc = captures_init(lp);
   if (rc == 0 && !lp->srv->baseline) /* --baseline: cuv_sync on the default policy's streams */
     rc = streams_init(lp);
   if (rc == 0)
@@ -198,8 +211,10 @@ int infer_loop_init(loop_t *lp) {
 void infer_loop_free(loop_t *lp) {
   batch_loop_free(lp);
   pool_free(lp);
-  if (lp->capture)
-    cuv_stream_destroy(lp->capture); /* the graphs hold it while they live */
-  lp->capture = NULL;
+  for (unsigned i = 0; i < MAX_DEVICES; i++) {
+    if (lp->capture[i])
+      cuv_stream_destroy(lp->capture[i]); /* the graphs hold it while they live */
+    lp->capture[i] = NULL;
+  }
   streams_free(lp);
 }

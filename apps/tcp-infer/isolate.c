@@ -712,6 +712,10 @@ static int spawn(isolate_t *iso, role_t role) {
   snprintf(start, sizeof start, "%u", ++iso->spawns);
   iso->args[iso->nargs] = "--worker-start";
   iso->args[iso->nargs + 1] = start;
+  char device[24]; /* the device of the front's loop (--devices): the worker opens that one */
+  snprintf(device, sizeof device, "%d", lp->gpu->ordinal);
+  iso->args[iso->nargs + 2] = "--worker-device";
+  iso->args[iso->nargs + 3] = device;
   w->started_ns = uv_hrtime();
   uv_process_options_t opts = {.exit_cb = on_worker_exit, .file = iso->args[0], .args = iso->args,
                                .stdio = stdio, .stdio_count = 4};
@@ -736,9 +740,9 @@ static int spawn(isolate_t *iso, role_t role) {
 
 /* argv of the worker: this executable, --worker, and the front's own options (the worker reads
  * the model's: --ptx, --seed, --max-batch, --workspaces, --cublas, --sim-delay-us, ...), then
- * room for --worker-start K (spawn fills it). */
+ * room for --worker-start K and --worker-device D (spawn fills them). */
 static char **worker_args(const server_t *s) {
-  char **args = calloc((size_t)s->argc + 5, sizeof *args);
+  char **args = calloc((size_t)s->argc + 7, sizeof *args);
   char exe[4096];
   size_t size = sizeof exe;
   if (!args || uv_exepath(exe, &size) != 0 || !(args[0] = strdup(exe))) {

@@ -179,6 +179,9 @@ void metrics_request_done(loop_t *lp, const request_t *req) {
   if (req->gpu_status == 0) {
     n->infer_success++;
     n->infer_rows_done += req->batch;
+    gpu_t *g = req->gpu ? req->gpu : lp->gpu; /* --isolate's front: its loop's workers' */
+    g->requests++;
+    g->rows += req->batch;
   } else {
     n->infer_failure++;
   }
@@ -188,6 +191,44 @@ void metrics_request_done(loop_t *lp, const request_t *req) {
   n->infer_us += us(submitted, done);
   n->output_us += us(done, now);
   histogram_observe(&n->latency, HIST_LATENCY, us(req->t_begin, now));
+}
+
+/* Per device (label device="N", the index among those serving): how the balance went. */
+typedef enum { DEV_REQUESTS, DEV_ROWS, DEV_STOLEN, DEV_CONNECTIONS, DEV_BUSY } dev_value_t;
+
+static uint64_t dev_value(const gpu_t *g, dev_value_t k) {
+  switch (k) {
+  case DEV_REQUESTS: return g->requests;
+  case DEV_ROWS: return g->rows;
+  case DEV_STOLEN: return g->stolen;
+  case DEV_CONNECTIONS: return g->connections;
+  default: return g->busy;
+  }
+}
+
+static void dev_family(FILE *f, const server_t *s, const char *name, const char *type,
+                       const char *help, dev_value_t k) {
+  family(f, name, type, help);
+  for (unsigned i = 0; i < s->ndevices; i++) {
+    char d[16];
+    snprintf(d, sizeof d, "%u", i);
+    sample(f, name, "device", d, dev_value(&s->gpus[i], k));
+  }
+}
+
+static void device_metrics(FILE *f, const server_t *s) {
+  metric(f, "cuv_infer_devices", "gauge", "Devices serving (--devices).", s->ndevices);
+  dev_family(f, s, "cuv_infer_device_requests_total", "counter",
+             "Inference requests answered with outputs from the device's GPU work.", DEV_REQUESTS);
+  dev_family(f, s, "cuv_infer_device_rows_total", "counter", "Rows of those requests.", DEV_ROWS);
+  dev_family(f, s, "cuv_infer_device_stolen_total", "counter",
+             "Executions (requests, or batches) the device ran for another device's loops "
+             "(--balance steal).", DEV_STOLEN);
+  dev_family(f, s, "cuv_infer_device_connections_total", "counter",
+             "Connections the device's loops accepted (the kernel's SO_REUSEPORT hash).",
+             DEV_CONNECTIONS);
+  dev_family(f, s, "cuv_infer_device_busy", "gauge", "The device's workspaces in use now.",
+             DEV_BUSY);
 }
 
 char *metrics_render(const server_t *s, size_t *len) {
@@ -275,6 +316,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_streams_added_total", "counter",
          "Streams made because every stream of a loop was stalled.", n->streams_added);
   limit_metrics(f, s, n);
+  device_metrics(f, s);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */
   if (fclose(f) != 0) {

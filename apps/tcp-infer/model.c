@@ -62,27 +62,27 @@ void model_register_twins(unsigned delay_us) {
 #endif
 
 /* One dense layer: y = act(x W^T + b), one thread per output element. */
-static cuv_op_t *dense(server_t *s, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
+static cuv_op_t *dense(gpu_t *g, unsigned rows, unsigned in, unsigned out, cuv_buffer_t *x,
                        cuv_buffer_t *w, cuv_buffer_t *b, cuv_buffer_t *y, unsigned relu) {
-  return mlp_dense_launch(s->kernels, cuv_for_num_elems_block((size_t)rows * out, 128), rows, in,
+  return mlp_dense_launch(g->kernels, cuv_for_num_elems_block((size_t)rows * out, 128), rows, in,
                           out, x, w, b, y, relu);
 }
 
-static cuv_op_t *layers(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+static cuv_op_t *layers(gpu_t *g, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
   cuv_op_t *op = upload;
-  if (s->cublas_ctx)
-    return cuv_seq(op, model_cublas_layers(s, ws, rows));
-  op = cuv_seq(op, dense(s, rows, MLP_IN, MLP_HIDDEN, ws->in, s->w1, s->b1, ws->hidden, 1));
-  return cuv_seq(op, dense(s, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, s->w2, s->b2, ws->out, 0));
+  if (g->cublas_ctx)
+    return cuv_seq(op, model_cublas_layers(g, ws, rows));
+  op = cuv_seq(op, dense(g, rows, MLP_IN, MLP_HIDDEN, ws->in, g->w1, g->b1, ws->hidden, 1));
+  return cuv_seq(op, dense(g, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, g->w2, g->b2, ws->out, 0));
 }
 
-cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
-  return cuv_seq(layers(s, ws, upload, rows),
+cuv_op_t *model_rows_op(workspace_t *ws, cuv_op_t *upload, unsigned rows) {
+  return cuv_seq(layers(ws->gpu, ws, upload, rows),
                  cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
 }
 
 cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
-  server_t *s = lp->srv;
+  gpu_t *g = ws->gpu;
   unsigned k = 0;
   while ((1u << k) < rows)
     k++;
@@ -91,9 +91,9 @@ cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
   if (!ws->graphs[k]) {
     unsigned n = (1u << k) < ws->rows ? 1u << k : ws->rows;
     cuv_op_t *op = cuv_upload(ws->in, 0, ws->host_in, 0, (size_t)n * MLP_IN * sizeof(float));
-    op = cuv_seq(layers(s, ws, op, n), cuv_download_into(ws->host_out, 0, ws->out, 0,
+    op = cuv_seq(layers(g, ws, op, n), cuv_download_into(ws->host_out, 0, ws->out, 0,
                                                           (size_t)n * MLP_OUT * sizeof(float)));
-    int rc = cuv_graph_capture(&ws->graphs[k], op, lp->capture, NULL);
+    int rc = cuv_graph_capture(&ws->graphs[k], op, lp->capture[g->index], NULL);
     if (rc != 0)
       return cuv_fail(rc); /* captured again by the next request of this bucket */
     lp->n.graphs++;
@@ -102,20 +102,20 @@ cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
 }
 
 /* Every kernel of mlp.cu, from the PTX file or the PTX embedded in the program. */
-static int load_kernels(server_t *s, const char *ptx) {
-  if (!(s->kernels = calloc(1, sizeof *s->kernels)))
+static int load_kernels(gpu_t *g, const char *ptx) {
+  if (!(g->kernels = calloc(1, sizeof *g->kernels)))
     return CUV_ENOMEM;
   int rc =
-      ptx ? mlp_module_load_file(s->kernels, s->dev, ptx) : mlp_module_load(s->kernels, s->dev);
+      ptx ? mlp_module_load_file(g->kernels, g->dev, ptx) : mlp_module_load(g->kernels, g->dev);
   if (rc != 0)
     fprintf(stderr, "tcp-infer: cannot load the kernels of %s: %s\n", ptx ? ptx : "mlp.cu",
             cuv_strerror(rc));
-  s->bias_act = s->kernels->mlp_bias_act;
+  g->bias_act = g->kernels->mlp_bias_act;
   return rc;
 }
 
 /* The weights, made from the seed and uploaded once (one blocking cuv_sync at start-up). */
-static int upload_weights(server_t *s, uint64_t seed) {
+static int upload_weights(gpu_t *g, uint64_t seed) {
   mlp_weights_t *w = malloc(sizeof *w);
   if (!w)
     return CUV_ENOMEM;
@@ -124,15 +124,15 @@ static int upload_weights(server_t *s, uint64_t seed) {
     cuv_buffer_t **buf;
     const float *host;
     size_t bytes;
-  } parts[] = {{&s->w1, w->w1, sizeof w->w1},
-               {&s->b1, w->b1, sizeof w->b1},
-               {&s->w2, w->w2, sizeof w->w2},
-               {&s->b2, w->b2, sizeof w->b2}};
+  } parts[] = {{&g->w1, w->w1, sizeof w->w1},
+               {&g->b1, w->b1, sizeof w->b1},
+               {&g->w2, w->w2, sizeof w->w2},
+               {&g->b2, w->b2, sizeof w->b2}};
   cuv_op_t *copies[4];
   int rc = 0;
   for (size_t i = 0; i < 4; i++) {
     if (rc == 0)
-      rc = cuv_buffer_create(parts[i].buf, s->dev, parts[i].bytes);
+      rc = cuv_buffer_create(parts[i].buf, g->dev, parts[i].bytes);
     copies[i] = rc == 0 ? cuv_memcpy_htod(*parts[i].buf, 0, parts[i].host, parts[i].bytes,
                                           CUV_COPY_STAGE)
                         : NULL;
@@ -150,23 +150,23 @@ static int upload_weights(server_t *s, uint64_t seed) {
   return rc;
 }
 
-int model_init(server_t *s, const char *ptx, uint64_t seed) {
-  int rc = load_kernels(s, ptx);
+int model_init(gpu_t *g, const char *ptx, uint64_t seed) {
+  int rc = load_kernels(g, ptx);
   if (rc == 0)
-    rc = upload_weights(s, seed);
+    rc = upload_weights(g, seed);
   return rc;
 }
 
-void model_free(server_t *s) {
-  model_cublas_close(s);
-  cuv_buffer_t *weights[] = {s->w1, s->b1, s->w2, s->b2};
+void model_free(gpu_t *g) {
+  model_cublas_close(g);
+  cuv_buffer_t *weights[] = {g->w1, g->b1, g->w2, g->b2};
   for (size_t i = 0; i < 4; i++)
     if (weights[i])
       cuv_buffer_unref(weights[i]);
-  mlp_module_destroy(s->kernels);
-  free(s->kernels);
-  s->kernels = NULL;
-  s->bias_act = NULL;
+  mlp_module_destroy(g->kernels);
+  free(g->kernels);
+  g->kernels = NULL;
+  g->bias_act = NULL;
 }
 
 /* The workspaces take no hazard tracking: one op uses one at a time, and its owner reuses it only
@@ -187,17 +187,19 @@ static int host_buffer(cuv_host_buffer_t **buf, cuv_device_t *dev, size_t bytes)
   return rc;
 }
 
-int model_workspace_init(server_t *s, workspace_t *ws, size_t rows) {
+int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows) {
   int rc;
+  ws->gpu = g;
   ws->rows = (unsigned)rows;
-  if ((rc = buffer(&ws->in, s->dev, rows * MLP_IN * sizeof(float))) != 0 ||
-      (rc = buffer(&ws->hidden, s->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
-      (rc = buffer(&ws->out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+  if ((rc = buffer(&ws->in, g->dev, rows * MLP_IN * sizeof(float))) != 0 ||
+      (rc = buffer(&ws->hidden, g->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
+      (rc = buffer(&ws->out, g->dev, rows * MLP_OUT * sizeof(float))) != 0)
     return rc; /* model_workspace_free frees what was made */
-  if ((s->coalesce || s->graph) &&
-      (rc = host_buffer(&ws->host_in, s->dev, rows * MLP_IN * sizeof(float))) != 0)
+  if ((g->srv->coalesce || g->srv->graph) &&
+      (rc = host_buffer(&ws->host_in, g->dev, rows * MLP_IN * sizeof(float))) != 0)
     return rc;
-  if (s->graph && (rc = host_buffer(&ws->host_out, s->dev, rows * MLP_OUT * sizeof(float))) != 0)
+  if (g->srv->graph &&
+      (rc = host_buffer(&ws->host_out, g->dev, rows * MLP_OUT * sizeof(float))) != 0)
     return rc;
   return 0;
 }

@@ -28,7 +28,13 @@ static void usage(FILE *f) {
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
           "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
           "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
-          "  --loops N         event loops, one thread each, sharing the port (default 1)\n"
+          "  --loops N         event loops per device, one thread each, sharing the port\n"
+          "                    (default 1)\n"
+          "  --devices N       serve on the first N devices, each with its --loops loops and\n"
+          "                    workspaces (default: every device; at most %u)\n"
+          "  --balance hash|steal  how work spreads over the devices: the kernel's hash of the\n"
+          "                    connections alone, or also a less busy device running the work of\n"
+          "                    a busy one's loops (default steal; hash with --isolate)\n"
           "  --max-batch N     largest batch accepted (default %u; more is 413)\n"
           "  --workspaces N    requests on the GPU at once, per loop (default 64)\n"
           "  --seed N          weight seed (default %u; clients must use the same)\n"
@@ -59,7 +65,7 @@ static void usage(FILE *f) {
           "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
           "                    download), one per power of two of rows, captured on first use\n"
           "  --help, --version\n",
-          MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
+          MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
 }
 
 /* --coalesce's optional ROWS, as "--coalesce=ROWS" or as the next argument when it is a number. */
@@ -98,6 +104,15 @@ static bool preferred_list(const char *arg, options_t *o) {
   if (o->npreferred)
     return true;
   cli_usage_error("--preferred-batch: a list of rows, such as 8,16,32");
+  return false;
+}
+
+/* --balance hash|steal */
+static bool balance(const char *arg, options_t *o) {
+  o->balance_given = true;
+  if (!strcmp(arg, "hash") || !strcmp(arg, "steal"))
+    return o->balance_steal = arg[0] == 's', true;
+  cli_usage_error("--balance: '%s' is neither hash nor steal", arg);
   return false;
 }
 
@@ -156,6 +171,10 @@ static bool option(int ch, void *arg) {
   case 'H': return cli_unsigned("--debug-start-hang", optarg, 0, 1000, &o->debug_start_hang);
   case 'K': return cli_unsigned("--worker-start", optarg, 1, UINT32_MAX, &o->worker_start);
   case 'L': return cli_unsigned("--stream-stall-ms", optarg, 0, 3600000, &o->stream_stall_ms);
+  case 'v': return cli_unsigned("--devices", optarg, 1, MAX_DEVICES_OPTION, &o->devices);
+  case 'y': return balance(optarg, o);
+  case 'k':
+    return cli_unsigned("--worker-device", optarg, 0, MAX_DEVICES_OPTION - 1, &o->worker_device);
   default: return false;
   }
 }
@@ -180,8 +199,16 @@ static int check(options_t *o) {
   if (o->npreferred && o->preferred[o->npreferred - 1] > o->coalesce)
     return cli_usage_error("--preferred-batch: %u rows is more than a batch holds (--coalesce %u)",
                            o->preferred[o->npreferred - 1], o->coalesce);
-  if (o->worker)
+  /* a worker's loop runs requests through its front's one loop: no other device to steal for */
+  if (o->isolate && o->balance_steal)
+    return cli_usage_error("--balance steal and --isolate: a worker serves its own loop; use "
+                           "--balance hash");
+  if (!o->balance_given)
+    o->balance_steal = !o->isolate && !o->worker; /* the default (README: Several GPUs) */
+  if (o->worker) {
     o->isolate = false; /* the worker gets the front's options: it is the one that runs them */
+    o->balance_steal = false;
+  }
   return 0;
 }
 
@@ -211,6 +238,9 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"body-timeout-ms", required_argument, NULL, 'b' + 256},
       {"idle-timeout-ms", required_argument, NULL, 'i' + 256},
       {"stream-stall-ms", required_argument, NULL, 'L'},
+      {"devices", required_argument, NULL, 'v'},
+      {"balance", required_argument, NULL, 'y'},
+      {"worker-device", required_argument, NULL, 'k'},
       {"version", no_argument, NULL, 'V'},          {NULL, 0, NULL, 0}};
   *o = (options_t){.listen = {"127.0.0.1", 8080}, .max_batch = MLP_DEFAULT_MAX_BATCH,
                    .workspaces = 64, .max_connections = 10000, .max_header_bytes = 16384,

@@ -9,6 +9,7 @@
 #include "listen.h"
 
 #define COALESCE_DEFAULT_ROWS 1024
+#define MAX_DEVICES_OPTION 16 /* --devices at most (server.h: MAX_DEVICES) */
 
 typedef struct options {
   listen_addr_t listen; /* --listen ADDR:PORT, --port N (default 127.0.0.1:8080) */
@@ -17,6 +18,10 @@ typedef struct options {
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
   unsigned debug_start_hang; /* --debug-start-hang N: the first N workers of a loop hang at start */
   unsigned worker_start;     /* --worker-start K: this worker is its loop's K-th (isolate.c) */
+  unsigned worker_device;    /* --worker-device D: the device this worker opens (isolate.c) */
+  unsigned devices;          /* --devices N: a server on each of the first N; 0: every device */
+  bool balance_steal;        /* --balance steal (else hash; server.h: balance_t) */
+  bool balance_given;        /* --balance was on the command line */
   double duration; /* seconds; 0: until a signal */
   unsigned max_batch, workspaces, sim_delay_us, loops;
   unsigned coalesce;       /* rows per batch; 0: off */

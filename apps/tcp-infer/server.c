@@ -3,6 +3,7 @@
  * (README.md: protocol, options; options.c reads them, --help lists them).
  *
  *   tcp-infer [--listen ADDR:PORT | --port N] [--baseline|--offload] [--loops N] [--graph]
+ *             [--devices N [--balance hash|steal]]
  *             [--coalesce [ROWS] [--max-queue-delay-us N] [--preferred-batch LIST]]
  *             [--isolate [--isolate-spares 0|1] [--isolate-timeout MS] [--debug-fault]] ...
  *
@@ -131,7 +132,7 @@ static void control_start(control_t *c, uv_loop_t *main_loop, double duration) {
 
 static server_t server_config(const options_t *o, int argc, char **argv) {
   server_t s = {.max_batch = o->max_batch, .workspaces_per_loop = o->workspaces,
-                .nloops = o->loops, .baseline = o->baseline, .offload = o->offload,
+                .loops_per_device = o->loops, .baseline = o->baseline, .offload = o->offload,
                 .isolate = o->isolate, .debug_fault = o->debug_fault,
                 .isolate_queue = o->isolate_queue, .isolate_spares = o->isolate_spares,
                 .isolate_timeout_ms = o->isolate_timeout_ms, .argc = argc, .argv = argv,
@@ -142,9 +143,44 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start,
                 .max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
                 .header_timeout_ms = o->header_timeout_ms, .body_timeout_ms = o->body_timeout_ms,
-                .idle_timeout_ms = o->idle_timeout_ms};
+                .idle_timeout_ms = o->idle_timeout_ms,
+                .balance = o->balance_steal ? BALANCE_STEAL : BALANCE_HASH};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
   return s;
+}
+
+/* How many devices serve, and which: --devices N of those there are (every one by default); a
+ * worker (--isolate) one, the device its front gave it. An exit status. */
+static int pick_devices(server_t *s, const options_t *o) {
+  int count = 0;
+  int rc = cuv_device_count(&count);
+  if (rc != 0)
+    return fail("cuv_device_count", rc);
+  unsigned want = o->worker ? 1 : o->devices ? o->devices : (unsigned)count;
+  if (!o->worker && want > (unsigned)count)
+    return cli_usage_error("--devices %u: this machine has %d device%s", want, count,
+                           count == 1 ? "" : "s");
+  if (want == 0)
+    return fail("no device", CUV_ENODEV);
+  s->ndevices = want > MAX_DEVICES ? MAX_DEVICES : want;
+  s->nloops = s->loops_per_device * s->ndevices;
+  if (s->ndevices == 1)
+    s->balance = BALANCE_HASH; /* nothing to steal from: the one-device server as it was */
+  for (unsigned i = 0; i < s->ndevices; i++)
+    s->gpus[i] = (gpu_t){.srv = s, .index = i,
+                         .ordinal = o->worker ? (int)o->worker_device : (int)i};
+  return EXIT_SUCCESS;
+}
+
+/* One device and its copy of the model (kernels, weights; cuBLAS when asked and found). */
+static int open_device(gpu_t *g, const options_t *o, bool *cublas) {
+  int rc = cuv_device_open(&g->dev, g->ordinal);
+  if (rc != 0)
+    return fail("cuv_device_open", rc);
+  if ((rc = model_init(g, o->ptx, o->seed)) != 0)
+    return fail("loading the model", rc);
+  *cublas = o->cublas && model_cublas_open(g) == 0;
+  return EXIT_SUCCESS;
 }
 
 /* cuv, and the device and the model unless --isolate (the front never opens the device, its
@@ -159,14 +195,10 @@ static int open_gpu(server_t *s, const options_t *o, bool *cublas) {
   }
   if (rc != 0)
     return fail("cuv_init", rc);
-  if (o->isolate)
-    return EXIT_SUCCESS;
-  if ((rc = cuv_device_open(&s->dev, 0)) != 0)
-    return fail("cuv_device_open", rc);
-  if ((rc = model_init(s, o->ptx, o->seed)) != 0)
-    return fail("loading the model", rc);
-  *cublas = o->cublas && model_cublas_open(s) == 0;
-  return EXIT_SUCCESS;
+  int status = pick_devices(s, o);
+  for (unsigned i = 0; !o->isolate && status == EXIT_SUCCESS && i < s->ndevices; i++)
+    status = open_device(&s->gpus[i], o, cublas);
+  return status;
 }
 
 /* The loops: sockets bound here (the first one picks the port), the rest on their threads;
@@ -178,6 +210,7 @@ static int start_loops(server_t *s, listen_addr_t *where) {
   for (unsigned i = 0; i < s->nloops; i++) {
     loop_t *lp = &s->loops[i];
     lp->srv = s;
+    lp->gpu = &s->gpus[i / s->loops_per_device];
     lp->index = i;
     conn_settings_init(&lp->settings);
     if ((lp->listen_fd = listen_socket(where, s->nloops > 1)) < 0)
@@ -197,18 +230,22 @@ static int start_loops(server_t *s, listen_addr_t *where) {
 
 static void print_banner(const server_t *s, const options_t *o, bool cublas,
                          const listen_addr_t *where) {
-  printf("tcp-infer: %s%s mode on %s (%s), %u loop%s, MLP %u-%u-%u (ReLU) with %s, seed %llu, "
-         "max batch %u, %u workspaces per loop\n",
+  printf("tcp-infer: %s%s mode on %s (%s), %u loop%s per device, MLP %u-%u-%u (ReLU) with %s, "
+         "seed %llu, max batch %u, %u workspaces per loop\n",
          s->isolate ? "isolated (worker processes), " : "",
          s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
          : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
          : s->graph   ? "cuv graph (cuv_uv_submit of cuv_graph_launch)"
                       : "cuv (cuv_uv_submit)",
          cuv_driver_is_sim() ? "the simulator" : "the GPU",
-         s->dev ? cuv_device_name(s->dev) : "device 0", o->loops,
+         s->gpus[0].dev ? cuv_device_name(s->gpus[0].dev) : "device 0", o->loops,
          o->loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
          cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o->seed, o->max_batch,
          o->workspaces);
+  if (s->ndevices > 1)
+    printf("tcp-infer: %u devices, %u loops in all; balance: %s\n", s->ndevices, s->nloops,
+           s->balance == BALANCE_STEAL ? "steal (a less busy device runs a busy one's work)"
+                                       : "hash (the kernel's SO_REUSEPORT hash alone)");
   if (s->coalesce)
     printf("tcp-infer: dynamic batching, up to %u rows per GPU submission, waiting %u us at most "
            "(0: one loop iteration)%s\n", s->coalesce, s->queue_delay_us,
@@ -277,9 +314,12 @@ static int serve(server_t *s, const options_t *o, bool cublas, const listen_addr
 
 static void server_close(server_t *s) {
   free(s->loops);
-  model_free(s);
-  if (s->dev)
-    cuv_device_unref(s->dev);
+  for (unsigned i = 0; i < s->ndevices; i++) {
+    model_free(&s->gpus[i]);
+    if (s->gpus[i].dev)
+      cuv_device_unref(s->gpus[i].dev);
+    s->gpus[i].dev = NULL;
+  }
 }
 
 int main(int argc, char **argv) {
@@ -300,7 +340,7 @@ int main(int argc, char **argv) {
   if (o.worker)
     return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
   listen_addr_t where = o.listen;
-  unsigned room = listen_fd_room(o.loops);
+  unsigned room = listen_fd_room(srv.nloops);
   if (room && srv.max_connections > room)
     srv.max_connections = room; /* so that the 503 beyond it still has a descriptor to go by */
   if ((status = start_loops(&srv, &where)) != EXIT_SUCCESS)

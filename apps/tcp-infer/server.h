@@ -46,10 +46,12 @@
 #include "mlp.h"
 
 typedef struct server server_t;
+typedef struct gpu gpu_t;
 union report_words; /* report.h: a worker's report */
 typedef struct loop loop_t;
 typedef struct conn conn_t;
 
+#define MAX_DEVICES 16 /* --devices at most */
 #define BODY_CLASSES 9 /* conn.c's size classes of request bodies: 256 B << 0..8 */
 typedef struct request request_t;
 typedef struct workspace workspace_t;
@@ -61,6 +63,7 @@ typedef struct workspace workspace_t;
  * (host_in, uploaded in one DMA); with --graph, for its output too (host_out) and the graphs of
  * its whole op, one per bucket of rows, captured on first use (model_graph_op). */
 struct workspace {
+  gpu_t *gpu; /* the device its buffers are on */
   cuv_buffer_t *in, *hidden, *out;
   cuv_host_buffer_t *host_in, *host_out;
   unsigned rows; /* what it holds */
@@ -120,6 +123,7 @@ struct request {
   size_t body_len, body_cap;
   unsigned batch;
   workspace_t *ws;
+  gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
   int gpu_status;     /* the GPU work's result */
   cuv_output_t out;   /* POST /infer: the downloaded outputs */
   char *text;         /* other responses: a malloc'd text body */
@@ -174,6 +178,7 @@ typedef struct counters {
  * the loops), its bridge, its connections and its workspaces. */
 struct loop {
   server_t *srv;
+  gpu_t *gpu; /* its device: its streams, its own workspaces; --isolate: its workers' */
   unsigned index;
   uv_loop_t loop;
   uv_thread_t thread;
@@ -181,14 +186,17 @@ struct loop {
   int listen_fd;
   uv_async_t stop;
   cuv_uv_t *bridge; /* NULL in --baseline */
-  workspace_t *workspaces, *free_ws;
+  /* its workspaces, its device's first; --balance steal: as many on every other device after
+   * them (pool.c), each device's free ones on their own list */
+  workspace_t *workspaces, *free_ws[MAX_DEVICES];
   request_t *wait_head, *wait_tail;
   conn_t *conns; /* open connections, for shutdown */
   struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   struct batcher *batcher; /* --coalesce: the pending batch, the batches in flight; else NULL */
   struct streams *streams; /* streams.c: the loop's streams (none in --baseline) */
-  cuv_stream_t *capture;   /* --graph: the loop's own stream for captures (model_graph_op) */
+  cuv_stream_t *capture[MAX_DEVICES]; /* --graph: the loop's own streams for captures, one per
+                                       * device it uses (model_graph_op) */
   bool stopping;
   int setup_status;
   counters_t n;
@@ -206,12 +214,31 @@ struct loop {
   char read_buf[65536]; /* the loop reads one connection at a time */
 };
 
-/* What every loop shares, read-only once serving. */
-struct server {
-  cuv_device_t *dev;
+/* One device and its copy of the model, shared by its loops (read-only once serving), and its
+ * counters (GET /metrics, label device="N"), written by any loop. */
+struct gpu {
+  server_t *srv;
+  unsigned index;   /* in srv->gpus */
+  int ordinal;      /* the CUDA device (a worker's is the one its front gave it) */
+  cuv_device_t *dev; /* NULL in --isolate's front: its workers open it */
   struct mlp_module *kernels; /* mlp.cu's, loaded by model.c (generated mlp_launchers.h) */
   cuv_kernel_t *bias_act;     /* kernels->mlp_bias_act (borrowed): the --cublas epilogue */
   cuv_buffer_t *w1, *b1, *w2, *b2;
+  void *cublas_ctx; /* cublas.c's state when --cublas found the library */
+  _Atomic unsigned busy; /* its workspaces in use, by every loop (pool.c: --balance steal) */
+  /* inferences answered from its GPU work and their rows; executions it ran for another
+   * device's loops (stolen); connections its loops accepted (the kernel's hash) */
+  _Atomic uint64_t requests, rows, stolen, connections;
+};
+
+/* --balance: how work spreads over the devices (README: Several GPUs) */
+typedef enum { BALANCE_HASH, BALANCE_STEAL } balance_t;
+
+/* What every loop shares, read-only once serving. */
+struct server {
+  gpu_t gpus[MAX_DEVICES];
+  unsigned ndevices, loops_per_device; /* loop i serves gpus[i / loops_per_device] */
+  balance_t balance;
   unsigned max_batch, workspaces_per_loop, nloops;
   bool baseline, offload;
   bool graph; /* --graph: each workspace replays captured graphs of its op */
@@ -221,7 +248,6 @@ struct server {
   unsigned preferred[8], npreferred; /* --preferred-batch: rows a batch leaves at, ascending */
   unsigned nstreams;        /* --streams: each loop's streams (streams.c) */
   unsigned stream_stall_ms; /* --stream-stall-ms: a stream without progress this long is avoided */
-  void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
   /* --isolate: the front opens no device; each loop spawns `argv[0] --worker argv[1..]` */
@@ -329,8 +355,11 @@ void infer_release(loop_t *lp, request_t *req);
 
 /* pool.c: a loop's workspaces and the FIFO of requests waiting for one (loop thread). */
 int pool_init(loop_t *lp); /* sized for --max-batch rows, or --coalesce's */
+/* Its workspaces: --workspaces, on each device it uses (--balance steal: every device). */
+unsigned pool_size(const loop_t *lp);
 void pool_free(loop_t *lp);
-workspace_t *pool_take(loop_t *lp); /* NULL when none is free */
+/* A free workspace, of its own device or (--balance steal) a less busy one's; NULL: none. */
+workspace_t *pool_take(loop_t *lp);
 void pool_put(loop_t *lp, workspace_t *ws);
 /* Queues req (REQ_WAITING) at the end of the FIFO. */
 void pool_wait(loop_t *lp, request_t *req);
@@ -343,20 +372,20 @@ bool pool_forget(loop_t *lp, request_t *req);
 /* model.c: the model on the GPU. */
 /* The kernels (from the PTX file ptx, or NULL: the PTX embedded in the program) and the weights
  * (uploaded once). */
-int model_init(server_t *s, const char *ptx, uint64_t seed);
-void model_free(server_t *s);
-/* A workspace's buffers for `rows` rows; model_workspace_free frees what was made. */
-int model_workspace_init(server_t *s, workspace_t *ws, size_t rows);
+int model_init(gpu_t *g, const char *ptx, uint64_t seed);
+void model_free(gpu_t *g);
+/* A workspace's buffers for `rows` rows on g; model_workspace_free frees what was made. */
+int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows);
 void model_workspace_free(workspace_t *ws);
-/* The GPU work of `rows` rows of input through ws, as one op whose output is the rows x MLP_OUT
- * outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats), the layers, the
- * download. */
-cuv_op_t *model_rows_op(server_t *s, workspace_t *ws, cuv_op_t *upload, unsigned rows);
+/* The GPU work of `rows` rows of input through ws (on ws's device), as one op whose output is
+ * the rows x MLP_OUT outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats),
+ * the layers, the download. */
+cuv_op_t *model_rows_op(workspace_t *ws, cuv_op_t *upload, unsigned rows);
 /* --graph: the op that replays ws's graph for `rows` rows (captured now on first use, on the
- * loop's capture stream: a stream that other work shares may see an enqueue, or a query of the
- * reactor's, while it captures, which fails that call and invalidates the capture): the upload
- * of the first rows x MLP_IN floats of ws->host_in, the layers, the download into ws->host_out,
- * whose first rows x MLP_OUT floats are the outputs once the replay completed. The graph covers
+ * loop's capture stream of ws's device: a stream that other work shares may see an enqueue, or a
+ * query of the reactor's, while it captures, which fails that call and invalidates the
+ * capture): the upload of the first rows x MLP_IN floats of ws->host_in, the layers, the download
+ * into ws->host_out, whose first rows x MLP_OUT floats are the outputs once the replay completed. The graph covers
  * the bucket of rows (the next power of two, at most ws->rows): the rows beyond `rows` hold what
  * an earlier request left there, and since the model is row-wise they change no row of this one.
  * Its output is unit. A capture that fails gives an op that fails with its status. */
@@ -368,10 +397,10 @@ void model_register_twins(unsigned delay_us);
 /* cublas.c: --cublas. Loads libcublas at run time (never linked) and, when it loads, runs the
  * layers as cublasSgemm inside cuv_with_context; returns 0, or non-zero when it is unavailable
  * (the server then silently keeps its own kernel). */
-int model_cublas_open(server_t *s);
-void model_cublas_close(server_t *s);
+int model_cublas_open(gpu_t *g);
+void model_cublas_close(gpu_t *g);
 /* The two layers for `rows` rows of ws->in into ws->out, as one op. */
-cuv_op_t *model_cublas_layers(server_t *s, workspace_t *ws, unsigned rows);
+cuv_op_t *model_cublas_layers(gpu_t *g, workspace_t *ws, unsigned rows);
 
 /* isolate.c (the front, --isolate; loop thread unless said). */
 int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */
@@ -412,9 +441,10 @@ void batch_metrics(const server_t *s, FILE *f);
 /* streams.c: a loop's streams (loop thread). */
 int streams_init(loop_t *lp); /* streams_free frees what was made */
 void streams_free(loop_t *lp);
-/* The stream for the next submission (counted on it until streams_done) and its index in *idx;
- * NULL and -1 when the loop has none (the default policy picks). */
-cuv_stream_t *streams_take(loop_t *lp, int *idx);
+/* The stream for the next submission through ws (counted on it until streams_done) and its
+ * index in *idx; NULL and -1 when the loop has none, or ws is on another device than the loop's
+ * (stolen work: that device's default policy picks). */
+cuv_stream_t *streams_take(loop_t *lp, const workspace_t *ws, int *idx);
 /* The submission on stream idx completed, or was refused (idx -1: nothing to do). */
 void streams_done(loop_t *lp, int idx);
 

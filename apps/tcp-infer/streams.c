@@ -32,7 +32,7 @@ int streams_init(loop_t *lp) {
   unsigned ms = lp->srv->stream_stall_ms;
   st->stall_ns = ms ? (uint64_t)ms * 1000000u : UINT64_MAX; /* 0: never avoided */
   for (unsigned i = 0; i < lp->srv->nstreams && i < STREAMS_MAX; i++) {
-    int rc = cuv_stream_create(&st->s[i], lp->srv->dev);
+    int rc = cuv_stream_create(&st->s[i], lp->gpu->dev);
     if (rc != 0)
       return rc; /* streams_free frees what was made */
     st->n++;
@@ -52,7 +52,7 @@ void streams_free(loop_t *lp) {
 
 /* Every stream is stalled: one more, when allowed and possible; its index or -1. */
 static int grow(struct streams *st, loop_t *lp) {
-  if (st->n == STREAMS_MAX || cuv_stream_create(&st->s[st->n], lp->srv->dev) != 0)
+  if (st->n == STREAMS_MAX || cuv_stream_create(&st->s[st->n], lp->gpu->dev) != 0)
     return -1;
   st->lanes[st->n] = (lane_t){0};
   lp->n.streams_added++;
@@ -67,11 +67,11 @@ static bool any_stalled(const struct streams *st, uint64_t now) {
   return false;
 }
 
-cuv_stream_t *streams_take(loop_t *lp, int *idx) {
+cuv_stream_t *streams_take(loop_t *lp, const workspace_t *ws, int *idx) {
   struct streams *st = lp->streams;
   *idx = -1;
-  if (!st || !st->n)
-    return NULL; /* the default policy's choice */
+  if (!st || !st->n || (ws && ws->gpu != lp->gpu))
+    return NULL; /* the default policy's choice (of the workspace's device) */
   uint64_t now = uv_hrtime();
   int i = lane_choose(st->lanes, st->n, st->next, now, st->stall_ns);
   if (i < 0 && (i = grow(st, lp)) < 0)

@@ -241,14 +241,14 @@ static void on_debug_done(int status, cuv_output_t *out, void *arg) {
  * mapped), which makes the context's sticky fault. POST /debug/hang: mlp_hang spins until its
  * guard (a kernel that never ends, as far as the front's watchdog can tell). */
 static void start_debug(struct worker_side *wk, request_t *req) {
-  const mlp_module_t *kernels = wk->lp->srv->kernels;
+  const mlp_module_t *kernels = wk->lp->gpu->kernels;
   cuv_launch_config_t one = cuv_for_num_elems_block(1, 1);
   int rc = CUV_ENOTSUP; /* the worker runs them only when told --debug-fault too */
   if (wk->lp->srv->debug_fault) {
     cuv_op_t *op = req->route == ROUTE_HANG ? mlp_hang_launch(kernels, one, HANG_GUARD_NS)
                                             : mlp_fault_launch(kernels, one, 0x10);
     /* on a stream of the loop's, as a user's kernel would be: a hang stalls that one */
-    cuv_submit_opts_t opts = {.stream = streams_take(wk->lp, &req->stream)};
+    cuv_submit_opts_t opts = {.stream = streams_take(wk->lp, NULL, &req->stream)};
     rc = cuv_uv_submit(wk->lp->bridge, op, on_debug_done, req, &opts);
     if (rc == 0)
       return;
@@ -358,7 +358,7 @@ static int setup(struct worker_side *wk) {
 }
 
 int worker_main(server_t *s) {
-  if (!s || !s->dev || !s->kernels)
+  if (!s || !s->gpus[0].dev || !s->gpus[0].kernels)
     return EXIT_FAILURE;
   if (uv_guess_handle(FRAMES_FD) != UV_NAMED_PIPE) {
     fprintf(stderr, "tcp-infer: --worker is started by --isolate (frames on fd %d)\n", FRAMES_FD);
@@ -369,6 +369,7 @@ int worker_main(server_t *s) {
   if (!lp)
     return EXIT_FAILURE;
   lp->srv = s;
+  lp->gpu = &s->gpus[0]; /* the one its front gave it (--worker-device) */
   lp->wk = &wk;
   wk.lp = lp;
   s->loops = lp;
@@ -387,7 +388,8 @@ int worker_main(server_t *s) {
   free(lp);
   s->loops = NULL;
   s->nloops = 0;
-  model_free(s);
-  cuv_device_unref(s->dev);
+  model_free(&s->gpus[0]);
+  cuv_device_unref(s->gpus[0].dev);
+  s->gpus[0].dev = NULL;
   return status;
 }

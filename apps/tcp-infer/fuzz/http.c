@@ -243,7 +243,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   CHECK(uv_loop_init(&lp.loop) == 0);
   lp.srv = &srv;
   srv.loops = &lp;
-  srv.nloops = 1;
+  srv.nloops = srv.ndevices = srv.loops_per_device = 1;
+  srv.gpus[0] = (gpu_t){.srv = &srv};
+  lp.gpu = &srv.gpus[0];
   srv.max_batch = MAX_BATCH;
   srv.workspaces_per_loop = 4;
   srv.max_header_bytes = 512; /* small: heads over it (431) are within the inputs' reach */
