@@ -388,7 +388,8 @@ cuv_op_t *model_rows_op(workspace_t *ws, cuv_op_t *upload, unsigned rows);
  * into ws->host_out, whose first rows x MLP_OUT floats are the outputs once the replay
  * completed. The graph covers the bucket of rows (the next power of two, at most ws->rows): the
  * rows beyond `rows` hold what an earlier request left there, and since the model is row-wise
- * they change no row of this one. Its output is unit. A capture that fails gives an op that fails with its status. */
+ * they change no row of this one. Its output is unit. A capture that fails gives an op that
+ * fails with its status. */
 cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows);
 /* Registers the kernels' host twins with libcuv-sim (when linked); delay_us > 0 makes each
  * launch last at least that long on the simulator (a stand-in for a GPU's latency). */
