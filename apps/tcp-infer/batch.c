@@ -203,6 +203,8 @@ static void count(loop_t *lp, const batch_t *bt) {
   lp->n.batched_rows += bt->rows;
   lp->n.batches_by_log2[log2]++;
   lp->n.gpu_submitted += bt->nreqs;
+  if (bt->ws->gpu != lp->gpu)
+    bt->ws->gpu->stolen++; /* --balance steal: another device's workspace (pool.c) */
   metrics_exec(lp, bt->rows);
 }
 

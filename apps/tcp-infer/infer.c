@@ -136,6 +136,8 @@ static int submit(loop_t *lp, request_t *req) {
 static void run(loop_t *lp, request_t *req) {
   req->state = REQ_RUNNING;
   req->gpu = req->ws->gpu;
+  if (req->gpu != lp->gpu)
+    req->gpu->stolen++; /* --balance steal: another device's workspace (pool.c) */
   req->t_start = uv_hrtime();
   lp->n.gpu_submitted++;
   metrics_exec(lp, req->batch);

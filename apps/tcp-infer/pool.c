@@ -92,10 +92,8 @@ static bool steal_to(const loop_t *lp, const gpu_t *other) {
 
 workspace_t *pool_take(loop_t *lp) {
   gpu_t *other = idlest(lp);
-  if (other && steal_to(lp, other)) {
-    other->stolen++;
+  if (other && steal_to(lp, other))
     return pop(lp, other);
-  }
   workspace_t *ws = pop(lp, lp->gpu);
   if (ws)
     lp->n.free_workspaces--;
