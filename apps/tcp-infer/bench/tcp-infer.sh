@@ -27,6 +27,14 @@
 #   TCP_INFER_BENCH_CONFIGS="baseline|--baseline;cuv|;cuv-graph|--graph" \
 #   TCP_INFER_BENCH_CONNS="1 4 16 64 128" apps/tcp-infer/bench/tcp-infer.sh
 #
+# Several GPUs (issue 15): TCP_INFER_BENCH_DEVICES=1 runs one device against two, each balance,
+# at 64 and 256 connections, and reports the ratio of req/s to one device's (on the simulator
+# CUV_SIM_DEVICES=2 is set for it when unset; its figures say little about two GPUs):
+#   devices-1        --devices 1 OPTS
+#   devices-2        --devices 2 --balance steal OPTS   (the default balance)
+#   devices-2-hash   --devices 2 --balance hash OPTS    (the kernel's SO_REUSEPORT hash alone)
+# OPTS: TCP_INFER_BENCH_DEVICE_OPTIONS (default "--loops 4 --coalesce": per device).
+#
 #   CUV_DRIVER                 sim: run on the simulator
 #   TCP_INFER_BENCH_SECONDS    seconds per point, a whole number (default 2, 1 on the simulator)
 #   TCP_INFER_BENCH_CONNS      connection counts (default "1 16 64")
@@ -50,7 +58,10 @@ sim=0
 [ "${CUV_DRIVER:-}" = sim ] && sim=1
 secs=${TCP_INFER_BENCH_SECONDS:-$((sim ? 1 : 2))}
 [[ $secs =~ ^[1-9][0-9]*$ ]] || { echo "tcp-infer bench: seconds must be a whole number" >&2; exit 1; }
-read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-1 16 64}"
+devices=${TCP_INFER_BENCH_DEVICES:-}
+default_conns="1 16 64"
+[ -n "$devices" ] && default_conns="64 256"
+read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-$default_conns}"
 batch=${TCP_INFER_BENCH_BATCH:-8}
 max_threads=${TCP_INFER_BENCH_THREADS:-4}
 default_configs="baseline|--baseline;cuv|;cuv-graph|--graph;cuv-offload|--offload"
@@ -60,6 +71,12 @@ default_configs+=";cuv-4loops-coalesce|--loops 4 --coalesce"
 default_configs+=";baseline-4loops|--baseline --loops 4;baseline-4loops-coalesce|--baseline --loops 4 --coalesce"
 default_configs+=";cuv-4loops-coalesce-graph|--loops 4 --coalesce --graph"
 [ $sim = 1 ] && default_configs="baseline|--baseline;cuv|;cuv-graph|--graph;cuv-coalesce|--coalesce"
+if [ -n "$devices" ]; then
+  dev_opts=${TCP_INFER_BENCH_DEVICE_OPTIONS:---loops 4 --coalesce}
+  default_configs="devices-1|--devices 1 $dev_opts;devices-2|--devices 2 --balance steal $dev_opts"
+  default_configs+=";devices-2-hash|--devices 2 --balance hash $dev_opts"
+  [ $sim = 1 ] && export CUV_SIM_DEVICES=${CUV_SIM_DEVICES:-2}
+fi
 IFS=';' read -r -a configs <<<"${TCP_INFER_BENCH_CONFIGS:-$default_configs}"
 have_wrk=0
 command -v wrk >/dev/null 2>&1 && have_wrk=1
@@ -117,6 +134,7 @@ bar() {
   case $1 in
   cuv) echo 1.2 ;;
   cuv-graph) echo 1.3 ;;
+  devices-2*) echo 1.8 ;; # two devices: near twice one's (the loops' HTTP work is per device too)
   *) echo 2 ;;
   esac
 }
@@ -126,8 +144,9 @@ echo "tcp-infer bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/$ref.err"
   "$secs s per point, 1 request in flight per connection; req/s, p99 ms, ratio of req/s to $ref"
 for name in "${names[@]}"; do
   batching=$(grep -m 1 -o 'up to [0-9]* rows per GPU submission' "$log/$name.err")
+  devs=$(grep -m 1 -o '[0-9]* devices, .*balance: [a-z]*' "$log/$name.err")
   echo "  $name: $(grep -m 1 -o '^tcp-infer: .* mode' "$log/$name.err" | sed 's/^tcp-infer: //')," \
-    "$(grep -m 1 -o '[0-9]* loops*,' "$log/$name.err" | tr -d ,)${batching:+, coalescing $batching}"
+    "$(grep -m 1 -o '[0-9]* loops* per device' "$log/$name.err")${batching:+, coalescing $batching}${devs:+, $devs}"
 done
 printf '%-7s %5s' load conns
 for name in "${names[@]}"; do printf ' | %-26s' "$name"; done
