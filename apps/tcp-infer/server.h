@@ -28,7 +28,8 @@
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).
- * The loops share the device, the kernels and the weights, which are read-only while serving. */
+ * A device's loops share its kernels and weights (gpu_t), read-only while serving; --balance
+ * steal lets a loop run work on another device's workspaces of its own (pool.c). */
 #ifndef TCP_INFER_SERVER_H
 #define TCP_INFER_SERVER_H
 
