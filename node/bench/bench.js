@@ -7,12 +7,15 @@
 //                until the GPU is done (baseline.saxpyWork, node-llama-cpp's pattern), at 1 and K
 //                in flight: ops/s, p50 and p99 from call to settle, and the ratios;
 //   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
-//                completion submits the next): the delay's p50, p99 and max;
+//                completion submits the next): the delay's p50, p99 and max. Its histogram holds
+//                the time between two ticks of a 1 ms timer, so the delay beyond the timer is the
+//                figure less 1 ms; the same loop idle, measured first, is the reference;
 //   pool         libuv's pool (4 threads) left free: fs.stat and dns.lookup('localhost'), which
 //                run on the pool, measured alone and while K saxpys are kept in flight as cuv
 //                Promises, then as napi_async_work.
 //
-//   node bench/bench.js [--calls N] [--inflight K] [--flight F] [--smoke]
+//   node bench/bench.js [--calls N] [--inflight K] [--flight F] [--parts LIST] [--smoke]
+// --parts: a comma-separated subset of roundtrip,loop,pool (default: all).
 // Defaults: 20000 calls per row, K = 64, F = 10000; --smoke: tiny counts (cuv's test on the
 // simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
 const fs = require('node:fs');
@@ -30,6 +33,8 @@ const calls = option('calls', smoke ? 200 : 20000);
 const inflight = option('inflight', smoke ? 8 : 64);
 const flight = option('flight', smoke ? 500 : 10000);
 const poolOps = smoke ? 200 : 20000;
+const partsAt = process.argv.indexOf('--parts');
+const parts = partsAt >= 0 ? process.argv[partsAt + 1].split(',') : ['roundtrip', 'loop', 'pool'];
 
 const now = () => process.hrtime.bigint();
 const micros = (t0) => Number(now() - t0) / 1e3;
@@ -128,6 +133,7 @@ async function roundTrip({ xs, ys }) {
 // Keeps `flight` saxpys in flight (each completion submits the next) for 10 x flight of them,
 // with the loop's delay measured once all are in flight.
 async function eventLoop() {
+  const idle = await idleDelay();
   const total = flight * 10;
   const x = await cuv.upload(new Float32Array(1));
   const ys = await Promise.all(Array.from({ length: 64 }, () => cuv.upload(new Float32Array(1))));
@@ -154,10 +160,23 @@ async function eventLoop() {
   });
   delay.disable();
   const ms = (v) => (v / 1e6).toFixed(3);
+  const beyond = (v) => (Math.max(0, v - 1e6) / 1e6).toFixed(3);
   console.log(`\n== event loop: ${flight} saxpys kept in flight (peak ${peak}), ${total} in all, ` +
     `${(total / (Number(now() - start) / 1e9)).toFixed(0)} ops/s; loop delay p50 ` +
     `${ms(delay.percentile(50))} ms, p99 ${ms(delay.percentile(99))} ms, max ` +
-    `${ms(delay.max)} ms`);
+    `${ms(delay.max)} ms (the 1 ms timer's ticks)`);
+  console.log(`beyond the timer: p50 ${beyond(delay.percentile(50))} ms, p99 ` +
+    `${beyond(delay.percentile(99))} ms; the loop idle: p50 ${beyond(idle.percentile(50))} ms, ` +
+    `p99 ${beyond(idle.percentile(99))} ms`);
+}
+
+// The same histogram over an idle second: what the loop's own timer jitter gives.
+async function idleDelay() {
+  const h = monitorEventLoopDelay({ resolution: 1 });
+  h.enable();
+  await new Promise((resolve) => setTimeout(resolve, smoke ? 50 : 1000));
+  h.disable();
+  return h;
 }
 
 // ops/s of `poolOps` calls of job(), 16 at a time.
@@ -205,9 +224,9 @@ async function main() {
     `node ${process.version}, libuv ${cuv.uvVersion.runtime}, pool ${process.env.UV_THREADPOOL_SIZE || 4} threads, ` +
     `K = ${inflight}${smoke ? ' (smoke run: the figures mean nothing)' : ''}`);
   const lanes = await lanesOf(inflight);
-  await roundTrip(lanes);
-  await eventLoop();
-  await pool(lanes);
+  if (parts.includes('roundtrip')) await roundTrip(lanes);
+  if (parts.includes('loop')) await eventLoop();
+  if (parts.includes('pool')) await pool(lanes);
   const s = cuv.stats();
   console.log(`\ncompletions: spin ${s.completedSpin}, reactor ${s.completedReactor} (polled ` +
     `${s.completedPolled}), host callback ${s.completedHostfn}, sync ${s.completedSync}; ` +
