@@ -502,6 +502,13 @@ typedef void (*cuv_done_fn)(int status, cuv_output_t *output, void *arg);
 CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void *notify_arg);
 /* Runs the callbacks of every finished submission on the calling thread; returns how many ran. */
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
+/* As cuv_queue_drain, but takes at most `max` finished submissions (every cancellation due is
+ * called back too; 0: no limit), oldest first; the rest wait for the next drain, with no new
+ * notify for them: an owner that keeps a loop responsive under a backlog drains in slices and
+ * looks at cuv_queue_ready (the libuv bridge does). Returns how many callbacks ran. */
+CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *queue, unsigned max);
+/* Whether a drain would deliver something now (finished submissions or due cancellations). */
+CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *queue);
 /* Submissions of this queue not yet done with: counted from the moment cuv_submit starts (before
  * the work reaches a stream) until the drain takes them, just before their callback runs (a
  * callback does not count itself); a submission cancelled while its work runs is called back at

@@ -151,23 +151,26 @@ static void time_polled(cuv_queue_t *q, const cuv__submission_t *sub, uint64_t *
   q->recent_ns = q->recent_ns ? (q->recent_ns * 7 + took) / 8 : took;
 }
 
-/* Takes every finished submission; from here on they cannot be cancelled. */
-/* The finished submissions, and (in *cancels) the cancellations to call back first. */
-static cuv__submission_t *take_all(cuv_queue_t *q, cuv__submission_t **cancels) {
+/* The finished submissions, oldest first, at most `max` of them (0: all), and (in *cancels) the
+ * cancellations to call back first; from here on they cannot be cancelled. */
+static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsigned max) {
   uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
   *cancels = q->cancels;
   q->cancels = NULL;
   q->cancels_tail = &q->cancels;
-  cuv__submission_t *list = q->head;
-  q->head = NULL;
-  q->tail = &q->head;
-  for (cuv__submission_t *sub = list; sub; sub = sub->next) {
-    live_unlink(q, sub);
-    time_polled(q, sub, &now);
+  cuv__submission_t *list = q->head, **end = &q->head;
+  for (unsigned n = 0; *end && (max == 0 || n < max); n++) {
+    live_unlink(q, *end);
+    time_polled(q, *end, &now);
+    end = &(*end)->next;
   }
+  q->head = *end; /* what is left stays queued, in order */
+  *end = NULL;
+  if (!q->head)
+    q->tail = &q->head;
   pthread_mutex_unlock(&q->lock);
-  return list;
+  return list == q->head ? NULL : list;
 }
 
 /* Runs the callback; a cancelled submission reports CUV_ECANCELED without its output. The
@@ -198,11 +201,23 @@ static void deliver(cuv__submission_t *sub) {
   cuv_output_release(&out); /* unless the callback took it */
 }
 
-CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
+CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) { return cuv_queue_drain_max(q, 0); }
+
+CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *q) {
+  if (!q)
+    return false;
+  cuv_queue_t *mq = (cuv_queue_t *)q; /* the lock, not the contents */
+  pthread_mutex_lock(&mq->lock);
+  bool ready = !nothing_to_deliver(mq);
+  pthread_mutex_unlock(&mq->lock);
+  return ready;
+}
+
+CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *q, unsigned max) {
   if (!q)
     return CUV_EINVAL;
   int ran = 0;
-  cuv__submission_t *cancels, *list = take_all(q, &cancels);
+  cuv__submission_t *cancels, *list = take(q, &cancels, max);
   for (cuv__submission_t *sub = cancels, *next; sub; sub = next, ran++) {
     next = sub->cancel_next; /* it stays pending: its work has not finished */
     deliver_cancel(sub);

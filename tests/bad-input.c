@@ -177,6 +177,8 @@ static void test_null_arguments(void **state) {
 
   EXPECT(cuv_queue_create(NULL, NULL, NULL), CUV_EINVAL);
   EXPECT(cuv_queue_drain(NULL), CUV_EINVAL);
+  EXPECT(cuv_queue_drain_max(NULL, 1), CUV_EINVAL);
+  EXPECT(cuv_queue_ready(NULL), false);
   EXPECT(cuv_queue_wait(NULL, 0), CUV_EINVAL);
   EXPECT(cuv_queue_destroy(NULL), CUV_EINVAL);
   EXPECT(cuv_cancel(NULL, 1), CUV_EINVAL);

@@ -127,6 +127,47 @@ static void test_submitted_before_first_run(void **state) {
   uvt_close(&l);
 }
 
+/* A backlog of thousands of completions reaches the loop in slices (uv/bridge.c: at most 128 per
+ * drain, at most two drains in one iteration), so the loop's timers and I/O run between them:
+ * the loop is run one iteration at a time (UV_RUN_ONCE) and each iteration's deliveries are
+ * counted from the callbacks' sequence numbers. An undivided drain would deliver the whole
+ * backlog in one iteration. */
+#define BACKLOG 3000
+#define PER_ITERATION_MAX 256
+
+static void test_backlog_in_slices(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  uvt_call_t *calls = calloc(BACKLOG, sizeof *calls);
+  assert_non_null(calls);
+  for (unsigned i = 0; i < BACKLOG; i++) {
+    calls[i].loop = &l;
+    assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value((int)i), uvt_done, &calls[i], NULL));
+  }
+  unsigned most = 0, iterations = 0, delivered_all = 0;
+  while (delivered_all < BACKLOG) {
+    uint64_t seq = uvt_seq();
+    uv_run(&l.loop, UV_RUN_ONCE);
+    unsigned delivered = 0;
+    for (unsigned i = 0; i < BACKLOG; i++)
+      delivered += calls[i].seq > seq;
+    most = delivered > most ? delivered : most;
+    iterations += delivered > 0;
+    delivered_all += delivered;
+  }
+  uvt_assert_all_ok(calls, BACKLOG);
+  for (unsigned i = 0; i < BACKLOG; i++)
+    assert_int_equal(calls[i].payload, (int)i);
+  uvt_release_outputs(calls, BACKLOG);
+  print_message("# %u iterations delivered the %u completions, at most %u in one\n", iterations,
+                BACKLOG, most);
+  assert_true(most <= PER_ITERATION_MAX);
+  assert_true(iterations >= BACKLOG / PER_ITERATION_MAX);
+  free(calls);
+  uvt_close(&l);
+}
+
 /* The loop runs only for a timer; another thread submits slow work, and the timer then goes away.
  * The bridge saw the work at the end of the timer's iteration and keeps the loop alive for it. */
 typedef struct foreign {
@@ -197,6 +238,7 @@ int main(void) {
       cmocka_unit_test(test_submitted_before_first_run),
       cmocka_unit_test(test_foreign_work_outlives_other_handles),
       cmocka_unit_test(test_foreign_submit_after_close),
+      cmocka_unit_test(test_backlog_in_slices),
   };
   return cuvt_run(tests);
 }

@@ -1,7 +1,9 @@
 /* libcuv-uv: cuv completions delivered into a libuv loop (include/cuv/uv.h), in the manner of
  * libuv's threadpool and hiredis' adapters/libuv.h. The queue (lib/queue.c) counts the work in
  * flight and times it; the bridge only moves its completions onto the loop:
- * - async: the queue's notify hook sends it; its callback drains the whole queue (sends coalesce);
+ * - async: the queue's notify hook sends it; its callback drains the queue (sends coalesce) in
+ *          slices of DRAIN_SLICE: with more left it sends itself again, so a backlog of thousands
+ *          of completions leaves the loop its timers and I/O between slices;
  * - idle:  while work submitted on the loop thread is young (cuv_queue_young), the loop polls the
  *          completion flags (cuv_poll) and the queue itself on every iteration (an active idle
  *          handle makes uv_run poll for I/O with timeout 0, so other I/O is still served and no
@@ -23,6 +25,9 @@
 #include <cuv/uv.h>
 
 #define CLOSE_WAIT_MS 5 /* how often the closing wait looks whether the loop drained it all */
+/* Completions delivered per callback: about 0.1 ms of retiring and calling back on a fast core
+ * (bench/RESULTS.md, cuv-node: an undivided drain held Node's loop for milliseconds). */
+#define DRAIN_SLICE 128u
 
 struct cuv_uv_s {
   uv_loop_t *loop;
@@ -73,6 +78,15 @@ static void settle(cuv_uv_t *b) {
 
 static void on_idle(uv_idle_t *handle);
 
+/* One slice of the queue; the rest in a later iteration of the loop (an async send to itself,
+ * unless polling drains anyway or a uv_walk closed the handle). Loop thread. */
+static void drain_slice(cuv_uv_t *b) {
+  cuv_queue_drain_max(b->queue, DRAIN_SLICE);
+  if (!atomic_load(&b->polling) && !uv_is_closing((uv_handle_t *)&b->async) &&
+      cuv_queue_ready(b->queue))
+    uv_async_send(&b->async);
+}
+
 static void start_polling(cuv_uv_t *b) {
   if (atomic_load(&b->polling) || uv_is_closing((uv_handle_t *)&b->idle))
     return;
@@ -81,11 +95,13 @@ static void start_polling(cuv_uv_t *b) {
 }
 
 static void stop_polling(cuv_uv_t *b) {
-  /* Cleared before the last drain: a completion pushed after that drain sees polling false and
-   * sends the async handle (the queue notifies under its lock, after the push). */
+  /* Cleared before the last look: a completion pushed after it sees polling false and sends the
+   * async handle (the queue notifies under its lock, after the push); one pushed before it is
+   * left to the async callback, not drained here (a third slice in this iteration). */
   atomic_store(&b->polling, false);
   uv_idle_stop(&b->idle);
-  cuv_queue_drain(b->queue);
+  if (!uv_is_closing((uv_handle_t *)&b->async) && cuv_queue_ready(b->queue))
+    uv_async_send(&b->async);
 }
 
 static void on_idle(uv_idle_t *handle) {
@@ -93,7 +109,7 @@ static void on_idle(uv_idle_t *handle) {
   /* The loop is polling anyway: look at the completion flags itself (one look per iteration, so
    * I/O is never stalled), rather than wait for the reactor thread to see them and wake it. */
   cuv_poll();
-  cuv_queue_drain(b->queue);
+  cuv_queue_drain_max(b->queue, DRAIN_SLICE);
   if (cuv_queue_pending(b->queue) == 0 || !cuv_queue_young(b->queue))
     stop_polling(b);
   settle(b);
@@ -101,7 +117,7 @@ static void on_idle(uv_idle_t *handle) {
 
 static void on_async(uv_async_t *handle) {
   cuv_uv_t *b = handle->data;
-  cuv_queue_drain(b->queue);
+  drain_slice(b);
   settle(b);
 }
 
