@@ -9,8 +9,8 @@
  * the loop, which drains the queue and runs each `done` callback on the loop thread: at most 128
  * completions per drain and two drains per loop iteration, so that a backlog of thousands leaves
  * the loop's timers and I/O their turns between slices. While work submitted on the loop thread
- * is young (cuv_queue_young: the spin budget, or longer when the loop's recent work took longer, up to cuv_config_t's uv_poll_max_us, variable
- * CUV_UV_POLL_MAX_US), the loop also polls for it itself (the idle handle keeps the poll timeout
+ * is young (cuv_queue_young: the spin budget, or longer when the loop's recent work took longer,
+ * up to cuv_config_t's uv_poll_max_us, variable CUV_UV_POLL_MAX_US), the loop also polls for it itself (the idle handle keeps the poll timeout
  * at zero, so other I/O is still served and no callback spins): a completion then reaches the
  * callback without a cross-thread wake. The submitting thread never spins (cuv_uv_submit adds
  * CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where POSIX has the meaning: a libuv
