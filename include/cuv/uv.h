@@ -4,17 +4,18 @@
 /* libcuv-uv: delivers cuv completions into a libuv loop.
  *
  * One bridge per loop. It owns three handles on the loop (a uv_async_t, a uv_idle_t and a
- * uv_check_t, whose data is the bridge) and one cuv queue. The thread that finishes GPU work
- * (cuv's reactor or the driver's callback thread) pushes the submission on the queue and wakes
- * the loop, which drains the queue and runs each `done` callback on the loop thread: at most 128
- * completions per drain and two drains per loop iteration, so that a backlog of thousands leaves
- * the loop's timers and I/O their turns between slices. While work submitted on the loop thread
- * is young (cuv_queue_young: the spin budget, or longer when the loop's recent work took longer,
- * up to cuv_config_t's uv_poll_max_us, variable CUV_UV_POLL_MAX_US), the loop also polls for it itself (the idle handle keeps the poll timeout
- * at zero, so other I/O is still served and no callback spins): a completion then reaches the
- * callback without a cross-thread wake. The submitting thread never spins (cuv_uv_submit adds
- * CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where POSIX has the meaning: a libuv
- * call that fails (uv_async_init in cuv_uv_open) returns its code unchanged.
+ * uv_check_t, whose data is the bridge) and one cuv queue. The thread that finishes GPU work (cuv's
+ * reactor or the driver's callback thread) pushes the submission on the queue and wakes the loop,
+ * which drains the queue and runs each `done` callback on the loop thread: at most 128 completions
+ * per drain and two drains per loop iteration, so that a backlog of thousands leaves the loop's
+ * timers and I/O their turns between slices. While work submitted on the loop thread is young
+ * (cuv_queue_young: the spin budget, or longer when the loop's recent work took longer, up to
+ * cuv_config_t's uv_poll_max_us, variable CUV_UV_POLL_MAX_US), the loop also polls for it itself
+ * (the idle handle keeps the poll timeout at zero, so other I/O is still served and no callback
+ * spins): a completion then reaches the callback without a cross-thread wake. The submitting thread
+ * never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where
+ * POSIX has the meaning: a libuv call that fails (uv_async_init in cuv_uv_open) returns its code
+ * unchanged.
  *
  * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_cancel,
  * cuv_uv_pending and cuv_uv_loop from any thread. Callbacks always run on the loop thread, in
