@@ -99,7 +99,10 @@ module.exports = {
   write: (buffer, array, options) =>
     submit(options, (token) => native.write(buffer, array, byteOffsetOf(options), token)),
   download: (buffer, options) => submit(options, (token) => native.download(buffer, token)),
-  saxpy: (a, x, y, options) => submit(options, (token) => native.saxpy(a, x, y, token)),
+  // Without options, no closure: every object a call makes lives in V8's young generation until
+  // the op settles, and with thousands in flight its scavenges are the loop's longest pauses.
+  saxpy: (a, x, y, options) => (options === undefined ? native.saxpy(a, x, y, undefined)
+    : submit(options, (token) => native.saxpy(a, x, y, token))),
   mlp: (x, rows, layers, options) =>
     submit(options, (token) => native.mlp(x, rows, layers, token)),
   nop: (options) => submit(options, (token) => native.nop(token)),
