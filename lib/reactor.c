@@ -461,8 +461,13 @@ static size_t watched_streams(cuv_stream_t ***out) {
     bool seen = false;
     for (size_t i = 0; i < n && !seen; i++)
       seen = streams[i] == w->stream;
-    if (!seen)
+    if (!seen) {
+      /* The device too: a default policy's stream does not hold it, and this may be the last
+       * reference of a stream whose device the application dropped meanwhile (its unref binds
+       * the device). The watched submission still holds both here. */
+      cuv__device_ref(w->stream->dev);
       streams[n++] = cuv__stream_ref(w->stream);
+    }
   }
   pthread_mutex_unlock(&R.watch_lock);
   *out = streams;
@@ -493,7 +498,9 @@ static void probe_watched(void) {
         cuv__bind(streams[i]->dev) < 0 ? 1 : cuv__cu(cuv__drv.cuStreamQuery(streams[i]->cu));
     if (cuv_status_is_fault(state)) /* a transient error: its host function still runs */
       complete_watched_on(streams[i], state);
+    cuv_device_t *dev = streams[i]->dev;
     cuv__stream_unref(streams[i]);
+    cuv__device_unref(dev);
   }
   free(streams);
 }
