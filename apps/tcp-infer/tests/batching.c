@@ -50,25 +50,6 @@ static counts_t counts(void) {
   return c;
 }
 
-static void send_infer(client_t *c, const batch_t *b) {
-  char head[128];
-  size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);
-  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
-           bytes);
-  send_str(c, head);
-  send_all(c, b->in, bytes);
-}
-
-static void expect_ok(client_t *c, const batch_t *b) {
-  response_t r;
-  assert_true(read_response(c, &r));
-  assert_int_equal(r.status, 200);
-  assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
-  assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
-                               (size_t)b->rows * MLP_OUT));
-  free_response(&r);
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -88,10 +69,10 @@ static void one_batch(unsigned n, const unsigned *rows, const char *why) {
     c[i] = dial();
     b[i] = make_batch(rows[i]);
     total += rows[i];
-    send_infer(c[i], &b[i]);
+    wire_send_infer(c[i], &b[i]);
   }
   for (unsigned i = 0; i < n; i++) {
-    expect_ok(c[i], &b[i]);
+    wire_expect_ok(c[i], &b[i]);
     free_batch(&b[i]);
     hang_up(c[i]);
   }

@@ -53,30 +53,11 @@ static counts_t counts(void) {
   return c;
 }
 
-static void send_infer(client_t *c, const batch_t *b) {
-  char head[128];
-  size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);
-  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
-           bytes);
-  send_str(c, head);
-  send_all(c, b->in, bytes);
-}
-
-static void expect_ok(client_t *c, const batch_t *b) {
-  response_t r;
-  assert_true(read_response(c, &r));
-  assert_int_equal(r.status, 200);
-  assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
-  assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
-                               (size_t)b->rows * MLP_OUT));
-  free_response(&r);
-}
-
 /* One checked request on c. */
 static void one(client_t *c, unsigned rows) {
   batch_t b = make_batch(rows);
-  send_infer(c, &b);
-  expect_ok(c, &b);
+  wire_send_infer(c, &b);
+  wire_expect_ok(c, &b);
   free_batch(&b);
 }
 
@@ -117,10 +98,10 @@ static void test_pipelined(void **state) {
     batch_t b[DEPTH];
     for (unsigned i = 0; i < DEPTH; i++) {
       b[i] = make_batch(1 + (r + i) % 8);
-      send_infer(c, &b[i]);
+      wire_send_infer(c, &b[i]);
     }
     for (unsigned i = 0; i < DEPTH; i++) {
-      expect_ok(c, &b[i]);
+      wire_expect_ok(c, &b[i]);
       free_batch(&b[i]);
     }
   }

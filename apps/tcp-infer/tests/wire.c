@@ -251,3 +251,22 @@ double wire_value(const prom_t *p, const char *name, const char *labels) {
     fail_msg("%s{%s} missing", name, labels);
   return x ? x->value : 0;
 }
+
+void wire_send_infer(client_t *c, const batch_t *b) {
+  char head[128];
+  size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);
+  snprintf(head, sizeof head, "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+           bytes);
+  send_str(c, head);
+  send_all(c, b->in, bytes);
+}
+
+void wire_expect_ok(client_t *c, const batch_t *b) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
+  assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
+                               (size_t)b->rows * MLP_OUT));
+  free_response(&r);
+}
