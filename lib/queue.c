@@ -165,12 +165,16 @@ static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsi
     time_polled(q, *end, &now);
     end = &(*end)->next;
   }
-  q->head = *end; /* what is left stays queued, in order */
-  *end = NULL;
-  if (!q->head)
-    q->tail = &q->head;
-  pthread_mutex_unlock(&q->lock);
-  return list == q->head ? NULL : list;
+  if (end == &q->head) {
+    list = NULL; /* nothing finished */
+  } else {
+    q->head = *end; /* what is left stays queued, in order */
+    *end = NULL;
+    if (!q->head)
+      q->tail = &q->head;
+  }
+  pthread_mutex_unlock(&q->lock); /* nothing of q read after this: pushes go on meanwhile */
+  return list;
 }
 
 /* Runs the callback; a cancelled submission reports CUV_ECANCELED without its output. The
