@@ -31,9 +31,13 @@ static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
 static void submit_job_release(cuv__job_t *job) { free(job); }
 
 /* Hands the job to the engine, or runs it here when there is none (or it cannot start). A job
- * that may wait for the GPU never runs here while an engine can take it. */
-static void submit_job_start(submit_job_t *s) {
-  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, !s->job.may_wait) == 0)
+ * that may wait for the GPU never runs here while an engine can take it, nor does one whose queue
+ * has other work in flight: its owner (a loop thread) is busy, and running jobs itself there made
+ * it the bottleneck again (tcp-infer, one loop, 64 connections); alone, running here is the
+ * lowest latency. */
+static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
+  bool may_inline = !s->job.may_wait && cuv_queue_pending(queue) <= 1;
+  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, may_inline) == 0)
     return;
   CUV__STAT_ADD(engine_inline, 1);
   submit_job_run(&s->job, false);
@@ -83,6 +87,6 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     *opts->ticket = sub->ticket;
   s->op = op;
   s->may_spin = !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED));
-  submit_job_start(s);
+  submit_job_start(s, queue);
   return 0;
 }
