@@ -32,11 +32,13 @@ static void submit_job_release(cuv__job_t *job) { free(job); }
 
 /* Hands the job to the engine, or runs it here when there is none (or it cannot start). A job
  * that may wait for the GPU never runs here while an engine can take it, nor does one whose queue
- * has other work in flight: its owner (a loop thread) is busy, and running jobs itself there made
- * it the bottleneck again (tcp-infer, one loop, 64 connections); alone, running here is the
- * lowest latency. */
+ * has more than INLINE_PENDING_MAX submissions in flight: its owner (a loop thread) is busy with
+ * many, and running jobs itself made it the bottleneck again (tcp-infer, one loop, 64
+ * connections: 0.55x the thread pool on the H200, 0.76x without). A few in flight, as a batching
+ * loop has, still run here: the loops' calls then go in parallel (four batching loops: 3.3x). */
+#define INLINE_PENDING_MAX 4u
 static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
-  bool may_inline = !s->job.may_wait && cuv_queue_pending(queue) <= 1;
+  bool may_inline = !s->job.may_wait && cuv_queue_pending(queue) <= INLINE_PENDING_MAX;
   if (cuv__engine_enabled() && cuv__engine_submit(&s->job, may_inline) == 0)
     return;
   CUV__STAT_ADD(engine_inline, 1);
