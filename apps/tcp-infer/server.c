@@ -72,6 +72,7 @@ static void loop_main(void *arg) {
   loop_t *lp = arg;
   lp->setup_status = loop_setup(lp);
   uv_sem_post(&lp->srv->ready);
+  uv_barrier_wait(&lp->srv->set_up);
   uv_run(&lp->loop, UV_RUN_DEFAULT); /* until loop_stop, and every callback after it */
   infer_loop_free(lp);
   if (uv_loop_close(&lp->loop) != 0)
@@ -220,6 +221,7 @@ static int start_loops(server_t *s, listen_addr_t *where) {
     lp->stop.data = lp;
   }
   uv_sem_init(&s->ready, 0);
+  uv_barrier_init(&s->set_up, s->nloops);
   for (unsigned i = 0; i < s->nloops; i++)
     if (uv_thread_create(&s->loops[i].thread, loop_main, &s->loops[i]) != 0)
       return fail("uv_thread_create", CUV_ENOMEM);
@@ -286,6 +288,7 @@ static int join_loops(server_t *s) {
          (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
          (unsigned long long)dropped);
   uv_sem_destroy(&s->ready);
+  uv_barrier_destroy(&s->set_up);
   /* after every loop ended: GET /stats on any loop read them */
   for (unsigned i = 0; i < s->nloops; i++)
     if (isolate_free(&s->loops[i]) != 0) {

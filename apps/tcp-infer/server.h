@@ -251,6 +251,9 @@ struct server {
   unsigned stream_stall_ms; /* --stream-stall-ms: a stream without progress this long is avoided */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
+  /* Every loop's set-up done before any serves: a loop reads the others' state (/metrics adds
+   * their isolated workers' reports), which their set-up writes. */
+  uv_barrier_t set_up;
   /* --isolate: the front opens no device; each loop spawns `argv[0] --worker argv[1..]` */
   bool isolate, debug_fault;
   unsigned isolate_queue; /* requests that may wait for a worker; more: 503 */
