@@ -370,14 +370,16 @@ static void *submitter_main(void *arg) {
     if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
       pthread_mutex_lock(&e->lock);
       job = claim_locked(e, &claimed, true);
+      /* Counted under the lock: a job that follows another may run (and be drained) on the
+       * other's thread as soon as the lock goes. */
+      if (claimed == CLAIM_JOB)
+        CUV__STAT_ADD(engine_queued, 1);
       pthread_mutex_unlock(&e->lock);
     }
     set_spinning(e, &spinning, !claimed);
     if (claimed) {
       if (atomic_load(&e->queued) > 0)
         wake_one(e); /* more than this thread can take */
-      if (claimed == CLAIM_JOB)
-        CUV__STAT_ADD(engine_queued, 1);
       if (job)
         run_claimed(e, job, false, true);
       last = cuv__now_ns();
@@ -477,11 +479,11 @@ static void help(engine_t *e) {
   unsigned claimed = CLAIM_NONE;
   pthread_mutex_lock(&e->lock);
   cuv__job_t *job = claim_locked(e, &claimed, false);
+  if (claimed == CLAIM_JOB)
+    CUV__STAT_ADD(engine_helped, 1); /* under the lock, as in submitter_main */
   pthread_mutex_unlock(&e->lock);
   if (!claimed)
     return; /* a submitter took it meanwhile: the ring has room again */
-  if (claimed == CLAIM_JOB)
-    CUV__STAT_ADD(engine_helped, 1);
   if (job && job->may_wait && !may_block)
     hand_off(e, job);
   else if (job)

@@ -291,6 +291,43 @@ static void unblock_engine(void) {
   pthread_mutex_unlock(&blocker.lock);
 }
 
+
+/* A queue with many submissions in flight belongs to a busy owner (a loop thread): the engine
+ * takes its jobs, however idle it is and however empty each stream (lib/submit.c: at most 4 in
+ * flight run on the submitting thread). Each of 16 submissions goes to a stream of its own, so
+ * only the queue's count can keep them off this thread. */
+static void test_busy_owner_hands_off(void **state) {
+  enum { STREAMS = 16, INLINE_MAX = 4 };
+  cuv_config_t c = config();
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuv_stream_t *streams[STREAMS];
+  cuv_buffer_t *bufs[STREAMS];
+  for (int i = 0; i < STREAMS; i++) {
+    assert_cuv_ok(cuv_stream_create(&streams[i], cuvt_device()));
+    bufs[i] = cuvt_buffer(4);
+  }
+  atomic_store(&counted_calls, 0);
+  cuv_stats_t before = cuvt_stats();
+  for (int i = 0; i < STREAMS; i++) {
+    cuv_submit_opts_t opts = {.stream = streams[i]};
+    assert_cuv_ok(cuv_submit(q, cuvt_fill_u32(bufs[i], 1, (unsigned)i), count_done, NULL, &opts));
+  }
+  cuvt_drain_until(q, &counted_calls, STREAMS);
+  cuv_stats_t now = cuvt_stats();
+  uint64_t inline_n = now.engine_inline - before.engine_inline;
+  if (c.submit_threads > 0 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE)
+    assert_true(inline_n <= INLINE_MAX);
+  for (int i = 0; i < STREAMS; i++) {
+    unsigned got = 0;
+    assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, bufs[i], 0, 4), NULL));
+    assert_int_equal(got, (unsigned)i);
+    cuv_buffer_unref(bufs[i]);
+    cuv_stream_destroy(streams[i]);
+  }
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
 /* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
  * than the work, the pushing thread itself would run queued jobs, which wait for the blocked one
  * (the test thread, which alone can open it). */
@@ -397,6 +434,7 @@ int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths),
+      cmocka_unit_test(test_busy_owner_hands_off),
       cmocka_unit_test(test_close_cancel_queued),
       cmocka_unit_test(test_order_threads_loops),
       cmocka_unit_test(test_fault_with_queued_work), /* last: the context dies */
