@@ -126,13 +126,9 @@ static unsigned device_of(client_t *c) {
 }
 
 static double worker_pid(unsigned loop) {
-  prom_t p;
-  wire_metrics(&p, "/metrics", NULL);
   char labels[32];
   snprintf(labels, sizeof labels, "loop=\"%u\"", loop);
-  double pid = wire_value(&p, "cuv_infer_worker_pid", labels);
-  prom_free(&p);
-  return pid;
+  return wire_metric("cuv_infer_worker_pid", labels);
 }
 
 static void test_fault(void **state) {

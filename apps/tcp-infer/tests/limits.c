@@ -33,13 +33,9 @@
 #include "wire.h"
 
 static double timeouts(const char *stage) {
-  prom_t p;
-  wire_metrics(&p, "/metrics", NULL);
   char labels[32];
   snprintf(labels, sizeof labels, "stage=\"%s\"", stage);
-  double v = wire_value(&p, "cuv_infer_timeouts_total", labels);
-  prom_free(&p);
-  return v;
+  return wire_metric("cuv_infer_timeouts_total", labels);
 }
 
 static void send_infer(client_t *c, const batch_t *b) {
@@ -213,10 +209,7 @@ static void test_connection_cap(void **state) {
 
 static void test_descriptor_limit(void **state) {
   enum { N = 300 };
-  prom_t p;
-  wire_metrics(&p, "/metrics", NULL);
-  double limit = wire_value(&p, "cuv_infer_connections_limit", "");
-  prom_free(&p);
+  double limit = wire_metric("cuv_infer_connections_limit", "");
   print_message("# the server's connection cap under its descriptor limit: %.0f\n", limit);
   assert_true(limit >= 1 && limit < 256);
   client_t *c[N];

@@ -252,6 +252,14 @@ double wire_value(const prom_t *p, const char *name, const char *labels) {
   return x ? x->value : 0;
 }
 
+double wire_metric(const char *name, const char *labels) {
+  prom_t p;
+  wire_metrics(&p, "/metrics", NULL);
+  double v = wire_value(&p, name, labels);
+  prom_free(&p);
+  return v;
+}
+
 void wire_send_infer(client_t *c, const batch_t *b) {
   char head[128];
   size_t bytes = (size_t)b->rows * MLP_IN * sizeof(float);

@@ -76,5 +76,7 @@ void wire_expect_ok(client_t *c, const batch_t *b);
 void wire_metrics(prom_t *p, const char *path, char **text);
 /* A sample's value; the case fails when it is missing. */
 double wire_value(const prom_t *p, const char *name, const char *labels);
+/* One sample of a fresh GET /metrics. */
+double wire_metric(const char *name, const char *labels);
 
 #endif
