@@ -5,7 +5,7 @@
 
 static int buffer_new(cuv_buffer_t **out, cuv_device_t *dev, CUdeviceptr ptr, size_t bytes,
                       cuv_stream_t *alloc_stream) {
-  cuv_buffer_t *buf = calloc(1, sizeof *buf);
+  cuv_buffer_t *buf = cuv__lines_zalloc(sizeof *buf);
   if (!buf)
     return CUV_ENOMEM;
   atomic_init(&buf->refs, 1);

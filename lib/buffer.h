@@ -5,18 +5,19 @@ typedef struct cuv__access cuv__access_t;
 typedef struct cuv__tally cuv__tally_t;
 
 struct cuv_buffer_s {
-  atomic_int refs;
   cuv_device_t *dev;
   CUdeviceptr ptr;
   size_t size;
-  cuv_stream_t *alloc_stream;  /* stream-ordered allocations are freed on a stream too */
-  pthread_mutex_t lock;        /* guards tallies and latest (hazard.c) */
-  cuv__tally_t *tallies;       /* accesses in flight, counted per stream, read or write */
-  cuv__access_t *latest;       /* the access counted last, while in flight */
-  int hazard_mode;             /* CUV_HAZARD_* */
-  bool adopted;                /* cuv_buffer_adopt: the caller's memory, never freed by cuv */
-  cuv_release_fn release;      /* ... given back with release(release_arg), when not NULL */
+  cuv_stream_t *alloc_stream; /* stream-ordered allocations are freed on a stream too */
+  int hazard_mode;            /* CUV_HAZARD_* */
+  bool adopted;               /* cuv_buffer_adopt: the caller's memory, never freed by cuv */
+  cuv_release_fn release;     /* ... given back with release(release_arg), when not NULL */
   void *release_arg;
+  /* Written by every access (hazard.c), apart from what launches read (lines.h). */
+  CUV__OWN_LINE pthread_mutex_t lock; /* guards tallies and latest */
+  cuv__tally_t *tallies;              /* accesses in flight, counted per stream, read or write */
+  cuv__access_t *latest;              /* the access counted last, while in flight */
+  CUV__OWN_LINE atomic_int refs;      /* one more and one less per access */
 };
 
 /* Checks [offset, offset + bytes) lies in buf. */

@@ -20,7 +20,7 @@ CUV_EXTERN int cuv_device_count(int *count) {
 }
 
 static int device_create(cuv_device_t **out, int ordinal) {
-  cuv_device_t *dev = calloc(1, sizeof *dev);
+  cuv_device_t *dev = cuv__lines_zalloc(sizeof *dev);
   if (!dev)
     return CUV_ENOMEM;
   dev->ordinal = ordinal;

@@ -12,7 +12,6 @@ struct cuv_device_s {
   int ordinal;
   CUdevice cu;
   CUcontext ctx;
-  atomic_int refs;
   char name[256];
   pthread_mutex_t lock;          /* guards policy creation and the pools */
   /* The default policy, created on first use under the lock and read without it (every
@@ -21,6 +20,7 @@ struct cuv_device_s {
   CUevent *free_events;          /* event pool (CU_EVENT_DISABLE_TIMING) */
   size_t n_free_events, cap_free_events;
   cuv__staging_pool_t *staging;  /* pinned host blocks by size class (staging.c) */
+  CUV__OWN_LINE atomic_int refs; /* one more and one less per submission (lines.h) */
 };
 
 /* The device of `ordinal`, opened (one more reference). */

@@ -64,9 +64,9 @@ static void access_release(void *arg) {
   pthread_mutex_unlock(&buf->lock);
   if (gone) {
     cuv__stream_unref(gone->stream);
-    free(gone);
+    cuv__pool_free(gone);
   }
-  free(a);
+  cuv__pool_free(a);
   cuv_buffer_unref(buf);
 }
 
@@ -115,7 +115,7 @@ static cuv__tally_t *tally_of(cuv_buffer_t *buf, cuv_stream_t *stream) {
   cuv__tally_t *t = buf->tallies;
   while (t && t->stream != stream)
     t = t->next;
-  if (t || !(t = cuv__zalloc(sizeof *t)))
+  if (t || !(t = cuv__pool_zalloc(sizeof *t)))
     return t;
   t->stream = cuv__stream_ref(stream);
   t->next = buf->tallies;
@@ -273,7 +273,7 @@ int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind 
     rc = order_after(ex->sub, ex->stream, others, n, mode);
   free(others);
   cuv__access_t *a = NULL;
-  if (rc == 0 && !(a = malloc(sizeof *a)))
+  if (rc == 0 && !(a = cuv__pool_alloc(sizeof *a)))
     rc = CUV_ENOMEM;
   if (rc == 0 && (rc = access_link(a, buf, ex, write)) == 0 &&
       (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
@@ -281,6 +281,6 @@ int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind 
     return rc;
   }
   if (rc < 0)
-    free(a);
+    cuv__pool_free(a);
   return rc;
 }

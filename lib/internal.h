@@ -11,7 +11,8 @@
 
 #include <cuv.h>
 
-#include "alloc.h"
+#include "lines.h"
+#include "pool.h"
 #include "driver.h"
 
 #define CUV__UNUSED(x) (void)(x)

@@ -119,7 +119,7 @@ static void query_params(cuv_kernel_t *k) {
 CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char *name) {
   if (!out || !mod || !name || strlen(name) >= sizeof((cuv_kernel_t *)0)->name)
     return CUV_EINVAL;
-  cuv_kernel_t *k = calloc(1, sizeof *k);
+  cuv_kernel_t *k = cuv__lines_zalloc(sizeof *k);
   if (!k)
     return CUV_ENOMEM;
   snprintf(k->name, sizeof k->name, "%s", name);

@@ -10,12 +10,12 @@ struct cuv_module_s {
 };
 
 struct cuv_kernel_s {
-  atomic_int refs;
   cuv_module_t *mod;
   CUfunction fn;
   char name[128];
   int nparams;  /* -1 when the driver cannot tell */
   size_t param_size[CUV__MAX_PARAMS];
+  CUV__OWN_LINE atomic_int refs; /* one more and one less per launch (lines.h) */
 };
 
 cuv_module_t *cuv__module_ref(cuv_module_t *mod);

@@ -10,7 +10,7 @@ static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
 static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false, 0};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
-  cuv_op_t *op = cuv__zalloc(size);
+  cuv_op_t *op = cuv__pool_zalloc(size);
   if (op) {
     op->vt = vt;
     op->device = -1;
@@ -30,7 +30,7 @@ CUV_EXTERN cuv_op_t *cuv_fail(int status) { return cuv__op_fail(status < 0 ? sta
 
 static void op_free_node(cuv_op_t *op) {
   if (op != &nomem_op)
-    free(op);
+    cuv__pool_free(op);
 }
 
 /* Ownership marks. An op handed to a combinator (or to cuv_shared) is OP_TAKEN until its owner
@@ -209,11 +209,11 @@ static void tuple_release(void *arg) {
   cuv_tuple_t *tuple = arg;
   for (size_t i = tuple->n; i-- > 0;)
     cuv_output_release(&tuple->items[i]);
-  free(tuple);
+  cuv__pool_free(tuple);
 }
 
 cuv_output_t cuv__tuple_new(size_t n) {
-  cuv_tuple_t *tuple = cuv__zalloc(sizeof *tuple + n * sizeof tuple->items[0]);
+  cuv_tuple_t *tuple = cuv__pool_zalloc(sizeof *tuple + n * sizeof tuple->items[0]);
   if (!tuple)
     return (cuv_output_t){0};
   tuple->n = n;

@@ -5,7 +5,7 @@
 
 static int stream_init(cuv_stream_t **out, cuv_device_t *dev, CUstream cu, bool owned,
                        bool holds_device) {
-  cuv_stream_t *stream = calloc(1, sizeof *stream);
+  cuv_stream_t *stream = cuv__lines_zalloc(sizeof *stream);
   if (!stream)
     return CUV_ENOMEM;
   atomic_init(&stream->refs, 1);

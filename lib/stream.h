@@ -26,12 +26,10 @@ typedef struct cuv__timeline {
 } cuv__timeline_t;
 
 struct cuv_stream_s {
-  atomic_int refs;
   cuv_device_t *dev;
   CUstream cu;
   bool owned;          /* created by cuv (destroyed by cuv) or wrapped (never destroyed) */
   bool holds_device;   /* false for the default policy's streams: the device owns them */
-  atomic_uint in_flight;
   pthread_mutex_t lock;          /* guards `detached` and `reap` */
   cuv__submission_t *detached;   /* cuv_enqueue_on work waiting for its event (reaped lazily) */
   /* Retires finished detached work; set by enqueue.c with the first detached submission. */
@@ -39,6 +37,9 @@ struct cuv_stream_s {
   cuv__timeline_t timeline;
   /* Gives the timeline's word back to the reactor's pool; set by reactor.c with the word. */
   void (*timeline_release)(struct cuv_stream_s *stream);
+  /* One more and one less of each per submission (lines.h). */
+  CUV__OWN_LINE atomic_int refs;
+  atomic_uint in_flight;
 };
 
 /* A stream for cuv's own use; holds_device false for streams the device itself owns. */

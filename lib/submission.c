@@ -13,7 +13,7 @@ static void stream_in_flight_release(void *arg) {
 }
 
 static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part) {
-  cuv__submission_t *sub = cuv__zalloc(sizeof *sub);
+  cuv__submission_t *sub = cuv__pool_zalloc(sizeof *sub);
   if (!sub)
     return NULL;
   sub->holds = sub->inline_holds;
@@ -141,7 +141,7 @@ static void sub_free(cuv__submission_t *sub) {
   if (!sub->part)
     CUV__STAT_SUB(in_flight, 1);
   cuv_device_t *dev = sub->dev;
-  free(sub);
+  cuv__pool_free(sub);
   cuv__device_unref(dev);
 }
 

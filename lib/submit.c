@@ -28,7 +28,7 @@ static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
   cuv__op_touches(((submit_job_t *)job)->op, touches);
 }
 
-static void submit_job_release(cuv__job_t *job) { free(job); }
+static void submit_job_release(cuv__job_t *job) { cuv__pool_free(job); }
 
 /* Hands the job to the engine, or runs it here when there is none (or it cannot start). A job
  * that may wait for the GPU never runs here while an engine can take it, nor does one whose queue
@@ -43,7 +43,7 @@ static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
     return;
   CUV__STAT_ADD(engine_inline, 1);
   submit_job_run(&s->job, false);
-  free(s);
+  cuv__pool_free(s);
 }
 
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
@@ -52,10 +52,10 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     cuv_op_destroy(op);
     return CUV_EINVAL;
   }
-  submit_job_t *s = malloc(sizeof *s);
+  submit_job_t *s = cuv__pool_alloc(sizeof *s);
   int rc = s ? cuv__queue_enter(queue) : CUV_ENOMEM; /* counted: a closing owner waits for it */
   if (rc < 0) {
-    free(s);
+    cuv__pool_free(s);
     cuv_op_destroy(op);
     return rc;
   }
@@ -63,7 +63,7 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   opts = opts ? opts : &defaults;
   rc = cuv__exec_begin(op, opts->policy, opts->stream, &s->ex);
   if (rc < 0) {
-    free(s);
+    cuv__pool_free(s);
     cuv__queue_leave(queue);
     return rc;
   }
@@ -77,7 +77,7 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   if ((rc = cuv__engine_prepare(&s->job)) < 0) {
     cuv__op_drop(op); /* nothing was enqueued: refused like a submission without memory */
     cuv__sub_retire(sub);
-    free(s);
+    cuv__pool_free(s);
     cuv__queue_leave(queue);
     return rc;
   }

@@ -20,7 +20,7 @@
 // simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
 const fs = require('node:fs');
 const dns = require('node:dns');
-const { monitorEventLoopDelay } = require('node:perf_hooks');
+const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
 const cuv = require('..');
 
 function option(name, fallback) {
@@ -41,9 +41,12 @@ const micros = (t0) => Number(now() - t0) / 1e3;
 const percentile = (sorted, p) =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-// `calls` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99} (microseconds).
+// `calls` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99, busy}
+// (microseconds); busy: the loop thread's time outside its wait for events, per call (what the
+// JavaScript thread spends on each op, whichever thread the GPU work is on).
 async function measure(one, width, isSync) {
   const times = new Float64Array(calls);
+  const elu = performance.eventLoopUtilization();
   const start = now();
   if (isSync) {
     for (let i = 0; i < calls; i++) {
@@ -64,8 +67,12 @@ async function measure(one, width, isSync) {
     await Promise.all(Array.from({ length: width }, lane));
   }
   const seconds = Number(now() - start) / 1e9;
+  const busy = isSync ? seconds * 1e6 / calls
+    : performance.eventLoopUtilization(elu).active * 1e3 / calls;
   times.sort();
-  return { opsPerSec: calls / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99) };
+  return {
+    opsPerSec: calls / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99), busy,
+  };
 }
 
 // Keeps `width` lanes of one(lane) running until stop(); stop() resolves with the count done.
@@ -96,7 +103,7 @@ async function lanesOf(lanes) {
 
 function row(label, r) {
   console.log(`${label.padEnd(30)} ${r.opsPerSec.toFixed(0).padStart(9)} ${r.p50.toFixed(1)
-    .padStart(9)} ${r.p99.toFixed(1).padStart(9)}`);
+    .padStart(9)} ${r.p99.toFixed(1).padStart(9)} ${r.busy.toFixed(2).padStart(9)}`);
 }
 
 async function roundTrip({ xs, ys }) {
@@ -106,9 +113,10 @@ async function roundTrip({ xs, ys }) {
       (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
     ['nop', () => cuv.nop(), () => cuv.baseline.nopSync(), () => cuv.baseline.nopWork()],
   ];
-  console.log(`\n== round trip: ${calls} calls per row; ops/s, p50 and p99 in us`);
+  console.log(`\n== round trip: ${calls} calls per row; ops/s, p50 and p99 in us, loop: the ` +
+    `loop thread's busy us per call`);
   console.log(`${'op / binding'.padEnd(30)} ${'ops/s'.padStart(9)} ${'p50'.padStart(9)} ` +
-    `${'p99'.padStart(9)}`);
+    `${'p99'.padStart(9)} ${'loop'.padStart(9)}`);
   for (const [name, promise, sync, work] of ops) {
     await measure(promise, 1, false); // warm-up: streams, reactor, JIT
     measure(sync, 1, true);

@@ -1,0 +1,209 @@
+/* Per-thread pools of small blocks (pool.h).
+ *
+ * Each thread that allocates has a cache: a free list per size class, which only it touches, and
+ * a stack of blocks that other threads freed, which they push with one compare-and-swap and the
+ * owner takes whole with one exchange (so no block is popped by two threads: no ABA). A block's
+ * header names its owner. When a thread exits, its free blocks go back to malloc and its stack is
+ * closed: a block freed after that goes to malloc directly. The cache itself is freed by whoever
+ * releases its last block, counted in refs (the blocks that exist, plus one while the thread runs),
+ * which changes only when a block is made or goes back to malloc, never when one is reused. */
+#include <pthread.h>
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define POOL_PASS_THROUGH 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define POOL_PASS_THROUGH 1
+#endif
+#endif
+
+#define GRAIN 16u   /* sizes round up to a multiple of this */
+#define CLASSES 64u /* pooled sizes: up to CLASSES * GRAIN bytes; larger ones are malloc's alone */
+#define KEEP 4096u  /* free blocks a thread keeps per class; more go back to malloc */
+
+typedef struct cache cache_t;
+
+typedef struct block {
+  cache_t *owner; /* NULL: not pooled (large, or made without a cache): malloc's alone */
+  size_t cls;
+  struct block *next; /* the first bytes of the caller's: used only while the block is free */
+} block_t;
+
+#define HEADER offsetof(block_t, next)
+_Static_assert(HEADER % alignof(max_align_t) == 0, "the caller's bytes stay aligned as malloc's");
+
+struct cache {
+  block_t *free[CLASSES + 1];
+  uint32_t n_free[CLASSES + 1];
+  atomic_size_t refs;
+  alignas(64) _Atomic(block_t *) returned; /* its own line: other threads write it */
+};
+
+static char closed_mark;
+#define CLOSED ((block_t *)&closed_mark) /* `returned` once the owner has exited */
+
+static _Thread_local cache_t *mine;
+static pthread_key_t exit_key;
+static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
+static bool exit_key_made;
+
+static void *payload(block_t *b) { return (char *)b + HEADER; }
+static block_t *block_of(void *p) { return (block_t *)((char *)p - HEADER); }
+
+/* Back to malloc; the owner's cache goes too with its last block. */
+static void release(block_t *b) {
+  cache_t *owner = b->owner;
+  free(b);
+  if (atomic_fetch_sub_explicit(&owner->refs, 1, memory_order_acq_rel) == 1)
+    free(owner);
+}
+
+/* The owner's thread: onto its free list, or back to malloc beyond KEEP. */
+static void keep(cache_t *c, block_t *b) {
+  if (c->n_free[b->cls] >= KEEP) {
+    release(b);
+    return;
+  }
+  b->next = c->free[b->cls];
+  c->free[b->cls] = b;
+  c->n_free[b->cls]++;
+}
+
+/* Another thread: onto the owner's stack, or back to malloc once the owner has exited. The
+ * release ordering publishes the block's last writes to the owner that reuses it. */
+static void give_back(cache_t *owner, block_t *b) {
+  block_t *head = atomic_load_explicit(&owner->returned, memory_order_relaxed);
+  do {
+    if (head == CLOSED) {
+      release(b);
+      return;
+    }
+    b->next = head;
+  } while (!atomic_compare_exchange_weak_explicit(&owner->returned, &head, b,
+                                                  memory_order_release, memory_order_relaxed));
+}
+
+/* Takes the blocks other threads gave back; `end` (CLOSED at exit) replaces them. */
+static block_t *take_returned(cache_t *c, block_t *end) {
+  return atomic_exchange_explicit(&c->returned, end, memory_order_acquire);
+}
+
+static void thread_exit(void *arg) {
+  cache_t *c = arg;
+  mine = NULL; /* a free later in this thread's exit takes the other threads' way */
+  for (size_t cls = 1; cls <= CLASSES; cls++) {
+    while (c->free[cls]) {
+      block_t *b = c->free[cls];
+      c->free[cls] = b->next;
+      release(b);
+    }
+  }
+  for (block_t *b = take_returned(c, CLOSED), *next; b; b = next) {
+    next = b->next;
+    release(b);
+  }
+  if (atomic_fetch_sub_explicit(&c->refs, 1, memory_order_acq_rel) == 1)
+    free(c);
+}
+
+static void make_exit_key(void) {
+  exit_key_made = pthread_key_create(&exit_key, thread_exit) == 0;
+}
+
+/* A library unloaded (dlclose) must not leave its destructor to threads that exit later. */
+__attribute__((destructor)) static void delete_exit_key(void) {
+  if (exit_key_made)
+    pthread_key_delete(exit_key);
+}
+
+/* This thread's cache, made at its first allocation; NULL without memory. */
+static cache_t *my_cache(void) {
+  if (mine)
+    return mine;
+  pthread_once(&exit_key_once, make_exit_key);
+  cache_t *c = NULL;
+  if (!exit_key_made || posix_memalign((void **)&c, alignof(cache_t), sizeof *c) != 0)
+    return NULL;
+  memset(c, 0, sizeof *c);
+  atomic_init(&c->refs, 1);
+  atomic_init(&c->returned, NULL);
+  if (pthread_setspecific(exit_key, c) != 0) {
+    free(c);
+    return NULL;
+  }
+  return mine = c;
+}
+
+/* A free block of class cls from c, taking back what other threads returned when c has none. */
+static block_t *reuse(cache_t *c, size_t cls) {
+  if (!c->free[cls] && atomic_load_explicit(&c->returned, memory_order_relaxed)) {
+    for (block_t *b = take_returned(c, NULL), *next; b; b = next) {
+      next = b->next;
+      keep(c, b);
+    }
+  }
+  block_t *b = c->free[cls];
+  if (b) {
+    c->free[cls] = b->next;
+    c->n_free[cls]--;
+  }
+  return b;
+}
+
+/* A new block from malloc: c's, of class cls, or (c NULL) malloc's alone, of `bytes`. */
+static block_t *fresh(cache_t *c, size_t cls, size_t bytes) {
+  block_t *b = malloc(HEADER + bytes);
+  if (!b)
+    return NULL;
+  b->owner = c;
+  b->cls = cls;
+  if (c)
+    atomic_fetch_add_explicit(&c->refs, 1, memory_order_relaxed);
+  return b;
+}
+
+void *cuv__pool_alloc(size_t size) {
+#ifdef POOL_PASS_THROUGH
+  return malloc(size ? size : 1);
+#else
+  if (size > SIZE_MAX - HEADER - GRAIN)
+    return NULL;
+  size_t cls = size ? (size + GRAIN - 1) / GRAIN : 1;
+  cache_t *c = cls <= CLASSES ? my_cache() : NULL;
+  block_t *b = c ? reuse(c, cls) : NULL;
+  if (!b)
+    b = fresh(c, cls, c ? cls * GRAIN : size);
+  return b ? payload(b) : NULL;
+#endif
+}
+
+void *cuv__pool_zalloc(size_t size) {
+  void *p = cuv__pool_alloc(size);
+  if (p)
+    memset(p, 0, size);
+  return p;
+}
+
+void cuv__pool_free(void *p) {
+#ifdef POOL_PASS_THROUGH
+  free(p);
+#else
+  if (!p)
+    return;
+  block_t *b = block_of(p);
+  if (!b->owner)
+    free(b);
+  else if (b->owner == mine)
+    keep(b->owner, b);
+  else
+    give_back(b->owner, b);
+#endif
+}
