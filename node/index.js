@@ -71,7 +71,12 @@ function submit(options, start) {
   });
 }
 
-const { DeviceBuffer, Module, Kernel } = native;
+const { DeviceBuffer, Module, Kernel, handleKey } = native;
+
+// What a hot call passes for a buffer argument: a DeviceBuffer's number (src/handles.h: the addon
+// finds it by index, not by unwrapping the object), the object when it has none, null for
+// anything else (refused as "must be a DeviceBuffer").
+const handleOf = (b) => (b instanceof DeviceBuffer ? (b[handleKey] ?? b) : null);
 
 Kernel.prototype.launch = function launch(grid, block, args, options) {
   const shared = options === null || typeof options !== 'object' ? undefined : options.sharedBytes;
@@ -101,8 +106,9 @@ module.exports = {
   download: (buffer, options) => submit(options, (token) => native.download(buffer, token)),
   // Without options, no closure: every object a call makes lives in V8's young generation until
   // the op settles, and with thousands in flight its scavenges are the loop's longest pauses.
-  saxpy: (a, x, y, options) => (options === undefined ? native.saxpy(a, x, y, undefined)
-    : submit(options, (token) => native.saxpy(a, x, y, token))),
+  saxpy: (a, x, y, options) => (options === undefined
+    ? native.saxpy(a, handleOf(x), handleOf(y), undefined, y)
+    : submit(options, (token) => native.saxpy(a, handleOf(x), handleOf(y), token, y))),
   mlp: (x, rows, layers, options) =>
     submit(options, (token) => native.mlp(x, rows, layers, token)),
   nop: (options) => submit(options, (token) => native.nop(token)),

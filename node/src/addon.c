@@ -135,6 +135,9 @@ static void finish(cuv_node_addon_t *a) {
     if (classes[i])
       napi_delete_reference(a->env, classes[i]);
   }
+  if (a->handle_key)
+    napi_delete_reference(a->env, a->handle_key);
+  cuv_node_handles_release(a->handles); /* the buffers still numbered keep it */
   napi_remove_async_cleanup_hook(a->cleanup);
   free(a);
 }
@@ -176,6 +179,17 @@ static napi_value baseline_exports(napi_env env) {
   return obj;
 }
 
+/* The symbol DeviceBuffers' numbers are under (handles.h), with their table. */
+static napi_value handle_key(napi_env env, cuv_node_addon_t *a) {
+  napi_value name, key;
+  if (!(a->handles = cuv_node_handles_new()) ||
+      napi_create_string_utf8(env, "cuv.handle", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+      napi_create_symbol(env, name, &key) != napi_ok ||
+      napi_create_reference(env, key, 1, &a->handle_key) != napi_ok)
+    return NULL;
+  return key;
+}
+
 static napi_status define_exports(napi_env env, cuv_node_addon_t *a, napi_value exports) {
   const napi_property_descriptor props[] = {
       FN("alloc", cuv_node_js_alloc),
@@ -203,6 +217,7 @@ static napi_status define_exports(napi_env env, cuv_node_addon_t *a, napi_value 
       VALUE("uvVersion", cuv_node_uv_version(env)),
       VALUE("ptx", cuv_node_ptx_table(env, false)),
       VALUE("ptxOrigin", cuv_node_ptx_table(env, true)),
+      VALUE("handleKey", handle_key(env, a)),
   };
   for (size_t i = 0; i < sizeof props / sizeof props[0]; i++) {
     if (!props[i].method && !props[i].value)

@@ -10,6 +10,7 @@
 #include <cuv.h>
 #include <cuv/uv.h>
 
+#include "handles.h"
 #include "settle.h"
 
 #define CUV_NODE_DETAIL_MAX 160 /* what was wrong with an argument, after cuv_strerror's text */
@@ -26,6 +27,8 @@ typedef struct cuv_node_addon {
   napi_async_context async_context;
   napi_async_cleanup_hook_handle cleanup;
   napi_ref buffer_class, module_class, kernel_class;
+  cuv_node_handles_t *handles; /* DeviceBuffers' numbers (handles.h) */
+  napi_ref handle_key;         /* the symbol they are under */
   void *constructing;       /* the native object a class constructor is wrapping now, else NULL */
   bool no_external_buffers; /* behave as a runtime that refuses external ArrayBuffers */
 } cuv_node_addon_t;

@@ -130,13 +130,16 @@ static int build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
   return build_layers(c, &m, x, op, result);
 }
 
+/* saxpy(a, x, y, token, yObject): x and y as objects or numbers (handles.h); the Promise resolves
+ * with yObject, else with argv[2]. */
 napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
   cuv_op_t *op = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
   int rc = cuv_node_build_saxpy(&c, &op);
-  cuv_node_result_t result = {.kind = CUV_NODE_VALUE, .value = c.argv[2]};
+  napi_value y = cuv_node_arg_absent(&c, 4) ? c.argv[2] : c.argv[4];
+  cuv_node_result_t result = {.kind = CUV_NODE_VALUE, .value = y};
   return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
                 : cuv_node_submit(&c, op, c.argv[3], &result);
 }

@@ -22,6 +22,7 @@ static void drop(napi_env env, void *native) {
 
 static void finalize(napi_env env, void *data, void *hint) {
   drop(env, data);
+  cuv_node_handles_remove(data);
   free(data);
   atomic_fetch_sub(&live, 1);
 }
@@ -37,10 +38,26 @@ cuv_node_buffer_t *cuv_node_buffer_of(napi_env env, napi_value value) {
 }
 
 int cuv_node_buffer_arg(cuv_node_call_t *c, size_t i, const char *what, cuv_node_buffer_t **out) {
-  *out = cuv_node_buffer_of(c->env, c->argv[i]);
+  *out = cuv_node_handles_find(c->addon->handles, c->env, c->argv[i]);
+  if (!*out)
+    *out = cuv_node_buffer_of(c->env, c->argv[i]);
   if (!*out)
     return cuv_node_bad(c, "%s must be a DeviceBuffer", what);
   return (*out)->buf ? 0 : cuv_node_bad(c, "%s was disposed", what);
+}
+
+/* Numbers b and puts its number on obj under the addon's symbol, read-only and not enumerable.
+ * Without memory it stays unnumbered: index.js then passes the object itself. */
+static void give_number(cuv_node_addon_t *a, napi_value obj, cuv_node_buffer_t *b) {
+  napi_value key, number;
+  if (!a->handles || napi_get_reference_value(a->env, a->handle_key, &key) != napi_ok ||
+      !cuv_node_handles_add(a->handles, b))
+    return;
+  napi_property_descriptor prop = {NULL, key, NULL, NULL, NULL, NULL, napi_default, NULL};
+  if (napi_create_uint32(a->env, b->number, &number) == napi_ok) {
+    prop.value = number;
+    napi_define_properties(a->env, obj, 1, &prop);
+  }
 }
 
 napi_value cuv_node_buffer_new(cuv_node_addon_t *a, cuv_buffer_t *buf, napi_typedarray_type type,
@@ -53,9 +70,10 @@ napi_value cuv_node_buffer_new(cuv_node_addon_t *a, cuv_buffer_t *buf, napi_type
     return NULL;
   }
   int64_t ignored;
-  *b = (cuv_node_buffer_t){buf, type, length, (int64_t)cuv_buffer_size(buf)};
+  *b = (cuv_node_buffer_t){buf, type, length, (int64_t)cuv_buffer_size(buf), NULL, 0};
   napi_adjust_external_memory(a->env, b->external, &ignored);
   atomic_fetch_add(&live, 1);
+  give_number(a, obj, b);
   return obj;
 }
 

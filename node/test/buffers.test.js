@@ -7,7 +7,8 @@
 const test = require('node:test');
 const assert = require('node:assert');
 const { spawnSync } = require('node:child_process');
-const { cuv, skip, random, randomFloats, collect } = require('./fixtures/common.js');
+const { cuv, skip, random, randomFloats, collect, assertSaxpy } =
+  require('./fixtures/common.js');
 
 // n random elements of the array type `T`, over its whole range.
 function randomArray(T, n) {
@@ -132,6 +133,29 @@ test('a collected DeviceBuffer drops its reference (finalizer)', { skip }, async
   await collect();
   assert.strictEqual(cuv.liveBuffers(), before, `${cuv.liveBuffers()} handles left of ${before}`);
 });
+
+test('buffers made after others were collected reuse their numbers and are found right',
+  { skip }, async () => {
+    // The numbers hot calls pass for buffers (src/handles.h) go back when a buffer is collected:
+    // the new buffers take them, and each saxpy must still reach its own x and y.
+    await collect(); /* the earlier tests' garbage goes first: ours is freed last, reused first */
+    let old = await Promise.all(Array.from({ length: 40 }, () => cuv.upload(new Float32Array(4))));
+    const key = Object.getOwnPropertySymbols(old[0])[0];
+    const oldNumbers = new Set(old.map((b) => b[key]));
+    assert.strictEqual(oldNumbers.size, 40, 'one number each');
+    old = null;
+    await collect();
+    const cases = Array.from({ length: 40 }, () =>
+      ({ a: random() * 4 - 2, x: randomFloats(4), y: randomFloats(4) }));
+    const made = [];
+    for (const c of cases) made.push({ dx: await cuv.upload(c.x), dy: await cuv.upload(c.y) });
+    const reused = made.filter((m) => oldNumbers.has(m.dx[key]) || oldNumbers.has(m.dy[key]));
+    assert.strictEqual(reused.length, 20, 'the first 40 new buffers took the collected numbers');
+    await Promise.all(made.map((m, i) => cuv.saxpy(cases[i].a, m.dx, m.dy)));
+    for (let i = 0; i < cases.length; i++) {
+      assertSaxpy(assert, await cuv.download(made[i].dy), cases[i].a, cases[i].x, cases[i].y);
+    }
+  });
 
 test('where external buffers are refused, downloads and pinned() copy instead', { skip },
   () => {

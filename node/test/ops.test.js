@@ -92,6 +92,11 @@ test('bad arguments reject with cuv_strerror messages and CUV_* codes', { skip }
   const i4 = await cuv.upload(new Int32Array(4));
   const gone = await cuv.upload(new Float32Array(4));
   gone.dispose();
+  // An object that claims a number under the symbol DeviceBuffers carry theirs under.
+  const forged = (real, number) => {
+    const [key] = Object.getOwnPropertySymbols(real);
+    return Object.defineProperty(Object.create(cuv.DeviceBuffer.prototype), key, { value: number });
+  };
   const bad = (detail) => ({ name: 'Error', code: 'CUV_EINVAL', errno: -22,
     message: `invalid argument: ${detail}` });
   const cases = [
@@ -111,6 +116,15 @@ test('bad arguments reject with cuv_strerror messages and CUV_* codes', { skip }
     [() => cuv.saxpy(2, new Float32Array(4), x4), bad('x must be a DeviceBuffer')],
     [() => cuv.saxpy(2, x4, null), bad('y must be a DeviceBuffer')],
     [() => cuv.saxpy(2, x4, gone), bad('y was disposed')],
+    // A number is never taken for a buffer's (src/handles.h), nor is an object that only looks
+    // like a DeviceBuffer, even one carrying a number under the buffers' symbol.
+    [() => cuv.saxpy(2, 0, x4), bad('x must be a DeviceBuffer')],
+    [() => cuv.saxpy(2, x4, 1), bad('y must be a DeviceBuffer')],
+    [() => cuv.saxpy(2, Object.create(cuv.DeviceBuffer.prototype), x4),
+      bad('x must be a DeviceBuffer')],
+    [() => cuv.saxpy(2, x4, forged(x4, 1e6)), bad('y must be a DeviceBuffer')],
+    [() => cuv.saxpy(2, x4, forged(x4, -1)), bad('y must be a DeviceBuffer')],
+    [() => cuv.saxpy(2, forged(x4, 0.5), x4), bad('x must be a DeviceBuffer')],
     [() => cuv.saxpy(2, i4, x4), bad('x must hold float32, not int32')],
     [() => cuv.saxpy(2, x4, y5), bad('x and y differ in length (4 and 5)')],
     [() => cuv.mlp(x4, 0, []), bad('rows must be a positive integer')],
