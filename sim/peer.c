@@ -46,13 +46,14 @@ static unsigned peers_enabled(const struct sim_ctx *ctx) {
   return n;
 }
 
-/* The current context and a valid, initialized peer context other than it (lock held). */
+/* The current context and a valid, initialized peer context (lock held). The context itself is
+ * a valid peer that cannot be enabled (unsupported, as the H200's driver answers). */
 static CUresult peer_pair(CUcontext peerContext, struct sim_ctx **self, struct sim_ctx **peer) {
   CUresult r = sim_ctx_require(self);
   if (r != CUDA_SUCCESS)
     return r == CUDA_ERROR_CONTEXT_IS_DESTROYED ? r : CUDA_ERROR_INVALID_CONTEXT;
   *peer = sim_ctx_from_handle(peerContext);
-  if (!*peer || !atomic_load(&(*peer)->active) || *peer == *self)
+  if (!*peer || !atomic_load(&(*peer)->active))
     return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;
 }

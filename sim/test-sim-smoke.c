@@ -1044,7 +1044,7 @@ static void test_peer_access(void) {
   CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 0), CUDA_ERROR_INVALID_CONTEXT);
   OK(d.cuCtxSetCurrent(peer_ctx[0]));
   CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 1), CUDA_ERROR_INVALID_VALUE);
-  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[0], 0), CUDA_ERROR_INVALID_CONTEXT);
+  CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[0], 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
   CHECK_CU(d.cuCtxEnablePeerAccess((CUcontext)(uintptr_t)0x1234, 0), CUDA_ERROR_INVALID_CONTEXT);
   OK(d.cuCtxEnablePeerAccess(peer_ctx[1], 0));
   CHECK_CU(d.cuCtxEnablePeerAccess(peer_ctx[1], 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);

@@ -870,9 +870,9 @@ static void expect_refused(CUresult r, CUresult sim_answer) {
 
 /* What cuv's work across devices relies on, between the primary contexts of devices 0 and 1
  * (the simulator runs two here): peer access's answers (a device is not its own peer; enabling
- * twice, for the context itself, with flags, and disabling what is not enabled are refused), an
- * event recorded only on a stream of its own context but waited on by another's, a peer copy in
- * that other stream's order, and a kernel only on its own context's streams. */
+ * twice, for the context itself (unsupported), with flags, and disabling what is not enabled are
+ * refused), an event recorded only on a stream of its own context but waited on by another's, a
+ * peer copy in that other stream's order, and a kernel only on its own context's streams. */
 static void test_two_contexts(void **state) {
   int count = 0;
   CU_OK(cuv__drv.cuDeviceGetCount(&count));
@@ -889,7 +889,7 @@ static void test_two_contexts(void **state) {
   assert_int_equal(self, 0);
   print_message("# device 0 %s access device 1's memory\n", peer ? "can" : "cannot");
   CU_OK(cuv__drv.cuCtxSetCurrent(c0));
-  assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_INVALID_CONTEXT);
+  assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
   assert_int_equal(cuv__drv.cuCtxEnablePeerAccess(c1, 1), CUDA_ERROR_INVALID_VALUE);
   assert_int_equal(cuv__drv.cuCtxDisablePeerAccess(c1), CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   if (peer) {
