@@ -25,6 +25,14 @@
 #endif
 #endif
 
+#ifdef POOL_PASS_THROUGH
+
+void *cuv__pool_alloc(size_t size) { return malloc(size ? size : 1); }
+
+void cuv__pool_free(void *p) { free(p); }
+
+#else
+
 #define GRAIN 16u   /* sizes round up to a multiple of this */
 #define CLASSES 64u /* pooled sizes: up to CLASSES * GRAIN bytes; larger ones are malloc's alone */
 #define KEEP 4096u  /* free blocks a thread keeps per class; more go back to malloc */
@@ -171,9 +179,6 @@ static block_t *fresh(cache_t *c, size_t cls, size_t bytes) {
 }
 
 void *cuv__pool_alloc(size_t size) {
-#ifdef POOL_PASS_THROUGH
-  return malloc(size ? size : 1);
-#else
   if (size > SIZE_MAX - HEADER - GRAIN)
     return NULL;
   size_t cls = size ? (size + GRAIN - 1) / GRAIN : 1;
@@ -182,20 +187,9 @@ void *cuv__pool_alloc(size_t size) {
   if (!b)
     b = fresh(c, cls, c ? cls * GRAIN : size);
   return b ? payload(b) : NULL;
-#endif
-}
-
-void *cuv__pool_zalloc(size_t size) {
-  void *p = cuv__pool_alloc(size);
-  if (p)
-    memset(p, 0, size);
-  return p;
 }
 
 void cuv__pool_free(void *p) {
-#ifdef POOL_PASS_THROUGH
-  free(p);
-#else
   if (!p)
     return;
   block_t *b = block_of(p);
@@ -205,5 +199,13 @@ void cuv__pool_free(void *p) {
     keep(b->owner, b);
   else
     give_back(b->owner, b);
-#endif
+}
+
+#endif /* POOL_PASS_THROUGH */
+
+void *cuv__pool_zalloc(size_t size) {
+  void *p = cuv__pool_alloc(size);
+  if (p)
+    memset(p, 0, size);
+  return p;
 }
