@@ -29,11 +29,6 @@ enum { COMM_STARTING, COMM_READY, COMM_FAILED };
 #define WATCH_POLL_US 10000u /* while collectives are in flight: a failure is seen this soon */
 #define FINALIZE_NS 10000000000ull /* a finalize that takes longer is given up for an abort */
 #define SETTLE_PAUSE_NS 20000L     /* between looks at a communicator NCCL is still connecting */
-/* Looks without sleeping first: with non-blocking communicators every group ends "in progress"
- * and NCCL's launch ends within tens of microseconds, while a sleep of 20 us lasts about 80. On
- * two H200s, sleeping at once made an all-reduce of 8 B to 1 MiB take 110-180 us against raw
- * NCCL's 13-21 us (bench/RESULTS.md, cuv-bench-collectives). */
-#define SETTLE_SPIN_NS 200000ull
 
 struct cuv__comm_pending {
   cuv_comm_t *comm;
@@ -201,15 +196,13 @@ static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
 int cuv__comm_settle(cuv_comm_t *comm, int group_status) {
   cuv__nccl_result_t state = (cuv__nccl_result_t)group_status;
   struct timespec pause = {0, SETTLE_PAUSE_NS};
-  uint64_t start = state == CUV__NCCL_IN_PROGRESS ? cuv__now_ns() : 0;
   while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS) {
     int status = atomic_load(&comm->status);
     if (status < 0) {
       abort_locked(comm);
       return status;
     }
-    if (cuv__now_ns() - start >= SETTLE_SPIN_NS)
-      nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
+    nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
   }
   int rc = cuv__nccl_status(state);
   if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS) {
