@@ -10,6 +10,7 @@
 #define CUV_NODE_HANDLES_H
 
 #include <node_api.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct cuv_node_handles cuv_node_handles_t;
