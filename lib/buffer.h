@@ -14,9 +14,9 @@ struct cuv_buffer_s {
   cuv_release_fn release;     /* ... given back with release(release_arg), when not NULL */
   void *release_arg;
   /* Written by every access (hazard.c), apart from what launches read (lines.h). */
-  CUV__OWN_LINE pthread_mutex_t lock; /* guards tallies and latest */
+  CUV__OWN_LINE pthread_mutex_t lock; /* guards tallies and the setting of latest */
   cuv__tally_t *tallies;              /* accesses in flight, counted per stream, read or write */
-  cuv__access_t *latest;              /* the access counted last, while in flight */
+  _Atomic(cuv__access_t *) latest;    /* the access counted last, while in flight */
   CUV__OWN_LINE atomic_int refs;      /* one more and one less per access */
 };
 
