@@ -177,6 +177,8 @@ export interface Stats {
   waitsInserted: number;
   leaked: number;
   inFlight: number;
+  /** Of this thread's (environment's) calls, those its feeder thread submitted (README). */
+  fed: number;
 }
 
 export function stats(): Stats;

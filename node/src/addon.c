@@ -70,6 +70,8 @@ static int open_bridge(cuv_node_addon_t *a) {
     return CUV_EINVAL;
   cuv_node_settler_open(a, loop);
   int rc = cuv_uv_open(&a->bridge, loop);
+  if (rc == 0)
+    cuv_node_feeder_open(&a->feeder, loop, a->bridge, cuv_node_job_refused, a);
   if (rc == 0 && (napi_create_object(a->env, &resource) != napi_ok ||
                   napi_create_string_utf8(a->env, "cuv", NAPI_AUTO_LENGTH, &name) != napi_ok ||
                   napi_async_init(a->env, resource, name, &a->async_context) != napi_ok ||
@@ -150,12 +152,17 @@ static void on_bridge_closed(cuv_uv_t *bridge, void *arg) {
   cuv_node_settler_close(a, on_settler_closed, a);
 }
 
-/* Node keeps running the environment's loop until napi_remove_async_cleanup_hook (in finish), so
- * the bridge's close delivers every callback first. */
-static void cleanup_hook(napi_async_cleanup_hook_handle handle, void *arg) {
+/* The feeder submitted everything it was given: the bridge's close delivers every callback. */
+static void on_feeder_closed(void *arg) {
   cuv_node_addon_t *a = arg;
   if (!a->bridge || cuv_uv_close(a->bridge, on_bridge_closed, a) < 0)
     on_bridge_closed(NULL, a);
+}
+
+/* Node keeps running the environment's loop until napi_remove_async_cleanup_hook (in finish), so
+ * the feeder and then the bridge close first. */
+static void cleanup_hook(napi_async_cleanup_hook_handle handle, void *arg) {
+  cuv_node_feeder_close(&((cuv_node_addon_t *)arg)->feeder, on_feeder_closed, arg);
 }
 
 /* ---- exports ------------------------------------------------------------------------------ */

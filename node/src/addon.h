@@ -10,6 +10,7 @@
 #include <cuv.h>
 #include <cuv/uv.h>
 
+#include "feeder.h"
 #include "handles.h"
 #include "settle.h"
 
@@ -22,6 +23,7 @@ typedef struct cuv_node_addon {
   cuv_device_t *dev;
   cuv_kernel_t *saxpy, *dense; /* samples/saxpy's kernel, apps/tcp-infer's dense layer */
   cuv_uv_t *bridge;
+  cuv_node_feeder_t feeder;   /* submits for this thread while many jobs are in flight */
   cuv_node_settler_t settler; /* the bridge's completions, settled in slices per loop turn */
   napi_ref resource; /* the async resource completions run under (napi_open_callback_scope) */
   napi_async_context async_context;

@@ -3,12 +3,15 @@
 
 #include "device_buffer.h"
 #include "errors.h"
+#include "feeder.h"
 #include "jobs.h"
 #include "pinned.h"
 #include "settle.h"
 
 typedef struct job {
   cuv_node_done_t done; /* first: the settler's queue links it */
+  cuv_node_feed_t feed; /* what the feeder submits */
+  bool fed;             /* handed to the feeder */
   int status;           /* the op's, once completed */
   cuv_node_addon_t *addon;
   napi_deferred deferred;
@@ -53,6 +56,8 @@ static void settle(napi_env env, job_t *job, int status) {
   if (job->value)
     napi_delete_reference(env, job->value);
   release_result(&job->result);
+  if (job->fed)
+    cuv_node_feeder_finished(&job->addon->feeder);
   free(job);
 }
 
@@ -70,11 +75,20 @@ static void on_done(int status, cuv_output_t *output, void *arg) {
   cuv_node_settler_push(job->addon, &job->done);
 }
 
-static void give_ticket(napi_env env, napi_value token, cuv_ticket_t ticket) {
+void cuv_node_job_refused(cuv_node_feed_t *feed, void *arg) {
+  job_t *job = feed->arg;
+  (void)arg;
+  on_done(feed->status, NULL, job);
+}
+
+static bool is_object(napi_env env, napi_value v) {
   napi_valuetype type;
+  return v && napi_typeof(env, v, &type) == napi_ok && type == napi_object;
+}
+
+static void give_ticket(napi_env env, napi_value token, cuv_ticket_t ticket) {
   napi_value value;
-  if (token && napi_typeof(env, token, &type) == napi_ok && type == napi_object &&
-      napi_create_bigint_uint64(env, ticket, &value) == napi_ok)
+  if (is_object(env, token) && napi_create_bigint_uint64(env, ticket, &value) == napi_ok)
     napi_set_named_property(env, token, "ticket", value);
 }
 
@@ -92,16 +106,20 @@ napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
     return cuv_node_rejected(c->env, CUV_ENOMEM, NULL);
   }
   job->addon = c->addon;
+  job->feed = (cuv_node_feed_t){.op = op, .done = on_done, .arg = job};
   cuv_ticket_t ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &ticket};
+  bool cancellable = is_object(c->env, token);
   int rc = CUV_ENOMEM;
   if (result->kind == CUV_NODE_VALUE &&
       napi_create_reference(c->env, result->value, 1, &job->value) != napi_ok)
     cuv_op_destroy(op);
-  else
-    rc = cuv_uv_submit(c->addon->bridge, op, on_done, job, &opts);
+  else /* a cancellable job needs its ticket now: submitted here */
+    rc = cuv_node_feeder_submit(&c->addon->feeder, &job->feed, cancellable, &opts);
   if (rc < 0)
     settle(c->env, job, rc); /* refused: on_done will not run */
+  else if (rc == 1)
+    job->fed = true; /* its callback, or its refusal, comes later */
   else
     give_ticket(c->env, token, ticket);
   return promise;

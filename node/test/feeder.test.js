@@ -1,0 +1,88 @@
+'use strict';
+// The feeder (src/feeder.h): once a few calls are in flight, a thread of the addon's submits
+// them for the JavaScript thread, in the order they were made; a call it submits that cuv refuses
+// still rejects; node still exits by itself, and only once every call settled; CUV_NODE_FEEDER=0
+// turns it off.
+const test = require('node:test');
+const assert = require('node:assert');
+const { spawn } = require('node:child_process');
+const path = require('node:path');
+const { cuv, skip, simOnly, random, gate } = require('./fixtures/common.js');
+
+const LANES = 64;
+const ROUNDS = 20;
+const N = 32;
+
+// Integers, so that every sum below is exact whatever the kernel's rounding.
+const ints = (n) => Float32Array.from({ length: n }, () => Math.floor(random() * 2001) - 1000);
+
+test('with many calls in flight the feeder submits them, in the order they were made',
+  { skip }, async () => {
+    const fedBefore = cuv.stats().fed;
+    const x = ints(N);
+    const dx = await cuv.upload(x);
+    const ys = await Promise.all(Array.from({ length: LANES }, () => cuv.upload(new Float32Array(N))));
+    // Each round, per lane and without waiting in between: write y, two saxpys on it, read it
+    // back (every other lane with a signal: a call cuv submits on the JavaScript thread, after
+    // what the feeder holds). Out of order, a write would land after a saxpy, or a read before.
+    const rounds = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      const a = Math.floor(random() * 9) - 4, b = Math.floor(random() * 9) - 4;
+      for (let l = 0; l < LANES; l++) {
+        const fresh = ints(N);
+        const want = fresh.map((v, i) => v + a * x[i] + b * x[i]);
+        const done = Promise.all([cuv.write(ys[l], fresh), cuv.saxpy(a, dx, ys[l]),
+          cuv.saxpy(b, dx, ys[l]),
+          l % 2 ? cuv.download(ys[l], { signal: new AbortController().signal })
+            : cuv.download(ys[l])]);
+        rounds.push(done.then(([, , , got]) => assert.deepStrictEqual(got, want,
+          `round ${r}, lane ${l}`)));
+      }
+    }
+    await Promise.all(rounds);
+    const fed = cuv.stats().fed - fedBefore;
+    assert.ok(fed > 0, 'the feeder submitted some of them');
+    assert.ok(fed < LANES * ROUNDS * 4, `the JavaScript thread submitted the cancellable reads (fed ${fed})`);
+    assert.strictEqual(cuv.pending(), 0);
+  });
+
+test('a call the feeder submits and cuv refuses rejects, without waiting for the GPU',
+  { skip: simOnly }, async () => {
+    const g = await gate(5000);
+    const trace = cuv.alloc(Uint32Array, 1);
+    const behind = Array.from({ length: 16 }, () => g.bump(trace));
+    const fedBefore = cuv.stats().fed;
+    // A signature that disagrees with the kernel's parameter sizes: cuv_launch makes an error op,
+    // which cuv_submit refuses.
+    const wide = cuv.loadModule(cuv.ptx.saxpy).kernel('saxpy', ['u64', 'f32', 'read', 'rw']);
+    const x = cuv.alloc(Float32Array, 4);
+    await assert.rejects(wide.launch(1, 1, [4, 1, x, x]), { code: 'CUV_EARGS' });
+    assert.ok(cuv.stats().fed > fedBefore, 'the feeder submitted the refused launch');
+    assert.ok(cuv.pending() >= behind.length, 'the gate is still closed');
+    await g.open();
+    await Promise.all([...behind, g.closed]);
+    assert.strictEqual(cuv.pending(), 0);
+  });
+
+function run(env, ...args) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'ends-alone.js'),
+      ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    let stdout = '', stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code, signal) =>
+      resolve({ status: { code, signal, stderr }, lines: stdout.trim().split('\n') }));
+  });
+}
+
+for (const [name, env, fed] of [['on', {}, true], ['off (CUV_NODE_FEEDER=0)', { CUV_NODE_FEEDER: '0' }, false]]) {
+  test(`node exits by itself after calls the feeder holds settled, feeder ${name}`, { skip },
+    async () => {
+      const { status, lines } = await run(env, 'many');
+      assert.deepStrictEqual(status, { code: 0, signal: null, stderr: '' });
+      assert.deepStrictEqual(lines, [`many 200 right, fed ${fed ? 'some' : 'none'}`,
+        'exit pending 0']);
+    });
+}
