@@ -9,10 +9,14 @@
 //   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
 //                completion submits the next): the delay's p50, p99 and max. Its histogram holds
 //                the time between two ticks of a 1 ms timer, so the delay beyond the timer is the
-//                figure less 1 ms; the same loop idle, measured first, is the reference;
+//                figure less 1 ms; the same loop idle, measured first, is the reference. Twice:
+//                saxpy n=1, which the GPU ends at once (the loop thread is all the work there
+//                is), and saxpy n=2^24 over 64 buffers (the GPU's work: what holding 10 000 ops in
+//                flight costs the loop when the GPU is what they wait for);
 //   pool         libuv's pool (4 threads) left free: fs.stat and dns.lookup('localhost'), which
 //                run on the pool, measured alone and while K saxpys are kept in flight as cuv
-//                Promises, then as napi_async_work.
+//                Promises, then as napi_async_work; saxpy n=1 (the loop thread busy settling)
+//                and n=2^24 (the GPU busy: what holding a pool thread per op costs).
 //
 //   node bench/bench.js [--calls N] [--inflight K] [--flight F] [--parts LIST] [--smoke]
 // --parts: a comma-separated subset of roundtrip,loop,pool (default: all).
@@ -33,6 +37,7 @@ const calls = option('calls', smoke ? 200 : 20000);
 const inflight = option('inflight', smoke ? 8 : 64);
 const flight = option('flight', smoke ? 500 : 10000);
 const poolOps = smoke ? 200 : 20000;
+const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of an H200 per saxpy
 const partsAt = process.argv.indexOf('--parts');
 const parts = partsAt >= 0 ? process.argv[partsAt + 1].split(',') : ['roundtrip', 'loop', 'pool'];
 
@@ -91,12 +96,13 @@ function keepBusy(one, width) {
   };
 }
 
-// Buffers for `lanes` independent saxpys (no lane orders another's work).
-async function lanesOf(lanes) {
+// Buffers for `lanes` independent saxpys (no lane orders another's work), of n elements (their
+// contents do not matter).
+async function lanesOf(lanes, n = 1) {
   const xs = [], ys = [];
   for (let l = 0; l < lanes; l++) {
-    xs.push(await cuv.upload(Float32Array.of(1)));
-    ys.push(await cuv.upload(Float32Array.of(0)));
+    xs.push(n === 1 ? await cuv.upload(Float32Array.of(1)) : cuv.alloc(Float32Array, n));
+    ys.push(n === 1 ? await cuv.upload(Float32Array.of(0)) : cuv.alloc(Float32Array, n));
   }
   return { xs, ys };
 }
@@ -140,11 +146,11 @@ async function roundTrip({ xs, ys }) {
 
 // Keeps `flight` saxpys in flight (each completion submits the next) for 10 x flight of them,
 // with the loop's delay measured once all are in flight.
-async function eventLoop() {
+async function eventLoop(n) {
   const idle = await idleDelay();
   const total = flight * 10;
-  const x = await cuv.upload(new Float32Array(1));
-  const ys = await Promise.all(Array.from({ length: 64 }, () => cuv.upload(new Float32Array(1))));
+  const x = cuv.alloc(Float32Array, n);
+  const ys = Array.from({ length: 64 }, () => cuv.alloc(Float32Array, n));
   const delay = monitorEventLoopDelay({ resolution: 1 });
   let submitted = 0, completed = 0, peak = 0;
   const start = now();
@@ -169,7 +175,7 @@ async function eventLoop() {
   delay.disable();
   const ms = (v) => (v / 1e6).toFixed(3);
   const beyond = (v) => (Math.max(0, v - 1e6) / 1e6).toFixed(3);
-  console.log(`\n== event loop: ${flight} saxpys kept in flight (peak ${peak}), ${total} in all, ` +
+  console.log(`\n== event loop: ${flight} saxpys n=${n} kept in flight (peak ${peak}), ${total} in all, ` +
     `${(total / (Number(now() - start) / 1e9)).toFixed(0)} ops/s; loop delay p50 ` +
     `${ms(delay.percentile(50))} ms, p99 ${ms(delay.percentile(99))} ms, max ` +
     `${ms(delay.max)} ms (the 1 ms timer's ticks)`);
@@ -200,12 +206,16 @@ async function poolRate(job) {
 async function pool({ xs, ys }) {
   const jobs = [['fs.stat', () => fs.promises.stat(__filename)],
     ['dns.lookup', () => dns.promises.lookup('localhost')]];
+  const long = await lanesOf(inflight, longN);
   const loads = [
     ['alone', null],
     [`cuv promise x${inflight}`, (l) => cuv.saxpy(0.5, xs[l], ys[l])],
     [`async_work x${inflight}`, (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
+    [`cuv promise x${inflight} long`, (l) => cuv.saxpy(0.5, long.xs[l], long.ys[l])],
+    [`async_work x${inflight} long`, (l) => cuv.baseline.saxpyWork(0.5, long.xs[l], long.ys[l])],
   ];
-  console.log(`\n== pool: ${poolOps} calls of each, 16 at a time, while saxpys are kept in flight`);
+  console.log(`\n== pool: ${poolOps} calls of each, 16 at a time, while saxpys are kept in ` +
+    `flight (n=1; long: n=${longN})`);
   for (const [jobName, job] of jobs) {
     await poolRate(job); // warm-up
     let alone = 0;
@@ -215,7 +225,7 @@ async function pool({ xs, ys }) {
       const gpuOps = stop ? await stop() : 0;
       alone ||= rate;
       const meanwhile = stop ? `, ${gpuOps} saxpys meanwhile` : '';
-      console.log(`${jobName.padEnd(11)} ${loadName.padEnd(20)} ${rate.toFixed(0).padStart(9)} ` +
+      console.log(`${jobName.padEnd(11)} ${loadName.padEnd(25)} ${rate.toFixed(0).padStart(9)} ` +
         `ops/s (${(rate / alone).toFixed(2)}x alone)${meanwhile}`);
     }
   }
@@ -233,7 +243,10 @@ async function main() {
     `K = ${inflight}${smoke ? ' (smoke run: the figures mean nothing)' : ''}`);
   const lanes = await lanesOf(inflight);
   if (parts.includes('roundtrip')) await roundTrip(lanes);
-  if (parts.includes('loop')) await eventLoop();
+  if (parts.includes('loop')) {
+    await eventLoop(1);
+    await eventLoop(longN);
+  }
   if (parts.includes('pool')) await pool(lanes);
   const s = cuv.stats();
   console.log(`\ncompletions: spin ${s.completedSpin}, reactor ${s.completedReactor} (polled ` +
