@@ -1,7 +1,8 @@
 /* What the libuv bridge's loop-thread machinery promises, each case written against a one-line bug
  * of uv/bridge.c that the other scenarios let through (tests/mutants/core.mut):
  * - the idle handle polls the completion flags itself (cuv_poll) while loop-thread work is young,
- *   rather than wait for the reactor thread (bridge-idle-no-poll);
+ *   rather than wait for the reactor thread (bridge-idle-no-poll), and so it does for work other
+ *   threads submitted with CUV_SUBMIT_POLLED, once the loop saw it (bridge-others-not-polled);
  * - the idle handle never keeps the loop alive: only work in flight does (bridge-idle-referenced);
  * - a close from inside a done callback waits for the rest of the drain running that callback:
  *   the other callbacks still run with their own results, then close_cb, once (the bridge
@@ -123,6 +124,87 @@ static void test_loop_polls_its_young_work(void **state) {
   assert_false(c.off_loop_thread);
   assert_int_equal(cuv_uv_pending(l.bridge), 0);
   /* Polled completions are reactor-slot completions found by the loop thread. */
+  assert_true(d.completed_polled <= d.completed_reactor);
+  assert_true(d.completed_polled >= 1);
+  uvt_close(&l);
+}
+
+/* The same links submitted by another thread for the loop, with CUV_SUBMIT_POLLED (as the Node
+ * addon's feeder does), two in flight: the loop, woken by a completion, finds the other one young
+ * and polls for it and what follows as for its own work. The thread submits link k once link k-2
+ * called back on the loop; an async handle keeps the loop alive meanwhile and ends it after the
+ * last. Without the poll nothing in this process calls cuv_poll: completed_polled stays 0. */
+typedef struct feeder_chain {
+  uvt_loop_t *l;
+  uv_async_t stop;
+  atomic_int calls;
+  int bad_status, bad_payload, submit_rc;
+  bool seen[CHAIN];
+  bool off_loop_thread;
+} feeder_chain_t;
+
+static void feeder_chain_done(int status, cuv_output_t *output, void *arg) {
+  feeder_chain_t *c = arg;
+  uv_thread_t self = uv_thread_self();
+  if (!uv_thread_equal(&self, &c->l->thread))
+    c->off_loop_thread = true;
+  int k = status == 0 && output->data ? *(const int *)output->data : -1;
+  if (status != 0)
+    c->bad_status++;
+  else if (k < 0 || k >= CHAIN || c->seen[k])
+    c->bad_payload++; /* two in flight: in either order, each once */
+  else
+    c->seen[k] = true;
+  atomic_fetch_add(&c->calls, 1);
+}
+
+static void feeder_chain_thread(void *arg) {
+  feeder_chain_t *c = arg;
+  struct timespec us = {0, 1000L};
+  for (int k = 0; k < CHAIN && c->submit_rc == 0; k++) {
+    int *v = malloc(sizeof *v);
+    if (!v)
+      abort();
+    *v = k;
+    cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_POLLED};
+    c->submit_rc = cuv_uv_submit(c->l->bridge, cuv_seq(sleep_us(CHAIN_KERNEL_US),
+                                                       cuv_value(v, free)),
+                                 feeder_chain_done, c, &opts);
+    for (int i = 0; c->submit_rc == 0 && atomic_load(&c->calls) < k; i++) {
+      if (i > 20000000) /* a watchdog, not a timing assertion */
+        abort();
+      nanosleep(&us, NULL);
+    }
+  }
+  for (int i = 0; c->submit_rc == 0 && atomic_load(&c->calls) < CHAIN; i++) {
+    if (i > 20000000)
+      abort();
+    nanosleep(&us, NULL);
+  }
+  uv_async_send(&c->stop);
+}
+
+static void feeder_chain_stop(uv_async_t *handle) { uv_close((uv_handle_t *)handle, NULL); }
+
+static void test_loop_polls_young_work_of_other_threads(void **state) {
+  uvt_loop_t l;
+  uvt_open(&l);
+  feeder_chain_t c = {.l = &l};
+  assert_int_equal(uv_async_init(&l.loop, &c.stop, feeder_chain_stop), 0);
+  cuv_stats_t before;
+  cuv_stats(&before);
+  uv_thread_t thread;
+  assert_int_equal(uv_thread_create(&thread, feeder_chain_thread, &c), 0);
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(uv_thread_join(&thread), 0);
+  cuv_stats_t d = uvt_stats_delta(&before);
+  print_message("# %llu of %d completions of another thread's chain seen by the loop's polling\n",
+                (unsigned long long)d.completed_polled, CHAIN);
+  assert_int_equal(c.submit_rc, 0);
+  assert_int_equal(atomic_load(&c.calls), CHAIN);
+  assert_int_equal(c.bad_status, 0);
+  assert_int_equal(c.bad_payload, 0);
+  assert_false(c.off_loop_thread);
   assert_true(d.completed_polled <= d.completed_reactor);
   assert_true(d.completed_polled >= 1);
   uvt_close(&l);
@@ -357,6 +439,7 @@ int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_loop_polls_its_young_work),
+      cmocka_unit_test(test_loop_polls_young_work_of_other_threads),
       cmocka_unit_test(test_refused_submission_leaves_loop_free),
       cmocka_unit_test(test_close_inside_a_drain_of_many),
       cmocka_unit_test(test_closing_bridge_keeps_loop_alive),

@@ -144,6 +144,7 @@ static inline cuv_stats_t uvt_stats_delta(const cuv_stats_t *before) {
   d.completed -= before->completed;
   d.completed_spin -= before->completed_spin;
   d.completed_reactor -= before->completed_reactor;
+  d.completed_polled -= before->completed_polled;
   d.completed_hostfn -= before->completed_hostfn;
   d.completed_sync -= before->completed_sync;
   d.completed_event -= before->completed_event;

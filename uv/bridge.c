@@ -4,7 +4,8 @@
  * - async: the queue's notify hook sends it; its callback drains the queue (sends coalesce) in
  *          slices of DRAIN_SLICE: with more left it sends itself again, so a backlog of thousands
  *          of completions leaves the loop its timers and I/O between slices;
- * - idle:  while work submitted on the loop thread is young (cuv_queue_young), the loop polls the
+ * - idle:  while work submitted on the loop thread (or by another thread with CUV_SUBMIT_POLLED,
+ *          seen from the loop's next callback) is young (cuv_queue_young), the loop polls the
  *          completion flags (cuv_poll) and the queue itself on every iteration (an active idle
  *          handle makes uv_run poll for I/O with timeout 0, so other I/O is still served and no
  *          callback spins): a completion then reaches its callback without a cross-thread wake;
@@ -115,14 +116,26 @@ static void on_idle(uv_idle_t *handle) {
   settle(b);
 }
 
+/* Work another thread submitted with CUV_SUBMIT_POLLED for this loop (a thread that submits on
+ * the loop's behalf) is polled for as the loop's own is, from the loop's next callback on. */
+static void poll_if_young(cuv_uv_t *b) {
+  if (b->polls && b->queue && !atomic_load(&b->polling) && !b->closing && !walked(b) &&
+      cuv_queue_pending(b->queue) > 0 && cuv_queue_young(b->queue))
+    start_polling(b);
+}
+
 static void on_async(uv_async_t *handle) {
   cuv_uv_t *b = handle->data;
   drain_slice(b);
   settle(b);
+  poll_if_young(b);
 }
 
 /* End of a loop iteration: work other threads submitted keeps the loop alive from here on. */
-static void on_check(uv_check_t *handle) { settle(handle->data); }
+static void on_check(uv_check_t *handle) {
+  settle(handle->data);
+  poll_if_young(handle->data);
+}
 
 /* cuv's notify hook: runs on the completing thread, under the queue's lock. */
 static void on_notify(cuv_queue_t *queue, void *arg) {

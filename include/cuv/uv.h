@@ -12,8 +12,10 @@
  * (cuv_queue_young: the spin budget, or longer when the loop's recent work took longer, up to
  * cuv_config_t's uv_poll_max_us, variable CUV_UV_POLL_MAX_US), the loop also polls for it itself
  * (the idle handle keeps the poll timeout at zero, so other I/O is still served and no callback
- * spins): a completion then reaches the callback without a cross-thread wake. The submitting thread
- * never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where
+ * spins): a completion then reaches the callback without a cross-thread wake. So it does for work
+ * another thread submitted on the loop's behalf with CUV_SUBMIT_POLLED, once the loop saw it in
+ * flight (from its next callback: a completion's, or the end of an iteration). The submitting
+ * thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where
  * POSIX has the meaning: a libuv call that fails (uv_async_init in cuv_uv_open) returns its code
  * unchanged.
  *

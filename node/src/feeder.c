@@ -40,10 +40,12 @@ static void give_back(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
 /* Submits jobs in order. The job is the loop's once submitted (its callback may have run and
  * freed it), so its successor is read first. */
 static unsigned feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
+  /* The loop polls for them as for its own (uv/bridge.c): no wake-up per completion. */
+  const cuv_submit_opts_t polled = {.flags = CUV_SUBMIT_POLLED};
   unsigned n = 0;
   for (cuv_node_feed_t *next; job; job = next, n++) {
     next = job->next;
-    int rc = cuv_uv_submit(f->bridge, job->op, job->done, job->arg, NULL);
+    int rc = cuv_uv_submit(f->bridge, job->op, job->done, job->arg, &polled);
     if (rc < 0) {
       job->status = rc;
       give_back(f, job);
