@@ -157,9 +157,9 @@ static void push(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
   cuv_node_feed_t *head = atomic_load_explicit(&f->incoming, memory_order_relaxed);
   do
     job->next = head;
-  while (!atomic_compare_exchange_weak_explicit(&f->incoming, &head, job, memory_order_release,
+  while (!atomic_compare_exchange_weak_explicit(&f->incoming, &head, job, memory_order_seq_cst,
                                                 memory_order_relaxed));
-  if (atomic_load(&f->parked))
+  if (atomic_load(&f->parked)) /* after the push (seq_cst both): park() sees one or the other */
     wake(f);
 }
 
