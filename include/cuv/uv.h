@@ -15,9 +15,9 @@
  * spins): a completion then reaches the callback without a cross-thread wake. So it does for work
  * another thread submitted on the loop's behalf with CUV_SUBMIT_POLLED, once the loop saw it in
  * flight (from its next callback: a completion's, or the end of an iteration). The submitting
- * thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are libuv's where
- * POSIX has the meaning: a libuv call that fails (uv_async_init in cuv_uv_open) returns its code
- * unchanged.
+ * thread never spins (cuv_uv_submit adds CUV_SUBMIT_NO_SPIN). Errors are cuv's, which are
+ * libuv's where POSIX has the meaning: a libuv call that fails (uv_async_init in cuv_uv_open)
+ * returns its code unchanged.
  *
  * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_cancel,
  * cuv_uv_pending and cuv_uv_loop from any thread. Callbacks always run on the loop thread, in
