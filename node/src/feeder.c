@@ -140,12 +140,13 @@ static bool caught_up(cuv_node_feeder_t *f) {
   return atomic_load_explicit(&f->submitted, memory_order_acquire) == f->pushed;
 }
 
-/* Whether the job goes to the feeder: always while it holds jobs (their order), else while it is
- * awake or enough is in flight. */
+/* Whether the job goes to the feeder: while it is awake (`parked` is written once per sleep, so
+ * this look costs no cache miss per call), while it holds jobs (their order), or once enough are
+ * in flight. */
 static bool wanted(cuv_node_feeder_t *f) {
   if (!f->enabled)
     return false;
-  if (!caught_up(f) || (f->started && !atomic_load(&f->parked)))
+  if ((f->started && !atomic_load_explicit(&f->parked, memory_order_relaxed)) || !caught_up(f))
     return true;
   return cuv_uv_pending(f->bridge) >= CUV_NODE_FEED_FROM && start(f);
 }

@@ -43,12 +43,20 @@ typedef struct cuv_node_feeder {
   uv_async_t refusals;  /* wakes the loop for jobs the bridge refused */
   void (*refused)(cuv_node_feed_t *job, void *arg); /* on the loop thread */
   void *refused_arg;
+  /* 64 bytes apart, so never on one cache line (padding, not _Alignas: the state is calloc'd):
+   * the loop writes `incoming` and reads `parked` per job, the feeder writes `submitted` per job
+   * and `parked` per sleep. */
+  char apart0[64];
   _Atomic(cuv_node_feed_t *) incoming; /* pushed by the loop, newest first */
+  char apart1[64];
+  atomic_uint_fast64_t submitted; /* of the pushed: by the feeder */
+  char apart2[64];
+  atomic_bool parked;
+  atomic_bool stop;
+  char apart3[64];
   _Atomic(cuv_node_feed_t *) returned; /* refused, pushed by the feeder */
   uint64_t pushed;                     /* loop thread only */
-  atomic_uint_fast64_t submitted;      /* of the pushed: by the feeder */
   unsigned outstanding; /* pushed and not yet finished (cuv_node_feeder_finished): loop only */
-  atomic_bool parked, stop;
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   pthread_t thread;
