@@ -18,10 +18,18 @@ static int float_buffer(cuv_node_call_t *c, size_t i, const char *what, cuv_node
   return rc;
 }
 
-int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op) {
+/* What saxpy's launch needs, its arguments checked (the buffers borrowed from their objects). */
+typedef struct saxpy_recipe {
+  cuv_kernel_t *kernel; /* the environment's: it outlives the feeder (addon.c) */
+  cuv_buffer_t *x, *y;
+  unsigned n;
+  float a;
+} saxpy_recipe_t;
+_Static_assert(sizeof(saxpy_recipe_t) <= CUV_NODE_RECIPE_MAX, "saxpy's recipe fits a job");
+
+static int saxpy_recipe(cuv_node_call_t *c, saxpy_recipe_t *r) {
   double a_value;
   cuv_node_buffer_t *x, *y;
-  cuv_kernel_t *kernel;
   int rc;
   if (napi_get_value_double(c->env, c->argv[0], &a_value) != napi_ok)
     return cuv_node_bad(c, "a must be a number");
@@ -29,14 +37,36 @@ int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op) {
     return rc;
   if (x->length != y->length)
     return cuv_node_bad(c, "x and y differ in length (%zu and %zu)", x->length, y->length);
-  if ((rc = cuv_node_builtin_kernel(c->addon, "saxpy", &kernel)) < 0)
+  if ((rc = cuv_node_builtin_kernel(c->addon, "saxpy", &r->kernel)) < 0)
     return rc;
-  unsigned n = (unsigned)x->length;
-  float a = (float)a_value;
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_READ(x->buf),
-                            CUV_ARG_RW(y->buf)};
-  *op = cuv_launch(kernel, grid_for(n), CUV_DIM1(BLOCK), 0, args, 4);
+  r->x = x->buf;
+  r->y = y->buf;
+  r->n = (unsigned)x->length;
+  r->a = (float)a_value;
   return 0;
+}
+
+static cuv_op_t *saxpy_op(const saxpy_recipe_t *r) {
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(r->n), CUV_ARG_VALUE(r->a), CUV_ARG_READ(r->x),
+                            CUV_ARG_RW(r->y)};
+  return cuv_launch(r->kernel, grid_for(r->n), CUV_DIM1(BLOCK), 0, args, 4);
+}
+
+int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op) {
+  saxpy_recipe_t r;
+  int rc = saxpy_recipe(c, &r);
+  if (rc == 0)
+    *op = saxpy_op(&r);
+  return rc;
+}
+
+/* The op from a recipe whose buffers were referenced for it (jobs.h's build). */
+static cuv_op_t *saxpy_build(void *recipe) {
+  saxpy_recipe_t *r = recipe;
+  cuv_op_t *op = saxpy_op(r);
+  cuv_buffer_unref(r->x);
+  cuv_buffer_unref(r->y);
+  return op;
 }
 
 /* The float32 DeviceBuffer at property `key` of layer i, or NULL. */
@@ -134,14 +164,17 @@ static int build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
  * with yObject, else with argv[2]. */
 napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
-  cuv_op_t *op = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = cuv_node_build_saxpy(&c, &op);
+  saxpy_recipe_t r;
+  int rc = saxpy_recipe(&c, &r);
+  if (rc < 0)
+    return cuv_node_rejected(env, rc, c.detail);
+  cuv_buffer_ref(r.x); /* until the op holds them: a dispose() meanwhile frees nothing */
+  cuv_buffer_ref(r.y);
   napi_value y = cuv_node_arg_absent(&c, 4) ? c.argv[2] : c.argv[4];
   cuv_node_result_t result = {.kind = CUV_NODE_VALUE, .value = y};
-  return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
-                : cuv_node_submit(&c, op, c.argv[3], &result);
+  return cuv_node_submit_recipe(&c, saxpy_build, &r, sizeof r, c.argv[3], &result);
 }
 
 napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info) {

@@ -13,6 +13,14 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+cuv_op_t *cuv_node_feed_op(cuv_node_feed_t *job) {
+  if (!job->op && job->build) {
+    job->op = job->build(job->recipe);
+    job->build = NULL;
+  }
+  return job->op;
+}
+
 /* ---- the thread ---- */
 
 /* The jobs pushed so far, oldest first (the stack holds them newest first). */
@@ -45,7 +53,7 @@ static unsigned feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
   unsigned n = 0;
   for (cuv_node_feed_t *next; job; job = next, n++) {
     next = job->next;
-    int rc = cuv_uv_submit(f->bridge, job->op, job->done, job->arg, &polled);
+    int rc = cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, &polled);
     if (rc < 0) {
       job->status = rc;
       give_back(f, job);
@@ -171,7 +179,7 @@ int cuv_node_feeder_submit(cuv_node_feeder_t *f, cuv_node_feed_t *job, bool own,
     return 1;
   }
   cuv_node_feeder_catch_up(f);
-  return cuv_uv_submit(f->bridge, job->op, job->done, job->arg, opts);
+  return cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, opts);
 }
 
 void cuv_node_feeder_catch_up(cuv_node_feeder_t *f) {

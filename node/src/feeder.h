@@ -28,15 +28,26 @@
 /* How many of the bridge's submissions in flight make the JavaScript thread hand jobs over. */
 #define CUV_NODE_FEED_FROM 4
 
+/* Bytes of a recipe (below): a kernel, two buffers and two scalars. */
+#define CUV_NODE_RECIPE_MAX 40
+
 typedef struct cuv_node_feed cuv_node_feed_t;
-/* A job to submit: embedded in its owner's job. */
+/* A job to submit: embedded in its owner's job. Its op, or a recipe that `build` makes into the
+ * op on whichever thread submits it (the JavaScript thread checks a call's arguments and takes
+ * the references the op will need; the feeder then builds it: cuv_launch was a tenth of the
+ * JavaScript thread's time per saxpy). `build` consumes the recipe's references. */
 struct cuv_node_feed {
   cuv_node_feed_t *next;
   cuv_op_t *op;
+  cuv_op_t *(*build)(void *recipe);
+  _Alignas(8) unsigned char recipe[CUV_NODE_RECIPE_MAX];
   cuv_done_fn done;
   void *arg;
   int status; /* a refusal's code, when the job comes back */
 };
+
+/* The job's op: its own, or the one its recipe makes (once). Any thread. */
+cuv_op_t *cuv_node_feed_op(cuv_node_feed_t *job);
 
 typedef struct cuv_node_feeder {
   cuv_uv_t *bridge;

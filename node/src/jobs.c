@@ -1,5 +1,6 @@
 /* Promises settled by the bridge (jobs.h). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "device_buffer.h"
 #include "errors.h"
@@ -92,28 +93,31 @@ static void give_ticket(napi_env env, napi_value token, cuv_ticket_t ticket) {
     napi_set_named_property(env, token, "ticket", value);
 }
 
-napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
-                           const cuv_node_result_t *result) {
+/* Submits *feed's op (or recipe) for a new Promise. */
+static napi_value submit(cuv_node_call_t *c, cuv_node_feed_t *feed, napi_value token,
+                         const cuv_node_result_t *result) {
   napi_value promise;
   job_t *job = malloc(sizeof *job); /* not calloc: glibc's skips the thread's cache */
   if (job)
     *job = (job_t){.result = *result};
   if (!job || napi_create_promise(c->env, &job->deferred, &promise) != napi_ok) {
-    cuv_op_destroy(op);
+    cuv_op_destroy(cuv_node_feed_op(feed));
     cuv_node_result_t dropped = *result;
     release_result(&dropped);
     free(job);
     return cuv_node_rejected(c->env, CUV_ENOMEM, NULL);
   }
   job->addon = c->addon;
-  job->feed = (cuv_node_feed_t){.op = op, .done = on_done, .arg = job};
+  job->feed = *feed;
+  job->feed.done = on_done;
+  job->feed.arg = job;
   cuv_ticket_t ticket = 0;
   cuv_submit_opts_t opts = {.ticket = &ticket};
   bool cancellable = is_object(c->env, token);
   int rc = CUV_ENOMEM;
   if (result->kind == CUV_NODE_VALUE &&
       napi_create_reference(c->env, result->value, 1, &job->value) != napi_ok)
-    cuv_op_destroy(op);
+    cuv_op_destroy(cuv_node_feed_op(&job->feed));
   else /* a cancellable job needs its ticket now: submitted here */
     rc = cuv_node_feeder_submit(&c->addon->feeder, &job->feed, cancellable, &opts);
   if (rc < 0)
@@ -123,6 +127,20 @@ napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
   else
     give_ticket(c->env, token, ticket);
   return promise;
+}
+
+napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
+                           const cuv_node_result_t *result) {
+  cuv_node_feed_t feed = {.op = op};
+  return submit(c, &feed, token, result);
+}
+
+napi_value cuv_node_submit_recipe(cuv_node_call_t *c, cuv_op_t *(*build)(void *recipe),
+                                  const void *recipe, size_t size, napi_value token,
+                                  const cuv_node_result_t *result) {
+  cuv_node_feed_t feed = {.build = build};
+  memcpy(feed.recipe, recipe, size);
+  return submit(c, &feed, token, result);
 }
 
 napi_value cuv_node_js_cancel(napi_env env, napi_callback_info info) {

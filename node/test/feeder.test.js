@@ -46,6 +46,26 @@ test('with many calls in flight the feeder submits them, in the order they were 
     assert.strictEqual(cuv.pending(), 0);
   });
 
+test('buffers disposed right after the call stay until the op the feeder builds from them ran',
+  { skip }, async () => {
+    const fedBefore = cuv.stats().fed;
+    const calls = Array.from({ length: 200 }, () => ({ x: ints(N), y: ints(N) }));
+    const bufs = await Promise.all(calls.map(async ({ x, y }) =>
+      ({ dx: await cuv.upload(x), dy: await cuv.upload(y) })));
+    // Each x disposed at once: only the reference the call took keeps it.
+    const done = calls.map(({ x, y }, i) => {
+      const { dx, dy } = bufs[i];
+      const p = cuv.saxpy(3, dx, dy).then(() => cuv.download(dy));
+      dx.dispose();
+      return p.then((got) => ({ got, want: y.map((v, k) => v + 3 * x[k]), dy }));
+    });
+    for (const [i, r] of (await Promise.all(done)).entries()) {
+      assert.deepStrictEqual(r.got, r.want, `call ${i}`);
+      r.dy.dispose();
+    }
+    assert.ok(cuv.stats().fed > fedBefore, 'the feeder built and submitted some');
+  });
+
 test('a call the feeder submits and cuv refuses rejects, without waiting for the GPU',
   { skip: simOnly }, async () => {
     const g = await gate(5000);
