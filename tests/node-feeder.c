@@ -86,13 +86,18 @@ static void submit_all(void) {
 
 static void on_feeder_closed(void *arg) { ((run_t *)arg)->feeder_closed = true; }
 
-static void test_feeder_keeps_order_and_ends_every_job(void **state) {
-  (void)state;
+/* A loop, its bridge and a feeder; every job submitted in one burst from the loop thread. */
+static void open_and_submit_all(void) {
   R = calloc(1, sizeof *R);
   assert_non_null(R);
   uvt_open(&R->l);
   cuv_node_feeder_open(&R->feeder, &R->l.loop, R->l.bridge, on_refused, R);
   submit_all();
+}
+
+static void test_feeder_keeps_order_and_ends_every_job(void **state) {
+  (void)state;
+  open_and_submit_all();
   while (R->ended < JOBS)
     assert_true(uv_run(&R->l.loop, UV_RUN_ONCE) >= 0);
   int handed = 0, refused_later = 0;
@@ -135,11 +140,7 @@ static void test_feeder_keeps_order_and_ends_every_job(void **state) {
  * delivers each. */
 static void test_close_submits_what_the_feeder_holds(void **state) {
   (void)state;
-  R = calloc(1, sizeof *R);
-  assert_non_null(R);
-  uvt_open(&R->l);
-  cuv_node_feeder_open(&R->feeder, &R->l.loop, R->l.bridge, on_refused, R);
-  submit_all();
+  open_and_submit_all();
   cuv_node_feeder_close(&R->feeder, on_feeder_closed, R);
   uvt_close(&R->l);
   assert_true(R->feeder_closed);

@@ -5,9 +5,7 @@
 // turns it off.
 const test = require('node:test');
 const assert = require('node:assert');
-const { spawn } = require('node:child_process');
-const path = require('node:path');
-const { cuv, skip, simOnly, random, gate } = require('./fixtures/common.js');
+const { cuv, skip, simOnly, random, gate, runFixture } = require('./fixtures/common.js');
 
 const LANES = 64;
 const ROUNDS = 20;
@@ -21,7 +19,8 @@ test('with many calls in flight the feeder submits them, in the order they were 
     const fedBefore = cuv.stats().fed;
     const x = ints(N);
     const dx = await cuv.upload(x);
-    const ys = await Promise.all(Array.from({ length: LANES }, () => cuv.upload(new Float32Array(N))));
+    const ys = await Promise.all(Array.from({ length: LANES },
+      () => cuv.upload(new Float32Array(N))));
     // Each round, per lane and without waiting in between: write y, two saxpys on it, read it
     // back (every other lane with a signal: a call cuv submits on the JavaScript thread, after
     // what the feeder holds). Out of order, a write would land after a saxpy, or a read before.
@@ -42,7 +41,8 @@ test('with many calls in flight the feeder submits them, in the order they were 
     await Promise.all(rounds);
     const fed = cuv.stats().fed - fedBefore;
     assert.ok(fed > 0, 'the feeder submitted some of them');
-    assert.ok(fed < LANES * ROUNDS * 4, `the JavaScript thread submitted the cancellable reads (fed ${fed})`);
+    assert.ok(fed < LANES * ROUNDS * 4,
+      `the JavaScript thread submitted the cancellable reads (fed ${fed})`);
     assert.strictEqual(cuv.pending(), 0);
   });
 
@@ -84,23 +84,11 @@ test('a call the feeder submits and cuv refuses rejects, without waiting for the
     assert.strictEqual(cuv.pending(), 0);
   });
 
-function run(env, ...args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', 'ends-alone.js'),
-      ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
-    let stdout = '', stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ status: { code, signal, stderr }, lines: stdout.trim().split('\n') }));
-  });
-}
-
-for (const [name, env, fed] of [['on', {}, true], ['off (CUV_NODE_FEEDER=0)', { CUV_NODE_FEEDER: '0' }, false]]) {
+const settings = [['on', {}, true], ['off (CUV_NODE_FEEDER=0)', { CUV_NODE_FEEDER: '0' }, false]];
+for (const [name, env, fed] of settings) {
   test(`node exits by itself after calls the feeder holds settled, feeder ${name}`, { skip },
     async () => {
-      const { status, lines } = await run(env, 'many');
+      const { status, lines } = await runFixture('ends-alone.js', ['many'], env);
       assert.deepStrictEqual(status, { code: 0, signal: null, stderr: '' });
       assert.deepStrictEqual(lines, [`many 200 right, fed ${fed ? 'some' : 'none'}`,
         'exit pending 0']);

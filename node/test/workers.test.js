@@ -5,22 +5,9 @@
 // waits for it to exit; a child that never exits makes the test runner time out.
 const test = require('node:test');
 const assert = require('node:assert');
-const { spawn } = require('node:child_process');
-const path = require('node:path');
-const { skip } = require('./fixtures/common.js');
+const { skip, runFixture } = require('./fixtures/common.js');
 
-function run(fixture, ...args) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [path.join(__dirname, 'fixtures', fixture), ...args],
-      { stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '', stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
-    child.on('error', reject);
-    child.on('close', (code, signal) =>
-      resolve({ status: { code, signal, stderr }, lines: stdout.trim().split('\n') }));
-  });
-}
+const run = (fixture, ...args) => runFixture(fixture, args);
 
 const clean = { code: 0, signal: null, stderr: '' };
 
