@@ -47,7 +47,7 @@ static void give_back(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
 
 /* Submits jobs in order. The job is the loop's once submitted (its callback may have run and
  * freed it), so its successor is read first. */
-static unsigned feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
+static void feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
   /* The loop polls for them as for its own (uv/bridge.c): no wake-up per completion. */
   const cuv_submit_opts_t polled = {.flags = CUV_SUBMIT_POLLED};
   unsigned n = 0;
@@ -61,7 +61,6 @@ static unsigned feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
     atomic_fetch_add_explicit(&f->submitted, 1, memory_order_release);
   }
   atomic_fetch_add_explicit(&f->fed, n, memory_order_relaxed);
-  return n;
 }
 
 /* Waits for jobs or the stop. The loop pushes, then reads `parked`; this thread sets `parked`,
@@ -219,4 +218,3 @@ void cuv_node_feeder_close(cuv_node_feeder_t *f, void (*closed)(void *arg), void
 uint64_t cuv_node_feeder_fed(const cuv_node_feeder_t *f) {
   return atomic_load_explicit(&((cuv_node_feeder_t *)f)->fed, memory_order_relaxed);
 }
-
