@@ -5,11 +5,14 @@
 //                as a cuv Promise, through the blocking binding (cuv_sync on the JavaScript
 //                thread, baseline.saxpySync) and through napi_async_work whose pool thread blocks
 //                until the GPU is done (baseline.saxpyWork, node-llama-cpp's pattern), at 1 and K
-//                in flight: ops/s, p50 and p99 from call to settle, and the ratios;
+//                in flight (the rows at K R times, the bindings in turn): ops/s, p50 and p99
+//                from call to settle, and the ratios (at K, of the medians);
 //   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
-//                completion submits the next): the delay's p50, p99 and max. Its histogram holds
-//                the time between two ticks of a 1 ms timer, so the delay beyond the timer is the
-//                figure less 1 ms; the same loop idle, measured first, is the reference. Twice:
+//                completion submits the next): the delay's p50, p99 and max, over the first
+//                W x F completions (cold: V8's heap still growing) and over the next 10 x F
+//                (steady). Its histogram holds the time between two ticks of a 1 ms timer, so
+//                the delay beyond the timer is the figure less 1 ms; the same loop idle, measured
+//                first, is the reference. Twice:
 //                saxpy n=1, which the GPU ends at once (the loop thread is all the work there
 //                is), and saxpy n=2^24 over 64 buffers (the GPU's work: what holding 10 000 ops in
 //                flight costs the loop when the GPU is what they wait for);
@@ -18,10 +21,11 @@
 //                Promises, then as napi_async_work; saxpy n=1 (the loop thread busy settling)
 //                and n=2^24 (the GPU busy: what holding a pool thread per op costs).
 //
-//   node bench/bench.js [--calls N] [--inflight K] [--flight F] [--parts LIST] [--smoke]
+//   node bench/bench.js [--calls N] [--rounds R] [--inflight K] [--flight F] [--warm W]
+//                       [--parts LIST] [--smoke]
 // --parts: a comma-separated subset of roundtrip,loop,pool (default: all).
-// Defaults: 20000 calls per row, K = 64, F = 10000; --smoke: tiny counts (cuv's test on the
-// simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
+// Defaults: 50000 calls per row, R = 3 rounds of the rows at K, K = 64, F = 10000, W = 5;
+// --smoke: tiny counts (cuv's test on the simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
 const fs = require('node:fs');
 const dns = require('node:dns');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
@@ -33,9 +37,11 @@ function option(name, fallback) {
 }
 
 const smoke = process.argv.includes('--smoke');
-const calls = option('calls', smoke ? 200 : 20000);
+const calls = option('calls', smoke ? 200 : 50000);
+const rounds = option('rounds', smoke ? 1 : 3);
 const inflight = option('inflight', smoke ? 8 : 64);
 const flight = option('flight', smoke ? 500 : 10000);
+const warm = option('warm', smoke ? 1 : 5);
 const poolOps = smoke ? 200 : 20000;
 const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of an H200 per saxpy
 const partsAt = process.argv.indexOf('--parts');
@@ -129,59 +135,84 @@ async function roundTrip({ xs, ys }) {
     await measure(work, inflight, false);
     const r = {
       promise: await measure(promise, 1, false), sync: await measure(sync, 1, true),
-      work: await measure(work, 1, false), promiseK: await measure(promise, inflight, false),
-      workK: await measure(work, inflight, false),
+      work: await measure(work, 1, false), promiseK: [], workK: [],
     };
     row(`${name} promise x1`, r.promise);
     row(`${name} sync (blocking)`, r.sync);
     row(`${name} async_work x1`, r.work);
-    row(`${name} promise x${inflight}`, r.promiseK);
-    row(`${name} async_work x${inflight}`, r.workK);
-    console.log(`${name}: promise x${inflight} throughput ${(r.promiseK.opsPerSec /
-      r.sync.opsPerSec).toFixed(2)}x sync, ${(r.promiseK.opsPerSec / r.workK.opsPerSec)
-      .toFixed(2)}x async_work x${inflight}; p50 at 1: promise ${(r.promise.p50 / r.sync.p50)
-      .toFixed(2)}x sync, ${(r.promise.p50 / r.work.p50).toFixed(2)}x async_work`);
+    // In flight, the two bindings in turn: one row of either moves by up to 2x between rows (the
+    // machine's threads, V8's collector), so the ratio is of their medians.
+    for (let i = 0; i < rounds; i++) {
+      r.promiseK.push(await measure(promise, inflight, false));
+      row(`${name} promise x${inflight}`, r.promiseK[i]);
+      r.workK.push(await measure(work, inflight, false));
+      row(`${name} async_work x${inflight}`, r.workK[i]);
+    }
+    const median = (rows) => rows.map((x) => x.opsPerSec).sort((a, b) => a - b)[rows.length >> 1];
+    const ratios = r.promiseK.map((x, i) => (x.opsPerSec / r.workK[i].opsPerSec).toFixed(2));
+    console.log(`${name}: promise x${inflight} throughput ${(median(r.promiseK) /
+      r.sync.opsPerSec).toFixed(2)}x sync, ${(median(r.promiseK) / median(r.workK))
+      .toFixed(2)}x async_work x${inflight} (medians of ${rounds}; by round ${ratios.join(', ')}); ` +
+      `p50 at 1: promise ${(r.promise.p50 / r.sync.p50).toFixed(2)}x sync, ${(r.promise.p50 /
+        r.work.p50).toFixed(2)}x async_work`);
   }
 }
 
-// Keeps `flight` saxpys in flight (each completion submits the next) for 10 x flight of them,
-// with the loop's delay measured once all are in flight.
+// Keeps `flight` saxpys in flight (each completion submits the next): first `warm` x flight of
+// them once all are in flight (the cold part: V8's young generation still grows, its scavenges
+// come often, the JIT is still at work), then 10 x flight more (steady state), each part with its
+// own histogram of the loop's delay.
 async function eventLoop(n) {
   const idle = await idleDelay();
-  const total = flight * 10;
+  const total = flight * (warm + 10);
   const x = cuv.alloc(Float32Array, n);
   const ys = Array.from({ length: 64 }, () => cuv.alloc(Float32Array, n));
-  const delay = monitorEventLoopDelay({ resolution: 1 });
-  let submitted = 0, completed = 0, peak = 0;
+  const cold = monitorEventLoopDelay({ resolution: 1 });
+  const steady = monitorEventLoopDelay({ resolution: 1 });
+  let submitted = 0, completed = 0, peak = 0, steadyStart = 0n;
   const start = now();
   await new Promise((resolve, reject) => {
     const submit = () => {
       const y = ys[submitted++ % ys.length];
       cuv.saxpy(1, x, y).then(() => {
-        completed++;
+        if (++completed === flight * warm) {
+          cold.disable();
+          steady.enable();
+          steadyStart = now();
+        }
         if (submitted < total) submit();
         else if (completed === total) resolve();
       }, reject);
       peak = Math.max(peak, submitted - completed);
     };
-    // Filled in steps, so that the filling is not one long task of the loop.
+    // Filled in steps, so that the filling is not one long task of the loop (completions
+    // meanwhile submit their successors: only the fill's own count towards `flight`).
+    let filled = 0;
     const fill = () => {
-      for (let i = 0; i < 500 && submitted < flight; i++) submit();
-      if (submitted < flight) setImmediate(fill);
-      else delay.enable();
+      for (let i = 0; i < 500 && filled < flight; i++, filled++) submit();
+      if (filled < flight) setImmediate(fill);
+      else if (warm > 0) cold.enable();
+      else {
+        steady.enable();
+        steadyStart = now();
+      }
     };
     fill();
   });
-  delay.disable();
+  steady.disable();
+  const rate = (count, t0) => (count / (Number(now() - t0) / 1e9)).toFixed(0);
   const ms = (v) => (v / 1e6).toFixed(3);
   const beyond = (v) => (Math.max(0, v - 1e6) / 1e6).toFixed(3);
-  console.log(`\n== event loop: ${flight} saxpys n=${n} kept in flight (peak ${peak}), ${total} in all, ` +
-    `${(total / (Number(now() - start) / 1e9)).toFixed(0)} ops/s; loop delay p50 ` +
-    `${ms(delay.percentile(50))} ms, p99 ${ms(delay.percentile(99))} ms, max ` +
-    `${ms(delay.max)} ms (the 1 ms timer's ticks)`);
-  console.log(`beyond the timer: p50 ${beyond(delay.percentile(50))} ms, p99 ` +
-    `${beyond(delay.percentile(99))} ms; the loop idle: p50 ${beyond(idle.percentile(50))} ms, ` +
-    `p99 ${beyond(idle.percentile(99))} ms`);
+  const line = (label, h) => `${label}: p50 ${ms(h.percentile(50))} ms, p99 ` +
+    `${ms(h.percentile(99))} ms, max ${ms(h.max)} ms; beyond the timer: p50 ` +
+    `${beyond(h.percentile(50))} ms, p99 ${beyond(h.percentile(99))} ms (${h.count} ticks)`;
+  console.log(`\n== event loop: ${flight} saxpys n=${n} kept in flight (peak ${peak}), ${total} in ` +
+    `all, ${rate(total, start)} ops/s (steady part ${rate(flight * 10, steadyStart)}); the 1 ms ` +
+    `timer's ticks`);
+  if (warm > 0) console.log(line(`cold, the first ${flight * warm}`, cold));
+  console.log(line(`steady, the last ${flight * 10}`, steady));
+  console.log(`the loop idle: p50 ${beyond(idle.percentile(50))} ms, p99 ` +
+    `${beyond(idle.percentile(99))} ms beyond the timer`);
 }
 
 // The same histogram over an idle second: what the loop's own timer jitter gives.
