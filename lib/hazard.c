@@ -151,17 +151,23 @@ static cuv__tally_t *tally_of(cuv_buffer_t *buf, cuv_stream_t *stream) {
   return t;
 }
 
-/* Counts the access in and makes it the buffer's latest (already_held). */
-static int access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
-  pthread_mutex_lock(&buf->lock);
+/* Counts the access in and makes it the buffer's latest (already_held). The caller holds
+ * buf->lock. */
+static int access_link_locked(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
   cuv__tally_t *t = tally_of(buf, ex->stream);
   if (t) {
     *a = (cuv__access_t){cuv_buffer_ref(buf), t, ex->sub, write};
     atomic_fetch_add(count_of(a), 1);
     atomic_store(&buf->latest, a);
   }
-  pthread_mutex_unlock(&buf->lock);
   return t ? 0 : CUV_ENOMEM;
+}
+
+static int access_link(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
+  pthread_mutex_lock(&buf->lock);
+  int rc = access_link_locked(a, buf, ex, write);
+  pthread_mutex_unlock(&buf->lock);
+  return rc;
 }
 
 /* ---- stream capture ---- */
@@ -274,31 +280,38 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind)
   return cuv__hold_buffer_peer(ex, buf, kind);
 }
 
+/* Counts a new access of ex's submission in: ordered after the other streams' conflicting ones
+ * first, when there are any; without any (a buffer only read, or used by one stream), checked
+ * and counted in under one hold of the buffer's lock, which the submitter threads of a buffer
+ * every launch reads (a model's weights) otherwise take twice per launch. */
 int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   bool write = kind != CUV_ARG_KIND_READ;
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);
   cuv_stream_t **others = NULL;
   size_t n = 0;
+  cuv__access_t *a = cuv__pool_alloc(sizeof *a);
   pthread_mutex_lock(&buf->lock);
   int mode = buf->hazard_mode;
-  if (mode == CUV_HAZARD_NONE) {
-    pthread_mutex_unlock(&buf->lock);
-    return hold_untracked(ex->sub, buf);
-  }
-  bool held = already_held(buf, ex, write);
+  bool held = mode != CUV_HAZARD_NONE && already_held(buf, ex, write);
   int rc = held || mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
+  bool linked = rc == 0 && !held && mode != CUV_HAZARD_NONE && n == 0 && a &&
+                access_link_locked(a, buf, ex, write) == 0;
   pthread_mutex_unlock(&buf->lock);
-  if (held)
-    return 0;
-  if (rc == 0)
-    rc = order_after(ex->sub, ex->stream, others, n, mode);
+  if (held || mode == CUV_HAZARD_NONE) {
+    cuv__pool_free(a);
+    return held ? 0 : hold_untracked(ex->sub, buf);
+  }
+  if (!linked) {
+    if (rc == 0)
+      rc = order_after(ex->sub, ex->stream, others, n, mode);
+    if (rc == 0 && !a)
+      rc = CUV_ENOMEM;
+    if (rc == 0)
+      rc = access_link(a, buf, ex, write);
+  }
   free(others);
-  cuv__access_t *a = NULL;
-  if (rc == 0 && !(a = cuv__pool_alloc(sizeof *a)))
-    rc = CUV_ENOMEM;
-  if (rc == 0 && (rc = access_link(a, buf, ex, write)) == 0 &&
-      (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
+  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
     access_release(a); /* counted in, not held: counted out again */
     return rc;
   }
