@@ -367,11 +367,8 @@ static void *submitter_main(void *arg) {
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
     cuv__job_t *job = NULL;
     unsigned claimed = CLAIM_NONE;
-    /* Tried, not waited for: the lock's holder is claiming or leaving, and a spinning thread
-     * that queued behind it would make each unlock a futex wake-up (4 threads polling one lock
-     * spent a tenth of their time there, bench/RESULTS.md). It looks again at once. */
-    if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0 &&
-        pthread_mutex_trylock(&e->lock) == 0) {
+    if (atomic_load_explicit(&e->queued, memory_order_relaxed) > 0) {
+      pthread_mutex_lock(&e->lock);
       job = claim_locked(e, &claimed, true);
       /* Counted under the lock: a job that follows another may run (and be drained) on the
        * other's thread as soon as the lock goes. */
