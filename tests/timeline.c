@@ -373,6 +373,7 @@ static void test_word_reuse_monotone(void **state) {
 
 typedef struct healthy {
   cuv_stream_t *streams[2];
+  cuv_kernel_t *sleep; /* device 0's sleep_then_write */
   atomic_bool stop;
   atomic_int ok, bad, after_fault;
   atomic_bool faulted;
@@ -390,8 +391,14 @@ static void healthy_done(int status, cuv_output_t *output, void *arg) {
 }
 
 /* Device 0's streams, kept busy until told to stop: many submissions in flight at all times, so
- * the reactor sees progress on every scan and never waits for a quiet moment to probe. */
+ * the reactor sees progress on every scan and never waits for a quiet moment to probe. Each is a
+ * kernel that sleeps HEALTHY_SLEEP_NS: the streams then finish one every 0.2 ms from a backlog of
+ * 6 ms each, whenever this thread gets the CPU to refill it (empty ops finished as soon as they
+ * were submitted, and a worker kept off a loaded machine's cores for 2 ms, PROBE_NS, gave the
+ * reactor the quiet moment a probe starved by progress needs: mutant
+ * reactor-probe-starved-by-progress survived some runs). */
 #define HEALTHY_IN_FLIGHT 64
+#define HEALTHY_SLEEP_NS 200000ull
 
 static void *keep_completing(void *arg) {
   healthy_t *h = arg;
@@ -403,7 +410,12 @@ static void *keep_completing(void *arg) {
   for (int i = 0; !atomic_load(&h->stop);) {
     while (cuv_queue_pending(q) < HEALTHY_IN_FLIGHT) {
       cuv_submit_opts_t opts = {.stream = h->streams[i++ % 2], .flags = CUV_SUBMIT_NO_SPIN};
-      if (cuv_submit(q, cuv_value(NULL, NULL), healthy_done, h, &opts) != 0)
+      unsigned long long ns = HEALTHY_SLEEP_NS;
+      unsigned no_value = 0;
+      cuv_deviceptr_t no_flag = 0;
+      cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(no_value), CUV_ARG_VALUE(no_flag)};
+      cuv_op_t *sleep = cuv_launch(h->sleep, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
+      if (cuv_submit(q, sleep, healthy_done, h, &opts) != 0)
         atomic_fetch_add(&h->bad, 1);
     }
     cuv_queue_wait(q, 1);
@@ -432,6 +444,10 @@ static void test_fault_on_one_stream(void **state) {
   healthy_t h = {0};
   for (int k = 0; k < 2; k++)
     assert_cuv_ok(cuv_stream_create(&h.streams[k], cuvt_device()));
+  cuv_module_t *m0;
+  assert_cuv_ok(cuv_module_load_file(&m0, cuvt_device(), cuvt_ptx_path()));
+  assert_cuv_ok(cuv_kernel_get(&h.sleep, m0, "sleep_then_write"));
+  cuv_module_unref(m0);
   pthread_t worker;
   assert_int_equal(pthread_create(&worker, NULL, keep_completing, &h), 0);
 
@@ -503,6 +519,7 @@ static void test_fault_on_one_stream(void **state) {
   cuv_stream_destroy(fresh);
   for (int k = 0; k < 2; k++)
     cuv_stream_destroy(h.streams[k]);
+  cuv_kernel_unref(h.sleep);
   cuv_kernel_unref(sleep1);
   cuv_device_unref(d1);
 }
