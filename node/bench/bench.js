@@ -25,27 +25,29 @@
 //                       [--parts LIST] [--smoke]
 // --parts: a comma-separated subset of roundtrip,loop,pool (default: all).
 // Defaults: 50000 calls per row, R = 3 rounds of the rows at K, K = 64, F = 10000, W = 5;
-// --smoke: tiny counts (cuv's test on the simulator). CUV_DRIVER=sim runs on the simulator, whose figures mean nothing.
+// --smoke: tiny counts (cuv's test on the simulator). CUV_DRIVER=sim runs on the simulator,
+// whose figures mean nothing.
 const fs = require('node:fs');
 const dns = require('node:dns');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
 const cuv = require('..');
-
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? Number(process.argv[at + 1]) : fallback;
-}
+const { numberOption: option } = require('./options.js');
 
 const smoke = process.argv.includes('--smoke');
 const calls = option('calls', smoke ? 200 : 50000);
 const rounds = option('rounds', smoke ? 1 : 3);
 const inflight = option('inflight', smoke ? 8 : 64);
 const flight = option('flight', smoke ? 500 : 10000);
-const warm = option('warm', smoke ? 1 : 5);
+const warm = option('warm', smoke ? 1 : 5, 0);
 const poolOps = smoke ? 200 : 20000;
 const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of an H200 per saxpy
 const partsAt = process.argv.indexOf('--parts');
-const parts = partsAt >= 0 ? process.argv[partsAt + 1].split(',') : ['roundtrip', 'loop', 'pool'];
+const allParts = ['roundtrip', 'loop', 'pool'];
+const parts = partsAt >= 0 ? String(process.argv[partsAt + 1]).split(',') : allParts;
+if (!parts.every((part) => allParts.includes(part))) {
+  console.error(`bench: --parts takes a comma-separated subset of ${allParts.join(',')}`);
+  process.exit(2);
+}
 
 const now = () => process.hrtime.bigint();
 const micros = (t0) => Number(now() - t0) / 1e3;
@@ -152,7 +154,8 @@ async function roundTrip({ xs, ys }) {
     const ratios = r.promiseK.map((x, i) => (x.opsPerSec / r.workK[i].opsPerSec).toFixed(2));
     console.log(`${name}: promise x${inflight} throughput ${(median(r.promiseK) /
       r.sync.opsPerSec).toFixed(2)}x sync, ${(median(r.promiseK) / median(r.workK))
-      .toFixed(2)}x async_work x${inflight} (medians of ${rounds}; by round ${ratios.join(', ')}); ` +
+      .toFixed(2)}x async_work x${inflight} (medians of ${rounds}; by round ` +
+      `${ratios.join(', ')}); ` +
       `p50 at 1: promise ${(r.promise.p50 / r.sync.p50).toFixed(2)}x sync, ${(r.promise.p50 /
         r.work.p50).toFixed(2)}x async_work`);
   }
@@ -206,9 +209,9 @@ async function eventLoop(n) {
   const line = (label, h) => `${label}: p50 ${ms(h.percentile(50))} ms, p99 ` +
     `${ms(h.percentile(99))} ms, max ${ms(h.max)} ms; beyond the timer: p50 ` +
     `${beyond(h.percentile(50))} ms, p99 ${beyond(h.percentile(99))} ms (${h.count} ticks)`;
-  console.log(`\n== event loop: ${flight} saxpys n=${n} kept in flight (peak ${peak}), ${total} in ` +
-    `all, ${rate(total, start)} ops/s (steady part ${rate(flight * 10, steadyStart)}); the 1 ms ` +
-    `timer's ticks`);
+  console.log(`\n== event loop: ${flight} saxpys n=${n} kept in flight (peak ${peak}), ` +
+    `${total} in all, ${rate(total, start)} ops/s (steady part ` +
+    `${rate(flight * 10, steadyStart)}); the 1 ms timer's ticks`);
   if (warm > 0) console.log(line(`cold, the first ${flight * warm}`, cold));
   console.log(line(`steady, the last ${flight * 10}`, steady));
   console.log(`the loop idle: p50 ${beyond(idle.percentile(50))} ms, p99 ` +
@@ -270,7 +273,8 @@ async function main() {
     return;
   }
   console.log(`cuv-node bench: driver ${driver}, device ${cuv.device()}, ` +
-    `node ${process.version}, libuv ${cuv.uvVersion.runtime}, pool ${process.env.UV_THREADPOOL_SIZE || 4} threads, ` +
+    `node ${process.version}, libuv ${cuv.uvVersion.runtime}, ` +
+    `pool ${process.env.UV_THREADPOOL_SIZE || 4} threads, ` +
     `K = ${inflight}${smoke ? ' (smoke run: the figures mean nothing)' : ''}`);
   const lanes = await lanesOf(inflight);
   if (parts.includes('roundtrip')) await roundTrip(lanes);

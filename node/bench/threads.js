@@ -9,16 +9,12 @@
 const fs = require('node:fs');
 const { performance } = require('node:perf_hooks');
 const cuv = require('..');
+const { numberOption, choiceOption } = require('./options.js');
 
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  return at >= 0 ? process.argv[at + 1] : fallback;
-}
-
-const op = option('op', 'saxpy');
-const calls = Number(option('calls', 100000));
-const rows = Number(option('rows', 24));
-const inflight = Number(option('inflight', 64));
+const op = choiceOption('op', ['saxpy', 'nop']);
+const calls = numberOption('calls', 100000);
+const rows = numberOption('rows', 24);
+const inflight = numberOption('inflight', 64);
 
 // Seconds of CPU per thread name (a trailing number dropped: cuv-submit-0..3 add up).
 function threadTimes() {
@@ -70,7 +66,8 @@ async function main() {
     }));
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     const loop = performance.eventLoopUtilization(elu).active * 1e3 / calls;
-    console.log(`row ${r}: ${(calls / seconds).toFixed(0)} ops/s, loop ${loop.toFixed(2)} us/op | ` +
+    const rate = (calls / seconds).toFixed(0);
+    console.log(`row ${r}: ${rate} ops/s, loop ${loop.toFixed(2)} us/op | ` +
       `${perOp(times, threadTimes())} | ${deltas(stats, cuv.stats())}`);
   }
 }
