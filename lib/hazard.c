@@ -293,14 +293,18 @@ int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind 
   cuv__access_t *a = cuv__pool_alloc(sizeof *a);
   pthread_mutex_lock(&buf->lock);
   int mode = buf->hazard_mode;
-  bool held = mode != CUV_HAZARD_NONE && already_held(buf, ex, write);
-  int rc = held || mode == CUV_HAZARD_NONE ? 0 : conflicts(buf, ex->stream, write, &others, &n);
-  bool linked = rc == 0 && !held && mode != CUV_HAZARD_NONE && n == 0 && a &&
-                access_link_locked(a, buf, ex, write) == 0;
-  pthread_mutex_unlock(&buf->lock);
-  if (held || mode == CUV_HAZARD_NONE) {
+  if (mode == CUV_HAZARD_NONE) {
+    pthread_mutex_unlock(&buf->lock);
     cuv__pool_free(a);
-    return held ? 0 : hold_untracked(ex->sub, buf);
+    return hold_untracked(ex->sub, buf);
+  }
+  bool held = already_held(buf, ex, write);
+  int rc = held ? 0 : conflicts(buf, ex->stream, write, &others, &n);
+  bool linked = rc == 0 && !held && n == 0 && a && access_link_locked(a, buf, ex, write) == 0;
+  pthread_mutex_unlock(&buf->lock);
+  if (held) {
+    cuv__pool_free(a);
+    return 0;
   }
   if (!linked) {
     if (rc == 0)
