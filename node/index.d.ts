@@ -195,9 +195,11 @@ export function liveBuffers(): number;
 export const baseline: {
   /** The same saxpy with cuv_sync on the JavaScript thread: blocks it until the GPU is done. */
   saxpySync(a: number, x: DeviceBuffer, y: DeviceBuffer): DeviceBuffer;
+  mlpSync(x: DeviceBuffer, rows: number, layers: readonly DenseLayer[]): DeviceBuffer;
   nopSync(): void;
   /** The same saxpy as napi_async_work: a libuv pool thread waits for the GPU. */
   saxpyWork(a: number, x: DeviceBuffer, y: DeviceBuffer): Promise<DeviceBuffer>;
+  mlpWork(x: DeviceBuffer, rows: number, layers: readonly DenseLayer[]): Promise<DeviceBuffer>;
   nopWork(): Promise<void>;
 };
 

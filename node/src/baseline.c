@@ -3,6 +3,7 @@
 
 #include "baseline.h"
 #include "builtins.h"
+#include "device_buffer.h"
 #include "errors.h"
 
 napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
@@ -26,11 +27,33 @@ napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
   return rc < 0 ? cuv_node_throw(env, rc, NULL) : NULL;
 }
 
+/* The float32 DeviceBuffer over the output an mlp wrote (its reference taken over), or NULL. */
+static napi_value mlp_output(cuv_node_addon_t *a, cuv_buffer_t *out) {
+  return cuv_node_buffer_new(a, out, napi_float32_array, cuv_buffer_size(out) / sizeof(float));
+}
+
+napi_value cuv_node_js_mlp_sync(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  cuv_buffer_t *out = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_mlp(&c, &op, &out);
+  if (rc == 0)
+    rc = cuv_sync(op, NULL);
+  napi_value value = rc == 0 ? mlp_output(c.addon, out) : NULL;
+  if (rc < 0)
+    cuv_buffer_unref(out);
+  return value ? value : cuv_node_throw(env, rc < 0 ? rc : CUV_ENOMEM, c.detail);
+}
+
 /* One op run by cuv_sync on a pool thread. */
 typedef struct work {
   napi_async_work work;
   napi_deferred deferred;
-  napi_ref value; /* resolve with it (saxpy's y), or NULL for undefined */
+  napi_ref value; /* resolve with it (saxpy's y), or NULL */
+  cuv_node_addon_t *addon;
+  cuv_buffer_t *output; /* else resolve with a DeviceBuffer over it (mlp's), or undefined */
   cuv_op_t *op;
   int status;
 } work_t;
@@ -49,28 +72,38 @@ static void complete(napi_env env, napi_status work_status, void *data) {
     w->status = CUV_ECANCELED;
   if (w->status == 0 && w->value)
     napi_get_reference_value(env, w->value, &value);
+  else if (w->status == 0 && w->output)
+    value = mlp_output(w->addon, w->output);
   else if (w->status == 0)
     napi_get_undefined(env, &value);
-  if (w->status == 0)
+  else
+    cuv_buffer_unref(w->output);
+  if (value)
     napi_resolve_deferred(env, w->deferred, value);
   else
-    napi_reject_deferred(env, w->deferred, cuv_node_error(env, w->status, NULL));
+    napi_reject_deferred(env, w->deferred,
+                         cuv_node_error(env, w->status < 0 ? w->status : CUV_ENOMEM, NULL));
   if (w->value)
     napi_delete_reference(env, w->value);
   napi_delete_async_work(env, w->work);
   free(w);
 }
 
-/* Queues op on the pool; the Promise resolves with `value` (may be NULL). Consumes op. */
-static napi_value queue(napi_env env, cuv_op_t *op, napi_value value) {
+/* Queues op on the pool; the Promise resolves with `value` when not NULL, else with a DeviceBuffer
+ * over `output` when not NULL, else with undefined. Consumes op and the reference on output. */
+static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, cuv_buffer_t *output) {
+  napi_env env = c->env;
   napi_value promise, name;
   work_t *w = calloc(1, sizeof *w);
   if (!w || napi_create_promise(env, &w->deferred, &promise) != napi_ok) {
     free(w);
     cuv_op_destroy(op);
+    cuv_buffer_unref(output);
     return cuv_node_rejected(env, CUV_ENOMEM, NULL);
   }
   w->op = op;
+  w->addon = c->addon;
+  w->output = output;
   if ((value && napi_create_reference(env, value, 1, &w->value) != napi_ok) ||
       napi_create_string_utf8(env, "cuv.baseline", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, execute, complete, w, &w->work) != napi_ok ||
@@ -78,6 +111,7 @@ static napi_value queue(napi_env env, cuv_op_t *op, napi_value value) {
     w->status = CUV_ENOMEM;
     napi_reject_deferred(env, w->deferred, cuv_node_error(env, w->status, NULL));
     cuv_op_destroy(w->op);
+    cuv_buffer_unref(w->output);
     if (w->work)
       napi_delete_async_work(env, w->work);
     if (w->value)
@@ -93,7 +127,17 @@ napi_value cuv_node_js_saxpy_work(napi_env env, napi_callback_info info) {
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
   int rc = cuv_node_build_saxpy(&c, &op);
-  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(env, op, c.argv[2]);
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, c.argv[2], NULL);
+}
+
+napi_value cuv_node_js_mlp_work(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  cuv_buffer_t *out = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_mlp(&c, &op, &out);
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, NULL, out);
 }
 
 napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {
@@ -101,5 +145,5 @@ napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
   int rc = cuv_node_setup(c.addon);
-  return rc < 0 ? cuv_node_rejected(env, rc, NULL) : queue(env, cuv_value(NULL, NULL), NULL);
+  return rc < 0 ? cuv_node_rejected(env, rc, NULL) : queue(&c, cuv_value(NULL, NULL), NULL, NULL);
 }

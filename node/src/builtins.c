@@ -141,8 +141,7 @@ static int build_layers(cuv_node_call_t *c, mlp_build_t *m, cuv_node_buffer_t *x
   return 0;
 }
 
-/* mlp(x, rows, layers): argv = x, rows, layers. */
-static int build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
+int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
   cuv_node_buffer_t *x;
   mlp_build_t m = {0};
   bool is_array = false;
@@ -183,7 +182,7 @@ napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info) {
   cuv_buffer_t *out = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = build_mlp(&c, &op, &out);
+  int rc = cuv_node_build_mlp(&c, &op, &out);
   if (rc < 0)
     return cuv_node_rejected(env, rc, c.detail);
   size_t length = cuv_buffer_size(out) / sizeof(float);

@@ -36,6 +36,8 @@ export async function example(signal: cuv.CuvAbortSignal): Promise<number> {
   const name: string = driver ? cuv.device() : '';
   const origin: cuv.PtxOrigin = cuv.ptxOrigin.testing;
   cuv.baseline.saxpySync(1, x, y);
+  const zs: cuv.DeviceBuffer[] = [cuv.baseline.mlpSync(x, 1, [layer]),
+    await cuv.baseline.mlpWork(x, 1, [layer])];
   await cuv.baseline.saxpyWork(1, x, y);
   await cuv.baseline.nopWork();
   cuv.baseline.nopSync();
@@ -46,7 +48,7 @@ export async function example(signal: cuv.CuvAbortSignal): Promise<number> {
   }
   const used = cuv.sim.calls('cuMemFree') + cuv.pending() + cuv.liveBuffers() + stats.inFlight;
   const types: cuv.ElementType[] = [z.type, out.length > 0 ? 'float32' : 'int8'];
-  return used + name.length + origin.length + types.length + Number(isPinned) +
+  return used + zs.length + name.length + origin.length + types.length + Number(isPinned) +
     cuv.uvVersion.runtime.length;
 }
 
@@ -67,4 +69,6 @@ export async function misuse(x: cuv.DeviceBuffer): Promise<void> {
   cuv.alloc(Array, 3);
   // @ts-expect-error a signal is an AbortSignal
   await cuv.nop({ signal: true });
+  // @ts-expect-error the comparison bindings take no options
+  await cuv.baseline.mlpWork(x, 1, [], { signal: undefined });
 }
