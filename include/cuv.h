@@ -444,17 +444,18 @@ typedef struct cuv_policy_ops {
 } cuv_policy_ops_t;
 
 CUV_EXTERN int cuv_policy_create(cuv_policy_t **policy, const cuv_policy_ops_t *ops, void *state);
-/* Round-robin over `nstreams` new streams (0: 4). */
+/* Round-robin over `nstreams` new streams (0: the configuration's `streams`, 4 by default). */
 CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
 /* Always `stream` (also a wrapped application stream). */
 CUV_EXTERN int cuv_policy_single(cuv_policy_t **policy, cuv_stream_t *stream);
-/* The stream with the fewest submissions in flight among `nstreams` new streams (0: 4). */
+/* The stream with the fewest submissions in flight among `nstreams` new streams (0: as
+ * above). */
 CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
 /* Policies over a set of devices (`ndevs` distinct devices, 1 to 64), with `nstreams` new streams
- * on each (0: 4). An op of one of them runs on that device's streams (round-robin, or the least
- * loaded); an op of no device (cuv_value, cuv_with_context, trees of such) goes to the next
- * device in turn (_round_robin_devices) or to the device with the fewest submissions in flight on
- * its streams (_least_loaded_devices); an op of a device outside the set is refused with
+ * on each (0: as above). An op of one of them runs on that device's streams (round-robin, or
+ * the least loaded); an op of no device (cuv_value, cuv_with_context, trees of such) goes to the
+ * next device in turn (_round_robin_devices) or to the device with the fewest submissions in
+ * flight on its streams (_least_loaded_devices); an op of a device outside the set is refused with
  * CUV_EDEVICE. The parts of a tree on other devices of the set take their streams from it too.
  * cuv_policy_device gives the first device. */
 CUV_EXTERN int cuv_policy_round_robin_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
@@ -465,7 +466,8 @@ CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *policy);
 CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
                                       cuv_stream_t **stream);
 CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *policy);
-/* The device's default policy (round-robin over 4 streams), created on first use. */
+/* The device's default policy (round-robin over the configuration's `streams`, 4 by default),
+ * created on first use. */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
 /* The device an op will run on: the device of the buffers or kernels it touches, and for a tree
  * (seq, zip, fork, then, map) the device of its first op that has one, else 0. An executor with

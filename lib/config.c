@@ -13,6 +13,7 @@
 #define UV_POLL_MAX_US 1000000u
 #define SUBMIT_THREADS_MAX 64u
 #define SUBMIT_RING_MAX 65536u
+#define STREAMS_MAX 1024u /* as many as a pool policy takes */
 
 #define DEFAULTS                                                                                  \
   {.driver = "cuda",                                                                              \
@@ -24,7 +25,8 @@
    .submit_threads = 4,                                                                           \
    .submit_inline = CUV_SUBMIT_INLINE_IDLE,                                                       \
    .submit_ring = 1024,                                                                           \
-   .nccl = NULL}
+   .nccl = NULL,                                                                                  \
+   .streams = 4}
 
 static const cuv_config_t defaults = DEFAULTS;
 static char driver_copy[PATH_MAX];
@@ -160,6 +162,9 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
   if ((text = env_value("CUV_UV_POLL_MAX_US", NULL, &name)) &&
       !parse_unsigned(text, 0, UV_POLL_MAX_US, &c->uv_poll_max_us))
     rc = refuse_env(name, text, "microseconds from 0 to 1000000", why, n);
+  if ((text = env_value("CUV_STREAMS", NULL, &name)) &&
+      !parse_unsigned(text, 1, STREAMS_MAX, &c->streams))
+    rc = refuse_env(name, text, "streams from 1 to 1024", why, n);
   if ((text = env_value("CUV_NCCL", NULL, &name))) {
     if (nccl_valid(text))
       c->nccl = text;
@@ -196,6 +201,8 @@ int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
     bad = "submit_inline: not a cuv_submit_inline_t";
   else if (c->submit_ring < 2 || c->submit_ring > SUBMIT_RING_MAX || !power_of_two(c->submit_ring))
     bad = "submit_ring: not a power of two from 2 to 65536";
+  else if (c->streams < 1 || c->streams > STREAMS_MAX)
+    bad = "streams: not from 1 to 1024";
   else if (!nccl_valid(c->nccl))
     bad = "nccl: neither \"sim\" nor the path of a library (with a '/')";
   if (!bad)
@@ -229,5 +236,5 @@ bool cuv__config_equal(const cuv_config_t *c) {
          c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
          c->uv_poll_max_us == a->uv_poll_max_us && c->submit_threads == a->submit_threads &&
          c->submit_inline == a->submit_inline && c->submit_ring == a->submit_ring &&
-         strcmp(nccl_name(c->nccl), a->nccl) == 0;
+         c->streams == a->streams && strcmp(nccl_name(c->nccl), a->nccl) == 0;
 }

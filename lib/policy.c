@@ -90,7 +90,7 @@ static int pool_create(cuv_policy_t **out, cuv_device_t *dev, unsigned n, bool h
                        int (*next)(void *, const cuv_op_t *, cuv_stream_t **)) {
   if (!out || !dev || n > 1024)
     return CUV_EINVAL;
-  n = n ? n : 4;
+  n = n ? n : cuv__config.streams;
   pool_t *pool = calloc(1, sizeof *pool + n * sizeof pool->streams[0]);
   if (!pool)
     return CUV_ENOMEM;
@@ -250,7 +250,7 @@ static int default_policy_create(cuv_device_t *dev, cuv_policy_t **out) {
   int rc = 0;
   pthread_mutex_lock(&dev->lock);
   cuv_policy_t *p = atomic_load(&dev->policy);
-  if (!p && (rc = pool_create(&p, dev, 4, false, round_robin_next)) == 0)
+  if (!p && (rc = pool_create(&p, dev, 0, false, round_robin_next)) == 0)
     atomic_store_explicit(&dev->policy, p, memory_order_release);
   pthread_mutex_unlock(&dev->lock);
   *out = p;

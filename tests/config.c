@@ -27,6 +27,7 @@ static const char *const variables[] = {
     "CUV_DRIVER",        "CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", "CUV_HOST_SYNC",
     "CUDA_ASYNC_HOST_SYNC", "CUV_REACTOR_SLOTS", "CUV_STRICT_HAZARDS",      "CUV_UV_POLL_MAX_US",
     "CUV_SUBMIT_THREADS", "CUV_SUBMIT_INLINE", "CUV_SUBMIT_RING",  "CUV_NCCL",
+    "CUV_STREAMS",
 };
 
 /* The suite's driver, "sim" or "cuda" (its CUV_DRIVER, read before any child changes it). */
@@ -44,7 +45,7 @@ static bool same_config(const cuv_config_t *a, const cuv_config_t *b) {
          a->reactor_slots == b->reactor_slots && a->strict_hazards == b->strict_hazards &&
          a->uv_poll_max_us == b->uv_poll_max_us && a->submit_threads == b->submit_threads &&
          a->submit_inline == b->submit_inline && a->submit_ring == b->submit_ring &&
-         strcmp(a->nccl ? a->nccl : "", b->nccl ? b->nccl : "") == 0;
+         a->streams == b->streams && strcmp(a->nccl ? a->nccl : "", b->nccl ? b->nccl : "") == 0;
 }
 
 /* A configuration unlike the defaults in every field. */
@@ -60,6 +61,7 @@ static cuv_config_t custom_config(void) {
   c.submit_threads = 5 + cuvt_random_u32() % 60;
   c.submit_inline = CUV_SUBMIT_INLINE_NEVER;
   c.submit_ring = 2u << cuvt_random_u32() % 9;
+  c.streams = 5 + cuvt_random_u32() % 1020;
   c.nccl = "/nonexistent/libnccl.so.2"; /* checked at init, opened only by a collective */
   return c;
 }
@@ -72,7 +74,7 @@ static int child_defaults(void) {
   CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
   CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
   CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
-  CHECK(c.submit_ring == 1024 && c.nccl == NULL);
+  CHECK(c.submit_ring == 1024 && c.nccl == NULL && c.streams == 4);
   unsetenv("CUV_DRIVER");
   CHECK(cuv_config_default(&c) == 0 && strcmp(c.driver, "cuda") == 0);
   setenv("CUV_DRIVER", "", 1); /* empty counts as unset */
@@ -94,12 +96,13 @@ static int child_environment(void) {
   setenv("CUV_SUBMIT_INLINE", "always", 1);
   setenv("CUV_SUBMIT_RING", "65536", 1);
   setenv("CUV_NCCL", "/opt/nccl/lib/libnccl.so.2", 1);
+  setenv("CUV_STREAMS", "1024", 1);
   CHECK(cuv_config_default(&c) == 0);
   CHECK(strcmp(c.nccl, "/opt/nccl/lib/libnccl.so.2") == 0);
   CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN && c.reactor_slots == 3);
   CHECK(c.strict_hazards && c.uv_poll_max_us == 0);
   CHECK(c.submit_threads == 0 && c.submit_inline == CUV_SUBMIT_INLINE_ALWAYS);
-  CHECK(c.submit_ring == 65536);
+  CHECK(c.submit_ring == 65536 && c.streams == 1024);
   clear_env();
   setenv("CUDA_ASYNC_SPIN_BUDGET_US", "9", 1);
   setenv("CUDA_ASYNC_HOST_SYNC", "block", 1);
@@ -129,6 +132,8 @@ static int child_environment_invalid(void) {
       {"CUV_SUBMIT_INLINE", "sometimes"},  {"CUV_SUBMIT_RING", "1000"},
       {"CUV_SUBMIT_RING", "1"},            {"CUV_SUBMIT_RING", "131072"},
       {"CUV_NCCL", "libnccl.so.2"}, /* a name, not a path: a typo of "sim" would search */
+      {"CUV_STREAMS", "0"},                {"CUV_STREAMS", "1025"},
+      {"CUV_STREAMS", "4 "},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     clear_env();
@@ -140,7 +145,7 @@ static int child_environment_invalid(void) {
     CHECK(c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
     CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
     CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
-    CHECK(c.submit_ring == 1024);
+    CHECK(c.submit_ring == 1024 && c.streams == 4);
     CHECK(cuv_init() == CUV_EINVAL);
     const char *why = cuv_init_error();
     CHECK(why && strstr(why, bad[i][0]) && strstr(why, bad[i][1]));
@@ -293,6 +298,8 @@ static int child_invalid_configs(void) {
   BAD("submit_ring", submit_ring = 1000);
   BAD("submit_ring", submit_ring = 1);
   BAD("submit_ring", submit_ring = 131072);
+  BAD("streams", streams = 0);
+  BAD("streams", streams = 1025);
   BAD("nccl", nccl = "libnccl.so.2"); /* a library name, not a path */
   BAD("nccl", nccl = long_path);
 #undef BAD
@@ -359,6 +366,9 @@ static int child_concurrent_init(void) {
   setenv("CUV_SUBMIT_INLINE", "never", 1);
   setenv("CUV_SUBMIT_RING", ring, 1);
   setenv("CUV_NCCL", race_config.nccl, 1);
+  char streams[16];
+  snprintf(streams, sizeof streams, "%u", race_config.streams);
+  setenv("CUV_STREAMS", streams, 1);
   pthread_t threads[RACERS];
   for (intptr_t i = 0; i < RACERS; i++)
     CHECK(pthread_create(&threads[i], NULL, racer, (void *)i) == 0);

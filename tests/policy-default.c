@@ -1,18 +1,28 @@
-/* Pool policies asked for 0 streams get the documented default of 4 (include/cuv.h), counted as
- * the distinct streams cuv_policy_next_stream hands out: round-robin cycles through exactly 4,
- * and least-loaded with nothing in flight (every load ties, and ties rotate from the round-robin
- * start) does the same. A given count is kept as is. */
+/* Pool policies asked for 0 streams, and a device's default policy, get the configuration's
+ * `streams` (include/cuv/config.h): 4, or CUV_STREAMS where meson sets it. Counted as the
+ * distinct streams cuv_policy_next_stream hands out: round-robin cycles through exactly that
+ * many, and least-loaded with nothing in flight (every load ties, and ties rotate from the
+ * round-robin start) does the same. A given count is kept as is. */
+#include <stdlib.h>
+
 #include "counted.h"
 
-enum { PICKS = 12 };
+enum { PICKS = 24 };
 
 typedef int (*pool_fn)(cuv_policy_t **, cuv_device_t *, unsigned);
 
-/* Picks PICKS streams; returns how many distinct ones came, and checks the picks repeat with that
- * period (each stream has its turn, none is skipped). */
-static unsigned distinct_picks(pool_fn make, unsigned nstreams) {
-  cuv_policy_t *p;
-  assert_cuv_ok(make(&p, cuvt_device(), nstreams));
+/* What this run's configuration says: CUV_STREAMS as meson set it, else the default. */
+static unsigned configured_streams(void) {
+  const char *text = getenv("CUV_STREAMS");
+  cuv_config_t c;
+  assert_cuv_ok(cuv_config_get(&c));
+  assert_int_equal(c.streams, text ? (unsigned)atoi(text) : 4u);
+  return c.streams;
+}
+
+/* Picks PICKS streams from p; returns how many distinct ones came, and checks the picks repeat
+ * with that period (each stream has its turn, none is skipped). */
+static unsigned distinct_picks_of(cuv_policy_t *p) {
   cuv_stream_t *picks[PICKS];
   unsigned distinct = 0;
   for (unsigned i = 0; i < PICKS; i++) {
@@ -35,27 +45,42 @@ static unsigned distinct_picks(pool_fn make, unsigned nstreams) {
     assert_int_equal(got, value);
   }
   cuv_buffer_unref(buf);
+  return distinct;
+}
+
+static unsigned distinct_picks(pool_fn make, unsigned nstreams) {
+  cuv_policy_t *p;
+  assert_cuv_ok(make(&p, cuvt_device(), nstreams));
+  unsigned distinct = distinct_picks_of(p);
   cuv_policy_destroy(p);
   return distinct;
 }
 
-static void test_round_robin_default_is_4(void **state) {
-  assert_int_equal(distinct_picks(cuv_policy_round_robin, 0), 4);
+static void test_round_robin_default_is_configured(void **state) {
+  assert_int_equal(distinct_picks(cuv_policy_round_robin, 0), configured_streams());
   assert_int_equal(distinct_picks(cuv_policy_round_robin, 3), 3);
   assert_int_equal(distinct_picks(cuv_policy_round_robin, 1), 1);
 }
 
-static void test_least_loaded_default_is_4(void **state) {
-  assert_int_equal(distinct_picks(cuv_policy_least_loaded, 0), 4);
+static void test_least_loaded_default_is_configured(void **state) {
+  assert_int_equal(distinct_picks(cuv_policy_least_loaded, 0), configured_streams());
   assert_int_equal(distinct_picks(cuv_policy_least_loaded, 3), 3);
   assert_int_equal(distinct_picks(cuv_policy_least_loaded, 1), 1);
+}
+
+/* The policy of ops submitted without one: round-robin over the configured number of streams. */
+static void test_device_policy_is_configured(void **state) {
+  cuv_policy_t *p;
+  assert_cuv_ok(cuv_device_policy(cuvt_device(), &p));
+  assert_int_equal(distinct_picks_of(p), configured_streams());
 }
 
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_round_robin_default_is_4),
-      cmocka_unit_test(test_least_loaded_default_is_4),
+      cmocka_unit_test(test_round_robin_default_is_configured),
+      cmocka_unit_test(test_least_loaded_default_is_configured),
+      cmocka_unit_test(test_device_policy_is_configured),
   };
   return cuvt_run(tests);
 }

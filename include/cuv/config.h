@@ -80,6 +80,12 @@ typedef struct cuv_config {
    * collectives; "sim" asks for the simulator's; anything else is the path of a library to load,
    * and must contain a '/'. Copied by init. */
   const char *nccl;
+  /* CUV_STREAMS: the streams of a device's default policy (round-robin; the ops submitted with
+   * neither a stream nor a policy run on it) and of a pool policy asked for 0 streams. Only ops
+   * on different streams overlap on the GPU, so a program that keeps many independent ops in
+   * flight at once (a Node.js server's Promises) may want more than the default. 1 to 1024,
+   * default 4. */
+  unsigned streams;
 } cuv_config_t;
 
 /* Fills *config with the defaults, then with the environment variables above. Returns 0, or
