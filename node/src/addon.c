@@ -177,9 +177,11 @@ static napi_value baseline_exports(napi_env env) {
   const napi_property_descriptor props[] = {
       FN("saxpySync", cuv_node_js_saxpy_sync),
       FN("mlpSync", cuv_node_js_mlp_sync),
+      FN("launchSync", cuv_node_js_launch_sync),
       FN("nopSync", cuv_node_js_nop_sync),
       FN("saxpyWork", cuv_node_js_saxpy_work),
       FN("mlpWork", cuv_node_js_mlp_work),
+      FN("launchWork", cuv_node_js_launch_work),
       FN("nopWork", cuv_node_js_nop_work),
   };
   if (napi_create_object(env, &obj) != napi_ok ||

@@ -5,6 +5,7 @@
 #include "builtins.h"
 #include "device_buffer.h"
 #include "errors.h"
+#include "kernels.h"
 
 napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
@@ -15,6 +16,17 @@ napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
   if (rc == 0)
     rc = cuv_sync(op, NULL);
   return rc < 0 ? cuv_node_throw(env, rc, c.detail) : c.argv[2];
+}
+
+napi_value cuv_node_js_launch_sync(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_launch(&c, &op);
+  if (rc == 0)
+    rc = cuv_sync(op, NULL);
+  return rc < 0 ? cuv_node_throw(env, rc, c.detail) : NULL;
 }
 
 napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
@@ -138,6 +150,15 @@ napi_value cuv_node_js_mlp_work(napi_env env, napi_callback_info info) {
     return NULL;
   int rc = cuv_node_build_mlp(&c, &op, &out);
   return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, NULL, out);
+}
+
+napi_value cuv_node_js_launch_work(napi_env env, napi_callback_info info) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = cuv_node_build_launch(&c, &op);
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, NULL, NULL);
 }
 
 napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {

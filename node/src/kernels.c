@@ -206,18 +206,19 @@ static int dims_arg(cuv_node_call_t *c, size_t i, const char *what, cuv_dim3_t *
   return 0;
 }
 
-/* launch(kernel, grid, block, args, sharedBytes, token). */
-static int build_launch(cuv_node_call_t *c, cuv_op_t **op) {
+int cuv_node_build_launch(cuv_node_call_t *c, cuv_op_t **op) {
   node_kernel_t *k = cuv_node_object_get(c->env, c->argv[0], &kernel_class);
   cuv_dim3_t grid, block;
-  uint32_t shared = 0;
+  double shared = 0;
   if (!k || !k->kernel)
     return cuv_node_bad(c, k ? "the Kernel was disposed" : "the kernel must be a Kernel");
   int rc = dims_arg(c, 1, "grid", &grid);
   if (rc == 0)
     rc = dims_arg(c, 2, "block", &block);
+  /* As a double: napi_get_value_uint32 would take -1 for 4294967295, and 1.5 for 1. */
   if (rc == 0 && !cuv_node_arg_absent(c, 4) &&
-      napi_get_value_uint32(c->env, c->argv[4], &shared) != napi_ok)
+      (napi_get_value_double(c->env, c->argv[4], &shared) != napi_ok ||
+       !(shared >= 0 && shared <= UINT32_MAX) || shared != (double)(uint32_t)shared))
     rc = cuv_node_bad(c, "sharedBytes must be a non-negative integer");
   cuv_arg_t *args = calloc(k->nargs + 1, sizeof *args);
   cuv_node_scalar_t *values = calloc(k->nargs + 1, sizeof *values);
@@ -226,7 +227,7 @@ static int build_launch(cuv_node_call_t *c, cuv_op_t **op) {
   if (rc == 0)
     rc = cuv_node_args_convert(c, 3, k->kinds, k->nargs, args, values);
   if (rc == 0) /* the launch copies the scalars and takes its own references */
-    *op = cuv_launch(k->kernel, grid, block, shared, args, k->nargs);
+    *op = cuv_launch(k->kernel, grid, block, (uint32_t)shared, args, k->nargs);
   free(args);
   free(values);
   return rc;
@@ -237,7 +238,7 @@ napi_value cuv_node_js_launch(napi_env env, napi_callback_info info) {
   cuv_op_t *op = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = build_launch(&c, &op);
+  int rc = cuv_node_build_launch(&c, &op);
   cuv_node_result_t result = {.kind = CUV_NODE_UNDEFINED};
   return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
                 : cuv_node_submit(&c, op, c.argv[5], &result);

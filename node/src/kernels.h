@@ -18,6 +18,9 @@
 napi_value cuv_node_module_class(napi_env env, cuv_node_addon_t *a);
 napi_value cuv_node_kernel_class(napi_env env, cuv_node_addon_t *a);
 
+/* launch's op from argv[0..4] (kernel, grid, block, args, sharedBytes), its arguments checked. */
+int cuv_node_build_launch(cuv_node_call_t *c, cuv_op_t **op);
+
 napi_value cuv_node_js_load_module(napi_env env, napi_callback_info info);
 napi_value cuv_node_js_launch(napi_env env, napi_callback_info info);
 
