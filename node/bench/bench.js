@@ -7,6 +7,13 @@
 //                until the GPU is done (baseline.saxpyWork, node-llama-cpp's pattern), at 1 and K
 //                in flight (the rows at K R times, the bindings in turn): ops/s, p50 and p99
 //                from call to settle, and the ratios (at K, of the medians);
+//   gpu time     the same comparison for ops the GPU takes a while over without filling it, where
+//                a pool thread per op is what bounds async_work: a kernel that runs T us on one
+//                thread (cuv.ptx.testing's cuv_node_gate, never opened: it times out), T = 5, 20
+//                and 100, through Kernel.launch and baseline.launchWork; and the package's mlp
+//                on one row of tcp-infer's model (64 -> 128 -> 16, a launch per layer). Only ops
+//                on different streams overlap on the GPU: CUV_STREAMS sets how many the default
+//                policy has (4);
 //   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
 //                completion submits the next): the delay's p50, p99 and max, over the first
 //                W x F completions (cold: V8's heap still growing) and over the next 10 x F
@@ -23,7 +30,7 @@
 //
 //   node bench/bench.js [--calls N] [--rounds R] [--inflight K] [--flight F] [--warm W]
 //                       [--parts LIST] [--smoke]
-// --parts: a comma-separated subset of roundtrip,loop,pool (default: all).
+// --parts: a comma-separated subset of roundtrip,gputime,loop,pool (default: all).
 // Defaults: 50000 calls per row, R = 3 rounds of the rows at K, K = 64, F = 10000, W = 5;
 // --smoke: tiny counts (cuv's test on the simulator). CUV_DRIVER=sim runs on the simulator,
 // whose figures mean nothing.
@@ -42,7 +49,7 @@ const warm = option('warm', smoke ? 1 : 5, 0);
 const poolOps = smoke ? 200 : 20000;
 const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of an H200 per saxpy
 const partsAt = process.argv.indexOf('--parts');
-const allParts = ['roundtrip', 'loop', 'pool'];
+const allParts = ['roundtrip', 'gputime', 'loop', 'pool'];
 const parts = partsAt >= 0 ? String(process.argv[partsAt + 1]).split(',') : allParts;
 if (!parts.every((part) => allParts.includes(part))) {
   console.error(`bench: --parts takes a comma-separated subset of ${allParts.join(',')}`);
@@ -54,15 +61,15 @@ const micros = (t0) => Number(now() - t0) / 1e3;
 const percentile = (sorted, p) =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-// `calls` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99, busy}
+// `count` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99, busy}
 // (microseconds); busy: the loop thread's time outside its wait for events, per call (what the
 // JavaScript thread spends on each op, whichever thread the GPU work is on).
-async function measure(one, width, isSync) {
-  const times = new Float64Array(calls);
+async function measure(one, width, isSync, count = calls) {
+  const times = new Float64Array(count);
   const elu = performance.eventLoopUtilization();
   const start = now();
   if (isSync) {
-    for (let i = 0; i < calls; i++) {
+    for (let i = 0; i < count; i++) {
       const t0 = now();
       one(0);
       times[i] = micros(t0);
@@ -70,7 +77,7 @@ async function measure(one, width, isSync) {
   } else {
     let next = 0;
     const lane = async (_, l) => {
-      while (next < calls) {
+      while (next < count) {
         const i = next++;
         const t0 = now();
         await one(l);
@@ -80,11 +87,11 @@ async function measure(one, width, isSync) {
     await Promise.all(Array.from({ length: width }, lane));
   }
   const seconds = Number(now() - start) / 1e9;
-  const busy = isSync ? seconds * 1e6 / calls
-    : performance.eventLoopUtilization(elu).active * 1e3 / calls;
+  const busy = isSync ? seconds * 1e6 / count
+    : performance.eventLoopUtilization(elu).active * 1e3 / count;
   times.sort();
   return {
-    opsPerSec: calls / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99), busy,
+    opsPerSec: count / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99), busy,
   };
 }
 
@@ -116,28 +123,24 @@ async function lanesOf(lanes, n = 1) {
 }
 
 function row(label, r) {
-  console.log(`${label.padEnd(30)} ${r.opsPerSec.toFixed(0).padStart(9)} ${r.p50.toFixed(1)
+  console.log(`${label.padEnd(36)} ${r.opsPerSec.toFixed(0).padStart(9)} ${r.p50.toFixed(1)
     .padStart(9)} ${r.p99.toFixed(1).padStart(9)} ${r.busy.toFixed(2).padStart(9)}`);
 }
 
-async function roundTrip({ xs, ys }) {
-  const ops = [
-    ['saxpy n=1', (l) => cuv.saxpy(0.5, xs[l], ys[l]),
-      (l) => cuv.baseline.saxpySync(0.5, xs[l], ys[l]),
-      (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
-    ['nop', () => cuv.nop(), () => cuv.baseline.nopSync(), () => cuv.baseline.nopWork()],
-  ];
-  console.log(`\n== round trip: ${calls} calls per row; ops/s, p50 and p99 in us, loop: the ` +
-    `loop thread's busy us per call`);
-  console.log(`${'op / binding'.padEnd(30)} ${'ops/s'.padStart(9)} ${'p50'.padStart(9)} ` +
+// The bindings compared on each op of `ops` ({name, calls, promise, sync, work}): at 1 in
+// flight, then R rounds of K in flight, the two bindings in turn.
+async function compare(title, ops) {
+  console.log(`\n== ${title}; ops/s, p50 and p99 in us, loop: the loop thread's busy us per call`);
+  console.log(`${'op / binding'.padEnd(36)} ${'ops/s'.padStart(9)} ${'p50'.padStart(9)} ` +
     `${'p99'.padStart(9)} ${'loop'.padStart(9)}`);
-  for (const [name, promise, sync, work] of ops) {
-    await measure(promise, 1, false); // warm-up: streams, reactor, JIT
-    measure(sync, 1, true);
-    await measure(work, inflight, false);
+  for (const { name, calls: count, promise, sync, work } of ops) {
+    const run = (one, width, isSync) => measure(one, width, isSync, count);
+    await run(promise, 1, false); // warm-up: streams, reactor, JIT
+    await run(sync, 1, true);
+    await run(work, inflight, false);
     const r = {
-      promise: await measure(promise, 1, false), sync: await measure(sync, 1, true),
-      work: await measure(work, 1, false), promiseK: [], workK: [],
+      promise: await run(promise, 1, false), sync: await run(sync, 1, true),
+      work: await run(work, 1, false), promiseK: [], workK: [],
     };
     row(`${name} promise x1`, r.promise);
     row(`${name} sync (blocking)`, r.sync);
@@ -145,9 +148,9 @@ async function roundTrip({ xs, ys }) {
     // In flight, the two bindings in turn: one row of either moves by up to 2x between rows (the
     // machine's threads, V8's collector), so the ratio is of their medians.
     for (let i = 0; i < rounds; i++) {
-      r.promiseK.push(await measure(promise, inflight, false));
+      r.promiseK.push(await run(promise, inflight, false));
       row(`${name} promise x${inflight}`, r.promiseK[i]);
-      r.workK.push(await measure(work, inflight, false));
+      r.workK.push(await run(work, inflight, false));
       row(`${name} async_work x${inflight}`, r.workK[i]);
     }
     const median = (rows) => rows.map((x) => x.opsPerSec).sort((a, b) => a - b)[rows.length >> 1];
@@ -159,6 +162,48 @@ async function roundTrip({ xs, ys }) {
       `p50 at 1: promise ${(r.promise.p50 / r.sync.p50).toFixed(2)}x sync, ${(r.promise.p50 /
         r.work.p50).toFixed(2)}x async_work`);
   }
+}
+
+async function roundTrip({ xs, ys }) {
+  await compare(`round trip: ${calls} calls per row`, [
+    { name: 'saxpy n=1', calls, promise: (l) => cuv.saxpy(0.5, xs[l], ys[l]),
+      sync: (l) => cuv.baseline.saxpySync(0.5, xs[l], ys[l]),
+      work: (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l]) },
+    { name: 'nop', calls, promise: () => cuv.nop(), sync: () => cuv.baseline.nopSync(),
+      work: () => cuv.baseline.nopWork() },
+  ]);
+}
+
+// A random float32 DeviceBuffer of n elements in [-scale, scale).
+const randomBuffer = (n, scale) =>
+  cuv.upload(Float32Array.from({ length: n }, () => (Math.random() * 2 - 1) * scale));
+
+async function gpuTime() {
+  const gate = cuv.loadModule(cuv.ptx.testing).kernel('cuv_node_gate', ['u64', 'read', 'rw']);
+  const closed = await cuv.upload(new Uint32Array(1)); // never opened: each gate times out
+  const states = Array.from({ length: inflight }, () => cuv.alloc(Uint32Array, 1));
+  const dims = [64, 128, 16]; // tcp-infer's model (apps/tcp-infer/mlp.h)
+  const layers = [];
+  for (let l = 0; l + 1 < dims.length; l++) {
+    const scale = 1 / Math.sqrt(dims[l]);
+    layers.push({ weights: await randomBuffer(dims[l + 1] * dims[l], scale),
+      bias: await randomBuffer(dims[l + 1], scale) });
+  }
+  const inputs = [];
+  for (let l = 0; l < inflight; l++) inputs.push(await randomBuffer(dims[0], 1));
+  const count = Math.max(1, Math.round(calls / 5));
+  const ops = [5, 20, 100].map((us) => {
+    const args = (l) => [BigInt(us * 1000), closed, states[l]];
+    return { name: `kernel ${us} us`, calls: count, promise: (l) => gate.launch(1, 1, args(l)),
+      sync: (l) => cuv.baseline.launchSync(gate, 1, 1, args(l)),
+      work: (l) => cuv.baseline.launchWork(gate, 1, 1, args(l)) };
+  });
+  ops.push({ name: 'mlp 64-128-16, 1 row', calls: count,
+    promise: (l) => cuv.mlp(inputs[l], 1, layers),
+    sync: (l) => cuv.baseline.mlpSync(inputs[l], 1, layers),
+    work: (l) => cuv.baseline.mlpWork(inputs[l], 1, layers) });
+  await compare(`gpu time: ${count} calls per row, default policy's streams ` +
+    `${process.env.CUV_STREAMS || 4}`, ops);
 }
 
 // Keeps `flight` saxpys in flight (each completion submits the next): first `warm` x flight of
@@ -278,6 +323,7 @@ async function main() {
     `K = ${inflight}${smoke ? ' (smoke run: the figures mean nothing)' : ''}`);
   const lanes = await lanesOf(inflight);
   if (parts.includes('roundtrip')) await roundTrip(lanes);
+  if (parts.includes('gputime')) await gpuTime();
   if (parts.includes('loop')) {
     await eventLoop(1);
     await eventLoop(longN);
