@@ -160,6 +160,24 @@ export function loadModule(image: string | Uint8Array): Module;
 /** 'cuda', 'sim' or the driver's path (CUV_DRIVER); null when no driver loads. */
 export function driver(): string | null;
 
+/** The configuration in force (cuv_config_get; the CUV_* variables, README of cuv), cuv
+ * initialized by the call. Throws a CuvError when the environment's is invalid. */
+export interface Config {
+  driver: string;
+  /** The default policy's streams: CUV_STREAMS, else the package's 16. */
+  streams: number;
+  submitThreads: number;
+  submitInline: 'idle' | 'never' | 'always';
+  submitRing: number;
+  spinBudgetUs: number;
+  hostSync: 'off' | 'spin' | 'block';
+  strictHazards: boolean;
+  uvPollMaxUs: number;
+  nccl: string | null;
+}
+
+export function config(): Config;
+
 /** Device 0's name. Throws a CuvError without a driver. */
 export function device(): string;
 

@@ -117,6 +117,7 @@ module.exports = {
   isPinned: native.isPinned,
   loadModule: native.loadModule,
   driver: native.driver,
+  config: native.config,
   device: native.device,
   stats: native.stats,
   pending: native.pending,

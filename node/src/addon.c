@@ -6,6 +6,7 @@
  * main thread, every worker) gets its own state as instance data, set up at its first GPU call,
  * and an async cleanup hook that closes its bridge at its end, letting the work in flight finish
  * (cuv holds what the GPU uses until then) before the state goes. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,10 +81,35 @@ static int open_bridge(cuv_node_addon_t *a) {
   return rc;
 }
 
+/* The default policy's width where CUV_STREAMS is unset; cuv's own default is 4. A Node program
+ * keeps many independent Promises in flight from one thread, and only ops on different streams
+ * overlap on the GPU: with 16, a 100 us one-thread kernel at 64 in flight ran at 2.1x the rate it
+ * had with 4 on an H200 (bench/bench.js, part gputime; cuv's bench/RESULTS.md). */
+#define CUV_NODE_STREAMS 16
+
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static int init_status;
+
+static void init_cuv(void) {
+  cuv_config_t c;
+  const char *streams = getenv("CUV_STREAMS");
+  if (cuv_config_default(&c) < 0 || (streams && *streams)) {
+    init_status = cuv_init(); /* the environment's configuration, or what is wrong with it */
+    return;
+  }
+  c.streams = CUV_NODE_STREAMS;
+  init_status = cuv_init_with(&c);
+}
+
+int cuv_node_init(void) {
+  pthread_once(&init_once, init_cuv);
+  return init_status;
+}
+
 int cuv_node_setup(cuv_node_addon_t *a) {
   if (a->setup)
     return a->setup < 0 ? a->setup : 0;
-  int rc = cuv_init();
+  int rc = cuv_node_init();
   if (rc == 0)
     cuv_node_sim_attach(); /* before any kernel is looked up */
   if (rc == 0)
@@ -216,6 +242,7 @@ static napi_status define_exports(napi_env env, cuv_node_addon_t *a, napi_value 
       FN("launch", cuv_node_js_launch),
       FN("cancel", cuv_node_js_cancel),
       FN("driver", cuv_node_js_driver),
+      FN("config", cuv_node_js_config),
       FN("device", cuv_node_js_device),
       FN("stats", cuv_node_js_stats),
       FN("pending", cuv_node_js_pending),

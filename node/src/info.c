@@ -16,11 +16,47 @@ static napi_value string(napi_env env, const char *text) {
 
 napi_value cuv_node_js_driver(napi_env env, napi_callback_info info) {
   napi_value result = NULL;
-  if (cuv_init() < 0)
+  if (cuv_node_init() < 0)
     napi_get_null(env, &result);
   else
     result = string(env, cuv_driver_name());
   return result;
+}
+
+static void set_number(napi_env env, napi_value obj, const char *name, double value) {
+  napi_value v;
+  if (napi_create_double(env, value, &v) == napi_ok)
+    napi_set_named_property(env, obj, name, v);
+}
+
+static void set_string(napi_env env, napi_value obj, const char *name, const char *value) {
+  napi_value v = value ? string(env, value) : NULL;
+  if (v || napi_get_null(env, &v) == napi_ok)
+    napi_set_named_property(env, obj, name, v);
+}
+
+napi_value cuv_node_js_config(napi_env env, napi_callback_info info) {
+  static const char *const host_sync[] = {"off", "spin", "block"};
+  static const char *const submit_inline[] = {"idle", "never", "always"};
+  cuv_config_t c;
+  napi_value obj, yes;
+  int rc = cuv_node_init(); /* a driver that did not load still leaves its configuration */
+  if (cuv_config_get(&c) < 0)
+    return cuv_node_throw(env, rc < 0 ? rc : CUV_EINVAL, cuv_init_error());
+  if (napi_create_object(env, &obj) != napi_ok ||
+      napi_get_boolean(env, c.strict_hazards, &yes) != napi_ok)
+    return cuv_node_throw(env, CUV_ENOMEM, NULL);
+  set_string(env, obj, "driver", c.driver);
+  set_number(env, obj, "streams", c.streams);
+  set_number(env, obj, "submitThreads", c.submit_threads);
+  set_string(env, obj, "submitInline", submit_inline[c.submit_inline]);
+  set_number(env, obj, "submitRing", c.submit_ring);
+  set_number(env, obj, "spinBudgetUs", c.spin_budget_us);
+  set_string(env, obj, "hostSync", host_sync[c.host_sync]);
+  napi_set_named_property(env, obj, "strictHazards", yes);
+  set_number(env, obj, "uvPollMaxUs", c.uv_poll_max_us);
+  set_string(env, obj, "nccl", *c.nccl ? c.nccl : NULL);
+  return obj;
 }
 
 napi_value cuv_node_js_device(napi_env env, napi_callback_info info) {

@@ -1,5 +1,7 @@
 /* What the addon tells about itself and cuv:
  *   driver()      "sim", "cuda" or the driver's path; null when no driver loads
+ *   config()      the configuration in force (cuv_config_get), initializing cuv; throws when the
+ *                 environment's is invalid
  *   device()      device 0's name (opens it); throws without a driver
  *   stats()       cuv_stats()'s counters;  pending(): this environment's callbacks outstanding
  *   liveBuffers() DeviceBuffer objects not finalized yet (the whole process)
@@ -13,6 +15,7 @@
 #include <stdbool.h>
 
 napi_value cuv_node_js_driver(napi_env env, napi_callback_info info);
+napi_value cuv_node_js_config(napi_env env, napi_callback_info info);
 napi_value cuv_node_js_device(napi_env env, napi_callback_info info);
 napi_value cuv_node_js_stats(napi_env env, napi_callback_info info);
 napi_value cuv_node_js_pending(napi_env env, napi_callback_info info);

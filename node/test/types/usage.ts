@@ -32,6 +32,9 @@ export async function example(signal: cuv.CuvAbortSignal): Promise<number> {
     if (error.code === 'CUV_ECUDA' && error.cuResult !== undefined) return error.errno;
   }
   const stats: cuv.Stats = cuv.stats();
+  const config: cuv.Config = cuv.config();
+  const queues: number = config.streams + config.submitThreads;
+  const sync: 'off' | 'spin' | 'block' = config.hostSync;
   const driver: string | null = cuv.driver();
   const name: string = driver ? cuv.device() : '';
   const origin: cuv.PtxOrigin = cuv.ptxOrigin.testing;
@@ -48,7 +51,7 @@ export async function example(signal: cuv.CuvAbortSignal): Promise<number> {
   }
   const used = cuv.sim.calls('cuMemFree') + cuv.pending() + cuv.liveBuffers() + stats.inFlight;
   const types: cuv.ElementType[] = [z.type, out.length > 0 ? 'float32' : 'int8'];
-  return used + zs.length + name.length + origin.length + types.length + Number(isPinned) +
+  return used + queues + sync.length + zs.length + name.length + origin.length + types.length + Number(isPinned) +
     cuv.uvVersion.runtime.length;
 }
 
@@ -69,6 +72,8 @@ export async function misuse(x: cuv.DeviceBuffer): Promise<void> {
   cuv.alloc(Array, 3);
   // @ts-expect-error a signal is an AbortSignal
   await cuv.nop({ signal: true });
+  // @ts-expect-error the module's functions are read-only
+  cuv.config = () => null;
   // @ts-expect-error the comparison bindings take no options
   await cuv.baseline.mlpWork(x, 1, [], { signal: undefined });
 }

@@ -1,0 +1,80 @@
+'use strict';
+// cuv.config(): the configuration in force, the package's default policy over 16 streams where
+// CUV_STREAMS is unset, CUV_STREAMS itself, and an invalid environment, each in a node of its own
+// (cuv reads its configuration once per process).
+const test = require('node:test');
+const assert = require('node:assert');
+const { spawnSync } = require('node:child_process');
+const { cuv, skip, simOnly } = require('./fixtures/common.js');
+
+// Runs `script` (with `cuv` required) in a child node whose environment has `env` added (a value
+// of undefined removes the variable); returns its stdout parsed as JSON.
+function inChild(script, env) {
+  const childEnv = { ...process.env, ...env };
+  for (const [k, v] of Object.entries(env)) if (v === undefined) delete childEnv[k];
+  const child = spawnSync(process.execPath, ['-e',
+    `const cuv = require(${JSON.stringify(require.resolve('../index.js'))});\n${script}`],
+  { encoding: 'utf8', env: childEnv });
+  assert.strictEqual(child.status, 0, child.stderr);
+  return JSON.parse(child.stdout);
+}
+
+test('config() tells the configuration in force', { skip }, () => {
+  const c = cuv.config();
+  assert.strictEqual(c.driver, cuv.driver());
+  assert.strictEqual(c.streams, process.env.CUV_STREAMS ? Number(process.env.CUV_STREAMS) : 16);
+  assert.ok(Number.isInteger(c.submitThreads) && c.submitThreads <= 64);
+  assert.ok(['idle', 'never', 'always'].includes(c.submitInline));
+  assert.ok(['off', 'spin', 'block'].includes(c.hostSync));
+  assert.strictEqual(typeof c.strictHazards, 'boolean');
+  for (const key of ['submitRing', 'spinBudgetUs', 'uvPollMaxUs']) {
+    assert.ok(Number.isInteger(c[key]) && c[key] >= 0, key);
+  }
+  assert.deepStrictEqual(cuv.config(), c, 'the same at every call');
+});
+
+test('the package\'s default policy has 16 streams; CUV_STREAMS and the others are read',
+  { skip }, () => {
+    const script = 'console.log(JSON.stringify(cuv.config()));';
+    assert.strictEqual(inChild(script, { CUV_STREAMS: undefined }).streams, 16);
+    const set = inChild(script, { CUV_STREAMS: '7', CUV_SUBMIT_THREADS: '3',
+      CUV_HOST_SYNC: 'block', CUV_STRICT_HAZARDS: '1', CUV_SUBMIT_INLINE: 'never' });
+    assert.deepStrictEqual([set.streams, set.submitThreads, set.hostSync, set.strictHazards,
+      set.submitInline], [7, 3, 'block', true, 'never']);
+  });
+
+test('the default policy creates that many streams, and ops spread over them', { skip: simOnly },
+  () => {
+    // Streams made by the first ops (the default policy is created at the first op on it), and
+    // the results of as many saxpys as twice the streams, all in flight at once.
+    const script = `(async () => {
+      const n = 2 * cuv.config().streams;
+      const before = cuv.sim.calls('cuStreamCreate');
+      const xs = [], ys = [];
+      for (let i = 0; i < n; i++) {
+        xs.push(await cuv.upload(Float32Array.of(i)));
+        ys.push(await cuv.upload(Float32Array.of(1)));
+      }
+      await cuv.saxpy(2, xs[0], ys[0]);
+      const made = cuv.sim.calls('cuStreamCreate') - before;
+      await Promise.all(xs.slice(1).map((x, i) => cuv.saxpy(2, x, ys[i + 1])));
+      const got = [];
+      for (const y of ys) got.push((await cuv.download(y))[0]);
+      console.log(JSON.stringify({ made, got }));
+    })();`;
+    for (const [value, streams] of [[undefined, 16], ['5', 5]]) {
+      const r = inChild(script, { CUV_STREAMS: value });
+      assert.strictEqual(r.made, streams, `CUV_STREAMS=${value}`);
+      assert.deepStrictEqual(r.got, Array.from({ length: 2 * streams },
+        (_, i) => 2 * i + 1));
+    }
+  });
+
+test('an invalid CUV_STREAMS is refused with what it takes', { skip }, () => {
+  const r = inChild(`let error = null;
+    try { cuv.config(); } catch (e) { error = { code: e.code, message: e.message }; }
+    console.log(JSON.stringify({ error, driver: cuv.driver() }));`, { CUV_STREAMS: '0' });
+  assert.strictEqual(r.error.code, 'CUV_EINVAL');
+  assert.match(r.error.message, /CUV_STREAMS=0: expected streams from 1 to 1024/);
+  assert.strictEqual(r.driver, null, 'no driver loads with an invalid configuration');
+});
