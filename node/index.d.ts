@@ -164,7 +164,8 @@ export function driver(): string | null;
  * initialized by the call. Throws a CuvError when the environment's is invalid. */
 export interface Config {
   driver: string;
-  /** The default policy's streams: CUV_STREAMS, else the package's 16. */
+  /** The default policy's streams: CUV_STREAMS, else CUDA_DEVICE_MAX_CONNECTIONS (1 to 32), else
+   * 8 (README: independent ops overlap on the GPU). */
   streams: number;
   submitThreads: number;
   submitInline: 'idle' | 'never' | 'always';

@@ -13,8 +13,8 @@
 //                and 100, through Kernel.launch and baseline.launchWork; and the package's mlp
 //                on one row of tcp-infer's model (64 -> 128 -> 16, a launch per layer). Only ops
 //                on different streams overlap on the GPU: CUV_STREAMS sets how many the default
-//                policy has (the package's 16), CUDA_DEVICE_MAX_CONNECTIONS how many queues the
-//                GPU takes them from (the driver's 8);
+//                policy has (the package's default: CUDA_DEVICE_MAX_CONNECTIONS, how many queues
+//                the GPU takes streams' work from, else the driver's 8);
 //   event loop   perf_hooks.monitorEventLoopDelay while F saxpys are kept in flight (each
 //                completion submits the next): the delay's p50, p99 and max, over the first
 //                W x F completions (cold: V8's heap still growing) and over the next 10 x F

@@ -81,11 +81,18 @@ static int open_bridge(cuv_node_addon_t *a) {
   return rc;
 }
 
-/* The default policy's width where CUV_STREAMS is unset; cuv's own default is 4. A Node program
- * keeps many independent Promises in flight from one thread, and only ops on different streams
- * overlap on the GPU: with 16, a 100 us one-thread kernel at 64 in flight ran at 2.1x the rate it
- * had with 4 on an H200 (bench/bench.js, part gputime; cuv's bench/RESULTS.md). */
-#define CUV_NODE_STREAMS 16
+/* The default policy's width where CUV_STREAMS is unset (cuv's own default is 4): as many
+ * streams as the GPU has queues to take work from, CUDA_DEVICE_MAX_CONNECTIONS (1 to 32; the
+ * driver's 8 where it is unset or invalid). A Node program keeps many independent Promises in
+ * flight from one thread, and only ops on different streams overlap on the GPU; but streams
+ * beyond the queues share them, and then a launch may wait in the driver for another stream's
+ * work (cuv's bench/RESULTS.md: the loop's delay with 10 000 long ops in flight). */
+static unsigned node_streams(void) {
+  const char *text = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  char *end = NULL;
+  unsigned long queues = text && *text >= '0' && *text <= '9' ? strtoul(text, &end, 10) : 0;
+  return end && *end == '\0' && queues >= 1 && queues <= 32 ? (unsigned)queues : 8;
+}
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status;
@@ -97,7 +104,7 @@ static void init_cuv(void) {
     init_status = cuv_init(); /* the environment's configuration, or what is wrong with it */
     return;
   }
-  c.streams = CUV_NODE_STREAMS;
+  c.streams = node_streams();
   init_status = cuv_init_with(&c);
 }
 

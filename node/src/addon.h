@@ -58,7 +58,8 @@ bool cuv_node_arg_absent(const cuv_node_call_t *c, size_t i);
 /* Loads the driver, opens device 0 and the bridge on the environment's loop, once (first use). */
 int cuv_node_setup(cuv_node_addon_t *a);
 /* cuv's initialization, once per process: the environment's configuration (CUV_*), with the
- * package's default policy over CUV_NODE_STREAMS streams where CUV_STREAMS is unset. */
+ * package's default policy over as many streams as the GPU has queues (addon.c) where
+ * CUV_STREAMS is unset. */
 int cuv_node_init(void);
 /* The built-in kernel `saxpy` or `mlp_dense` (loaded at first use; borrowed). */
 int cuv_node_builtin_kernel(cuv_node_addon_t *a, const char *name, cuv_kernel_t **kernel);

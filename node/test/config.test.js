@@ -1,7 +1,8 @@
 'use strict';
-// cuv.config(): the configuration in force, the package's default policy over 16 streams where
-// CUV_STREAMS is unset, CUV_STREAMS itself, and an invalid environment, each in a node of its own
-// (cuv reads its configuration once per process).
+// cuv.config(): the configuration in force, the package's default policy over as many streams as
+// the GPU has queues (CUDA_DEVICE_MAX_CONNECTIONS, else 8) where CUV_STREAMS is unset, CUV_STREAMS
+// itself, and an invalid environment, each in a node of its own (cuv reads its configuration
+// once per process).
 const test = require('node:test');
 const assert = require('node:assert');
 const { spawnSync } = require('node:child_process');
@@ -22,7 +23,10 @@ function inChild(script, env) {
 test('config() tells the configuration in force', { skip }, () => {
   const c = cuv.config();
   assert.strictEqual(c.driver, cuv.driver());
-  assert.strictEqual(c.streams, process.env.CUV_STREAMS ? Number(process.env.CUV_STREAMS) : 16);
+  const queues = Number(process.env.CUDA_DEVICE_MAX_CONNECTIONS);
+  const expected = process.env.CUV_STREAMS ? Number(process.env.CUV_STREAMS)
+    : Number.isInteger(queues) && queues >= 1 && queues <= 32 ? queues : 8;
+  assert.strictEqual(c.streams, expected);
   assert.ok(Number.isInteger(c.submitThreads) && c.submitThreads <= 64);
   assert.ok(['idle', 'never', 'always'].includes(c.submitInline));
   assert.ok(['off', 'spin', 'block'].includes(c.hostSync));
@@ -33,10 +37,18 @@ test('config() tells the configuration in force', { skip }, () => {
   assert.deepStrictEqual(cuv.config(), c, 'the same at every call');
 });
 
-test('the package\'s default policy has 16 streams; CUV_STREAMS and the others are read',
+test('the default policy has a stream per GPU queue; CUV_STREAMS and the others are read',
   { skip }, () => {
     const script = 'console.log(JSON.stringify(cuv.config()));';
-    assert.strictEqual(inChild(script, { CUV_STREAMS: undefined }).streams, 16);
+    const streams = (env) => inChild(script, { CUV_STREAMS: undefined, ...env }).streams;
+    assert.strictEqual(streams({ CUDA_DEVICE_MAX_CONNECTIONS: undefined }), 8);
+    for (const queues of [1, 12, 32]) {
+      assert.strictEqual(streams({ CUDA_DEVICE_MAX_CONNECTIONS: String(queues) }), queues);
+    }
+    for (const bad of ['0', '33', '8x', '-4', ' 8', '']) {
+      assert.strictEqual(streams({ CUDA_DEVICE_MAX_CONNECTIONS: bad }), 8, `"${bad}"`);
+    }
+    assert.strictEqual(streams({ CUDA_DEVICE_MAX_CONNECTIONS: '12', CUV_STREAMS: '3' }), 3);
     const set = inChild(script, { CUV_STREAMS: '7', CUV_SUBMIT_THREADS: '3',
       CUV_HOST_SYNC: 'block', CUV_STRICT_HAZARDS: '1', CUV_SUBMIT_INLINE: 'never' });
     assert.deepStrictEqual([set.streams, set.submitThreads, set.hostSync, set.strictHazards,
@@ -62,8 +74,8 @@ test('the default policy creates that many streams, and ops spread over them', {
       for (const y of ys) got.push((await cuv.download(y))[0]);
       console.log(JSON.stringify({ made, got }));
     })();`;
-    for (const [value, streams] of [[undefined, 16], ['5', 5]]) {
-      const r = inChild(script, { CUV_STREAMS: value });
+    for (const [value, streams] of [[undefined, 11], ['5', 5]]) {
+      const r = inChild(script, { CUV_STREAMS: value, CUDA_DEVICE_MAX_CONNECTIONS: '11' });
       assert.strictEqual(r.made, streams, `CUV_STREAMS=${value}`);
       assert.deepStrictEqual(r.got, Array.from({ length: 2 * streams },
         (_, i) => 2 * i + 1));
