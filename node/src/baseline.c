@@ -7,56 +7,9 @@
 #include "errors.h"
 #include "kernels.h"
 
-napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_op_t *op = NULL;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_build_saxpy(&c, &op);
-  if (rc == 0)
-    rc = cuv_sync(op, NULL);
-  return rc < 0 ? cuv_node_throw(env, rc, c.detail) : c.argv[2];
-}
-
-napi_value cuv_node_js_launch_sync(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_op_t *op = NULL;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_build_launch(&c, &op);
-  if (rc == 0)
-    rc = cuv_sync(op, NULL);
-  return rc < 0 ? cuv_node_throw(env, rc, c.detail) : NULL;
-}
-
-napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_setup(c.addon);
-  if (rc == 0)
-    rc = cuv_sync(cuv_value(NULL, NULL), NULL);
-  return rc < 0 ? cuv_node_throw(env, rc, NULL) : NULL;
-}
-
 /* The float32 DeviceBuffer over the output an mlp wrote (its reference taken over), or NULL. */
 static napi_value mlp_output(cuv_node_addon_t *a, cuv_buffer_t *out) {
   return cuv_node_buffer_new(a, out, napi_float32_array, cuv_buffer_size(out) / sizeof(float));
-}
-
-napi_value cuv_node_js_mlp_sync(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_op_t *op = NULL;
-  cuv_buffer_t *out = NULL;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_build_mlp(&c, &op, &out);
-  if (rc == 0)
-    rc = cuv_sync(op, NULL);
-  napi_value value = rc == 0 ? mlp_output(c.addon, out) : NULL;
-  if (rc < 0)
-    cuv_buffer_unref(out);
-  return value ? value : cuv_node_throw(env, rc < 0 ? rc : CUV_ENOMEM, c.detail);
 }
 
 /* One op run by cuv_sync on a pool thread. */
@@ -133,38 +86,88 @@ static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, cuv_
   return promise;
 }
 
-napi_value cuv_node_js_saxpy_work(napi_env env, napi_callback_info info) {
+/* ---- the ops, and the two ways of running them -------------------------------------------- */
+
+/* An op from a call's arguments; *output receives a new buffer the result is made of (mlp's), or
+ * stays NULL. */
+typedef int (*build_t)(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output);
+
+static int build_saxpy(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
+  return cuv_node_build_saxpy(c, op);
+}
+
+static int build_launch(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
+  return cuv_node_build_launch(c, op);
+}
+
+static int build_nop(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
+  int rc = cuv_node_setup(c->addon);
+  if (rc == 0)
+    *op = cuv_value(NULL, NULL);
+  return rc;
+}
+
+/* cuv_sync on the JavaScript thread; returns argv[2] (saxpy's y) when returns_y, else a
+ * DeviceBuffer over the output, else undefined. */
+static napi_value run_sync(napi_env env, napi_callback_info info, build_t build, bool returns_y) {
   cuv_node_call_t c;
   cuv_op_t *op = NULL;
+  cuv_buffer_t *output = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = cuv_node_build_saxpy(&c, &op);
-  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, c.argv[2], NULL);
+  int rc = build(&c, &op, &output);
+  if (rc == 0)
+    rc = cuv_sync(op, NULL);
+  if (rc < 0) {
+    cuv_buffer_unref(output);
+    return cuv_node_throw(env, rc, c.detail);
+  }
+  if (returns_y || !output)
+    return returns_y ? c.argv[2] : NULL;
+  napi_value value = mlp_output(c.addon, output);
+  return value ? value : cuv_node_throw(env, CUV_ENOMEM, NULL);
+}
+
+/* The same as napi_async_work, resolving with what run_sync returns. */
+static napi_value run_work(napi_env env, napi_callback_info info, build_t build, bool returns_y) {
+  cuv_node_call_t c;
+  cuv_op_t *op = NULL;
+  cuv_buffer_t *output = NULL;
+  if (!cuv_node_call_get(env, info, &c))
+    return NULL;
+  int rc = build(&c, &op, &output);
+  return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
+                : queue(&c, op, returns_y ? c.argv[2] : NULL, output);
+}
+
+napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, build_saxpy, true);
+}
+
+napi_value cuv_node_js_mlp_sync(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, cuv_node_build_mlp, false);
+}
+
+napi_value cuv_node_js_launch_sync(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, build_launch, false);
+}
+
+napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
+  return run_sync(env, info, build_nop, false);
+}
+
+napi_value cuv_node_js_saxpy_work(napi_env env, napi_callback_info info) {
+  return run_work(env, info, build_saxpy, true);
 }
 
 napi_value cuv_node_js_mlp_work(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_op_t *op = NULL;
-  cuv_buffer_t *out = NULL;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_build_mlp(&c, &op, &out);
-  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, NULL, out);
+  return run_work(env, info, cuv_node_build_mlp, false);
 }
 
 napi_value cuv_node_js_launch_work(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  cuv_op_t *op = NULL;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_build_launch(&c, &op);
-  return rc < 0 ? cuv_node_rejected(env, rc, c.detail) : queue(&c, op, NULL, NULL);
+  return run_work(env, info, build_launch, false);
 }
 
 napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {
-  cuv_node_call_t c;
-  if (!cuv_node_call_get(env, info, &c))
-    return NULL;
-  int rc = cuv_node_setup(c.addon);
-  return rc < 0 ? cuv_node_rejected(env, rc, NULL) : queue(&c, cuv_value(NULL, NULL), NULL, NULL);
+  return run_work(env, info, build_nop, false);
 }
