@@ -122,8 +122,10 @@ static napi_value run_sync(napi_env env, napi_callback_info info, build_t build,
     cuv_buffer_unref(output);
     return cuv_node_throw(env, rc, c.detail);
   }
-  if (returns_y || !output)
-    return returns_y ? c.argv[2] : NULL;
+  if (returns_y)
+    return c.argv[2];
+  if (!output)
+    return NULL;
   napi_value value = mlp_output(c.addon, output);
   return value ? value : cuv_node_throw(env, CUV_ENOMEM, NULL);
 }
