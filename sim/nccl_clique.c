@@ -56,7 +56,7 @@ struct sim_clique {
   struct clq_hdr *hdr;
   size_t size;
   int rank, nranks;
-  char name[64];
+  char name[64]; /* the segment's file in /dev/shm */
   const void *slots[SIM_NCCL_MAX_RANKS];
   unsigned char *boxes;
   uint64_t next_pid_check;
@@ -111,12 +111,20 @@ static int await_layout(int fd, struct clq_hdr **hdr, size_t *size) {
   return atomic_load(&(*hdr)->magic) == CLQ_MAGIC ? CUV__NCCL_SUCCESS : CUV__NCCL_SYSTEM_ERROR;
 }
 
+/* The segment's file, opened as glibc's shm_open opens it (in /dev/shm, O_NOFOLLOW, O_CLOEXEC) but
+ * through open, which ThreadSanitizer intercepts: shm_open's own open is internal to libc, so TSan
+ * never saw this descriptor made and took a number libuv had just closed on its loop thread (with
+ * syscall(SYS_close), unseen too: tests/tsan.supp) for that thread's socket still. */
+static int open_segment(const struct sim_clique *c, int flags) {
+  return open(c->name, flags | O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
 /* Creates the segment, or maps the one another rank created. */
 static int map_segment(struct sim_clique *c) {
-  int fd = shm_open(c->name, O_RDWR | O_CREAT | O_EXCL, 0600);
+  int fd = open_segment(c, O_CREAT | O_EXCL);
   bool creator = fd >= 0;
   if (!creator && errno == EEXIST)
-    fd = shm_open(c->name, O_RDWR, 0600);
+    fd = open_segment(c, 0);
   if (fd < 0)
     return CUV__NCCL_SYSTEM_ERROR;
   int r = CUV__NCCL_SUCCESS;
@@ -126,7 +134,7 @@ static int map_segment(struct sim_clique *c) {
     if (ftruncate(fd, (off_t)c->size) == 0)
       map = mmap(NULL, c->size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
-      shm_unlink(c->name);
+      unlink(c->name);
       r = CUV__NCCL_SYSTEM_ERROR;
     } else {
       c->hdr = map;
@@ -154,7 +162,7 @@ static int claim_rank(struct sim_clique *c, int device) {
   atomic_store(&me->pid, (int)getpid());
   atomic_store(&me->device, device);
   if (atomic_fetch_add(&c->hdr->joined, 1) + 1 == c->nranks)
-    shm_unlink(c->name); /* every rank has it mapped: the name is no longer needed */
+    unlink(c->name); /* every rank has it mapped: the name is no longer needed */
   return CUV__NCCL_SUCCESS;
 }
 
@@ -170,7 +178,7 @@ int sim_clique_join(const cuv__nccl_id_t *id, int nranks, int rank, int device,
     return CUV__NCCL_SYSTEM_ERROR;
   c->rank = rank;
   c->nranks = nranks;
-  snprintf(c->name, sizeof c->name, "/cuv-sim-nccl-%016llx", (unsigned long long)key.key);
+  snprintf(c->name, sizeof c->name, "/dev/shm/cuv-sim-nccl-%016llx", (unsigned long long)key.key);
   int r = map_segment(c);
   if (r == CUV__NCCL_SUCCESS && (c->hdr->nranks != nranks || c->size < segment_bytes(nranks)))
     r = CUV__NCCL_INVALID_ARGUMENT; /* the group was made with another size */
@@ -203,7 +211,7 @@ bool sim_clique_shares_device(const struct sim_clique *c) {
 void sim_clique_leave(struct sim_clique *c) {
   atomic_store_explicit(&c->hdr->rank[c->rank].state, RANK_GONE, memory_order_release);
   if (!sim_clique_complete(c))
-    shm_unlink(c->name); /* no one else may join a group that lost a rank */
+    unlink(c->name); /* no one else may join a group that lost a rank */
 }
 
 void sim_clique_release(struct sim_clique *c) {
