@@ -18,7 +18,10 @@
  *
  * Threads. libuv handles belong to the loop thread: only that thread refs, unrefs, starts, stops
  * and closes them. Other threads reach the bridge only through the queue (cuv_submit counts them
- * in under the queue's lock and refuses once it is closed) and uv_async_send from its notify. */
+ * in under the queue's lock and refuses once it is closed) and uv_async_send from its notify. So
+ * the queue lives as long as the bridge: closed by cuv_uv_close, destroyed only after close_cb,
+ * when the program has stopped calling (include/cuv/uv.h); a call from another thread during
+ * the close meets the closed queue under its lock, never a destroyed one. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -33,7 +36,7 @@
 struct cuv_uv_s {
   uv_loop_t *loop;
   uv_thread_t loop_thread;
-  cuv_queue_t *queue; /* NULL once the close has finished with it */
+  cuv_queue_t *queue; /* set by cuv_uv_open, destroyed just before the bridge is freed */
   uv_async_t async;
   uv_idle_t idle;
   uv_check_t check;
@@ -64,8 +67,6 @@ static bool walked(const cuv_uv_t *b) {
  * the loop thread ref or unref a handle). A walked bridge stops here: closed handles keep nothing
  * alive, and its work in flight waits for cuv_uv_close. Loop thread. */
 static void settle(cuv_uv_t *b) {
-  if (!b->queue)
-    return;
   if (walked(b)) {
     cuv_queue_close(b->queue);
     return;
@@ -119,7 +120,7 @@ static void on_idle(uv_idle_t *handle) {
 /* Work another thread submitted with CUV_SUBMIT_POLLED for this loop (a thread that submits on
  * the loop's behalf) is polled for as the loop's own is, from the loop's next callback on. */
 static void poll_if_young(cuv_uv_t *b) {
-  if (b->polls && b->queue && !atomic_load(&b->polling) && !b->closing && !walked(b) &&
+  if (b->polls && !atomic_load(&b->polling) && !b->closing && !walked(b) &&
       cuv_queue_pending(b->queue) > 0 && cuv_queue_young(b->queue))
     start_polling(b);
 }
@@ -171,6 +172,9 @@ static void release(cuv_uv_t *b) {
   }
   if (b->close_cb)
     b->close_cb(b, b->close_arg);
+  /* After close_cb: until it ran, other threads may still call cuv_uv_submit, refused by the
+   * closed queue (include/cuv/uv.h). Nothing is pending, so it cannot be busy. */
+  cuv_queue_destroy(b->queue);
   free(b);
 }
 
@@ -185,11 +189,13 @@ static void on_closed(uv_handle_t *handle) {
     release(b);
 }
 
-/* Nothing in flight, nothing on the queue (so no notify can still run: the queue's destroy
- * waits for one), never inside a drain: close the handles nobody else closed. */
+/* Nothing in flight, nothing on the queue, never inside a drain: close the handles nobody else
+ * closed. The queue is kept (see release) but closed again first: its lock, taken after pending
+ * was seen at 0, waits for a notify still running (lib/queue.c notifies under that lock: a
+ * refused submission counting itself out), and a closed queue with nothing pending notifies no
+ * more, so no uv_async_send reaches the async handle once it is closing. */
 static void finish(cuv_uv_t *b) {
-  cuv_queue_destroy(b->queue);
-  b->queue = NULL;
+  cuv_queue_close(b->queue);
   atomic_store(&b->polling, false);
   uv_handle_t *handles[] = {(uv_handle_t *)&b->async, (uv_handle_t *)&b->idle,
                             (uv_handle_t *)&b->check};
@@ -300,7 +306,7 @@ CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *b, cuv_ticket_t ticket) {
 }
 
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *b) {
-  return b && b->queue ? cuv_queue_pending(b->queue) : 0;
+  return b ? cuv_queue_pending(b->queue) : 0;
 }
 
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *b) { return b ? b->loop : NULL; }

@@ -20,9 +20,9 @@
  * returns its code unchanged.
  *
  * Threads: cuv_uv_open and cuv_uv_close on the loop thread; cuv_uv_submit, cuv_uv_cancel,
- * cuv_uv_pending and cuv_uv_loop from any thread. Callbacks always run on the loop thread, in
- * completion order (submissions of one stream whose completions took different paths may come
- * out of order).
+ * cuv_uv_pending and cuv_uv_loop from any thread, until close_cb (see Closing). Callbacks always
+ * run on the loop thread, in completion order (submissions of one stream whose completions took
+ * different paths may come out of order).
  *
  * Lifetime: the bridge keeps the loop alive exactly while something is in flight (accepted and its
  * callback not yet run), so uv_run(UV_RUN_DEFAULT) returns once the last callback ran. libuv lets
@@ -43,14 +43,23 @@
  * submitting (the libuv way: a handle of your own), or close the bridge and run the loop:
  * "uv_run; cuv_uv_close; uv_run" never leaves a callback behind.
  *
- * Closing: cuv_uv_close refuses new submissions (CUV_ECLOSED); work already in flight still
- * completes on the GPU and each callback still runs once, with its own result; then the handles
- * are closed and close_cb runs (always in a later loop callback, never inside cuv_uv_close), after
- * which the bridge is freed. The loop keeps running (and serving other I/O) meanwhile. A done
- * callback may submit more work or close its own bridge. Like uv_close for a handle, cuv_uv_close
- * is needed exactly once, before uv_loop_close: while the bridge closes it holds a uv_work_t (a
- * threadpool thread waits for the work in flight), so uv_loop_close returns UV_EBUSY until
- * close_cb ran.
+ * Closing: cuv_uv_close refuses new submissions. Before it returns, the bridge's queue is
+ * closed: from then on every cuv_uv_submit returns CUV_ECLOSED (its op consumed, no callback),
+ * on the loop thread and on any thread that saw cuv_uv_close return or had a call refused; a
+ * call another thread makes while cuv_uv_close runs is either refused or accepted, and then
+ * delivered like the rest of the work in flight. That work still completes on the GPU and each
+ * callback still runs once, with its own result (the close cancels nothing); then the handles
+ * are closed and close_cb runs (always in a later loop callback, never inside cuv_uv_close),
+ * after which the bridge is freed. Until close_cb returns, other threads may go on calling (and
+ * are refused); from then on no thread may call cuv_uv_* with the bridge, and a call that began
+ * earlier must have returned by the time close_cb returns. So a program that submits from other
+ * threads stops them in close_cb, as a libuv program frees a handle's memory in its close
+ * callback (tests/uv-close-race.c: the submitter holds a lock around each call, and close_cb
+ * takes it to mark the bridge gone). The loop keeps running (and serving other I/O) meanwhile.
+ * A done callback may submit more work or close its own bridge. Like uv_close for a handle,
+ * cuv_uv_close is needed exactly once, before uv_loop_close: while the bridge closes it holds a
+ * uv_work_t (a threadpool thread waits for the work in flight), so uv_loop_close returns
+ * UV_EBUSY until close_cb ran.
  *
  * Walking the loop: libuv's shutdown idiom, uv_walk with a callback that closes every handle not
  * closing, closes the bridge's three handles too. That is safe in any order with cuv_uv_close:
@@ -95,7 +104,8 @@ CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *bridge, cuv_ticket_t ticket);
  * cancelled ones whose work has not retired yet. */
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *bridge);
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *bridge);
-/* Starts closing (see above); close_cb may be NULL. Calling it twice is CUV_ECLOSED. The
+/* Starts closing (see above); close_cb may be NULL where no other thread may still be calling
+ * (nothing then tells them when the bridge is freed). Calling it twice is CUV_ECLOSED. The
  * bridge must be closed (and the loop run until close_cb) before uv_loop_close. */
 CUV_EXTERN int cuv_uv_close(cuv_uv_t *bridge, cuv_uv_close_cb close_cb, void *arg);
 
