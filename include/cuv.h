@@ -62,10 +62,14 @@ CUV_EXTERN bool cuv_status_is_fault(int status);
 CUV_EXTERN const char *cuv_version_string(void);
 
 /* Initialization (cuv_init, cuv_init_with) and the settings: include/cuv/config.h. */
-/* "cuda", "sim" or the driver's path (cuv_config_t.driver); NULL before a successful init. */
+/* "cuda", "sim" or the driver's path (cuv_config_t.driver); NULL before a successful init. A
+ * query: it initializes nothing (cuv_config_get says which driver an init would load). */
 CUV_EXTERN const char *cuv_driver_name(void);
+/* Whether a successful init loaded libcuv-sim; false before one. Initializes nothing. */
 CUV_EXTERN bool cuv_driver_is_sim(void);
-/* The driver's CUDA version (13000 for 13.0). */
+/* The driver's CUDA version (13000 for 13.0). It must ask the driver, so it initializes the
+ * process as cuv_init() does if nothing did (which fixes the configuration), and returns that
+ * initialization's status when it failed. */
 CUV_EXTERN int cuv_driver_version(int *version);
 
 /* ---- devices -------------------------------------------------------------------------------- */
@@ -567,7 +571,8 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
  * thread was scanning at that moment. Any thread; never calls the driver. */
 CUV_EXTERN int cuv_poll(void);
 
-/* The inline spin budget in microseconds: cuv_config_get's spin_budget_us (default 20). */
+/* The inline spin budget in microseconds: cuv_config_get's spin_budget_us (default 20), so
+ * before initialization the budget cuv_init() would apply; initializes nothing. */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
 
 /* Whether the queue's latest CUV_SUBMIT_POLLED submission is young: submitted less than the

@@ -229,12 +229,40 @@ void cuv__config_apply(const cuv_config_t *c) {
   cuv__config.nccl = nccl_copy;
 }
 
-bool cuv__config_equal(const cuv_config_t *c) {
+/* The sentence of a field that differs, its value in force first. */
+static bool differs_text(char *why, size_t n, const char *field, const char *held,
+                         const char *asked) {
+  if (why && n)
+    snprintf(why, n, "a configuration is in force already: its %s is \"%s\", not \"%s\"", field,
+             held, asked);
+  return true;
+}
+
+static bool differs_number(char *why, size_t n, const char *field, unsigned held, unsigned asked) {
+  if (why && n)
+    snprintf(why, n, "a configuration is in force already: its %s is %u, not %u", field, held,
+             asked);
+  return true;
+}
+
+bool cuv__config_differs(const cuv_config_t *c, char *why, size_t n) {
   const cuv_config_t *a = &cuv__config;
-  return strcmp(driver_name(c->driver), a->driver) == 0 &&
-         c->spin_budget_us == a->spin_budget_us && c->host_sync == a->host_sync &&
-         c->reactor_slots == a->reactor_slots && c->strict_hazards == a->strict_hazards &&
-         c->uv_poll_max_us == a->uv_poll_max_us && c->submit_threads == a->submit_threads &&
-         c->submit_inline == a->submit_inline && c->submit_ring == a->submit_ring &&
-         c->streams == a->streams && strcmp(nccl_name(c->nccl), a->nccl) == 0;
+  if (strcmp(driver_name(c->driver), a->driver) != 0)
+    return differs_text(why, n, "driver", a->driver, driver_name(c->driver));
+#define CUV__DIFFERS(f)                                                                           \
+  if ((unsigned)c->f != (unsigned)a->f)                                                           \
+    return differs_number(why, n, #f, (unsigned)a->f, (unsigned)c->f);
+  CUV__DIFFERS(spin_budget_us)
+  CUV__DIFFERS(host_sync)
+  CUV__DIFFERS(reactor_slots)
+  CUV__DIFFERS(strict_hazards)
+  CUV__DIFFERS(uv_poll_max_us)
+  CUV__DIFFERS(submit_threads)
+  CUV__DIFFERS(submit_inline)
+  CUV__DIFFERS(submit_ring)
+  CUV__DIFFERS(streams)
+#undef CUV__DIFFERS
+  if (strcmp(nccl_name(c->nccl), a->nccl) != 0)
+    return differs_text(why, n, "nccl", a->nccl, nccl_name(c->nccl));
+  return false;
 }

@@ -18,7 +18,8 @@ int cuv__config_check(const cuv_config_t *config, char *why, size_t n);
 int cuv__config_from_env(cuv_config_t *config, char *why, size_t n);
 /* Copies a checked configuration into cuv__config (the driver string included). */
 void cuv__config_apply(const cuv_config_t *config);
-/* Whether config is the one applied (the driver compared by name: NULL is "cuda"). */
-bool cuv__config_equal(const cuv_config_t *config);
+/* Whether config differs from the one applied (the driver compared by name: NULL is "cuda"); then
+ * a sentence in why[n] names the first field that differs and both its values. */
+bool cuv__config_differs(const cuv_config_t *config, char *why, size_t n);
 
 #endif

@@ -139,7 +139,10 @@ void cuv__driver_unload(cuv__driver_t *table) {
 static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool init_done;
 static int init_status;
-static char init_error[PATH_MAX + 256]; /* why the last initialization failed; "" otherwise */
+/* Under init_lock: why the initialization failed, for good ("" when it succeeded or did not run),
+ * and cuv_init_error's text, why the last initialization call failed ("" when it succeeded). */
+static char init_error[PATH_MAX + 256];
+static char call_error[PATH_MAX + 256];
 
 /* cuInit on the loaded table; a driver without a usable device is, for the user, no driver. */
 static int start_driver(void) {
@@ -163,16 +166,16 @@ static int start_driver(void) {
 }
 
 /* With init_lock held and nothing initialized: config (NULL: the environment's) checked, applied
- * and the driver loaded. A refused configuration initializes nothing. */
+ * and the driver loaded. A refused configuration initializes nothing and says why in call_error. */
 static int init_locked(const cuv_config_t *config) {
   cuv_config_t env;
   int rc = 0;
   if (!config) {
-    rc = cuv__config_from_env(&env, init_error, sizeof init_error);
+    rc = cuv__config_from_env(&env, call_error, sizeof call_error);
     config = &env;
   }
   if (rc == 0)
-    rc = cuv__config_check(config, init_error, sizeof init_error);
+    rc = cuv__config_check(config, call_error, sizeof call_error);
   if (rc < 0)
     return rc;
   cuv__config_apply(config);
@@ -185,15 +188,24 @@ static int init_locked(const cuv_config_t *config) {
   return rc;
 }
 
+/* An initialization call: the first initializes; a later one with another configuration is
+ * refused, and says which field differs; any other returns the initialization's status, and its
+ * text becomes cuv_init_error's again (none once it succeeded). */
 static int init_with(const cuv_config_t *config) {
   pthread_mutex_lock(&init_lock);
   int rc;
-  if (!atomic_load_explicit(&init_done, memory_order_relaxed))
+  bool refused = false;
+  if (!atomic_load_explicit(&init_done, memory_order_relaxed)) {
     rc = init_locked(config);
-  else if (config && !cuv__config_equal(config))
+    refused = !atomic_load_explicit(&init_done, memory_order_relaxed);
+  } else if (config && cuv__config_differs(config, call_error, sizeof call_error)) {
     rc = CUV_EBUSY;
-  else
+    refused = true;
+  } else {
     rc = init_status;
+  }
+  if (!refused)
+    snprintf(call_error, sizeof call_error, "%s", init_error);
   pthread_mutex_unlock(&init_lock);
   return rc;
 }
@@ -204,54 +216,57 @@ int cuv__driver_init(void) {
   return init_with(NULL);
 }
 
-CUV_EXTERN int cuv_init(void) { return cuv__driver_init(); }
+/* Not through cuv__driver_init's shortcut: a call of its own resets cuv_init_error's text. */
+CUV_EXTERN int cuv_init(void) { return init_with(NULL); }
 
 CUV_EXTERN int cuv_init_with(const cuv_config_t *config) {
-  if (!config)
-    return CUV_EINVAL;
-  char why[256];
-  if (cuv__config_check(config, why, sizeof why) < 0) {
-    pthread_mutex_lock(&init_lock);
-    if (!atomic_load_explicit(&init_done, memory_order_relaxed)) /* keep a failed init's text */
-      snprintf(init_error, sizeof init_error, "%s", why);
-    pthread_mutex_unlock(&init_lock);
-    return CUV_EINVAL;
-  }
-  return init_with(config);
+  pthread_mutex_lock(&init_lock);
+  int rc = cuv__config_check(config, call_error, sizeof call_error); /* also after init */
+  pthread_mutex_unlock(&init_lock);
+  return rc < 0 ? rc : init_with(config);
+}
+
+/* The process initialized, and successfully. */
+static bool initialized(void) {
+  return atomic_load_explicit(&init_done, memory_order_acquire) && init_status == 0;
 }
 
 CUV_EXTERN int cuv_config_get(cuv_config_t *config) {
   if (!config)
     return CUV_EINVAL;
-  int rc = cuv__driver_init();
-  if (!atomic_load_explicit(&init_done, memory_order_acquire))
-    return rc; /* the environment's configuration was refused: none is in force */
-  *config = cuv__config;
-  return 0;
+  if (atomic_load_explicit(&init_done, memory_order_acquire)) {
+    *config = cuv__config;
+    return 0;
+  }
+  /* A query fixes nothing: what cuv_init() would apply now, or CUV_EINVAL where it would refuse;
+   * the default NCCL spelled "", as cuv__config_apply spells it. */
+  int rc = cuv__config_from_env(config, NULL, 0);
+  if (!config->nccl)
+    config->nccl = "";
+  return rc;
 }
 
 CUV_EXTERN const char *cuv_init_error(void) {
   pthread_mutex_lock(&init_lock);
-  const char *why = init_error[0] ? init_error : NULL;
+  const char *why = call_error[0] ? call_error : NULL;
   pthread_mutex_unlock(&init_lock);
   return why;
 }
 
 CUV_EXTERN unsigned cuv_spin_budget_us(void) {
-  cuv__driver_init(); /* the configuration is applied there, once */
-  return cuv__config.spin_budget_us;
+  cuv_config_t c;
+  cuv_config_get(&c); /* a refused environment leaves that field its default */
+  return c.spin_budget_us;
 }
 
-CUV_EXTERN const char *cuv_driver_name(void) {
-  return cuv__driver_init() == 0 ? cuv__drv.name : NULL;
-}
+CUV_EXTERN const char *cuv_driver_name(void) { return initialized() ? cuv__drv.name : NULL; }
 
-CUV_EXTERN bool cuv_driver_is_sim(void) { return cuv__driver_init() == 0 && cuv__drv.is_sim; }
+CUV_EXTERN bool cuv_driver_is_sim(void) { return initialized() && cuv__drv.is_sim; }
 
 CUV_EXTERN int cuv_driver_version(int *version) {
   if (!version)
     return CUV_EINVAL;
-  int rc = cuv__driver_init();
+  int rc = cuv__driver_init(); /* the driver must be loaded to answer: documented in cuv.h */
   if (rc == 0)
     *version = cuv__drv.version;
   return rc;

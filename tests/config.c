@@ -1,6 +1,7 @@
 /* The configuration API (include/cuv/config.h): defaults and the environment (CUV_* names, the
  * CUDA_ASYNC_* aliases), cuv_init_with applied once and read back, a second init, an op before
- * any init, invalid configurations, and a driver path that does not load. A process is
+ * any init, queries before any init (they initialize nothing), invalid configurations, and a
+ * driver path that does not load, with what cuv_init_error() says after each. A process is
  * initialized once, so each case runs in a child process of its own, forked before anything of
  * cuv's ran in this one (tests/no-device.c's pattern); the child's exit status is the verdict,
  * and a failing child prints the line of the check that failed. Suites sim and gpu: the children
@@ -230,14 +231,56 @@ static int child_init_twice(void) {
   cuv_config_t first = custom_config(), other = first, got;
   CHECK(cuv_init_with(&first) == 0);
   CHECK(cuv_init_with(&first) == 0);
+  CHECK(cuv_init_error() == NULL);
   other.reactor_slots = first.reactor_slots + 1;
   CHECK(cuv_init_with(&other) == CUV_EBUSY);
+  char want[128];
+  snprintf(want, sizeof want, "reactor_slots is %u, not %u", first.reactor_slots,
+           other.reactor_slots);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), want));
+  CHECK(cuv_init_with(&first) == 0 && cuv_init_error() == NULL);
   other = first;
   other.driver = strcmp(suite_driver, "sim") == 0 ? "cuda" : "sim";
   CHECK(cuv_init_with(&other) == CUV_EBUSY);
+  snprintf(want, sizeof want, "driver is \"%s\", not \"%s\"", suite_driver, other.driver);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), want));
   CHECK(cuv_init() == 0);
+  CHECK(cuv_init_error() == NULL); /* a call of its own: the refusal's text is gone */
   CHECK(cuv_config_get(&got) == 0 && same_config(&got, &first));
-  CHECK(cuv_init_error() == NULL);
+  return 0;
+}
+
+/* Each field of a valid configuration unlike the one in force, after a successful init: refused
+ * with CUV_EBUSY, the field named with both values, nothing changed; the identical one is 0 and
+ * leaves no text. */
+static int child_init_other_fields(void) {
+  clear_env();
+  cuv_config_t first, got;
+  cuv_config_default(&first);
+  first.driver = suite_driver;
+  CHECK(cuv_init_with(&first) == 0);
+  char want[128];
+#define OTHER(name, value, held, asked)                                                           \
+  do {                                                                                            \
+    cuv_config_t other = first;                                                                   \
+    other.name = value;                                                                           \
+    CHECK(cuv_init_with(&other) == CUV_EBUSY);                                                    \
+    snprintf(want, sizeof want, "its %s is %s, not %s", #name, held, asked);                      \
+    CHECK(cuv_init_error() && strstr(cuv_init_error(), want));                                    \
+  } while (0)
+  OTHER(spin_budget_us, 21, "20", "21");
+  OTHER(host_sync, CUV_HOST_SYNC_BLOCK, "0", "2");
+  OTHER(reactor_slots, 4097, "4096", "4097");
+  OTHER(strict_hazards, true, "0", "1");
+  OTHER(uv_poll_max_us, 1001, "1000", "1001");
+  OTHER(submit_threads, 5, "4", "5");
+  OTHER(submit_inline, CUV_SUBMIT_INLINE_ALWAYS, "0", "2");
+  OTHER(submit_ring, 2048, "1024", "2048");
+  OTHER(streams, 5, "4", "5");
+  OTHER(nccl, "sim", "\"\"", "\"sim\"");
+#undef OTHER
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &first));
+  CHECK(cuv_init_with(&first) == 0 && cuv_init_error() == NULL);
   return 0;
 }
 
@@ -258,6 +301,68 @@ static int child_op_before_init(void) {
   CHECK(cuv_init_with(&want) == 0);
   want.spin_budget_us = 4;
   CHECK(cuv_init_with(&want) == CUV_EBUSY);
+  return 0;
+}
+
+/* Queries before any init initialize nothing: cuv_config_get says what cuv_init() would apply,
+ * the driver is not named yet, and a cuv_init_with after them applies the configuration given. */
+static int child_queries_before_init(void) {
+  clear_env();
+  setenv("CUV_SPIN_BUDGET_US", "7", 1);
+  setenv("CUV_STREAMS", "9", 1);
+  cuv_config_t env, got;
+  CHECK(cuv_config_default(&env) == 0);
+  for (int look = 0; look < 2; look++) { /* looking again still initializes nothing */
+    CHECK(cuv_driver_name() == NULL);
+    CHECK(!cuv_driver_is_sim());
+    CHECK(cuv_spin_budget_us() == 7);
+    CHECK(cuv_config_get(&got) == 0 && same_config(&got, &env));
+    CHECK(got.streams == 9 && strcmp(got.driver, suite_driver) == 0 && strcmp(got.nccl, "") == 0);
+    CHECK(cuv_init_error() == NULL);
+  }
+  cuv_config_t want = custom_config();
+  CHECK(cuv_init_with(&want) == 0);
+  CHECK(cuv_init_error() == NULL);
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &want));
+  CHECK(cuv_spin_budget_us() == want.spin_budget_us);
+  CHECK(strcmp(cuv_driver_name(), suite_driver) == 0);
+  CHECK(cuv_driver_is_sim() == (strcmp(suite_driver, "sim") == 0));
+  CHECK(completion_path() == 'h'); /* host_sync "block": the configuration given is in force */
+  return 0;
+}
+
+/* A query of an environment that cuv_init() would refuse: CUV_EINVAL, no text (a query is no
+ * initialization call), nothing initialized: an explicit configuration still initializes. */
+static int child_query_refused_env(void) {
+  clear_env();
+  setenv("CUV_STREAMS", "0", 1);
+  cuv_config_t got;
+  CHECK(cuv_config_get(&got) == CUV_EINVAL);
+  CHECK(got.streams == 4); /* that field's default */
+  CHECK(cuv_spin_budget_us() == 20);
+  CHECK(cuv_init_error() == NULL && cuv_driver_name() == NULL);
+  cuv_config_t c;
+  cuv_config_default(&c); /* CUV_EINVAL too; the fields are filled */
+  c.spin_budget_us = 0;
+  CHECK(cuv_init_with(&c) == 0);
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &c));
+  CHECK(completion_path() == 'r'); /* no inline spin: the configuration given is in force */
+  return 0;
+}
+
+/* cuv_driver_version must ask the driver: before any init it initializes with the environment's
+ * configuration (include/cuv.h), and a cuv_init_with of another one is then refused. */
+static int child_version_initializes(void) {
+  clear_env();
+  setenv("CUV_SPIN_BUDGET_US", "3", 1);
+  int version = 0;
+  CHECK(cuv_driver_version(&version) == 0 && version > 0);
+  CHECK(strcmp(cuv_driver_name(), suite_driver) == 0);
+  cuv_config_t c;
+  CHECK(cuv_config_get(&c) == 0 && c.spin_budget_us == 3);
+  c.spin_budget_us = 4;
+  CHECK(cuv_init_with(&c) == CUV_EBUSY);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), "spin_budget_us is 3, not 4"));
   return 0;
 }
 
@@ -309,15 +414,26 @@ static int child_invalid_configs(void) {
     CHECK(why && strstr(why, field[i]));
   }
   CHECK(cuv_init_with(&base) == 0);
-  for (size_t i = 0; i < n; i++) /* checked before it is compared with the one in force */
-    CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
   CHECK(cuv_init_error() == NULL);
+  for (size_t i = 0; i < n; i++) { /* checked before it is compared with the one in force */
+    CHECK(cuv_init_with(&bad[i]) == CUV_EINVAL);
+    const char *why = cuv_init_error(); /* named after a successful init too */
+    CHECK(why && strstr(why, field[i]));
+  }
+  CHECK(cuv_init_with(NULL) == CUV_EINVAL);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), "NULL"));
+  cuv_config_t got;
+  CHECK(cuv_config_get(&got) == 0 && same_config(&got, &base)); /* nothing changed */
+  CHECK(cuv_init() == 0 && cuv_init_error() == NULL);
+  CHECK(cuv_init_with(&bad[0]) == CUV_EINVAL && cuv_init_error());
+  CHECK(cuv_init_with(&base) == 0 && cuv_init_error() == NULL);
   return 0;
 }
 
 static int child_invalid_then_valid(void) {
   clear_env();
   CHECK(cuv_init_with(NULL) == CUV_EINVAL);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), "NULL"));
   cuv_config_t c;
   cuv_config_default(&c);
   c.reactor_slots = 0;
@@ -416,6 +532,30 @@ static int child_driver_typo_env(void) {
   return check_typo_refused(typo_path);
 }
 
+/* After a failed init, a refusal says its own reason, and the next call that returns the
+ * failure says the failure's again. */
+static int child_driver_typo_then_refusals(void) {
+  clear_env();
+  cuv_config_t c, other;
+  cuv_config_default(&c);
+  c.driver = typo_path;
+  CHECK(cuv_init_with(&c) == CUV_ENODRIVER);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), typo_path));
+  other = c;
+  other.submit_ring = 3;
+  CHECK(cuv_init_with(&other) == CUV_EINVAL);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), "submit_ring"));
+  CHECK(cuv_init() == CUV_ENODRIVER);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), typo_path));
+  other = c;
+  other.streams = 5;
+  CHECK(cuv_init_with(&other) == CUV_EBUSY);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), "streams is 4, not 5"));
+  CHECK(cuv_init_with(&c) == CUV_ENODRIVER);
+  CHECK(cuv_init_error() && strstr(cuv_init_error(), typo_path));
+  return 0;
+}
+
 /* The exit status of child() run in a process of its own; -1 when it did not exit. */
 static int child_status(int (*child)(void)) {
   fflush(NULL);
@@ -443,12 +583,17 @@ CHILD_TEST(environment_invalid)
 CHILD_TEST(init_with)
 CHILD_TEST(init_with_off)
 CHILD_TEST(init_twice)
+CHILD_TEST(init_other_fields)
 CHILD_TEST(op_before_init)
+CHILD_TEST(queries_before_init)
+CHILD_TEST(query_refused_env)
+CHILD_TEST(version_initializes)
 CHILD_TEST(invalid_configs)
 CHILD_TEST(invalid_then_valid)
 CHILD_TEST(concurrent_init)
 CHILD_TEST(driver_typo)
 CHILD_TEST(driver_typo_env)
+CHILD_TEST(driver_typo_then_refusals)
 
 int main(void) {
   /* No cuvt_init: it would initialize this process, which each child must do itself. */
@@ -465,12 +610,17 @@ int main(void) {
       cmocka_unit_test(test_init_with),
       cmocka_unit_test(test_init_with_off),
       cmocka_unit_test(test_init_twice),
+      cmocka_unit_test(test_init_other_fields),
       cmocka_unit_test(test_op_before_init),
+      cmocka_unit_test(test_queries_before_init),
+      cmocka_unit_test(test_query_refused_env),
+      cmocka_unit_test(test_version_initializes),
       cmocka_unit_test(test_invalid_configs),
       cmocka_unit_test(test_invalid_then_valid),
       cmocka_unit_test(test_concurrent_init),
       cmocka_unit_test(test_driver_typo),
       cmocka_unit_test(test_driver_typo_env),
+      cmocka_unit_test(test_driver_typo_then_refusals),
   };
   return cuvt_run(tests);
 }

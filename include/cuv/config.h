@@ -13,7 +13,11 @@
  * Initialization happens once: it applies one configuration for the life of the process, and a
  * second cuv_init_with with a different one is refused with CUV_EBUSY. Every setting has a CUV_*
  * environment variable; the older CUDA_ASYNC_* names are aliases, read when the CUV_* name is
- * unset or empty. An empty variable counts as unset. */
+ * unset or empty. An empty variable counts as unset.
+ *
+ * Queries initialize nothing, so a program may look before it configures: cuv_config_get,
+ * cuv_spin_budget_us, cuv_driver_name, cuv_driver_is_sim and cuv_init_error (include/cuv.h).
+ * Only cuv_driver_version, which must ask the driver, initializes as cuv_init() does. */
 
 #include <stdbool.h>
 
@@ -97,9 +101,10 @@ CUV_EXTERN int cuv_config_default(cuv_config_t *config);
  * Returns 0, or:
  * - CUV_EINVAL: config is NULL or holds a value out of range (an unknown host_sync, a driver
  *   that is none of "cuda", "sim" or a path), checked first, also after initialization; nothing
- *   is initialized, init may be tried again, and cuv_init_error() names the field;
- * - CUV_EBUSY: the process is initialized already, with another configuration (an identical
- *   one returns that initialization's status);
+ *   is initialized or changed, init may be tried again, and cuv_init_error() names the field;
+ * - CUV_EBUSY: the process is initialized already, with another configuration, which stays;
+ *   cuv_init_error() names the first field that differs and both its values (an identical
+ *   configuration returns that initialization's status);
  * - the status of loading the driver (CUV_ENODRIVER, CUV_EDRIVER, a CUV_ECUDA code from cuInit):
  *   the configuration is applied, the failure stays the process's answer to every later call,
  *   and cuv_init_error() says what failed. */
@@ -112,15 +117,28 @@ CUV_EXTERN int cuv_init_with(const cuv_config_t *config);
 CUV_EXTERN int cuv_init(void);
 
 /* The configuration in force, for the library's parts and for programs (the libuv bridge reads
- * its poll bound here). Initializes with the defaults first if nothing did. Returns 0, or
- * CUV_EINVAL when config is NULL or the environment's configuration was refused (then there is
- * none in force). config->driver then points to cuv's copy, valid for the life of the process. */
+ * its poll bound here); config->driver and config->nccl then point to cuv's copies, valid for the
+ * life of the process. Before initialization, the configuration cuv_init() would apply now
+ * (cuv_config_default's, its default nccl spelled "" as in force), with the environment's strings:
+ * a query initializes nothing, and a later cuv_init_with may still apply another. Returns 0, or
+ * CUV_EINVAL when config is NULL or, before initialization, a variable is out of range (cuv_init()
+ * would refuse it; that field holds its default). */
 CUV_EXTERN int cuv_config_get(cuv_config_t *config);
 
-/* Why the initialization failed, in a sentence that names what it tried (the variable and its
- * value, the driver's path and the loader's reason): "cannot load the driver
- * \"/opt/typo/libcuda.so\": ... No such file or directory". NULL when no initialization ran
- * or it succeeded. The text stays until the next initialization attempt. */
+/* Why the last initialization call failed, in a sentence that names what it tried. The calls are
+ * cuv_init, cuv_init_with, and, while the process is not initialized, a call that initializes it
+ * implicitly (opening a device, running an op, cuv_driver_version); once it is, those only return
+ * its status, and queries never touch the text. By status:
+ * - CUV_EINVAL: the field and what it must hold, or the variable and its value
+ *   ("CUV_SPIN_BUDGET_US=2x: expected ..."), also for a cuv_init_with refused after
+ *   initialization;
+ * - CUV_EBUSY: the field in which the configuration differs from the one in force, both values;
+ * - a driver that failed: its path and the loader's reason ("cannot load the driver
+ *   \"/opt/typo/libcuda.so\": ... No such file or directory"), again after every later call that
+ *   returns that failure (cuv_init, an identical cuv_init_with).
+ * NULL when no initialization call ran or the last one succeeded (cuv_init or an identical
+ * cuv_init_with once initialized). One text per process, not per thread: with several threads
+ * initializing, the last call's. It stays until the next initialization call. */
 CUV_EXTERN const char *cuv_init_error(void);
 
 #ifdef __cplusplus
