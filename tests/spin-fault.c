@@ -1,0 +1,156 @@
+/* A device fault seen by the inline spin (path 1 of lib/completion.c), not by the reactor: the
+ * submitting thread makes the submission's driver calls itself (CUV_SUBMIT_INLINE=always) and
+ * spins on its stream's word for a budget (CUV_SPIN_BUDGET_US=1000000) that outlasts the
+ * submission's first kernel, a 100 ms sleep; its second writes through a bad pointer. The word
+ * never lands, so when the budget runs out the spin asks the stream, finds the fault and completes
+ * the submission with it: the callback gets the fault code exactly once, counted as a spin
+ * completion and a fault (and not by the reactor, which never saw the submission). Then the
+ * process's later work fails as a faulted context's does: a submission on the stream is called
+ * back once with the fault, a blocking executor and the stream's synchronize return it.
+ *
+ * A fault kills the context for the rest of the process, so each attempt runs in a child process
+ * of its own, forked before anything of cuv's ran in this one (tests/config.c's pattern), and
+ * reports by its exit status. Whether the spin is the path that sees the fault depends on the
+ * machine keeping up (the sleep must outlast the submission's enqueueing, the budget the sleep):
+ * an attempt where another path saw it checks the rest and another attempt follows, up to
+ * ATTEMPTS; one of them must be the spin's. Suites sim and gpu (skipped without a GPU). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cuda.h>
+
+#include "common.h"
+
+#define ATTEMPTS 3
+#define SLEEP_NS 100000000ull /* the first kernel's sleep: 0.1 s of the spin's 1 s */
+
+/* An attempt's verdicts (its exit status); 77: no GPU (cuvt_init's). */
+enum { SPIN_SAW_IT = 0, CHECK_FAILED = 1, ANOTHER_PATH = 2 };
+
+#define CHECK(cond)                                                                               \
+  do {                                                                                            \
+    if (!(cond)) {                                                                                \
+      fprintf(stderr, "spin-fault.c:%d: %s\n", __LINE__, #cond);                                  \
+      return CHECK_FAILED;                                                                        \
+    }                                                                                             \
+  } while (0)
+
+typedef struct record {
+  int calls, status;
+} record_t;
+
+static void done(int status, cuv_output_t *output, void *arg) {
+  (void)output;
+  record_t *r = arg;
+  r->calls++;
+  r->status = status;
+}
+
+/* Drains q until r was called back, up to 10 s (a bound against hanging, not an assertion). */
+static void drain_until_called(cuv_queue_t *q, const record_t *r) {
+  for (int i = 0; i < 100 && r->calls == 0; i++) {
+    cuv_queue_wait(q, 100);
+    cuv_queue_drain(q);
+  }
+}
+
+/* The documented results of a kernel's bad access (tests/fault.c): the simulator gives the
+ * H200's. */
+static bool fault_result(int status) {
+  int r = cuv_cuda_result(status);
+  if (cuvt_is_sim())
+    return r == CUDA_ERROR_ILLEGAL_ADDRESS;
+  return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED;
+}
+
+static int attempt(void) {
+  cuvt_init(); /* exits 77 in the gpu suite without a GPU */
+  CHECK(cuv_spin_budget_us() == 1000000);
+  cuv_queue_t *q;
+  cuv_stream_t *stream;
+  cuv_buffer_t *buf;
+  CHECK(cuv_buffer_create(&buf, cuvt_device(), sizeof(unsigned)) == 0);
+  CHECK(cuv_queue_create(&q, NULL, NULL) == 0);
+  CHECK(cuv_stream_create(&stream, cuvt_device()) == 0);
+  cuv_submit_opts_t on_stream = {.stream = stream};
+  unsigned long long ns = SLEEP_NS, bad = 0x10; /* the GPU's first page is never mapped */
+  unsigned value = cuvt_random_u32();
+  cuv_arg_t sleep_args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value), CUV_ARG_WRITE(buf)};
+  cuv_arg_t fault_args[] = {CUV_ARG_VALUE(bad)};
+  cuv_op_t *op =
+      cuv_seq(cuv_launch(cuvt_kernel("sleep_then_write"), CUV_DIM1(1), CUV_DIM1(1), 0,
+                         sleep_args, 3),
+              cuv_launch(cuvt_kernel("fault_kernel"), CUV_DIM1(1), CUV_DIM1(1), 0, fault_args, 1));
+  record_t faulting = {0}, later = {0};
+  cuv_stats_t before, after;
+  cuv_stats(&before);
+  CHECK(cuv_submit(q, op, done, &faulting, &on_stream) == 0);
+  drain_until_called(q, &faulting); /* the spin ran in cuv_submit: the first drain has it */
+  cuv_stats(&after);
+  fprintf(stderr, "# faulting submission: %s; spin %llu, reactor %llu, other paths %llu\n",
+          cuv_err_name(faulting.status),
+          (unsigned long long)(after.completed_spin - before.completed_spin),
+          (unsigned long long)(after.completed_reactor - before.completed_reactor),
+          (unsigned long long)(after.completed_sync - before.completed_sync +
+                               after.completed_hostfn - before.completed_hostfn));
+  CHECK(faulting.calls == 1);
+  CHECK(fault_result(faulting.status));
+  CHECK(after.faults - before.faults == 1);
+  CHECK(after.completed - before.completed == 0); /* a fault is not a completion (tests/stats.c) */
+  bool by_spin = after.completed_spin - before.completed_spin == 1;
+  if (by_spin)
+    CHECK(after.completed_reactor == before.completed_reactor);
+
+  /* Later work on the stream: called back once, with the fault. */
+  CHECK(cuv_submit(q, cuv_memset32(buf, 0, value, 1), done, &later, &on_stream) == 0);
+  drain_until_called(q, &later);
+  CHECK(later.calls == 1 && cuv_status_is_fault(later.status));
+  CHECK(cuv_status_is_fault(cuv_sync_on(stream, cuv_memset32(buf, 0, value, 1), NULL)));
+  CHECK(cuv_status_is_fault(cuv_stream_synchronize(stream)));
+  cuv_queue_drain(q);
+  CHECK(faulting.calls == 1 && later.calls == 1); /* exactly once, also after more drains */
+  /* Nothing is freed: the dead context may still name what the work used (lib/submission.c). */
+  return by_spin ? SPIN_SAW_IT : ANOTHER_PATH;
+}
+
+/* The exit status of child() in a process of its own; -1 when it did not exit. */
+static int child_status(int (*child)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(child());
+  int wstatus;
+  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid || !WIFEXITED(wstatus))
+    return -1;
+  return WEXITSTATUS(wstatus);
+}
+
+static int probe(void) { return cuv_init() == CUV_ENODRIVER ? 77 : 0; }
+
+static void test_fault_seen_by_inline_spin(void **state) {
+  (void)state;
+  int status = ANOTHER_PATH;
+  for (int i = 0; i < ATTEMPTS && status == ANOTHER_PATH; i++) {
+    status = child_status(attempt);
+    if (status == ANOTHER_PATH)
+      print_message("# attempt %d: the fault was seen by another path than the spin\n", i + 1);
+  }
+  assert_int_equal(status, SPIN_SAW_IT);
+}
+
+int main(void) {
+  /* Whatever the suite's environment: the submitting thread spins, for longer than the sleep. */
+  setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
+  setenv("CUV_SUBMIT_INLINE", "always", 1);
+  if (strcmp(cuvt_suite_name(), "gpu") == 0 && child_status(probe) == 77) {
+    printf("1..0 # SKIP no GPU\n");
+    return 77; /* the gpu suite's protocol is exitcode: 77 is skipped */
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_fault_seen_by_inline_spin),
+  };
+  return cuvt_run(tests);
+}
