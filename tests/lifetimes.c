@@ -5,7 +5,10 @@
  * (cuv_sim_unloads_with_pending_launches): it must stay where it was, and exactly one unload must
  * have happened by the end (the hold is released, not leaked). On the GPU the results are checked
  * (a module unloaded under a launch may fault or run garbage there). */
+#include <time.h>
+
 #include "counted.h"
+#include "gate.h"
 
 #define SLOW_MS 80u
 
@@ -113,6 +116,144 @@ static void test_release_chain_of_launches(void **state) {
   cuv_buffer_unref(buf);
 }
 
+/* ---- distinct objects of one kind in one submission ---- */
+
+/* A then over gated work: its callback runs once the ops before it were enqueued (their holds
+ * taken, the ops' own references dropped), while the gate keeps that work pending. It returns
+ * the download of the buffer the work wrote. */
+typedef struct walked {
+  atomic_int calls;
+  cuv_buffer_t *buf;
+  size_t bytes;
+} walked_t;
+
+static cuv_op_t *note_walked(cuv_output_t *input, void *arg) {
+  walked_t *w = arg;
+  atomic_fetch_add(&w->calls, 1);
+  return cuv_download(w->buf, 0, w->bytes);
+}
+
+static void wait_walked(walked_t *w) {
+  struct timespec pause = {0, 1000000L};
+  for (int waited = 0; atomic_load(&w->calls) == 0; waited++) {
+    if (waited > 20000) /* a watchdog, not a timing assertion */
+      fail_msg("the submission's callback never ran");
+    nanosleep(&pause, NULL);
+  }
+}
+
+/* One write of `value` at word `at` of buf by kernel k (sleep_then_write, no sleep). */
+static cuv_op_t *write_at(cuv_kernel_t *k, unsigned value, cuv_buffer_t *buf, size_t at) {
+  unsigned long long ns = 0;
+  cuv_arg_t args[] = {CUV_ARG_VALUE(ns), CUV_ARG_VALUE(value),
+                      CUV_ARG_WRITE_AT(buf, at * sizeof(unsigned))};
+  return cuv_launch(k, CUV_DIM1(1), CUV_DIM1(1), 0, args, 3);
+}
+
+/* Two modules (the same file loaded twice), a kernel of each launched in one submission behind a
+ * gate; the caller drops both kernels and modules before submitting. The submission holds each
+ * kernel (lib/launch.c hold_kernel: one hold per kernel, not per release function), so neither
+ * module is unloaded while the gate keeps its launch pending, both launches write their values,
+ * and both modules are unloaded once the work retired. */
+static void test_two_modules_in_one_submission(void **state) {
+  cuv_module_t *mods[2];
+  cuv_kernel_t *ks[2];
+  load(&mods[0], &ks[0]);
+  load(&mods[1], &ks[1]);
+  assert_ptr_not_equal(mods[0], mods[1]);
+  cuv_buffer_t *buf = cuvt_buffer(2 * sizeof(unsigned));
+  cuv_queue_t *q = NULL;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuvt_gate_t g;
+  cuvt_gate_init(&g);
+  unsigned values[2] = {cuvt_nonzero_u32(), cuvt_nonzero_u32()};
+  cuv_op_t *op = cuvt_gate_wait(&g);
+  for (size_t i = 0; i < 2; i++)
+    op = cuv_seq(op, write_at(ks[i], values[i], buf, i));
+  walked_t walked = {0, buf, 2 * sizeof(unsigned)};
+  op = cuv_then(op, note_walked, &walked);
+  unsigned long pending_before = unloads_pending(), calls_before = unload_calls();
+  for (size_t i = 0; i < 2; i++) {
+    cuv_kernel_unref(ks[i]); /* the ops hold them now */
+    cuv_module_unref(mods[i]);
+  }
+  cuvt_seen_t seen = {0};
+
+  assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, NULL));
+  wait_walked(&walked);
+  unsigned long calls_gated = unload_calls(), pending_gated = unloads_pending();
+  int seen_gated = seen.calls;
+  cuvt_gate_open(&g); /* before any assert: a failed one must not leave the gate closed */
+  assert_int_equal(calls_gated, calls_before); /* both held while the gate was closed */
+  assert_int_equal(pending_gated, pending_before);
+  assert_int_equal(seen_gated, 0);
+  wait_calls(q, &seen);
+  assert_int_equal(seen.calls, 1);
+  assert_cuv_ok(seen.status);
+  assert_int_equal(seen.got, values[0]);
+  unsigned got[2] = {0};
+  cuvt_read(got, buf, 0, sizeof got);
+  assert_int_equal(got[0], values[0]);
+  assert_int_equal(got[1], values[1]);
+  assert_int_equal(unloads_pending(), pending_before);
+  if (cuvt_is_sim())
+    assert_int_equal(unload_calls() - calls_before, 2); /* each unloaded once, at retirement */
+  assert_int_equal(atomic_load(&walked.calls), 1);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  cuvt_gate_close(&g);
+  cuv_buffer_unref(buf);
+}
+
+/* Two untracked buffers (CUV_HAZARD_NONE: held without an access record, lib/hazard.c
+ * hold_untracked) written in one submission behind a gate, whose last references the caller drops
+ * after submitting: neither is freed while the gate keeps the writes pending (the simulator
+ * counts cuMemFree), both get their values (a download in the same submission shows them), and
+ * both are freed once the work retired. */
+static void test_two_untracked_buffers_in_one_submission(void **state) {
+  cuv_module_t *mod;
+  cuv_kernel_t *k;
+  load(&mod, &k);
+  cuv_buffer_t *bufs[2] = {cuvt_buffer(sizeof(unsigned)), cuvt_buffer(sizeof(unsigned))};
+  cuv_buffer_t *out = cuvt_buffer(2 * sizeof(unsigned));
+  cuv_queue_t *q = NULL;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  cuvt_gate_t g;
+  cuvt_gate_init(&g);
+  unsigned values[2] = {cuvt_nonzero_u32(), cuvt_nonzero_u32()};
+  cuv_op_t *op = cuvt_gate_wait(&g);
+  for (size_t i = 0; i < 2; i++) {
+    assert_cuv_ok(cuv_buffer_set_hazard_mode(bufs[i], CUV_HAZARD_NONE));
+    op = cuv_seq(op, write_at(k, values[i], bufs[i], 0));
+    op = cuv_seq(op, cuv_memcpy_dtod(out, i * sizeof(unsigned), bufs[i], 0, sizeof(unsigned)));
+  }
+  walked_t walked = {0, out, 2 * sizeof(unsigned)};
+  op = cuv_then(op, note_walked, &walked);
+  unsigned long frees = cuvt_is_sim() ? cuv_sim_calls("cuMemFree") : 0;
+  cuvt_seen_t seen = {0};
+
+  assert_cuv_ok(cuv_submit(q, op, cuvt_record_seen, &seen, NULL));
+  cuv_buffer_unref(bufs[0]); /* the caller's last references */
+  cuv_buffer_unref(bufs[1]);
+  wait_walked(&walked);
+  unsigned long frees_gated = cuvt_is_sim() ? cuv_sim_calls("cuMemFree") : 0;
+  cuvt_gate_open(&g); /* before any assert: a failed one must not leave the gate closed */
+  assert_int_equal(frees_gated, frees); /* held while the gate was closed */
+  wait_calls(q, &seen);
+  assert_int_equal(seen.calls, 1);
+  assert_cuv_ok(seen.status);
+  unsigned got[2] = {0};
+  cuvt_read(got, out, 0, sizeof got);
+  assert_int_equal(got[0], values[0]);
+  assert_int_equal(got[1], values[1]);
+  if (cuvt_is_sim())
+    assert_int_equal(cuv_sim_calls("cuMemFree") - frees, 2); /* freed at retirement */
+  assert_cuv_ok(cuv_queue_destroy(q));
+  cuvt_gate_close(&g);
+  cuv_buffer_unref(out);
+  cuv_kernel_unref(k);
+  cuv_module_unref(mod);
+}
+
 /* Fills a fresh buffer with a random value through op_of(buf, value) and checks every word. */
 static void check_fills(cuv_op_t *(*op_of)(cuv_buffer_t *, unsigned, void *), void *arg) {
   cuv_buffer_t *buf = cuvt_buffer(64 * sizeof(unsigned));
@@ -194,6 +335,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_release_after_submit),
       cmocka_unit_test(test_release_chain_of_launches),
+      cmocka_unit_test(test_two_modules_in_one_submission),
+      cmocka_unit_test(test_two_untracked_buffers_in_one_submission),
       cmocka_unit_test(test_ref_keeps_each_object),
       cmocka_unit_test(test_ref_keeps_graph_and_shared),
   };
