@@ -256,6 +256,51 @@ static void test_completion_event_failure_never_returns_early(void **state) {
   cuv_buffer_unref(flag);
 }
 
+/* A then over a download waits until the copy landed before its callback runs (include/cuv.h,
+ * then). When that wait fails (its event record is refused here), the callback never runs, the
+ * op fails with the wait's error, and what the first op output (a counted value behind the
+ * download) is released once: the then owns it, as it would hand it to the callback. */
+static cuv_op_t *count_then(cuv_output_t *input, void *arg) {
+  atomic_fetch_add((atomic_int *)arg, 1);
+  cuv_output_release(input);
+  return cuv_value(NULL, NULL);
+}
+
+static cuv_op_t *then_over_download(cuv_buffer_t *flag, unsigned value, atomic_int *releases,
+                                    atomic_int *calls) {
+  cuv_op_t *first = cuv_seq(cuv_seq(cuv_memset32(flag, 0, value, 1), cuv_download(flag, 0, 4)),
+                            cuvt_counted_value(5, releases));
+  return cuv_then(first, count_then, calls);
+}
+
+static void test_then_wait_failure_releases_input(void **state) {
+  if (!cuvt_is_sim())
+    skip();
+  cuv_buffer_t *flag = cuvt_buffer(4);
+  clear_u32(flag);
+  unsigned value = cuvt_nonzero_u32();
+  atomic_int releases = 0, calls = 0;
+  cuv_op_t *op = then_over_download(flag, value, &releases, &calls);
+  cuv_sim_fail("cuEventRecord", 1, CUDA_ERROR_INVALID_HANDLE); /* the wait point's record */
+  cuv_output_t out = {0};
+  int rc = cuv_sync(op, &out);
+  cuv_sim_fail_clear();
+  assert_int_equal(rc, CUV_ECUDA(CUDA_ERROR_INVALID_HANDLE));
+  assert_null(out.data);
+  assert_int_equal(atomic_load(&calls), 0);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_int_equal(read_u32(flag), value); /* what was enqueued finished before cuv_sync returned */
+
+  /* Without the failure: the callback runs once and releases its input itself. */
+  value = cuvt_nonzero_u32();
+  atomic_store(&releases, 0);
+  assert_cuv_ok(cuv_sync(then_over_download(flag, value, &releases, &calls), NULL));
+  assert_int_equal(atomic_load(&calls), 1);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_int_equal(read_u32(flag), value);
+  cuv_buffer_unref(flag);
+}
+
 #define INJECTION_TEST(i, name)                                                                   \
   { name, test_injected_failure, NULL, NULL, (void *)&injections[i] }
 
@@ -275,6 +320,7 @@ int main(void) {
       INJECTION_TEST(5, "injected_cuEventRecord_fork_join"),
       INJECTION_TEST(6, "injected_cuStreamWaitEvent_fork_join"),
       cmocka_unit_test(test_completion_event_failure_never_returns_early),
+      cmocka_unit_test(test_then_wait_failure_releases_input),
   };
   return cuvt_run(tests);
 }
