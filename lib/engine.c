@@ -10,8 +10,8 @@
  *
  * The latency path. A job runs on the submitting thread when the engine is idle (nothing queued,
  * nothing running) and nothing else is in flight on its stream: a lone submission, whose inline
- * spin may then see it finish. A blocking executor runs its job itself whenever nothing is
- * queued.
+ * spin may then see it finish (the caller may forbid it: submit.c). A blocking
+ * executor runs its job itself whenever nothing is queued.
  *
  * A full ring never makes a pusher wait for another thread: it claims the oldest queued job and
  * runs it itself, as a submitter would, until its own job fits.
@@ -37,9 +37,14 @@
  * as for a full ring below: its nested job of several devices is not ordered against the other
  * devices' engines.
  *
- * Threads spin for SPIN_NS after their last job, then park on a condition variable; a pusher
- * signals only when a thread is parked and none is spinning (the counts and the queued number
- * are sequentially consistent, so a parking thread and a pusher cannot miss each other). */
+ * Spinning. At most one submitter spins at a time: it watches the queued count for SPIN_NS after
+ * its last job, then parks on a condition variable; any other thread with nothing to do parks at
+ * once. The spinner that claims a job wakes a parked thread to spin in its place, so the pushing
+ * thread (a loop) finds a spinner and pays no wake-up, and a burst of work still finds threads;
+ * several spinners only read the line each push writes and burn cores (bench/RESULTS.md: four of
+ * them at 80 % of a core each in clock_gettime behind one loop). A pusher signals only when a
+ * thread is parked and none is spinning (the counts and the queued number are sequentially
+ * consistent, so a parking thread and a pusher cannot miss each other). */
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -63,6 +68,8 @@ typedef struct engine {
   pthread_cond_t park_cond;
   atomic_uint parked;
   atomic_uint spinning;     /* awake submitters looking for work: a push needs no wake-up */
+  atomic_bool want_spinner; /* a parked thread is woken to spin, with nothing queued yet */
+  atomic_uint running;      /* jobs on the running list, read without the lock by claim_here */
   _Atomic(const void *) last_pusher; /* the thread that submitted last, and when */
   atomic_uint_fast64_t last_push_ns;
   atomic_uint_fast64_t shared_until; /* until then, several threads are submitting */
@@ -179,6 +186,7 @@ static bool enter(engine_t *e, cuv__job_t *job) {
   else
     e->head = job;
   e->tail = job;
+  atomic_fetch_add_explicit(&e->running, 1, memory_order_relaxed);
   return blocked(job);
 }
 
@@ -249,6 +257,7 @@ static cuv__job_t *leave(engine_t *e, cuv__job_t *job) {
     job->next->prev = job->prev;
   else
     e->tail = job->prev;
+  atomic_fetch_sub_explicit(&e->running, 1, memory_order_relaxed);
   for (cuv__job_t *f = job->followers, *next; f; f = next) {
     next = f->next_follower;
     cuv__job_t *b = blocker(f);
@@ -294,6 +303,16 @@ static cuv__job_t *run_one(engine_t *e, cuv__job_t *job, bool queued) {
 
 static void wake_one(engine_t *e);
 
+/* A spinning thread's pause between looks: the core's sibling and the line's other readers get
+ * their share. */
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
 /* Gives a claimed, ready job to the submitter threads (this thread must not wait for the GPU). */
 static void hand_off(engine_t *e, cuv__job_t *job) {
   job->next_follower = NULL;
@@ -337,6 +356,7 @@ static void wake_one(engine_t *e) {
   if (atomic_load(&e->spinning) > 0 || atomic_load(&e->parked) == 0)
     return;
   pthread_mutex_lock(&e->park_lock);
+  atomic_store(&e->want_spinner, true);
   pthread_cond_signal(&e->park_cond);
   pthread_mutex_unlock(&e->park_lock);
 }
@@ -345,7 +365,8 @@ static void wake_one(engine_t *e) {
 static bool park(engine_t *e) {
   pthread_mutex_lock(&e->park_lock);
   atomic_fetch_add(&e->parked, 1);
-  while (atomic_load(&e->queued) == 0 && !atomic_load(&e->stop))
+  while (atomic_load(&e->queued) == 0 && !atomic_load(&e->stop) &&
+         !atomic_exchange(&e->want_spinner, false))
     pthread_cond_wait(&e->park_cond, &e->park_lock);
   atomic_fetch_sub(&e->parked, 1);
   pthread_mutex_unlock(&e->park_lock);
@@ -378,16 +399,17 @@ static void *submitter_main(void *arg) {
     }
     set_spinning(e, &spinning, !claimed);
     if (claimed) {
-      if (atomic_load(&e->queued) > 0)
-        wake_one(e); /* more than this thread can take */
+      wake_one(e); /* a spinner in this one's place, or a thread for what else is queued */
       if (job)
         run_claimed(e, job, false, true);
       last = cuv__now_ns();
-    } else if (cuv__now_ns() - last > SPIN_NS) {
+    } else if (atomic_load(&e->spinning) > 1 || cuv__now_ns() - last > SPIN_NS) {
       set_spinning(e, &spinning, false); /* before parking: see wake_one */
       if (!park(e))
         break;
       last = cuv__now_ns();
+    } else {
+      cpu_relax();
     }
   }
   return NULL;
@@ -499,7 +521,7 @@ static void push(engine_t *e, cuv__job_t *job) {
 
 /* Whether several threads submit to this engine now: another thread than this one submitted
  * within the last SHARED_NS. Those threads then feed the driver themselves: they already make
- * its calls side by side, and a hand-off only adds a hop to each (measured on the H200: four
+ * its calls side by side, and a hand-off only adds a hop to each (bench/RESULTS.md: four
  * batching loops served 3x the thread pool making their own calls, 0.6-0.9x through the
  * engine; one loop served 2x more through it). */
 static bool shared(engine_t *e) {
@@ -614,6 +636,10 @@ static void cross_finish(struct cuv__cross *cross) {
 
 /* Claims job for this thread when `idle` holds; the caller then runs it. */
 static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait) {
+  /* Looked at without the lock first: under load the answer is no, and the lock is the one the
+   * submitters claim and leave under. */
+  if (atomic_load(&e->queued) != 0 || (need_idle && atomic_load(&e->running) != 0))
+    return false;
   pthread_mutex_lock(&e->lock);
   bool here = atomic_load(&e->queued) == 0 &&
               (!need_idle || (!e->head && atomic_load(&job->stream->in_flight) <= 1));

@@ -34,6 +34,21 @@
 #define SPIN_NS 200000ull     /* keep scanning this long after the last progress */
 #define PARK_SPIN_NS 50000ull /* with nothing armed, linger this long before parking */
 #define PROBE_NS 2000000ull   /* probe streams of stuck work this often */
+/* A cuv_poll caller (a loop polling its young work) scanned within COVER_NS: the thread leaves
+ * the scanning to it and sleeps COVER_SLEEP_NS at a time. Both read the same words, and a second
+ * scanner spinning beside a polling loop only fights it for the scan and stream locks (the loop's
+ * cost per request, bench/RESULTS.md); the thread takes over within about COVER_NS +
+ * COVER_SLEEP_NS of the loop's last poll, and keeps probing for faults meanwhile. */
+#define COVER_NS 100000ull
+#define COVER_SLEEP_NS 100000ull
+/* While work completes, the thread naps between empty scans for a quarter of the mean gap
+ * between the scans that fired something, from NAP_MIN_NS (a shorter nap costs about what
+ * spinning through it does) up to NAP_MAX_NS: completions 20 us apart cost it a few naps each
+ * instead of thousands of empty scans, each taking the locks that arming takes (bench/RESULTS.md:
+ * the reactor at 90-100 % of a core beside one loop, most of it in those locks). Each completion
+ * is then seen at most a quarter of that gap late; closer ones keep it spinning. */
+#define NAP_MIN_NS 4000ull
+#define NAP_MAX_NS 20000ull
 /* The back-off sleep grows to 1/AGE_SHARE of how long no armed work has finished, between the
  * floor and the ceiling: work that runs for T is seen at most about T/64 late (and never more
  * than 20 us late below 1.3 ms), while a kernel of seconds costs the thread a few hundred short
@@ -67,6 +82,7 @@ static struct {
   /* Bumped by every arming and by every cuv_poll that completed something: the thread's back-off
    * restarts when work is coming and going, even when pollers see it finish first. */
   atomic_uint_fast64_t activity;
+  atomic_uint_fast64_t polled_ns; /* cuv__now_ns() of the last scan by a cuv_poll caller */
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   bool parked, started;
@@ -538,6 +554,7 @@ unsigned cuv__reactor_poll(void) {
     return 0; /* or the thread is scanning right now: it reads the same words */
   unsigned done = scan(true);
   pthread_mutex_unlock(&R.scan_lock);
+  atomic_store_explicit(&R.polled_ns, cuv__now_ns(), memory_order_relaxed);
   if (done)
     atomic_fetch_add_explicit(&R.activity, 1, memory_order_relaxed);
   return done;
@@ -560,6 +577,7 @@ static void *reactor_main(void *arg) {
    * 50 us one, and long work would be seen that much later. */
   prctl(PR_SET_TIMERSLACK, 1000ul, 0, 0, 0);
   uint64_t last_progress = cuv__now_ns(), last_probe = last_progress, backoff = 0;
+  uint64_t last_fired = 0, fire_gap = 0; /* when a scan last fired, and the mean gap between */
   uint_fast64_t seen_activity = 0;
   while (!atomic_load_explicit(&R.stop, memory_order_relaxed)) {
     uint64_t now = cuv__now_ns();
@@ -578,8 +596,14 @@ static void *reactor_main(void *arg) {
       probe_watched();
       last_probe = now;
     }
+    if (now - atomic_load_explicit(&R.polled_ns, memory_order_relaxed) < COVER_NS) {
+      sleep_ns(COVER_SLEEP_NS);
+      continue;
+    }
     if (thread_scan()) {
-      last_progress = now;
+      if (last_fired)
+        fire_gap = (3 * fire_gap + (now - last_fired)) / 4;
+      last_fired = last_progress = now;
       backoff = 0;
       continue;
     }
@@ -591,8 +615,12 @@ static void *reactor_main(void *arg) {
       last_progress = last_probe = cuv__now_ns();
       continue;
     }
-    if (now - last_progress < SPIN_NS)
+    if (now - last_progress < SPIN_NS) {
+      uint64_t nap = fire_gap / 4;
+      if (nap >= NAP_MIN_NS)
+        sleep_ns(nap < NAP_MAX_NS ? nap : NAP_MAX_NS);
       continue;
+    }
     uint64_t limit = backoff_limit(now - last_progress);
     backoff = backoff ? (backoff * 2 > limit ? limit : backoff * 2) : 1000;
     sleep_ns(backoff);
