@@ -13,6 +13,7 @@
  * can be loaded (run it with CUV_DRIVER=sim), 2 on a usage error, 1 on any other start-up
  * failure. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,10 @@ static int loop_setup(loop_t *lp) {
 
 static void loop_main(void *arg) {
   loop_t *lp = arg;
+  /* Named, so per-thread CPU (the benches' cpu.sh, top -H) tells a loop from a pool thread. */
+  char name[16];
+  snprintf(name, sizeof name, "infer-loop-%u", lp->index);
+  pthread_setname_np(pthread_self(), name);
   lp->setup_status = loop_setup(lp);
   uv_sem_post(&lp->srv->ready);
   uv_barrier_wait(&lp->srv->set_up);

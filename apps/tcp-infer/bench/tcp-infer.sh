@@ -2,7 +2,8 @@
 # tcp-infer: the server with cuv (cuv_uv_submit) against its --baseline (the same GPU work in
 # libuv's thread pool with a blocking cuv_sync), in one run, at 1, 16 and 64 connections, driven
 # by the verifying client and by wrk (when installed); prints requests/s and p99 latency of each
-# point and each configuration, and whether the target holds: at 64 connections cuv >= 2x the
+# point and each configuration, the server's CPU per request (the whole process over each load,
+# tools/cpu.sh) with its ratio to the first configuration's, and the CPU of its thread roles, and whether the target holds: at 64 connections cuv >= 2x the
 # baseline's requests/s with a lower p99 (issue 13's bars for one loop: cuv >= 1.2x, cuv-graph
 # >= 1.3x). Each connection keeps one request in flight (as wrk does), batch 8 rows.
 #
@@ -96,23 +97,44 @@ run_config() {
         "http://127.0.0.1:{port}/infer")
     done
   fi
-  TCP_INFER_BATCH=$batch "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" "${loads[@]}"
+  # Each load through tools/cpu.sh: the server's CPU over that load follows its output.
+  local -a wrapped=()
+  for c in "${loads[@]}"; do
+    wrapped+=("$c")
+    [ "$c" = -- ] && wrapped+=(bash "$bin/tcp-infer-cpu")
+  done
+  TCP_INFER_BATCH=$batch "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" "${wrapped[@]}"
 }
 
-# "load rps p99_ms bad" per point, in order: the client's RESULT lines, then wrk's blocks.
+# "load rps p99_ms bad cpu_us_per_request loop% reactor% submit% pool% other%" per point, in
+# order: the client's RESULT lines, then wrk's blocks, each with the CPU line that follows it
+# ("-" where there was none).
 parse() {
   awk '
     function ms(v) {
       if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0
       if (v ~ /m$/) return v * 60000; if (v ~ /s$/) return v * 1000; return v
     }
+    function flush(cpu) { if (point != "") print point, cpu; point = "" }
     /^RESULT / {
+      flush("- - - - - -")
       for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
-      printf "client %.1f %.3f %d\n", r["rps"], r["p99_us"] / 1000, r["errors"] + r["mismatches"]
+      point = sprintf("client %.1f %.3f %d", r["rps"], r["p99_us"] / 1000, r["errors"] + r["mismatches"])
+      requests = r["requests"]
     }
     /^ +99% / { p99 = ms($2) }
+    /requests in/ { wrk_requests = $1 }
     /Non-2xx or 3xx responses:/ { bad = $NF }
-    /^Requests\/sec:/ { printf "wrk %.1f %.3f %d\n", $2, p99, bad + 0; bad = 0 }
+    /^Requests\/sec:/ {
+      flush("- - - - - -")
+      point = sprintf("wrk %.1f %.3f %d", $2, p99, bad + 0); bad = 0; requests = wrk_requests
+    }
+    /^CPU / {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); c[kv[1]] = kv[2] }
+      flush(sprintf("%.1f %s %s %s %s %s", requests > 0 ? 1e6 * c["seconds"] / requests : 0,
+                    c["loop"], c["reactor"], c["submit"], c["pool"], c["other"]))
+    }
+    END { flush("- - - - - -") }
   ' "$1"
 }
 
@@ -156,10 +178,10 @@ i=0
 for load in "${loads[@]}"; do
   for c in "${conns[@]}"; do
     i=$((i + 1))
-    read -r _ rrps rp99 rbad <<<"$(sed -n "${i}p" "$log/$ref.points")"
+    read -r _ rrps rp99 rbad _ <<<"$(sed -n "${i}p" "$log/$ref.points")"
     printf '%-7s %5s' "$load" "$c"
     for name in "${names[@]}"; do
-      read -r _ rps p99 bad <<<"$(sed -n "${i}p" "$log/$name.points")"
+      read -r _ rps p99 bad _ <<<"$(sed -n "${i}p" "$log/$name.points")"
       if [ -z "${rps:-}" ] || [ -z "${rrps:-}" ]; then
         printf ' | %-26s' "(no result)"
         status=1
@@ -179,6 +201,31 @@ for load in "${loads[@]}"; do
   done
 done
 [ -n "$verdict" ] && echo "target at 64 connections (the $ref's req/s times the bar, lower p99):$verdict"
+
+# The server's CPU per request (us, the whole process over the load) and its ratio to the
+# reference's; then the threads by role, in % of a core (loop/reactor/submit/pool).
+echo "server CPU per request, us (ratio to $ref's); threads in % of a core: loop/reactor/submit/pool"
+printf '%-7s %5s' load conns
+for name in "${names[@]}"; do printf ' | %-26s' "$name"; done
+echo
+i=0
+for load in "${loads[@]}"; do
+  for c in "${conns[@]}"; do
+    i=$((i + 1))
+    read -r _ _ _ _ rcpu _ <<<"$(sed -n "${i}p" "$log/$ref.points")"
+    printf '%-7s %5s' "$load" "$c"
+    for name in "${names[@]}"; do
+      read -r _ _ _ _ cpu lo re su po _ <<<"$(sed -n "${i}p" "$log/$name.points")"
+      if [ -z "${cpu:-}" ] || [ "$cpu" = - ]; then
+        printf ' | %-26s' "(no CPU figure)"
+        continue
+      fi
+      ratio=$(awk -v a="$cpu" -v b="${rcpu:-0}" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+      printf ' | %6s %5sx %13s' "$cpu" "$ratio" "$lo/$re/$su/$po"
+    done
+    echo
+  done
+done
 
 # CSV for bench/plot.sh: per load, one row per connection count, req/s and p99 per configuration.
 if [ -n "${CUV_BENCH_CSV_DIR:-}" ]; then

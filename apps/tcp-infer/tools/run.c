@@ -4,7 +4,8 @@
  *
  * The server is started with "--port 0" added; its output goes to stderr. Once it printed
  * "listening on ADDR:PORT", each client runs in turn (stdout and stderr inherited), with
- * every "{port}" in its arguments replaced by the port, or "--port PORT" added when none has one.
+ * every "{port}" in its arguments replaced by the port, or "--port PORT" added when none has one,
+ * and the server's process id in its environment as TCP_INFER_SERVER_PID (tools/cpu.sh reads it).
  * Then the server gets SIGTERM and must exit 0 (under ASan, a leak or error makes that fail).
  *
  * Exit status: 77 when the server reports no CUDA driver (77 before listening: a skipped test;
@@ -177,6 +178,9 @@ int main(int argc, char **argv) {
   }
   pthread_t fwd;
   int forwarding = pthread_create(&fwd, NULL, forward, out) == 0;
+  char spid_text[24];
+  snprintf(spid_text, sizeof spid_text, "%ld", (long)spid);
+  setenv("TCP_INFER_SERVER_PID", spid_text, 1);
 
   int result = 0;
   for (int i = sep + 1; i < argc;) {
