@@ -65,9 +65,11 @@ static struct sim_capture *event_live_capture(const struct sim_event *e) {
 /* ---- Commands -------------------------------------------------------------------------------- */
 
 /* Record: the token is marked done when the command is released, which happens right after the
- * worker reached it, or when it is dropped (sticky fault, reset): either way nothing it captured
- * is still pending, and waiters in other contexts must not hang. Fault checks come first for
- * everyone who cares about the fault. */
+ * worker reached it, or when a context reset drops it. One dropped by the sticky fault never is:
+ * the work it captured never completes, and cuStreamWaitEvent makes a stream wait for all of that
+ * work, so a stream of another, healthy context waiting on it stays blocked for good (busy to
+ * cuStreamQuery, its context unharmed), as the driver's documented semantics have it. Waiters of
+ * the dead context itself and cuEventQuery or cuEventSynchronize of the event answer the fault. */
 struct record_cmd {
   struct sim_cmd base;
   struct sim_token *token;
@@ -77,15 +79,18 @@ static void record_run(struct sim_cmd *cmd, struct sim_stream *s) {}
 
 static void record_release(struct sim_cmd *cmd) {
   struct record_cmd *c = (struct record_cmd *)cmd;
-  c->token->done = true;
-  sim_wake_all();
+  if (!cmd->skipped) {
+    c->token->done = true;
+    sim_wake_all();
+  }
   sim_token_unref(c->token);
 }
 
 static const struct sim_cmd_ops record_ops = {.run = record_run, .release = record_release};
 
-/* Wait: blocks the stream until the token is done. A captured external wait (flag
- * CU_EVENT_WAIT_EXTERNAL) holds the event instead and takes its current token at each launch. */
+/* Wait: blocks the stream until the token is done, or until its own context faults or resets. A
+ * captured external wait (flag CU_EVENT_WAIT_EXTERNAL) holds the event instead and takes its
+ * current token at each launch. */
 struct wait_cmd {
   struct sim_cmd base;
   struct sim_event *event;
@@ -97,7 +102,7 @@ static void wait_run(struct sim_cmd *cmd, struct sim_stream *s) {
   if (!t)
     return;
   sim_lock();
-  while (!t->done && !atomic_load(&s->stop) && !sim_ctx_fault(s->obj.ctx) && !sim_ctx_fault(t->ctx))
+  while (!t->done && !atomic_load(&s->stop) && !sim_ctx_fault(s->obj.ctx))
     sim_wait();
   sim_unlock();
 }

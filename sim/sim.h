@@ -243,6 +243,7 @@ struct sim_cmd {
   struct sim_cmd *next;
   const struct sim_cmd_ops *ops;
   size_t size;
+  bool skipped; /* dropped after the sticky fault without running (set by its worker) */
 };
 
 SIM_HIDDEN void *sim_cmd_new(const struct sim_cmd_ops *ops, size_t size);

@@ -89,6 +89,7 @@ static void *worker_main(void *arg) {
     bool faulted = sim_ctx_fault(ctx) != CUDA_SUCCESS;
     bool run = !faulted || (cmd->ops->after_fault && ctx->fault_stream != s && !s->dropped);
     s->dropped = s->dropped || !run;
+    cmd->skipped = !run;
     s->busy = run && !cmd->ops->app_code;
     sim_unlock();
     if (run)

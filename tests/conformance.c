@@ -830,9 +830,77 @@ static void test_fault_child(void **state) {
   /* Nothing is freed: after a fault the driver refuses to. */
 }
 
-/* Runs test_fault_child in a new process of this program (exec'd, not forked: a CUDA process may
- * not use the driver in a fork), its TAP output sent to stderr, and asserts it passed. */
-static void test_fault_runs_queued_host_work(void **state) {
+/* A stream of device 0 waits for an event that device 1 records behind a faulting kernel: the
+ * record is dropped with the rest of device 1's work, and cuStreamWaitEvent makes the stream wait
+ * for all the work the event captured, which never completes. So the waiter stays blocked for
+ * good, busy to cuStreamQuery, with nothing behind it run, while its context is healthy: another
+ * stream of device 0 still runs, and device 1's event answers the fault. The simulator does this
+ * (sim/event.c); cuv's reactor relies on it only in that it asks the streams of the other device
+ * (lib/reactor.c), and tests/cross-fault.c checks cuv on it. Nothing here synchronizes or frees
+ * in device 0's context (both would wait for the blocked stream). The bound on the wait only
+ * keeps a driver that releases the waiter from passing unnoticed; it asserts nothing on time. */
+static void test_cross_fault_child(void **state) {
+  int count = 0;
+  CU_OK(cuv__drv.cuDeviceGetCount(&count));
+  if (count < 2) {
+    print_message("# one device: no other context to wait for\n");
+    return;
+  }
+  enum { BEHIND_WAIT, OTHER_STREAM, WORDS };
+  CUdeviceptr d;
+  uint32_t *w = cuvt_mapped_words(WORDS, &d);
+  uint32_t behind = cuvt_random_nonzero(), other = cuvt_random_nonzero();
+  CUstream waiter = cuvt_stream_new(), healthy = cuvt_stream_new();
+  cuv_device_t *d1;
+  cuv_module_t *m1;
+  cuv_kernel_t *sleep1, *fault1;
+  assert_cuv_ok(cuv_device_open(&d1, 1));
+  assert_cuv_ok(cuv_module_load_file(&m1, d1, cuvt_ptx_path()));
+  assert_cuv_ok(cuv_kernel_get(&sleep1, m1, "sleep_then_write"));
+  assert_cuv_ok(cuv_kernel_get(&fault1, m1, "fault_kernel"));
+  CU_OK(cuv__drv.cuCtxSetCurrent(cuv_device_context(d1)));
+  CUstream faulting = cuvt_stream_new();
+  CUevent recorded;
+  CU_OK(cuv__drv.cuEventCreate(&recorded, CU_EVENT_DISABLE_TIMING));
+  /* The sleep keeps the fault behind the record and the wait (calls of microseconds). */
+  unsigned long long ns = FAULT_AFTER_NS;
+  unsigned no_value = 0;
+  CUdeviceptr no_flag = 0, bad = 0x10;
+  void *sleep_params[] = {&ns, &no_value, &no_flag}, *fault_params[] = {&bad};
+  CU_OK(cuv__drv.cuLaunchKernel(sleep1->fn, 1, 1, 1, 1, 1, 1, 0, faulting, sleep_params, NULL));
+  CU_OK(cuv__drv.cuLaunchKernel(fault1->fn, 1, 1, 1, 1, 1, 1, 0, faulting, fault_params, NULL));
+  CU_OK(cuv__drv.cuEventRecord(recorded, faulting));
+  CU_OK(cuv__drv.cuCtxSetCurrent(cuv_device_context(cuvt_device())));
+  CU_OK(cuv__drv.cuStreamWaitEvent(waiter, recorded, 0));
+  CU_OK(cuv__drv.cuStreamWriteValue32(waiter, d + 4 * BEHIND_WAIT, behind, 0));
+
+  CU_OK(cuv__drv.cuCtxSetCurrent(cuv_device_context(d1)));
+  CUresult fault = cuv__drv.cuStreamSynchronize(faulting);
+  assert_true(fault == CUDA_ERROR_ILLEGAL_ADDRESS || fault == CUDA_ERROR_LAUNCH_FAILED);
+  assert_int_equal(cuv__drv.cuEventQuery(recorded), fault);
+  CU_OK(cuv__drv.cuCtxSetCurrent(cuv_device_context(cuvt_device())));
+  launch_sleep_then_write(healthy, 1000000ull, other, d + 4 * OTHER_STREAM);
+  CU_OK(cuv__drv.cuStreamSynchronize(healthy));
+  assert_int_equal(cuvt_load(&w[OTHER_STREAM]), other);
+  uint32_t landed = cuvt_poll(&w[BEHIND_WAIT], behind, 1000);
+  CUresult waiting = cuv__drv.cuStreamQuery(waiter);
+  fprintf(stderr, "# the wait on the dead context's event: %s, the write behind it %s\n",
+          waiting == CUDA_ERROR_NOT_READY ? "still waiting" : "ended",
+          landed == behind ? "landed" : "did not land");
+  assert_int_equal(landed, 0);
+  assert_int_equal(waiting, CUDA_ERROR_NOT_READY);
+  /* Nothing of device 0's is freed or destroyed (see above); device 1's objects are let go, which
+   * the dead context refuses to free. */
+  cuv_kernel_unref(sleep1);
+  cuv_kernel_unref(fault1);
+  cuv_module_unref(m1);
+  cuv_device_unref(d1);
+}
+
+/* Runs a child case (CHILD_ENV=which) in a new process of this program (exec'd, not forked: a
+ * CUDA process may not use the driver in a fork), its TAP output sent to stderr, and asserts it
+ * passed. */
+static void run_child(const char *which) {
   extern char **environ;
   size_t n = 0;
   while (environ[n])
@@ -840,11 +908,15 @@ static void test_fault_runs_queued_host_work(void **state) {
   char **env = calloc(n + 2, sizeof *env);
   assert_non_null(env);
   memcpy(env, environ, n * sizeof *env);
-  env[n] = CHILD_ENV "=fault";
+  char setting[64];
+  snprintf(setting, sizeof setting, "%s=%s", CHILD_ENV, which);
+  env[n] = setting;
   posix_spawn_file_actions_t actions;
   assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
   assert_int_equal(posix_spawn_file_actions_adddup2(&actions, 2, 1), 0);
-  char *argv[] = {"conformance-fault", NULL};
+  char name[64];
+  snprintf(name, sizeof name, "conformance-%s", which);
+  char *argv[] = {name, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, "/proc/self/exe", &actions, NULL, argv, env);
   posix_spawn_file_actions_destroy(&actions);
@@ -856,6 +928,10 @@ static void test_fault_runs_queued_host_work(void **state) {
   assert_true(WIFEXITED(status));
   assert_int_equal(WEXITSTATUS(status), 0);
 }
+
+static void test_fault_runs_queued_host_work(void **state) { run_child("fault"); }
+
+static void test_cross_context_wait_on_fault(void **state) { run_child("cross-fault"); }
 
 /* ---- two contexts -------------------------------------------------------------------------- */
 
@@ -946,6 +1022,12 @@ int main(void) {
     const struct CMUnitTest fault_tests[] = {cmocka_unit_test(test_fault_child)};
     return cuvt_run(fault_tests);
   }
+  if (child && strcmp(child, "cross-fault") == 0) {
+    cuv_sim_set_device_count(2); /* the simulator only */
+    cuvt_drv_setup();
+    const struct CMUnitTest cross_tests[] = {cmocka_unit_test(test_cross_fault_child)};
+    return cuvt_run(cross_tests);
+  }
   cuv_sim_set_device_count(2); /* test_two_contexts; the simulator only */
   cuvt_drv_setup();
   const struct CMUnitTest tests[] = {
@@ -966,6 +1048,7 @@ int main(void) {
       cmocka_unit_test(test_param_info),
       cmocka_unit_test(test_fault_runs_queued_host_work),
       cmocka_unit_test(test_two_contexts),
+      cmocka_unit_test(test_cross_context_wait_on_fault),
   };
   return cuvt_run(tests);
 }
