@@ -397,7 +397,12 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
  * libuv bridge that thread is never one that must not block while the callback waits for a copy:
  * such submissions go to a cuv-submit-N thread (with submit_threads 0 there is none, and the
  * submitting thread waits). The blocking executors and cuv_enqueue_on wait on the calling thread;
- * inside cuv_graph_capture nothing runs, so fn does not wait. */
+ * inside cuv_graph_capture nothing runs, so fn does not wait.
+ * Cancelled (cuv_cancel; the same for map, with_context and custom ops): fn does not start once
+ * its submission was cancelled (the then fails with CUV_ECANCELED and first's output is
+ * released), and the submission's done waits for an fn already running, so fn never runs after
+ * done started and may use what done frees. arg has no release function: free it in done, or
+ * after the executor returned. */
 typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
 CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg);
 /* The same without the execution lock, for code that knows what it does. */
@@ -583,11 +588,21 @@ CUV_EXTERN unsigned cuv_spin_budget_us(void);
 CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *queue);
 
 /* Cancels a submission of `queue`: its done callback runs exactly once, with CUV_ECANCELED and no
- * output, at the next cuv_queue_drain, without waiting for the GPU. The GPU work is not
- * interrupted: everything it touches (its output included) stays held until its completion is
- * proven, and a later drain retires it without calling back again (cuv_queue_pending counts it
- * until then). Returns 0, or CUV_ENOENT when the ticket is unknown, already cancelled, or its
- * callback already ran or is running. Any thread. */
+ * output, at the next cuv_queue_drain, without waiting for the GPU. Done is the last of the
+ * submission's callbacks: from the cancel on, none of its then, map or with_context callbacks or
+ * custom ops' execute starts (that op fails with CUV_ECANCELED instead, as a failed op does: what
+ * follows it is not enqueued; a custom op's drop runs), and one already running when the cancel
+ * comes holds done back until it returned (done is due at the first drain after that). So a closure
+ * those callbacks share may be freed in done. Release functions (cuv_value's, with_context's
+ * arg_release, a custom op's drop, cuv_custom_retain's) are not such callbacks: they run when cuv
+ * lets go of what they release, which for a cancelled submission may be after done. A shared op's
+ * value is made by the first clone executed for every clone: a cancelled submission's clone neither
+ * makes nor waits for it (another clone does), and one cancelled while its clone makes it gets its
+ * done once the making is over, its callbacks not refused. The GPU work is not interrupted:
+ * everything it touches (its output included) stays held until its completion is proven, and a
+ * later drain retires it without calling back again (cuv_queue_pending counts it until then).
+ * Returns 0, or CUV_ENOENT when the ticket is unknown, already cancelled, or its callback already
+ * ran or is running. Any thread. */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
 
 /* ---- CUDA graphs ---------------------------------------------------------------------------- */

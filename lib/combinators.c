@@ -1,4 +1,6 @@
-/* then, seq, map and zip: combinators that keep their work on the executing stream. */
+/* then, seq, map, zip and with_context: combinators that keep their work on the executing
+ * stream. Each user callback runs between cuv__queue_call_begin and _end (lib/queue.c): none
+ * starts once its submission was cancelled, and a cancel's done waits for one that runs. */
 #include <string.h>
 
 #include "internal.h"
@@ -6,6 +8,7 @@
 #include "completion.h"
 #include "cross.h"
 #include "hazard.h"
+#include "queue.h"
 
 /* Before a then/map callback: when a copy to the host was enqueued since the last wait, waits
  * until the stream got there, so the callback sees the data (not during a capture, whose work
@@ -35,6 +38,8 @@ static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   int rc = cuv__run(t->first, ex, &mid);
   if (rc == 0)
     rc = await_landing(ex);
+  if (rc == 0)
+    rc = cuv__queue_call_begin(ex->sub);
   if (rc < 0) {
     cuv_output_release(&mid);
     return rc;
@@ -45,6 +50,7 @@ static int then_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   if (t->checked)
     cuv__exec_unlock();
   cuv_output_release(&mid); /* whatever fn did not take */
+  cuv__queue_call_end(ex->sub); /* a cancel's done may run from here on */
   return next ? cuv__run(next, ex, out) : CUV_EINVAL;
 }
 
@@ -101,9 +107,10 @@ static int map_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   int rc = cuv__run(m->inner, ex, out);
   if (rc == 0)
     rc = await_landing(ex);
-  if (rc == 0) {
+  if (rc == 0 && (rc = cuv__queue_call_begin(ex->sub)) == 0) {
     cuv__exec_lock(); /* as then's: fn must not execute ops */
     rc = m->fn(out, m->arg);
+    cuv__queue_call_end(ex->sub);
     cuv__exec_unlock();
   }
   return rc < 0 ? rc : 0;
@@ -138,6 +145,61 @@ CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *inner, cuv_map_fn fn, void *arg) {
   cuv__op_join(&m->op, inner);
   m->op.host = inner->host | (inner->host & CUV__OP_LANDS ? CUV__OP_WAITS : 0);
   return &m->op;
+}
+
+/* ---- with_context ---- */
+
+typedef struct context_op {
+  struct cuv_op_s op;
+  cuv_context_fn fn;
+  void *arg;
+  cuv_release_fn arg_release;
+} context_op_t;
+
+static void context_drop(cuv_op_t *op) {
+  context_op_t *c = (context_op_t *)op;
+  if (c->arg_release)
+    c->arg_release(c->arg);
+}
+
+static int context_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  context_op_t *c = (context_op_t *)op;
+  int rc = cuv__queue_call_begin(ex->sub);
+  if (rc < 0) {
+    context_drop(op);
+    return rc;
+  }
+  cuv__exec_lock();
+  cuv_op_t *next = c->fn(ex->stream, c->arg);
+  cuv__exec_unlock();
+  context_drop(op); /* arg_release too before a cancel's done */
+  cuv__queue_call_end(ex->sub);
+  ex->landing = true; /* fn's own calls may have been a copy to the host */
+  if (!next)
+    return CUV_EINVAL;
+  return cuv__op_execute(next, ex, out);
+}
+
+static const cuv__op_vt_t context_vt = {"with_context", context_execute, context_drop,
+                                       NULL /* the callback builds the rest */};
+
+CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release) {
+  if (!fn) {
+    if (arg_release)
+      arg_release(arg);
+    return cuv__op_fail(CUV_EINVAL);
+  }
+  context_op_t *c = (context_op_t *)cuv__op_new(&context_vt, sizeof *c);
+  if (!c) {
+    if (arg_release)
+      arg_release(arg);
+    return cuv__op_fail(CUV_ENOMEM);
+  }
+  c->fn = fn;
+  c->arg = arg;
+  c->arg_release = arg_release;
+  c->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* fn's calls and the op it returns are unknown */
+  return &c->op;
 }
 
 /* ---- zip and seq: n ops in order on one stream ---- */

@@ -3,6 +3,7 @@
  * whatever its GPU work uses until the submission's completion is proven. */
 #include "internal.h"
 #include "hazard.h"
+#include "queue.h"
 
 struct cuv_custom_ctx_s {
   cuv__exec_t *ex;
@@ -42,6 +43,8 @@ static int hold_accesses(const custom_op_t *c, cuv__exec_t *ex) {
 static int custom_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   custom_op_t *c = (custom_op_t *)op;
   int rc = hold_accesses(c, ex);
+  if (rc == 0) /* not once the submission was cancelled (lib/queue.c) */
+    rc = cuv__queue_call_begin(ex->sub);
   if (rc < 0) {
     custom_drop(op); /* execute never runs: arg goes to drop */
     return rc;
@@ -50,6 +53,7 @@ static int custom_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv__exec_lock(); /* as then's: execute must not run ops */
   rc = c->execute(&ctx, out, c->arg);
   cuv__exec_unlock();
+  cuv__queue_call_end(ex->sub);
   ex->landing = true; /* execute's calls may have been a copy to the host */
   unref_buffers(c); /* the submission holds them now */
   return rc < 0 ? rc : 0;

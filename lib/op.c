@@ -227,7 +227,7 @@ CUV_EXTERN cuv_output_t *cuv_tuple_get(const cuv_output_t *out, size_t i) {
   return i < tuple->n ? &tuple->items[i] : NULL;
 }
 
-/* ---- value and with_context ---- */
+/* ---- value ---- */
 
 typedef struct value_op {
   struct cuv_op_s op;
@@ -253,51 +253,4 @@ CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release) {
   }
   v->value = cuv__output(data, release, data);
   return &v->op;
-}
-
-typedef struct context_op {
-  struct cuv_op_s op;
-  cuv_context_fn fn;
-  void *arg;
-  cuv_release_fn arg_release;
-} context_op_t;
-
-static void context_drop(cuv_op_t *op) {
-  context_op_t *c = (context_op_t *)op;
-  if (c->arg_release)
-    c->arg_release(c->arg);
-}
-
-static int context_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
-  context_op_t *c = (context_op_t *)op;
-  cuv__exec_lock();
-  cuv_op_t *next = c->fn(ex->stream, c->arg);
-  cuv__exec_unlock();
-  context_drop(op);
-  ex->landing = true; /* fn's own calls may have been a copy to the host */
-  if (!next)
-    return CUV_EINVAL;
-  return cuv__op_execute(next, ex, out);
-}
-
-static const cuv__op_vt_t context_vt = {"with_context", context_execute, context_drop,
-                                       NULL /* the callback builds the rest */};
-
-CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release) {
-  if (!fn) {
-    if (arg_release)
-      arg_release(arg);
-    return cuv__op_fail(CUV_EINVAL);
-  }
-  context_op_t *c = (context_op_t *)cuv__op_new(&context_vt, sizeof *c);
-  if (!c) {
-    if (arg_release)
-      arg_release(arg);
-    return cuv__op_fail(CUV_ENOMEM);
-  }
-  c->fn = fn;
-  c->arg = arg;
-  c->arg_release = arg_release;
-  c->op.host = CUV__OP_LANDS | CUV__OP_WAITS; /* fn's calls and the op it returns are unknown */
-  return &c->op;
 }

@@ -102,9 +102,71 @@ static void announce(cuv_queue_t *q, bool was_empty) {
 
 static bool nothing_to_deliver(const cuv_queue_t *q) { return !q->head && !q->cancels; }
 
-/* A submission still running is called back at the next drain, and its work retires when it
- * finishes; one that finished already is called back with CUV_ECANCELED where it waits. Either
- * way it leaves the live list, so a second cancel finds nothing. */
+/* A cancellation of running work, due at the next drain. Under the lock. */
+static void cancel_due_locked(cuv_queue_t *q, cuv__submission_t *sub) {
+  bool was_empty = nothing_to_deliver(q);
+  sub->cancel_next = NULL;
+  *q->cancels_tail = sub;
+  q->cancels_tail = &sub->cancel_next;
+  announce(q, was_empty);
+}
+
+/* ---- user callbacks of a cancelled submission ----
+ * sub->calls counts the tree's user callbacks running now, with two flags. A cancel sets
+ * CANCELLED, and DUE with it when none runs: its done is queued at once. Otherwise the last
+ * callback to end sets DUE and queues it, so done never runs beside, or before the end of, a
+ * callback that had started. A callback that would start after the cancel is refused (unless the
+ * tree is producing a shared op's value, which other submissions wait for): done is the last of
+ * the submission's callbacks, and a closure they share may be freed there. Without a cancel a
+ * callback costs two uncontended read-modify-writes of its submission's word; a tree without
+ * callbacks, nothing. */
+#define CALLS_CANCELLED (1u << 31)
+#define CALLS_DUE (1u << 30)
+#define CALLS_RUNNING (CALLS_DUE - 1u)
+
+int cuv__queue_call_begin(cuv__submission_t *sub) {
+  unsigned s = atomic_load_explicit(&sub->calls, memory_order_relaxed);
+  do {
+    if ((s & CALLS_CANCELLED) && !sub->producing)
+      return CUV_ECANCELED;
+  } while (!atomic_compare_exchange_weak_explicit(&sub->calls, &s, s + 1, memory_order_acq_rel,
+                                                  memory_order_relaxed));
+  return 0;
+}
+
+void cuv__queue_call_end(cuv__submission_t *sub) {
+  unsigned s = atomic_load_explicit(&sub->calls, memory_order_relaxed), n;
+  do {
+    n = s - 1;
+    if (n == CALLS_CANCELLED) /* the last one out of a cancelled submission */
+      n |= CALLS_DUE;
+  } while (!atomic_compare_exchange_weak_explicit(&sub->calls, &s, n, memory_order_acq_rel,
+                                                  memory_order_relaxed));
+  if (!(n & ~s & CALLS_DUE))
+    return;
+  /* Its work cannot have finished: the tree is still being enqueued, and arms after this. */
+  cuv_queue_t *q = sub->queue;
+  pthread_mutex_lock(&q->lock);
+  cancel_due_locked(q, sub);
+  pthread_mutex_unlock(&q->lock);
+}
+
+/* Marks sub cancelled; true when no callback of it runs, so its done is due now. */
+static bool calls_cancel(cuv__submission_t *sub) {
+  unsigned s = atomic_load_explicit(&sub->calls, memory_order_relaxed), n;
+  do {
+    n = s | CALLS_CANCELLED;
+    if (!(s & CALLS_RUNNING))
+      n |= CALLS_DUE;
+  } while (!atomic_compare_exchange_weak_explicit(&sub->calls, &s, n, memory_order_acq_rel,
+                                                  memory_order_relaxed));
+  return n & CALLS_DUE;
+}
+
+/* A submission still running is called back at the next drain (after its running callback
+ * returned), and its work retires when it finishes; one that finished already is called back
+ * with CUV_ECANCELED where it waits. Either way it leaves the live list, so a second cancel finds
+ * nothing. */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
   if (!q)
     return CUV_EINVAL;
@@ -117,13 +179,8 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
     sub->cancelled = true;
     live_unlink(q, sub);
     rc = 0;
-    if (!sub->in_done) {
-      bool was_empty = nothing_to_deliver(q);
-      sub->cancel_next = NULL;
-      *q->cancels_tail = sub;
-      q->cancels_tail = &sub->cancel_next;
-      announce(q, was_empty);
-    }
+    if (!sub->in_done && calls_cancel(sub))
+      cancel_due_locked(q, sub);
   }
   pthread_mutex_unlock(&q->lock);
   return rc;

@@ -33,5 +33,13 @@ void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub, unsigned flag
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
  * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
 void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);
+/* Around each user callback of a submission's tree (then, map, with_context, a custom op's
+ * execute, a shared clone's making of or wait for its value), on the thread that runs the tree:
+ * begin returns CUV_ECANCELED once the submission was cancelled (the callback must not start;
+ * the op fails with it), unless the tree is producing a shared op's value (sub->producing), else
+ * 0; end, once the callback returned, then delivers a cancellation that came meanwhile (done
+ * runs after every callback that started before it). */
+int cuv__queue_call_begin(cuv__submission_t *sub);
+void cuv__queue_call_end(cuv__submission_t *sub);
 
 #endif

@@ -3,6 +3,7 @@
  * (not completed) and, when it runs on another stream, makes its stream wait on the event. All
  * clones output a view of the one value, which lives until the handle and every view are gone. */
 #include "internal.h"
+#include "queue.h"
 
 enum { SHARED_IDLE, SHARED_RUNNING, SHARED_DONE };
 
@@ -54,11 +55,15 @@ static void shared_unref(void *arg) {
   free(sh);
 }
 
-/* Runs the op as the producer; its resources are held by the producer's submission. */
+/* Runs the op as the producer; its resources are held by the producer's submission. Its
+ * callbacks make the value every clone waits for: a cancel of the producer's submission refuses
+ * none of them (lib/queue.c). */
 static int produce(cuv_shared_t *sh, cuv__exec_t *ex) {
   cuv_op_t *op = sh->op;
   sh->op = NULL;
+  ex->sub->producing++;
   int rc = cuv__op_execute(op, ex, &sh->value);
+  ex->sub->producing--;
   atomic_fetch_add(&sh->runs, 1);
   if (rc == 0)
     rc = cuv__event_get(ex->stream->dev, &sh->event);
@@ -112,7 +117,13 @@ static cuv_output_t clone_output(cuv_shared_t *sh) {
 
 static int clone_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   cuv_shared_t *sh = ((clone_op_t *)op)->shared;
-  int rc = shared_resolve(sh, ex);
+  /* A cancelled submission neither produces the value (another clone's will) nor waits for it;
+   * one cancelled while it does gets its done once that is over. */
+  int rc = cuv__queue_call_begin(ex->sub);
+  if (rc == 0) {
+    rc = shared_resolve(sh, ex);
+    cuv__queue_call_end(ex->sub);
+  }
   if (rc == 0 && sh->stream != ex->stream) {
     rc = cuv__cu(cuv__drv.cuStreamWaitEvent(ex->stream->cu, sh->event, 0));
     if (rc == 0)

@@ -56,6 +56,10 @@ struct cuv__submission {
   cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
   cuv_ticket_t ticket;
   bool cancelled;           /* under the queue's lock */
+  atomic_uint calls;        /* user callbacks running now, and cancel flags (lib/queue.c) */
+  /* Shared ops whose value the tree is producing now (lib/shared.c): their callbacks serve every
+   * clone, so a cancel refuses none of them. Only the thread running the tree touches it. */
+  unsigned producing;
   bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
   bool callback_ran;        /* cancelled and called back before it finished (drain only) */
   cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */

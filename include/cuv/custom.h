@@ -70,7 +70,9 @@ typedef int (*cuv_custom_fn)(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg
  * execute's: free it there, or retain it when the GPU work uses it. Error op: CUV_EINVAL for a
  * NULL execute, accesses NULL with naccesses > 0, a NULL buffer or a kind other than READ, WRITE
  * or RW; CUV_ERANGE for a range outside its buffer; CUV_EDEVICE for buffers of two devices
- * (drop(arg) has run then). Executed on another device's stream: CUV_EDEVICE. */
+ * (drop(arg) has run then). Executed on another device's stream: CUV_EDEVICE. Its submission
+ * cancelled before execute started (include/cuv.h, cuv_cancel): drop runs instead, possibly after
+ * the submission's done. */
 CUV_EXTERN cuv_op_t *cuv_custom(cuv_custom_fn execute, void *arg, cuv_release_fn drop,
                                 const cuv_access_t *accesses, size_t naccesses);
 
