@@ -21,7 +21,8 @@
  *
  * The thread spins while work makes progress, backs off with sleeps that grow with how long
  * nothing finished while work is armed, probes the active streams whose word did not move about
- * every 2 ms for a sticky fault, and parks when nothing is armed. */
+ * every 2 ms for a sticky fault (theirs, or that of another device whose work their oldest entry
+ * waits for), and parks when nothing is armed. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -434,12 +435,36 @@ static int stream_state(cuv_stream_t *stream) {
   return status == 0 ? 0 : cuv_status_is_fault(status) ? status : 1;
 }
 
+/* The first sticky fault among `n` streams, else 0. */
+static int first_fault(cuv_stream_t *const *streams, unsigned n) {
+  for (unsigned i = 0; i < n; i++) {
+    int state = stream_state(streams[i]);
+    if (state < 0)
+      return state;
+  }
+  return 0;
+}
+
+/* A busy stream's state once its oldest pending entry's other streams are asked too: the fault
+ * of a device whose work that entry waits for, else 1 (busy). The wait for an event of a dead
+ * context never ends (sim/event.c), so neither the entry's write nor any after it ever lands.
+ * The oldest only, so that entries still fire in order: those before it have their writes ahead
+ * of its waits. Only scanners fire entries, so the head stays valid under scan_lock. */
+static int busy_state(cuv__timeline_t *t) {
+  pthread_mutex_lock(&t->lock);
+  cuv__tl_entry_t *head = t->head;
+  pthread_mutex_unlock(&t->lock);
+  int fault = head ? first_fault(head->also, head->n_also) : 0;
+  return fault < 0 ? fault : 1;
+}
+
 /* Armed work made no progress for a while: a sticky fault never lets a word rise, so ask the
- * driver about each active stream whose word did not move since the last probe. A fault fails
- * every pending entry of the stream. An idle stream has passed every write enqueued before the
- * query; when the next probe finds it idle again with its word still behind, the entries armed
- * before the first look complete (their writes are behind their work, so it ran; the second look
- * gives a write on its way time to land first). */
+ * driver about each active stream whose word did not move since the last probe, and about the
+ * streams of other devices that its oldest entry waits for. A fault fails every pending entry of
+ * the stream. An idle stream has passed every write enqueued before the query; when the next
+ * probe finds it idle again with its word still behind, the entries armed before the first look
+ * complete (their writes are behind their work, so it ran; the second look gives a write on its
+ * way time to land first). */
 static void probe_timelines(void) {
   for (cuv__timeline_t *t = active_first(), *next; t; t = next) {
     next = t->active_next;
@@ -453,6 +478,8 @@ static void probe_timelines(void) {
     uint64_t armed_upto = t->seq; /* numbers enqueued before the query */
     pthread_mutex_unlock(&t->lock);
     int state = stream_state(stream_of(t));
+    if (state == 1)
+      state = busy_state(t);
     if (state < 0) {
       fire_upto(t, UINT64_MAX, state, true, false);
     } else if (state == 0) {
@@ -466,38 +493,53 @@ static void probe_timelines(void) {
   }
 }
 
-/* The distinct streams of watched work, referenced (they may retire while we ask the driver). */
+/* Adds `stream` to the n distinct ones, referenced, unless it is there. The device too: a default
+ * policy's stream does not hold it, and this may be the last reference of a stream whose device
+ * the application dropped meanwhile (its unref binds the device). The watched submission still
+ * holds both here. */
+static void add_distinct(cuv_stream_t **streams, size_t *n, cuv_stream_t *stream) {
+  for (size_t i = 0; i < *n; i++)
+    if (streams[i] == stream)
+      return;
+  cuv__device_ref(stream->dev);
+  streams[(*n)++] = cuv__stream_ref(stream);
+}
+
+/* The distinct streams of watched work and those it waits for, referenced (they may retire while
+ * we ask the driver). */
 static size_t watched_streams(cuv_stream_t ***out) {
   size_t max = 0, n = 0;
   pthread_mutex_lock(&R.watch_lock);
   for (cuv__watch_t *w = R.watch_head; w; w = w->next)
-    max++;
+    max += 1 + w->n_also;
   cuv_stream_t **streams = max ? malloc(max * sizeof *streams) : NULL;
   for (cuv__watch_t *w = R.watch_head; streams && w; w = w->next) {
-    bool seen = false;
-    for (size_t i = 0; i < n && !seen; i++)
-      seen = streams[i] == w->stream;
-    if (!seen) {
-      /* The device too: a default policy's stream does not hold it, and this may be the last
-       * reference of a stream whose device the application dropped meanwhile (its unref binds
-       * the device). The watched submission still holds both here. */
-      cuv__device_ref(w->stream->dev);
-      streams[n++] = cuv__stream_ref(w->stream);
-    }
+    add_distinct(streams, &n, w->stream);
+    for (unsigned i = 0; i < w->n_also; i++)
+      add_distinct(streams, &n, w->also[i]);
   }
   pthread_mutex_unlock(&R.watch_lock);
   *out = streams;
   return n;
 }
 
-/* Fires the watches of a faulted stream. No driver call under watch_lock: a host function
- * takes that lock, and the driver may hold a query of its stream until the function returns.
- * (Completing under it nests the queue's lock inside; nothing takes them the other way round.) */
+/* Whether w's work runs on, or waits for, `stream`. */
+static bool watch_uses(const cuv__watch_t *w, const cuv_stream_t *stream) {
+  bool uses = w->stream == stream;
+  for (unsigned i = 0; i < w->n_also && !uses; i++)
+    uses = w->also[i] == stream;
+  return uses;
+}
+
+/* Fires the watches of work on, or waiting for, a faulted stream. No driver call under
+ * watch_lock: a host function takes that lock, and the driver may hold a query of its stream
+ * until the function returns. (Completing under it nests the queue's lock inside; nothing takes
+ * them the other way round.) */
 static void complete_watched_on(cuv_stream_t *stream, int status) {
   pthread_mutex_lock(&R.watch_lock);
   for (cuv__watch_t *w = R.watch_head, *next; w; w = next) {
     next = w->next;
-    if (w->stream == stream) {
+    if (watch_uses(w, stream)) {
       unlink_watched(w);
       w->fn(w->token, status);
     }
@@ -505,7 +547,8 @@ static void complete_watched_on(cuv_stream_t *stream, int status) {
   pthread_mutex_unlock(&R.watch_lock);
 }
 
-/* Host-callback work on a faulted stream never gets its callback: complete it here. */
+/* Host-callback work on a faulted stream, or waiting for one, never gets its callback: complete
+ * it here. */
 static void probe_watched(void) {
   cuv_stream_t **streams;
   size_t n = watched_streams(&streams);

@@ -106,10 +106,30 @@ int cuv__sub_event(cuv__submission_t *sub, cuv_device_t *dev, CUevent *event) {
   return rc;
 }
 
+/* Records that one of sub's streams waits for `producer`, of another device: one stream per
+ * device, since a sticky fault is the whole context's. The device is referenced too: a default
+ * policy's stream does not hold it, and the stream's last unref binds it. */
+static int note_across(cuv__submission_t *sub, cuv_stream_t *producer) {
+  uint64_t bit = CUV__DEVICE_BIT(producer->dev->ordinal);
+  if (producer->dev == sub->dev || (sub->across_devices & bit))
+    return 0;
+  cuv_stream_t **grown = realloc(sub->across, (sub->n_across + 1) * sizeof *grown);
+  if (!grown)
+    return CUV_ENOMEM;
+  sub->across = grown;
+  cuv__device_ref(producer->dev);
+  sub->across[sub->n_across++] = cuv__stream_ref(producer);
+  sub->across_devices |= bit;
+  return 0;
+}
+
 int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter) {
   CUevent event;
   bool across = producer->dev != waiter->dev;
-  int rc = cuv__sub_event(sub, producer->dev, &event);
+  int rc = across ? note_across(sub, producer) : 0;
+  if (rc < 0)
+    return rc;
+  rc = cuv__sub_event(sub, producer->dev, &event);
   if (rc == 0 && across)
     rc = cuv__bind(producer->dev);
   if (rc == 0)
@@ -136,6 +156,12 @@ static void sub_free(cuv__submission_t *sub) {
   if (sub->holds != sub->inline_holds)
     free(sub->holds);
   free(sub->events);
+  for (unsigned i = 0; i < sub->n_across; i++) {
+    cuv_device_t *dev = sub->across[i]->dev;
+    cuv__stream_unref(sub->across[i]);
+    cuv__device_unref(dev);
+  }
+  free(sub->across);
   atomic_fetch_sub(&sub->stream->in_flight, 1);
   cuv__stream_unref(sub->stream);
   if (!sub->part)

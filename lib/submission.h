@@ -42,6 +42,13 @@ struct cuv__submission {
   CUevent done_event;    /* recorded behind the work, when a path needs one */
   cuv__sub_event_t *events; /* join and ordering events, back to their pools at retirement */
   size_t n_events;
+  /* One stream of each device other than sub->dev whose work one of its streams waits for (a
+   * part's join, a hazard wait across devices: cuv__sub_order), referenced until retirement. A
+   * sticky fault there leaves that wait unfinished for good, so whatever waits for this
+   * submission's end also asks these (lib/completion.c, lib/reactor.c). */
+  cuv_stream_t **across;
+  unsigned n_across;
+  uint64_t across_devices; /* their devices' bits */
   int status;            /* execution status, then completion status */
   cuv_output_t output;
   enum cuv__path path;
@@ -106,7 +113,8 @@ int cuv__sub_use_stream(cuv__submission_t *sub, cuv_stream_t *stream);
 int cuv__sub_event(cuv__submission_t *sub, cuv_device_t *dev, CUevent *event);
 /* Makes `waiter` wait for everything enqueued on `producer` so far (an event of the producer's
  * device that the submission keeps). Across devices it binds the producer's context to record
- * and returns with the waiter's current. */
+ * and returns with the waiter's current, and a producer of another device than sub->dev's joins
+ * sub->across. */
 int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter);
 /* Records sub->done_event behind the work on sub->stream. */
 int cuv__sub_record(cuv__submission_t *sub);
