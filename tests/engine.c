@@ -328,6 +328,73 @@ static void test_busy_owner_hands_off(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
+/* A thread that submits without spinning (a loop: CUV_SUBMIT_NO_SPIN) more often than twice what
+ * its own enqueueing takes hands its jobs to the engine, even where each could run here: an idle
+ * engine, a stream and a queue of its own per job (lib/submit.c). Each job's custom op is busy
+ * for SLOW_US in its execute; a warm-up spaced by 2 ms (each job run here) teaches the thread that
+ * cost, then a burst back to back must hand some over: without the rule all of it runs here. */
+enum { SLOW_US = 30 };
+
+/* Busy for SLOW_US (a sleep would overshoot by a varying amount: the durations the rule compares
+ * are to be alike). */
+static int slow_execute(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
+  (void)ctx;
+  (void)out;
+  (void)arg;
+  struct timespec t0, t;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  do
+    clock_gettime(CLOCK_MONOTONIC, &t);
+  while ((t.tv_sec - t0.tv_sec) * 1000000000ll + (t.tv_nsec - t0.tv_nsec) < SLOW_US * 1000ll);
+  return 0;
+}
+
+static void test_busy_nospin_thread_hands_off(void **state) {
+  enum { WARM = 8, BURST = 16 };
+  cuv_config_t c = config();
+  cuv_queue_t *queues[BURST];
+  cuv_stream_t *streams[BURST];
+  for (int i = 0; i < BURST; i++) {
+    assert_cuv_ok(cuv_queue_create(&queues[i], NULL, NULL));
+    assert_cuv_ok(cuv_stream_create(&streams[i], cuvt_device()));
+  }
+  atomic_store(&counted_calls, 0);
+  atomic_store(&counted_failures, 0);
+  cuv_stats_t before = cuvt_stats();
+  for (int i = 0; i < WARM; i++) {
+    cuv_submit_opts_t opts = {.stream = streams[0], .flags = CUV_SUBMIT_NO_SPIN};
+    assert_cuv_ok(cuv_submit(queues[0], cuv_custom(slow_execute, NULL, NULL, NULL, 0),
+                             count_done, NULL, &opts));
+    cuvt_drain_until(queues[0], &counted_calls, i + 1);
+    usleep(2000);
+  }
+  cuv_stats_t warm = cuvt_stats();
+  for (int i = 0; i < BURST; i++) {
+    cuv_submit_opts_t opts = {.stream = streams[i], .flags = CUV_SUBMIT_NO_SPIN};
+    assert_cuv_ok(cuv_submit(queues[i], cuv_custom(slow_execute, NULL, NULL, NULL, 0),
+                             count_done, NULL, &opts));
+  }
+  for (int i = 0; i < BURST; i++)
+    cuvt_drain_until(queues[i], &counted_calls, WARM + i + 1);
+  cuv_stats_t now = cuvt_stats();
+  assert_int_equal(atomic_load(&counted_calls), WARM + BURST);
+  assert_int_equal(atomic_load(&counted_failures), 0);
+  uint64_t warm_inline = warm.engine_inline - before.engine_inline;
+  uint64_t burst_inline = now.engine_inline - warm.engine_inline;
+  uint64_t burst_queued = now.engine_queued - warm.engine_queued;
+  print_message("# warm-up: %llu of %d here; burst: %llu here, %llu handed over\n",
+                (unsigned long long)warm_inline, WARM, (unsigned long long)burst_inline,
+                (unsigned long long)burst_queued);
+  if (c.submit_threads > 0 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE) {
+    assert_int_equal(warm_inline, WARM);
+    assert_true(burst_queued >= 1);
+  }
+  for (int i = 0; i < BURST; i++) {
+    assert_cuv_ok(cuv_queue_destroy(queues[i]));
+    cuv_stream_destroy(streams[i]);
+  }
+}
+
 /* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
  * than the work, the pushing thread itself would run queued jobs, which wait for the blocked one
  * (the test thread, which alone can open it). */
@@ -435,6 +502,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_paths),
       cmocka_unit_test(test_busy_owner_hands_off),
+      cmocka_unit_test(test_busy_nospin_thread_hands_off),
       cmocka_unit_test(test_close_cancel_queued),
       cmocka_unit_test(test_order_threads_loops),
       cmocka_unit_test(test_fault_with_queued_work), /* last: the context dies */
