@@ -76,14 +76,8 @@ static void cb_begin(closure_t *cl) {
   if (!atomic_load(&rec->block))
     return;
   atomic_store(&rec->in_cb, 1);
-  struct timespec pause = {0, 1000000L};
-  for (int waited = 0; !atomic_load(&rec->go); waited++) {
-    if (waited > 20000) { /* a watchdog, not a timing assertion */
-      atomic_store(&rec->waited_out, 1);
-      break;
-    }
-    nanosleep(&pause, NULL);
-  }
+  if (!cuvt_wait_flag(&rec->go))
+    atomic_store(&rec->waited_out, 1);
 }
 
 static void cb_end(closure_t *cl) {
@@ -208,25 +202,6 @@ static closure_t *closure_new(record_t *rec, cuv_buffer_t *buf, cuv_stream_t *co
   return cl;
 }
 
-/* Drains until nothing of q is pending: every submission delivered and retired. */
-static void drain_until_retired(cuv_queue_t *q) {
-  for (int idle = 0; cuv_queue_pending(q) > 0;) {
-    int rc = cuv_queue_wait(q, 1000);
-    assert_true(rc == 0 || rc == CUV_EBUSY);
-    idle = cuv_queue_drain(q) > 0 || rc == 0 ? 0 : idle + 1;
-    if (idle > 120) /* a watchdog, not a timing assertion */
-      fail_msg("%u submissions never retired", cuv_queue_pending(q));
-  }
-}
-
-static void wait_flag(atomic_int *flag) {
-  struct timespec pause = {0, 1000000L};
-  for (int waited = 0; !atomic_load(flag); waited++) {
-    if (waited > 20000) /* a watchdog, not a timing assertion */
-      fail_msg("the callback never started");
-    nanosleep(&pause, NULL);
-  }
-}
 
 /* What every round of every kind must show once retired. */
 static void check_round(enum kind kind, const record_t *rec, int round) {
@@ -292,7 +267,7 @@ static void cancel_at_once(enum kind kind, int rounds) {
       assert_cuv_ok(cuv_submit(q, ops[1], done_cb, &cl->refs[1], &other));
     cuvt_drain_until(q, &recs[r].done_calls[0], 1); /* due at once, or after a running callback */
     if (r % BATCH == BATCH - 1 || r == rounds - 1)
-      drain_until_retired(q);
+      cuvt_drain_until_retired(q);
   }
   for (int r = 0; r < rounds; r++) {
     check_round(kind, &recs[r], r);
@@ -358,7 +333,8 @@ static void cancel_while_running(enum kind kind) {
   submitter_t s = {q, cuv_seq(ops[0], cuvt_gate_wait(&g)), cl, 0, -1};
   pthread_t thread;
   assert_int_equal(pthread_create(&thread, NULL, submitter_main, &s), 0);
-  wait_flag(&rec->in_cb);
+  if (!cuvt_wait_flag(&rec->in_cb))
+    fail_msg("the callback never started");
   cuv_submit_opts_t other = {.stream = streams[1]};
   if (ops[1]) /* the other clone, submitted while the first one's submission makes the value */
     assert_cuv_ok(cuv_submit(q, ops[1], done_cb, &cl->refs[1], &other));
@@ -374,7 +350,7 @@ static void cancel_while_running(enum kind kind) {
   assert_cuv_ok(s.rc);
   assert_true(cuv_queue_pending(q) > 0); /* the cancelled work is still held */
   cuvt_gate_open(&g);
-  drain_until_retired(q);
+  cuvt_drain_until_retired(q);
   cuvt_gate_close(&g);
   check_round(kind, rec, 0);
   assert_int_equal(atomic_load(&rec->cb_calls), kind == SHARED ? 3 : 1);

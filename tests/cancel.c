@@ -71,20 +71,8 @@ static void assert_filled(work_t *w) {
   free(got);
 }
 
-/* Drains until nothing of q is pending: every submission retired (a cancelled one's callback
- * may have run long before its work finished). */
-static void drain_until_retired(cuv_queue_t *q) {
-  for (int idle = 0; cuv_queue_pending(q) > 0;) {
-    int rc = cuv_queue_wait(q, 1000);
-    assert_true(rc == 0 || rc == CUV_EBUSY);
-    idle = cuv_queue_drain(q) > 0 || rc == 0 ? 0 : idle + 1;
-    if (idle > 120) /* a watchdog, not a timing assertion */
-      fail_msg("%u submissions never retired", cuv_queue_pending(q));
-  }
-}
-
 static void assert_cancelled_once(work_t *w) {
-  drain_until_retired(w->q);
+  cuvt_drain_until_retired(w->q);
   assert_int_equal(atomic_load(&w->seen.calls), 1);
   assert_int_equal(w->seen.status, CUV_ECANCELED);
   assert_null(w->seen.data); /* no output */
@@ -197,7 +185,7 @@ static void test_cancel_failed_submission(void **state) {
   assert_int_equal(cancelled.status, CUV_ECANCELED);
   assert_int_equal(atomic_load(&failed.calls), 1);
   assert_int_equal(atomic_load(&cancelled.calls), 1);
-  drain_until_retired(w->q);
+  cuvt_drain_until_retired(w->q);
   assert_int_equal(atomic_load(&cancelled.calls), 1); /* and not again when its work retired */
 }
 
@@ -249,7 +237,7 @@ static void test_released_buffer_retires_after_completion(void **state) {
     cuvt_drain_until(w->q, &seen.calls, 1);
     assert_int_equal(seen.status, CUV_ECANCELED);
     assert_null(seen.data);
-    drain_until_retired(w->q);
+    cuvt_drain_until_retired(w->q);
     assert_int_equal(atomic_load(&releases), 1);
     assert_int_equal(cuvt_stats().in_flight, before.in_flight);
     if (cuvt_is_sim())

@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common.h"
 #include "twins.h"
@@ -100,4 +102,35 @@ uint32_t cuvt_random_u32(void) {
 void cuvt_random_floats(float *out, size_t n) {
   for (size_t i = 0; i < n; i++)
     out[i] = (float)(cuvt_random_u32() % 2000001u) / 1000.0f - 1000.0f;
+}
+
+int cuvt_child_status(int (*child)(void)) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(child());
+  int wstatus;
+  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid || !WIFEXITED(wstatus))
+    return -1;
+  return WEXITSTATUS(wstatus);
+}
+
+void cuvt_drain_until_retired(cuv_queue_t *q) {
+  for (int idle = 0; cuv_queue_pending(q) > 0;) {
+    int rc = cuv_queue_wait(q, 1000);
+    assert_true(rc == 0 || rc == CUV_EBUSY);
+    idle = cuv_queue_drain(q) > 0 || rc == 0 ? 0 : idle + 1;
+    if (idle > 120) /* a watchdog, not a timing assertion */
+      fail_msg("%u submissions never retired", cuv_queue_pending(q));
+  }
+}
+
+bool cuvt_wait_flag(atomic_int *flag) {
+  struct timespec pause = {0, 1000000L};
+  for (int waited = 0; !atomic_load(flag); waited++) {
+    if (waited > 20000)
+      return false;
+    nanosleep(&pause, NULL);
+  }
+  return true;
 }

@@ -7,6 +7,8 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,6 +29,16 @@ const char *cuvt_ptx_path(void);
 /* Runs the cmocka group and returns its status (main returns it). */
 #define cuvt_run(tests) cmocka_run_group_tests_name(cuvt_suite_name(), (tests), NULL, NULL)
 const char *cuvt_suite_name(void);
+
+/* Runs child() in a process of its own (a fault, or an initialization, that must not reach the
+ * test's process) and returns its exit status; -1 when it did not exit. */
+int cuvt_child_status(int (*child)(void));
+/* Drains q until nothing of it is pending: every submission delivered and retired (a cancelled
+ * one's callback may have run long before its work finished). Fails after 120 idle seconds. */
+void cuvt_drain_until_retired(cuv_queue_t *q);
+/* Waits until *flag is non-zero, 1 ms at a time; false after 20 s (a watchdog, not a timing
+ * assertion: the caller says what never happened). */
+bool cuvt_wait_flag(atomic_int *flag);
 
 /* Fresh random data (seeded from the clock, seed printed so a failure can be replayed with
  * CUVT_SEED). */

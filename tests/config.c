@@ -556,19 +556,9 @@ static int child_driver_typo_then_refusals(void) {
   return 0;
 }
 
-/* The exit status of child() run in a process of its own; -1 when it did not exit. */
-static int child_status(int (*child)(void)) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0)
-    _exit(child());
-  int wstatus;
-  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid || !WIFEXITED(wstatus))
-    return -1;
-  return WEXITSTATUS(wstatus);
+static void run_in_child(int (*child)(void)) {
+  assert_int_equal(cuvt_child_status(child), 0);
 }
-
-static void run_in_child(int (*child)(void)) { assert_int_equal(child_status(child), 0); }
 
 static int child_probe(void) { return cuv_init() == CUV_ENODRIVER ? 77 : 0; }
 
@@ -599,7 +589,7 @@ int main(void) {
   /* No cuvt_init: it would initialize this process, which each child must do itself. */
   const char *driver = getenv("CUV_DRIVER");
   suite_driver = driver && *driver ? driver : "cuda";
-  if (strcmp(cuvt_suite_name(), "gpu") == 0 && child_status(child_probe) == 77) {
+  if (strcmp(cuvt_suite_name(), "gpu") == 0 && cuvt_child_status(child_probe) == 77) {
     printf("1..0 # SKIP no GPU\n");
     return 77; /* the gpu suite's protocol is exitcode: 77 is skipped */
   }

@@ -180,23 +180,11 @@ static int attempt(void) {
   return by_spin ? SPIN_SAW_IT : ANOTHER_PATH;
 }
 
-/* The exit status of child() in a process of its own; -1 when it did not exit. */
-static int child_status(int (*child)(void)) {
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid == 0)
-    _exit(child());
-  int wstatus;
-  if (pid < 0 || waitpid(pid, &wstatus, 0) != pid || !WIFEXITED(wstatus))
-    return -1;
-  return WEXITSTATUS(wstatus);
-}
-
 static int probe(void) { return cuv_init() == CUV_ENODRIVER ? 77 : 0; }
 
 static void test_fault_seen_by_inline_spin(void **state) {
   (void)state;
-  int status = child_status(attempt);
+  int status = cuvt_child_status(attempt);
   if (status == ANOTHER_PATH)
     print_message("# the fault was seen by another path than the spin\n");
   assert_int_equal(status, SPIN_SAW_IT);
@@ -206,7 +194,7 @@ int main(void) {
   /* Whatever the suite's environment: the submitting thread spins, for longer than the sleep. */
   setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   setenv("CUV_SUBMIT_INLINE", "always", 1);
-  if (strcmp(cuvt_suite_name(), "gpu") == 0 && child_status(probe) == 77) {
+  if (strcmp(cuvt_suite_name(), "gpu") == 0 && cuvt_child_status(probe) == 77) {
     printf("1..0 # SKIP no GPU\n");
     return 77; /* the gpu suite's protocol is exitcode: 77 is skipped */
   }

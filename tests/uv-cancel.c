@@ -42,14 +42,8 @@ static cuv_op_t *then_cb(cuv_output_t *input, void *arg) {
     atomic_fetch_add(&rec->cb_after_done, 1);
   if (atomic_load(&rec->block)) {
     atomic_store(&rec->in_cb, 1);
-    struct timespec pause = {0, 1000000L};
-    for (int waited = 0; !atomic_load(&rec->go); waited++) {
-      if (waited > 20000) { /* a watchdog, not a timing assertion */
-        atomic_store(&rec->waited_out, 1);
-        break;
-      }
-      nanosleep(&pause, NULL);
-    }
+    if (!cuvt_wait_flag(&rec->go))
+      atomic_store(&rec->waited_out, 1);
   }
   const unsigned *words = input->data;
   for (size_t i = 0; i < M; i++)
