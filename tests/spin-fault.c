@@ -77,7 +77,7 @@ typedef struct gate {
   cuv_buffer_t *flag, *result;
   unsigned value;
   unsigned long writes_before; /* cuStreamWriteValue64 calls before the submission */
-  CUresult open_result;        /* the opener's memset; the fault's code where it came first */
+  CUresult open_result;        /* the opener's launch; the fault's code where it came first */
 } gate_t;
 
 static void *open_when_armed(void *arg) {
@@ -88,8 +88,12 @@ static void *open_when_armed(void *arg) {
   CUresult r = cuv__drv.cuCtxSetCurrent(cuv_device_context(cuvt_device()));
   if (r == CUDA_SUCCESS)
     r = cuv__drv.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING);
+  /* tests/gate.h's setter: the waiter reads the flag atomically, and so must it be written. */
+  CUdeviceptr flag = (CUdeviceptr)cuv_buffer_ptr(g->flag);
+  void *params[] = {&g->value, &flag};
   if (r == CUDA_SUCCESS)
-    r = cuv__drv.cuMemsetD32Async((CUdeviceptr)cuv_buffer_ptr(g->flag), g->value, 1, s);
+    r = cuv__drv.cuLaunchKernel(cuvt_kernel("set_flag")->fn, 1, 1, 1, 1, 1, 1, 0, s, params,
+                                NULL);
   if (r == CUDA_SUCCESS)
     r = cuv__drv.cuStreamSynchronize(s);
   g->open_result = r;
