@@ -21,10 +21,12 @@ CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *
     return rc;
   cuv__exec_run_blocking(op, &ex);
   int status = ex.sub->status;
-  if (status == 0 && out)
+  /* Recorded before the output is handed out: a failed record fails the call, which then leaves
+   * no output (fuzz/regressions/api: an output with CUDA_ERROR_INVALID_HANDLE returned). */
+  int record = cuv__sub_record(ex.sub);
+  if (status == 0 && record == 0 && out)
     *out = cuv_output_take(&ex.sub->output);
   cuv_output_release(&ex.sub->output);
-  int record = cuv__sub_record(ex.sub);
   if (record < 0) {
     /* No event, no proof: wait here rather than free what the GPU may use. */
     int wait = cuv__cu(cuv__drv.cuStreamSynchronize(stream->cu));

@@ -301,6 +301,31 @@ static void test_then_wait_failure_releases_input(void **state) {
   cuv_buffer_unref(flag);
 }
 
+/* cuv_enqueue_on whose completion event cannot be recorded waits for the work itself and fails
+ * with the record's error: it then hands out no output, and releases the one the op made once. */
+static void test_enqueue_record_failure_leaves_no_output(void **state) {
+  if (!cuvt_is_sim())
+    skip();
+  cuv_buffer_t *flag = cuvt_buffer(4);
+  clear_u32(flag);
+  unsigned value = cuvt_nonzero_u32();
+  atomic_int releases = 0;
+  cuv_op_t *op = cuv_seq(cuv_memset32(flag, 0, value, 1), cuvt_counted_value(5, &releases));
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  cuv_sim_fail("cuEventRecord", 1, CUDA_ERROR_INVALID_HANDLE); /* the completion's record */
+  cuv_output_t out = {(void *)1, NULL, NULL};
+  int rc = cuv_enqueue_on(stream, op, &out);
+  cuv_sim_fail_clear();
+  assert_int_equal(rc, CUV_ECUDA(CUDA_ERROR_INVALID_HANDLE));
+  assert_null(out.data);
+  assert_null(out.release);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_int_equal(read_u32(flag), value); /* it waited for the work it could not record */
+  cuv_stream_destroy(stream);
+  cuv_buffer_unref(flag);
+}
+
 #define INJECTION_TEST(i, name)                                                                   \
   { name, test_injected_failure, NULL, NULL, (void *)&injections[i] }
 
@@ -311,6 +336,7 @@ int main(void) {
       cmocka_unit_test(test_failure_after_enqueued_work),
       cmocka_unit_test(test_launch_failure_is_a_cuda_error),
       cmocka_unit_test(test_pipeline_without_failures),
+      cmocka_unit_test(test_enqueue_record_failure_leaves_no_output),
       cmocka_unit_test(test_fault_statuses),
       INJECTION_TEST(0, "injected_cuMemAllocAsync"),
       INJECTION_TEST(1, "injected_cuMemcpyHtoDAsync"),
