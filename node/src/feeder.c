@@ -50,9 +50,11 @@ static void give_back(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
 static void feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
   /* The loop polls for them as for its own (uv/bridge.c): no wake-up per completion. */
   const cuv_submit_opts_t polled = {.flags = CUV_SUBMIT_POLLED};
-  unsigned n = 0;
-  for (cuv_node_feed_t *next; job; job = next, n++) {
+  for (cuv_node_feed_t *next; job; job = next) {
     next = job->next;
+    /* Counted before the submission: its callback may run on the loop before this returns, and
+     * whoever saw the callback must see it counted (tests/node-feeder.c). */
+    atomic_fetch_add_explicit(&f->fed, 1, memory_order_relaxed);
     int rc = cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, &polled);
     if (rc < 0) {
       job->status = rc;
@@ -60,7 +62,6 @@ static void feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
     }
     atomic_fetch_add_explicit(&f->submitted, 1, memory_order_release);
   }
-  atomic_fetch_add_explicit(&f->fed, n, memory_order_relaxed);
 }
 
 /* Waits for jobs or the stop. The loop pushes, then reads `parked`; this thread sets `parked`,
