@@ -15,34 +15,32 @@ typedef struct submit_job {
   bool may_spin;
 } submit_job_t;
 
+/* How long this thread's last enqueueing of its own took (the driver calls of the last job it
+ * ran itself, without any spin; at most COST_CAP_NS: a call stalled for milliseconds, or traced,
+ * says nothing about the next), and when its last submission without a spin returned. */
+#define COST_CAP_NS 50000u
+static _Thread_local uint64_t inline_cost_ns, nospin_end_ns;
+
 /* Enqueues and arms. A failure midway still arms: what was enqueued must finish before its
  * resources go, and the callback then reports the execution's error. Only the submitting thread
  * spins: a submitter thread has other jobs to run. */
-/* How long this thread's own enqueueing took, as a moving average (the driver calls of the jobs
- * it ran itself, without any spin, each counted as at most COST_CAP_NS: a call stalled for
- * milliseconds says nothing about the next one), and when it last submitted without spinning. */
-#define COST_CAP_NS 50000u
-static _Thread_local uint64_t inline_cost_ns, last_nospin_ns;
-
 static void submit_job_run(cuv__job_t *job, bool queued) {
   submit_job_t *s = (submit_job_t *)job;
   uint64_t start = queued ? 0 : cuv__now_ns();
   cuv__exec_run(s->op, &s->ex);
   if (!queued) {
     uint64_t took = cuv__now_ns() - start;
-    inline_cost_ns = (3 * inline_cost_ns + (took < COST_CAP_NS ? took : COST_CAP_NS)) / 4;
+    inline_cost_ns = took < COST_CAP_NS ? took : COST_CAP_NS;
   }
   cuv__arm(s->ex.sub, s->may_spin && !queued);
 }
 
-/* A thread that does not spin (a loop) and submits again within twice what its own enqueueing
- * takes would spend over half its time in driver calls: it hands the job over. */
+/* A thread that does not spin (a loop), and spent less time outside cuv since its previous
+ * submission returned than its own enqueueing of a job takes, hands the job over: made here,
+ * its driver calls would take over half its time. Measured against its own last one, not a
+ * fixed time, so a slow thread (a sanitizer's) and a fast one judge alike. */
 static bool busy_without_spin(const submit_job_t *s) {
-  if (s->may_spin)
-    return false;
-  uint64_t now = cuv__now_ns(), gap = now - last_nospin_ns;
-  last_nospin_ns = now;
-  return gap < 2 * inline_cost_ns;
+  return !s->may_spin && cuv__now_ns() - nospin_end_ns < inline_cost_ns;
 }
 
 static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
@@ -56,19 +54,22 @@ static void submit_job_release(cuv__job_t *job) { cuv__pool_free(job); }
  * has more than INLINE_PENDING_MAX submissions in flight: its owner (a loop thread) is busy with
  * many, and running jobs itself made it the bottleneck again (bench/RESULTS.md: tcp-infer, one
  * loop, 64 connections: 0.55x the thread pool, 0.76x without). Nor does one of a thread that
- * submits without spinning more often than its own enqueueing could keep up with (a loop under
- * load, with few in flight only because it is slow to read its requests). A few in flight, as a
- * batching loop has, still run here: the loops' calls then go in parallel (four batching loops:
- * 3.3x). */
+ * submits without spinning faster than its own enqueueing could keep up with (busy_without_spin:
+ * a loop under load, with few in flight only because it is slow to read its requests). A few in
+ * flight, as a batching loop has, still run here: the loops' calls then go in parallel (four
+ * batching loops: 3.3x). */
 #define INLINE_PENDING_MAX 4u
 static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
+  bool spins = s->may_spin; /* s may be gone once the engine has it */
   bool may_inline = !s->job.may_wait && cuv_queue_pending(queue) <= INLINE_PENDING_MAX &&
                     !busy_without_spin(s);
-  if (cuv__engine_enabled() && cuv__engine_submit(&s->job, may_inline) == 0)
-    return;
-  CUV__STAT_ADD(engine_inline, 1);
-  submit_job_run(&s->job, false);
-  cuv__pool_free(s);
+  if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline) != 0) {
+    CUV__STAT_ADD(engine_inline, 1);
+    submit_job_run(&s->job, false);
+    cuv__pool_free(s);
+  }
+  if (!spins)
+    nospin_end_ns = cuv__now_ns();
 }
 
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
