@@ -64,7 +64,7 @@ static void drain_until_called(cuv_queue_t *q, const record_t *r) {
 }
 
 /* The documented results of a kernel's bad access (tests/fault.c): the simulator gives the
- * H200's. */
+ * GPU's. */
 static bool fault_result(int status) {
   int r = cuv_cuda_result(status);
   if (cuvt_is_sim())
