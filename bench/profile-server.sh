@@ -6,6 +6,10 @@
 #
 #   bench/profile-server.sh BUILD_DIR NAME CONNS SECONDS [SERVER OPTIONS...]
 #
+# With perf, the loop thread (infer-loop-0) is also counted alone (perf stat: cycles and
+# instructions, printed per request) and recorded alone, so its report ranks what one request
+# costs the loop, apart from the threads that share its process.
+#
 # Output goes to stdout; perf's data, when taken, to $OUT/NAME-CONNS.perf.txt (OUT: default /tmp).
 set -uo pipefail
 build=${1:?build dir}; name=${2:?name}; conns=${3:?conns}; secs=${4:?seconds}
@@ -28,9 +32,18 @@ hz=$(getconf CLK_TCK)
 window=$((secs - 2))
 declare -A before
 for t in /proc/"$pid"/task/*; do before[${t##*/}]=$(awk '{print $14 + $15}' "$t/stat"); done
+loop_tid=$(for t in $(ls /proc/"$pid"/task | sort -n); do
+  [ "$(cat "/proc/$pid/task/$t/comm")" = infer-loop-0 ] && echo "$t"; done | head -n 1)
 if command -v perf >/dev/null; then
+  perf stat -x, -e task-clock,cycles,instructions -t "$loop_tid" -o "$out/$name-$conns.stat.txt" \
+    -- sleep "$window" >/dev/null 2>&1 &
+  spid=$!
   perf record -q -F 999 -p "$pid" -o "$out/$name-$conns.perf.data" -- sleep "$window" \
+    >/dev/null 2>&1 &
+  rpid=$!
+  perf record -q -F 2999 -t "$loop_tid" -o "$out/$name-$conns.loop.data" -- sleep "$window" \
     >/dev/null 2>&1
+  wait "$spid" "$rpid"
 else
   sleep "$window"
 fi
@@ -53,6 +66,22 @@ us=$(awk -v d="$total" -v hz="$hz" -v s="$window" -v r="$rps" \
   'BEGIN { printf "%.1f", 1e6 * d / hz / s / r }')
 echo "$name c=$conns $rps req/s | cpu $cpu% | $us us CPU/req | $(printf '%s\n' "${lines[@]}" |
   sort -rn | head -8 | tr '\n' ';')"
+if [ -f "$out/$name-$conns.stat.txt" ]; then # CSV: value,unit,event,...
+  awk -F, -v r="$rps" -v s="$window" -v n="$name" -v c="$conns" '
+    $3 ~ /^cycles/ { cy = $1 } $3 ~ /^instructions/ { in_ = $1 } $3 ~ /^task-clock/ { tc = $1 }
+    END { if (r > 0 && cy + 0 > 0)
+            printf "%s c=%s loop thread per request: %.0f cycles, %.0f instructions (IPC %.2f), %.2f us\n",
+              n, c, cy / s / r, in_ / s / r, (cy > 0 ? in_ / cy : 0), tc * 1000 / s / r
+          else print n " c=" c " loop thread: no cycle counts (" FILENAME ")" }' \
+    "$out/$name-$conns.stat.txt"
+fi
+if [ -f "$out/$name-$conns.loop.data" ]; then
+  { echo "== $name c=$conns: the loop thread alone, by symbol (share of its samples)"
+    perf report -i "$out/$name-$conns.loop.data" --no-children --sort dso,sym --stdio 2>/dev/null |
+      grep -v '^#' | grep '%' | head -60
+  } >"$out/$name-$conns.loop.txt"
+  rm -f "$out/$name-$conns.loop.data"
+fi
 if [ -f "$out/$name-$conns.perf.data" ]; then
   for comm in $(perf report -i "$out/$name-$conns.perf.data" --sort comm --stdio 2>/dev/null |
     awk '/%/ && $1+0 > 3 {print $2}'); do

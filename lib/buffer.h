@@ -9,7 +9,7 @@ struct cuv_buffer_s {
   CUdeviceptr ptr;
   size_t size;
   cuv_stream_t *alloc_stream; /* stream-ordered allocations are freed on a stream too */
-  int hazard_mode;            /* CUV_HAZARD_* */
+  atomic_int hazard_mode;     /* CUV_HAZARD_*: read without the lock */
   bool adopted;               /* cuv_buffer_adopt: the caller's memory, never freed by cuv */
   cuv_release_fn release;     /* ... given back with release(release_arg), when not NULL */
   void *release_arg;

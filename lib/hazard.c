@@ -33,9 +33,7 @@ struct cuv__access {
 CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode) {
   if (!buf || mode < CUV_HAZARD_ORDER || mode > CUV_HAZARD_NONE)
     return CUV_EINVAL;
-  pthread_mutex_lock(&buf->lock);
-  buf->hazard_mode = mode;
-  pthread_mutex_unlock(&buf->lock);
+  atomic_store_explicit(&buf->hazard_mode, mode, memory_order_relaxed);
   return 0;
 }
 
@@ -156,7 +154,7 @@ static cuv__tally_t *tally_of(cuv_buffer_t *buf, cuv_stream_t *stream) {
 static int access_link_locked(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
   cuv__tally_t *t = tally_of(buf, ex->stream);
   if (t) {
-    *a = (cuv__access_t){cuv_buffer_ref(buf), t, ex->sub, write};
+    *a = (cuv__access_t){buf, t, ex->sub, write}; /* the caller's reference (hold_buffer) */
     atomic_fetch_add(count_of(a), 1);
     atomic_store(&buf->latest, a);
   }
@@ -222,10 +220,7 @@ static int note_use(cuv__uses_t *uses, cuv_buffer_t *buf, bool write) {
 }
 
 static int hazard_mode(cuv_buffer_t *buf) {
-  pthread_mutex_lock(&buf->lock);
-  int mode = buf->hazard_mode;
-  pthread_mutex_unlock(&buf->lock);
-  return mode;
+  return atomic_load_explicit(&buf->hazard_mode, memory_order_relaxed);
 }
 
 /* A buffer that tracks nothing needs nothing from a replay: the graph holds it, and the replay
@@ -266,38 +261,32 @@ static bool already_held(cuv_buffer_t *buf, const cuv__exec_t *ex, bool write) {
 }
 
 /* CUV_HAZARD_NONE: no access record, only the buffer held until retirement (once per
- * submission where the latest holds show it already). */
-static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf) {
+ * submission where the latest holds show it already). *ref: as for hold_buffer. */
+static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf, bool *ref) {
   int rc = cuv__sub_hold_unique(sub, cuv__buffer_release, buf);
   if (rc == 0)
-    cuv_buffer_ref(buf);
+    *ref = false; /* the new hold has it */
   return rc < 0 ? rc : 0;
-}
-
-int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
-  if (buf->dev != ex->stream->dev)
-    return CUV_EDEVICE;
-  return cuv__hold_buffer_peer(ex, buf, kind);
 }
 
 /* Counts a new access of ex's submission in: ordered after the other streams' conflicting ones
  * first, when there are any; without any (a buffer only read, or used by one stream), checked
  * and counted in under one hold of the buffer's lock, which the submitter threads of a buffer
- * every launch reads (a model's weights) otherwise take twice per launch. */
-int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
-  bool write = kind != CUV_ARG_KIND_READ;
+ * every launch reads (a model's weights) otherwise take twice per launch. A buffer that tracks
+ * nothing is told by its mode alone, without the lock.
+ *
+ * *ref is true while the caller holds a reference to buf that the submission may use: a new
+ * hold or access takes it (and sets *ref false); one that exists already leaves it. */
+static int hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, bool write, bool *ref) {
   if (capturing.sub && capturing.sub == ex->sub)
     return note_use(capturing.uses, buf, write);
+  if (atomic_load_explicit(&buf->hazard_mode, memory_order_relaxed) == CUV_HAZARD_NONE)
+    return hold_untracked(ex->sub, buf, ref);
   cuv_stream_t **others = NULL;
   size_t n = 0;
   cuv__access_t *a = cuv__pool_alloc(sizeof *a);
   pthread_mutex_lock(&buf->lock);
-  int mode = buf->hazard_mode;
-  if (mode == CUV_HAZARD_NONE) {
-    pthread_mutex_unlock(&buf->lock);
-    cuv__pool_free(a);
-    return hold_untracked(ex->sub, buf);
-  }
+  int mode = atomic_load_explicit(&buf->hazard_mode, memory_order_relaxed);
   bool held = already_held(buf, ex, write);
   int rc = held ? 0 : conflicts(buf, ex->stream, write, &others, &n);
   bool linked = rc == 0 && !held && n == 0 && a && access_link_locked(a, buf, ex, write) == 0;
@@ -315,11 +304,49 @@ int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind 
       rc = access_link(a, buf, ex, write);
   }
   free(others);
-  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
-    access_release(a); /* counted in, not held: counted out again */
+  if (rc < 0) {
+    cuv__pool_free(a);
     return rc;
   }
-  if (rc < 0)
-    cuv__pool_free(a);
+  *ref = false; /* the access has it */
+  if ((rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
+    cuv_buffer_ref(buf); /* the caller's again, once access_release dropped the access's */
+    *ref = true;
+    access_release(a); /* counted in, not held: counted out again */
+  }
+  return rc;
+}
+
+/* Without a reference to give: one of the submission's own where it needs one. */
+static int hold_adding(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
+  bool ref = true;
+  cuv_buffer_ref(buf);
+  int rc = hold_buffer(ex, buf, kind != CUV_ARG_KIND_READ, &ref);
+  if (ref)
+    cuv_buffer_unref(buf); /* not needed: held already, or refused */
+  return rc;
+}
+
+int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
+  if (buf->dev != ex->stream->dev)
+    return CUV_EDEVICE;
+  return hold_adding(ex, buf, kind);
+}
+
+int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
+  return hold_adding(ex, buf, kind);
+}
+
+int cuv__hold_buffer_taking(cuv__exec_t *ex, cuv_buffer_t **ref, enum cuv_arg_kind kind) {
+  cuv_buffer_t *buf = *ref;
+  if (buf->dev != ex->stream->dev)
+    return CUV_EDEVICE;
+  bool mine = true;
+  int rc = hold_buffer(ex, buf, kind != CUV_ARG_KIND_READ, &mine);
+  /* Held already: the reference still becomes a hold, so that it too ends at retirement. */
+  if (rc == 0 && mine && (rc = cuv__sub_hold(ex->sub, cuv__buffer_release, buf)) == 0)
+    mine = false;
+  if (!mine)
+    *ref = NULL;
   return rc;
 }

@@ -30,13 +30,16 @@ static void launch_drop(cuv_op_t *op) {
   cuv_kernel_unref(l->kernel);
 }
 
-/* The op's kernel reference moves to the submission; when the submission holds the kernel
- * already (a chain of launches of one kernel), the op's reference is dropped with the op. */
+/* The op's kernel reference moves to the submission, as a second hold where it holds the kernel
+ * already (a chain of launches of one kernel): released at retirement, where the op was made,
+ * rather than here on a submitter thread (cuv__hold_buffer_taking says why). */
 static int hold_kernel(cuv__submission_t *sub, launch_op_t *l) {
   int rc = cuv__sub_hold_unique(sub, cuv__kernel_unref, l->kernel);
+  if (rc == 1)
+    rc = cuv__sub_hold(sub, cuv__kernel_unref, l->kernel);
   if (rc == 0)
     l->kernel = NULL;
-  return rc < 0 ? rc : 0;
+  return rc;
 }
 
 static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
@@ -52,7 +55,7 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   for (size_t i = 0; rc == 0 && i < l->nargs; i++) {
     params[i] = l->storage + l->args[i].at;
     if (l->args[i].buffer)
-      rc = cuv__hold_buffer(ex, l->args[i].buffer, l->args[i].kind);
+      rc = cuv__hold_buffer_taking(ex, &l->args[i].buffer, l->args[i].kind);
   }
   if (rc == 0)
     rc = hold_kernel(ex->sub, l);

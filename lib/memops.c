@@ -27,9 +27,9 @@ static void copy_drop(cuv_op_t *op) {
   cuv__staging_free(c->staged);
 }
 
-static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
-  CUdeviceptr dst = c->dst ? c->dst->ptr + c->dst_offset : 0;
-  CUdeviceptr src = c->src ? c->src->ptr + c->src_offset : 0;
+/* dst and src: the device sides' addresses, read before hold_all took the buffers. */
+static CUresult enqueue(copy_op_t *c, CUstream stream, void *download, CUdeviceptr dst,
+                        CUdeviceptr src) {
   switch (c->kind) {
   case COPY_HTOD: return cuv__drv.cuMemcpyHtoDAsync(dst, c->host, c->bytes, stream);
   case COPY_DTOH: return cuv__drv.cuMemcpyDtoHAsync(c->host, src, c->bytes, stream);
@@ -46,9 +46,9 @@ static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
 /* Moves the op's references into the submission before anything is enqueued. */
 static int hold_all(copy_op_t *c, cuv__exec_t *ex) {
   int rc = 0;
-  if (c->dst && (rc = cuv__hold_buffer(ex, c->dst, CUV_ARG_KIND_WRITE)) < 0)
+  if (c->dst && (rc = cuv__hold_buffer_taking(ex, &c->dst, CUV_ARG_KIND_WRITE)) < 0)
     return rc;
-  if (c->src && (rc = cuv__hold_buffer(ex, c->src, CUV_ARG_KIND_READ)) < 0)
+  if (c->src && (rc = cuv__hold_buffer_taking(ex, &c->src, CUV_ARG_KIND_READ)) < 0)
     return rc;
   if (c->staged && (rc = cuv__sub_hold(ex->sub, cuv__staging_free, c->staged)) == 0)
     c->staged = NULL;  /* the submission gives it back now */
@@ -58,6 +58,8 @@ static int hold_all(copy_op_t *c, cuv__exec_t *ex) {
 static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   copy_op_t *c = (copy_op_t *)op;
   cuv__staging_t *download = NULL;
+  CUdeviceptr dst = c->dst ? c->dst->ptr + c->dst_offset : 0;
+  CUdeviceptr src = c->src ? c->src->ptr + c->src_offset : 0;
   int rc = hold_all(c, ex);
   if (rc == 0 && c->kind == DOWNLOAD) {
     /* The submission holds the block too: an output dropped early (by seq or then, by a failure
@@ -72,7 +74,7 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
       download = NULL;
   }
   if (rc == 0 && c->bytes > 0)
-    rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL));
+    rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL, dst, src));
   if (c->op.host & CUV__OP_LANDS)
     ex->landing = true;
   if (download) {

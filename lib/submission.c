@@ -13,9 +13,10 @@ static void stream_in_flight_release(void *arg) {
 }
 
 static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part) {
-  cuv__submission_t *sub = cuv__pool_zalloc(sizeof *sub);
+  cuv__submission_t *sub = cuv__pool_alloc(sizeof *sub);
   if (!sub)
     return NULL;
+  memset(sub, 0, offsetof(cuv__submission_t, inline_holds));
   sub->holds = sub->inline_holds;
   sub->cap_holds = CUV__INLINE_HOLDS;
   sub->dev = cuv__device_ref(stream->dev);
@@ -62,7 +63,7 @@ int cuv__sub_hold(cuv__submission_t *sub, cuv_release_fn release, void *arg) {
     if (!grown)
       return CUV_ENOMEM;
     if (sub->holds == sub->inline_holds)
-      memcpy(grown, sub->inline_holds, sizeof sub->inline_holds);
+      memcpy(grown, sub->inline_holds, sub->n_holds * sizeof *grown);
     sub->holds = grown;
     sub->cap_holds = cap;
   }

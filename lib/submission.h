@@ -21,7 +21,8 @@ enum cuv__path {
   CUV__PATH_EVENT,    /* an event behind enqueue_on work was found complete */
 };
 
-#define CUV__INLINE_HOLDS 6
+/* A request's op (an upload, two launches, a download) takes about 14 holds. */
+#define CUV__INLINE_HOLDS 16
 
 /* An event the submission keeps, and the device whose pool it goes back to (referenced when it
  * is not the submission's own). */
@@ -38,7 +39,6 @@ struct cuv__submission {
   uint64_t devices;
   cuv__hold_t *holds;
   size_t n_holds, cap_holds;
-  cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
   CUevent done_event;    /* recorded behind the work, when a path needs one */
   cuv__sub_event_t *events; /* join and ordering events, back to their pools at retirement */
   size_t n_events;
@@ -79,6 +79,8 @@ struct cuv__submission {
    * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
   atomic_int gates;
   bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
+  /* Last, and not cleared when the submission is made: only n_holds of them are ever read. */
+  cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
 };
 
 /* A submission on `stream` (which it references and counts in flight). */
