@@ -79,14 +79,18 @@ static void *feeder_main(void *arg) {
   cuv_node_feeder_t *f = arg;
   uint64_t last_job = now_ns();
   for (;;) {
+    /* The stop is read before the look: the loop pushes its last jobs and then stops, so a look
+     * made after the stop was seen finds them all. Read after the look, a stop could follow
+     * jobs pushed since the look came up empty, and the thread would end holding them. */
+    bool stopping = atomic_load(&f->stop);
     cuv_node_feed_t *jobs = take_incoming(f);
     if (jobs) {
       feed(f, jobs);
       last_job = now_ns();
       continue;
     }
-    if (atomic_load(&f->stop))
-      return NULL; /* after the last look: nothing pushed before the stop is left */
+    if (stopping)
+      return NULL;
     if (now_ns() - last_job < SPIN_NS)
       continue;
     park(f);
