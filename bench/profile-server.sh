@@ -35,7 +35,10 @@ for t in /proc/"$pid"/task/*; do before[${t##*/}]=$(awk '{print $14 + $15}' "$t/
 loop_tid=$(for t in $(ls /proc/"$pid"/task | sort -n); do
   [ "$(cat "/proc/$pid/task/$t/comm")" = infer-loop-0 ] && echo "$t"; done | head -n 1)
 if command -v perf >/dev/null; then
-  perf stat -x, -e task-clock,cycles,instructions -t "$loop_tid" -o "$out/$name-$conns.stat.txt" \
+  calls=raw_syscalls:sys_enter,syscalls:sys_enter_futex,syscalls:sys_enter_epoll_wait
+  calls=$calls,syscalls:sys_enter_read,syscalls:sys_enter_write,syscalls:sys_enter_writev
+  perf stat -x, -e "task-clock,cycles,instructions,$calls" -t "$loop_tid" \
+    -o "$out/$name-$conns.stat.txt" \
     -- sleep "$window" >/dev/null 2>&1 &
   spid=$!
   perf record -q -F 999 -p "$pid" -o "$out/$name-$conns.perf.data" -- sleep "$window" \
@@ -69,16 +72,23 @@ echo "$name c=$conns $rps req/s | cpu $cpu% | $us us CPU/req | $(printf '%s\n' "
 if [ -f "$out/$name-$conns.stat.txt" ]; then # CSV: value,unit,event,...
   awk -F, -v r="$rps" -v s="$window" -v n="$name" -v c="$conns" '
     $3 ~ /^cycles/ { cy = $1 } $3 ~ /^instructions/ { in_ = $1 } $3 ~ /^task-clock/ { tc = $1 }
+    $3 == "raw_syscalls:sys_enter" { sys = $1 } $3 ~ /futex$/ { fx = $1 }
+    $3 ~ /epoll_wait$/ { ep = $1 } $3 ~ /enter_read$/ { rd = $1 } $3 ~ /enter_writev?$/ { wr += $1 }
     END { if (r > 0 && cy + 0 > 0)
             printf "%s c=%s loop thread per request: %.0f cycles, %.0f instructions (IPC %.2f), %.2f us\n",
               n, c, cy / s / r, in_ / s / r, (cy > 0 ? in_ / cy : 0), tc * 1000 / s / r
-          else print n " c=" c " loop thread: no cycle counts (" FILENAME ")" }' \
+          else print n " c=" c " loop thread: no cycle counts (" FILENAME ")"
+          if (r > 0 && sys + 0 > 0)
+            printf "%s c=%s loop thread syscalls per request: %.2f (futex %.2f, epoll_wait %.2f, read %.2f, write %.2f)\n",
+              n, c, sys / s / r, fx / s / r, ep / s / r, rd / s / r, wr / s / r }' \
     "$out/$name-$conns.stat.txt"
 fi
 if [ -f "$out/$name-$conns.loop.data" ]; then
   { echo "== $name c=$conns: the loop thread alone, by symbol (share of its samples)"
+    perf report -i "$out/$name-$conns.loop.data" --no-children --sort dso --stdio 2>/dev/null |
+      grep -v '^#' | grep '%' | head -12
     perf report -i "$out/$name-$conns.loop.data" --no-children --sort dso,sym --stdio 2>/dev/null |
-      grep -v '^#' | grep '%' | head -60
+      grep -v '^#' | grep '%' | head -120
   } >"$out/$name-$conns.loop.txt"
   rm -f "$out/$name-$conns.loop.data"
 fi

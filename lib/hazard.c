@@ -154,7 +154,7 @@ static cuv__tally_t *tally_of(cuv_buffer_t *buf, cuv_stream_t *stream) {
 static int access_link_locked(cuv__access_t *a, cuv_buffer_t *buf, cuv__exec_t *ex, bool write) {
   cuv__tally_t *t = tally_of(buf, ex->stream);
   if (t) {
-    *a = (cuv__access_t){buf, t, ex->sub, write}; /* the caller's reference (hold_buffer) */
+    *a = (cuv__access_t){cuv_buffer_ref(buf), t, ex->sub, write};
     atomic_fetch_add(count_of(a), 1);
     atomic_store(&buf->latest, a);
   }
@@ -261,27 +261,19 @@ static bool already_held(cuv_buffer_t *buf, const cuv__exec_t *ex, bool write) {
 }
 
 /* CUV_HAZARD_NONE: no access record, only the buffer held until retirement (once per
- * submission where the latest holds show it already). *ref: as for hold_buffer. */
-static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf, bool *ref) {
+ * submission where the latest holds show it already). */
+static int hold_untracked(cuv__submission_t *sub, cuv_buffer_t *buf) {
   int rc = cuv__sub_hold_unique(sub, cuv__buffer_release, buf);
   if (rc == 0)
-    *ref = false; /* the new hold has it */
+    cuv_buffer_ref(buf);
   return rc < 0 ? rc : 0;
 }
 
 /* Counts a new access of ex's submission in: ordered after the other streams' conflicting ones
  * first, when there are any; without any (a buffer only read, or used by one stream), checked
  * and counted in under one hold of the buffer's lock, which the submitter threads of a buffer
- * every launch reads (a model's weights) otherwise take twice per launch. A buffer that tracks
- * nothing is told by its mode alone, without the lock.
- *
- * *ref is true while the caller holds a reference to buf that the submission may use: a new
- * hold or access takes it (and sets *ref false); one that exists already leaves it. */
-static int hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, bool write, bool *ref) {
-  if (capturing.sub && capturing.sub == ex->sub)
-    return note_use(capturing.uses, buf, write);
-  if (atomic_load_explicit(&buf->hazard_mode, memory_order_relaxed) == CUV_HAZARD_NONE)
-    return hold_untracked(ex->sub, buf, ref);
+ * every launch reads (a model's weights) otherwise take twice per launch. */
+static int hold_tracked(cuv__exec_t *ex, cuv_buffer_t *buf, bool write) {
   cuv_stream_t **others = NULL;
   size_t n = 0;
   cuv__access_t *a = cuv__pool_alloc(sizeof *a);
@@ -304,49 +296,38 @@ static int hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, bool write, bool *ref
       rc = access_link(a, buf, ex, write);
   }
   free(others);
-  if (rc < 0) {
-    cuv__pool_free(a);
+  if (rc == 0 && (rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
+    access_release(a); /* counted in, not held: counted out again */
     return rc;
   }
-  *ref = false; /* the access has it */
-  if ((rc = cuv__sub_hold(ex->sub, access_release, a)) < 0) {
-    cuv_buffer_ref(buf); /* the caller's again, once access_release dropped the access's */
-    *ref = true;
-    access_release(a); /* counted in, not held: counted out again */
-  }
+  if (rc < 0)
+    cuv__pool_free(a);
   return rc;
 }
 
-/* Without a reference to give: one of the submission's own where it needs one. */
-static int hold_adding(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
-  bool ref = true;
-  cuv_buffer_ref(buf);
-  int rc = hold_buffer(ex, buf, kind != CUV_ARG_KIND_READ, &ref);
-  if (ref)
-    cuv_buffer_unref(buf); /* not needed: held already, or refused */
-  return rc;
+/* Whether buf tracks nothing: read without its lock (a mode set meanwhile applies to the
+ * submissions after it). */
+static bool untracked(cuv_buffer_t *buf) {
+  return atomic_load_explicit(&buf->hazard_mode, memory_order_relaxed) == CUV_HAZARD_NONE;
+}
+
+int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
+  bool write = kind != CUV_ARG_KIND_READ;
+  if (capturing.sub && capturing.sub == ex->sub)
+    return note_use(capturing.uses, buf, write);
+  return untracked(buf) ? hold_untracked(ex->sub, buf) : hold_tracked(ex, buf, write);
 }
 
 int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->stream->dev)
     return CUV_EDEVICE;
-  return hold_adding(ex, buf, kind);
+  return cuv__hold_buffer_peer(ex, buf, kind);
 }
 
-int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
-  return hold_adding(ex, buf, kind);
-}
-
-int cuv__hold_buffer_taking(cuv__exec_t *ex, cuv_buffer_t **ref, enum cuv_arg_kind kind) {
-  cuv_buffer_t *buf = *ref;
+int cuv__hold_buffer_kept(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind kind) {
   if (buf->dev != ex->stream->dev)
     return CUV_EDEVICE;
-  bool mine = true;
-  int rc = hold_buffer(ex, buf, kind != CUV_ARG_KIND_READ, &mine);
-  /* Held already: the reference still becomes a hold, so that it too ends at retirement. */
-  if (rc == 0 && mine && (rc = cuv__sub_hold(ex->sub, cuv__buffer_release, buf)) == 0)
-    mine = false;
-  if (!mine)
-    *ref = NULL;
-  return rc;
+  if (untracked(buf) && !(capturing.sub && capturing.sub == ex->sub))
+    return 0; /* the caller's reference is the hold */
+  return cuv__hold_buffer_peer(ex, buf, kind);
 }

@@ -11,13 +11,10 @@ int cuv__hold_buffer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind acces
  * access is recorded on that stream, and ordering against the buffer's own device's streams
  * uses events across contexts. Also for a buffer of the stream's own device. */
 int cuv__hold_buffer_peer(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
-/* cuv__hold_buffer with the caller's reference *ref (an op's): on success the submission has
- * taken it, as a hold of its own or an access, and *ref is NULL; on failure *ref may still be
- * the caller's. An op's references then end where its submission retires, on the thread that
- * made them (a loop), and never on the submitter thread that executes the op: a buffer that
- * every request reads (a model's weights) was otherwise referenced and released by every
- * submitter and the loop alike, each taking its count's line from another core. */
-int cuv__hold_buffer_taking(cuv__exec_t *ex, cuv_buffer_t **ref, enum cuv_arg_kind access);
+/* cuv__hold_buffer for a caller that keeps a reference to buf until the submission retires (an
+ * op node that retires with it, op.h): a buffer that tracks nothing then needs no hold at all, so
+ * its count is never touched by the submitter thread executing the op. */
+int cuv__hold_buffer_kept(cuv__exec_t *ex, cuv_buffer_t *buf, enum cuv_arg_kind access);
 /* For graph.c: while `capture` executes into a stream capture on this thread, its buffer
  * accesses are noted in *uses (each buffer once, with the strongest access) instead of being
  * ordered and tracked; each replay holds them again with cuv__hazard_replay. */

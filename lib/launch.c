@@ -30,21 +30,11 @@ static void launch_drop(cuv_op_t *op) {
   cuv_kernel_unref(l->kernel);
 }
 
-/* The op's kernel reference moves to the submission, as a second hold where it holds the kernel
- * already (a chain of launches of one kernel): released at retirement, where the op was made,
- * rather than here on a submitter thread (cuv__hold_buffer_taking says why). */
-static int hold_kernel(cuv__submission_t *sub, launch_op_t *l) {
-  int rc = cuv__sub_hold_unique(sub, cuv__kernel_unref, l->kernel);
-  if (rc == 1)
-    rc = cuv__sub_hold(sub, cuv__kernel_unref, l->kernel);
-  if (rc == 0)
-    l->kernel = NULL;
-  return rc;
-}
-
+/* The node retires with the submission (op.h): its kernel and buffer references hold them until
+ * then, and only a buffer whose accesses are tracked needs a hold of its own. */
 static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   launch_op_t *l = (launch_op_t *)op;
-  cuv_kernel_t *kernel = l->kernel; /* alive until retirement: the op or the submission holds it */
+  cuv_kernel_t *kernel = l->kernel;
   void *params_inline[16];
   void **params = l->nargs <= 16 ? params_inline : malloc(l->nargs * sizeof *params);
   int rc = params ? 0 : CUV_ENOMEM;
@@ -55,17 +45,14 @@ static int launch_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   for (size_t i = 0; rc == 0 && i < l->nargs; i++) {
     params[i] = l->storage + l->args[i].at;
     if (l->args[i].buffer)
-      rc = cuv__hold_buffer_taking(ex, &l->args[i].buffer, l->args[i].kind);
+      rc = cuv__hold_buffer_kept(ex, l->args[i].buffer, l->args[i].kind);
   }
-  if (rc == 0)
-    rc = hold_kernel(ex->sub, l);
   if (rc == 0)
     rc = cuv__cu(cuv__drv.cuLaunchKernel(kernel->fn, l->grid.x, l->grid.y, l->grid.z,
                                          l->block.x, l->block.y, l->block.z, l->shared_bytes,
                                          ex->stream->cu, l->nargs ? params : NULL, NULL));
   if (params != params_inline)
     free(params);
-  launch_drop(op);
   return rc;
 }
 
@@ -159,6 +146,7 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
   l->shared_bytes = shared_bytes;
   l->nops = nops;
   l->op.host = host;
+  l->op.retires_with_submission = true; /* launch_execute leaves the node to it */
   cuv__op_set_device(&l->op, kernel->mod->dev->ordinal);
   for (size_t i = 0; i < nargs; i++)
     if (args[i].op)

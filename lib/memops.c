@@ -27,9 +27,9 @@ static void copy_drop(cuv_op_t *op) {
   cuv__staging_free(c->staged);
 }
 
-/* dst and src: the device sides' addresses, read before hold_all took the buffers. */
-static CUresult enqueue(copy_op_t *c, CUstream stream, void *download, CUdeviceptr dst,
-                        CUdeviceptr src) {
+static CUresult enqueue(copy_op_t *c, CUstream stream, void *download) {
+  CUdeviceptr dst = c->dst ? c->dst->ptr + c->dst_offset : 0;
+  CUdeviceptr src = c->src ? c->src->ptr + c->src_offset : 0;
   switch (c->kind) {
   case COPY_HTOD: return cuv__drv.cuMemcpyHtoDAsync(dst, c->host, c->bytes, stream);
   case COPY_DTOH: return cuv__drv.cuMemcpyDtoHAsync(c->host, src, c->bytes, stream);
@@ -43,23 +43,20 @@ static CUresult enqueue(copy_op_t *c, CUstream stream, void *download, CUdevicep
   return CUDA_ERROR_INVALID_VALUE;
 }
 
-/* Moves the op's references into the submission before anything is enqueued. */
+/* The node retires with the submission (op.h): its buffer references and its staging block stay
+ * until then, and only a buffer whose accesses are tracked needs a hold of its own. */
 static int hold_all(copy_op_t *c, cuv__exec_t *ex) {
   int rc = 0;
-  if (c->dst && (rc = cuv__hold_buffer_taking(ex, &c->dst, CUV_ARG_KIND_WRITE)) < 0)
+  if (c->dst && (rc = cuv__hold_buffer_kept(ex, c->dst, CUV_ARG_KIND_WRITE)) < 0)
     return rc;
-  if (c->src && (rc = cuv__hold_buffer_taking(ex, &c->src, CUV_ARG_KIND_READ)) < 0)
-    return rc;
-  if (c->staged && (rc = cuv__sub_hold(ex->sub, cuv__staging_free, c->staged)) == 0)
-    c->staged = NULL;  /* the submission gives it back now */
+  if (c->src)
+    rc = cuv__hold_buffer_kept(ex, c->src, CUV_ARG_KIND_READ);
   return rc;
 }
 
 static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   copy_op_t *c = (copy_op_t *)op;
   cuv__staging_t *download = NULL;
-  CUdeviceptr dst = c->dst ? c->dst->ptr + c->dst_offset : 0;
-  CUdeviceptr src = c->src ? c->src->ptr + c->src_offset : 0;
   int rc = hold_all(c, ex);
   if (rc == 0 && c->kind == DOWNLOAD) {
     /* The submission holds the block too: an output dropped early (by seq or then, by a failure
@@ -74,7 +71,7 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
       download = NULL;
   }
   if (rc == 0 && c->bytes > 0)
-    rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL, dst, src));
+    rc = cuv__cu(enqueue(c, ex->stream->cu, download ? download->data : NULL));
   if (c->op.host & CUV__OP_LANDS)
     ex->landing = true;
   if (download) {
@@ -82,7 +79,6 @@ static int copy_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
      * the block when the enqueue failed, and otherwise its release waits for delivery. */
     *out = cuv__output(download->data, cuv__staging_free, download);
   }
-  copy_drop(op);
   return rc;
 }
 
@@ -107,6 +103,7 @@ static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_off
   if (!c)
     return cuv__op_fail(CUV_ENOMEM);
   c->kind = kind;
+  c->op.retires_with_submission = true; /* copy_execute leaves the node to it */
   c->dst = cuv_buffer_ref(dst);
   c->src = cuv_buffer_ref(src);
   c->dst_offset = dst_offset;

@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false, 0};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false, 0, false};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__pool_zalloc(size);
@@ -122,14 +122,32 @@ int cuv__op_take_all(cuv_op_t *const *ops, size_t n) {
 
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op) { return op ? op->error : CUV_EINVAL; }
 
+/* A node that retires with its submission: dropped and freed there (struct cuv_op_s). */
+static void op_retire(void *node) { cuv__op_drop(node); }
+
+/* Held before it executes: holds are released in reverse order, so what its execution holds
+ * (a buffer's access record) goes before the node's own references to it. */
+static int execute_held(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  int rc = cuv__sub_hold(ex->sub, op_retire, op);
+  if (rc < 0) {
+    cuv__op_drop(op);
+    return rc;
+  }
+  return op->vt->execute(op, ex, out);
+}
+
 int cuv__op_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   *out = (cuv_output_t){0};
   if (!op)
     return CUV_EINVAL;
   int rc = op->error;
-  if (rc == 0)
-    rc = op->vt->execute(op, ex, out);
-  op_free_node(op);
+  if (rc == 0 && op->retires_with_submission) {
+    rc = execute_held(op, ex, out);
+  } else {
+    if (rc == 0)
+      rc = op->vt->execute(op, ex, out);
+    op_free_node(op);
+  }
   if (rc < 0)
     cuv_output_release(out);
   return rc;

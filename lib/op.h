@@ -47,6 +47,12 @@ struct cuv_op_s {
   /* Every device the op's work touches (CUV__DEVICE_BIT of each): known when it is built, so the
    * engine orders a submission against every device it touches before it runs (engine.c). */
   uint64_t devices;
+  /* The node outlives its execution: held by the submission, it is dropped and freed when that
+   * retires (cuv__op_execute), and its execute neither drops nor frees it. A node built on a loop
+   * thread and executed on a submitter thread is then only read there: its references and its
+   * memory go back on the thread that made them (a request's launches and copies otherwise
+   * moved a dozen cache lines between cores per request, bench/RESULTS.md). */
+  bool retires_with_submission;
 };
 
 /* An ordinal's bit in a device set (ordinals are below CUV__MAX_DEVICES, 64). */

@@ -561,6 +561,39 @@ static void test_two_graphs_share_buffers(void **state) {
   free(want);
 }
 
+/* A buffer that tracks nothing (CUV_HAZARD_NONE) and that a captured launch and copy use is held
+ * by the graph, not only by the capture: released by the caller after the capture, it stays
+ * until the graph goes (an adopted alias of x, whose release is counted), and every replay still
+ * computes into it. */
+static void count_release(void *arg) { atomic_fetch_add((atomic_int *)arg, 1); }
+
+static void test_graph_holds_untracked_buffer(void **state) {
+  chain_t c;
+  chain_create(&c);
+  atomic_int released = 0;
+  cuv_buffer_t *alias = NULL;
+  assert_cuv_ok(cuv_buffer_adopt(&alias, cuvt_device(), cuv_buffer_ptr(c.x), N * sizeof(float),
+                                 count_release, &released));
+  assert_cuv_ok(cuv_buffer_set_hazard_mode(alias, CUV_HAZARD_NONE));
+  cuv_op_t *ops[] = {cuvt_copy_f32(alias, c.in, N), cuvt_scale(alias, N, SCALE),
+                     cuvt_add_one(alias, N), cuvt_copy_f32(c.y, c.yin, N),
+                     saxpy_op(alias, c.y, N, ALPHA)};
+  cuv_graph_t *g = NULL;
+  assert_cuv_ok(cuv_graph_capture(&g, cuv_zip(ops, COUNT_OF(ops)), NULL, NULL));
+  cuv_buffer_unref(alias);
+  assert_int_equal(atomic_load(&released), 0);
+  float want[N];
+  for (int r = 0; r < 3; r++) {
+    new_inputs(g, &c, want);
+    assert_cuv_ok(cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), NULL));
+    check_output_on(cuv_graph_stream(g), &c, want);
+  }
+  assert_int_equal(atomic_load(&released), 0);
+  cuv_graph_unref(g);
+  assert_int_equal(atomic_load(&released), 1);
+  chain_destroy(&c);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -576,6 +609,7 @@ int main(void) {
       cmocka_unit_test(test_capture_while_buffer_written_elsewhere),
       cmocka_unit_test(test_replay_ordered_after_writer),
       cmocka_unit_test(test_two_graphs_share_buffers),
+      cmocka_unit_test(test_graph_holds_untracked_buffer),
   };
   return cuvt_run(tests);
 }
