@@ -21,8 +21,9 @@ enum cuv__path {
   CUV__PATH_EVENT,    /* an event behind enqueue_on work was found complete */
 };
 
-/* A request's op (an upload, two launches, a download) takes about 14 holds. */
-#define CUV__INLINE_HOLDS 16
+/* A request's op (an upload, two launches, a download) takes 5 holds: its nodes and the
+ * download's block (tcp-infer). */
+#define CUV__INLINE_HOLDS 8
 
 /* An event the submission keeps, and the device whose pool it goes back to (referenced when it
  * is not the submission's own). */
