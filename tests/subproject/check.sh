@@ -2,9 +2,10 @@
 # The `subproject` test (TAP): cuv as a subproject of parent/ (subprojects/cuv is a link to this
 # source tree) registers no test and builds nothing but its libraries in the parent, with
 # -Dcuv:tests=disabled and with its defaults; the parent links dependency('cuv'), 'cuv-sim' and
-# 'cuv-uv', generates typed launchers with cuv's cuv-launchers, and runs on the simulator. Then a
-# missing CUDA tree, named by -Dcuda-root, CUDA_PATH or CUDA_HOME, stops the configuration with
-# the project's message naming all three.
+# 'cuv-uv', generates typed launchers with cuv's cuv-launchers, and runs on the simulator. Then,
+# with -Dcuda-headers=system, a missing CUDA tree, named by -Dcuda-root, CUDA_PATH or CUDA_HOME,
+# stops the configuration with the project's message naming all three; by default it does not,
+# and the build takes cuv's own declarations of the driver API.
 # usage: check.sh MESON SOURCE_DIR CUDA_ROOT SANITIZE CC...
 set -eu
 meson=$1 src=$2 cuda=$3 sanitize=$4
@@ -52,7 +53,7 @@ sys.exit(1 if bad else 0)
 PY
 }
 
-echo "1..7"
+echo "1..8"
 if "$meson" setup "$tmp/b" "$tmp/parent" -Dcuv:tests=disabled -Dcuv:cuda-root="$cuda" \
   >"$tmp/setup.log" 2>&1; then
   ok "parent configures with cuv as a subproject (-Dcuv:tests=disabled)"
@@ -89,17 +90,26 @@ missing() {
   ok "$name"
 }
 # These fail while configuring, before anything is built.
-"$meson" setup "$tmp/m1" "$src" -Dcuda-root=/nonexistent/cuda-root >"$tmp/m1.log" 2>&1 ||
+"$meson" setup "$tmp/m1" "$src" -Dcuda-headers=system -Dcuda-root=/nonexistent/cuda-root \
+  >"$tmp/m1.log" 2>&1 ||
   missing "-Dcuda-root without cuda.h: the project's message" "$tmp/m1.log" \
     "/nonexistent/cuda-root/include (from -Dcuda-root)"
 [ -f "$tmp/m1/build.ninja" ] && not_ok "-Dcuda-root=/nonexistent configured" /dev/null
 env CUDA_PATH=/nonexistent/cuda-path CUDA_HOME="$cuda" "$meson" setup "$tmp/m2" "$src" \
-  >"$tmp/m2.log" 2>&1 ||
+  -Dcuda-headers=system >"$tmp/m2.log" 2>&1 ||
   missing "CUDA_PATH honoured, before CUDA_HOME" "$tmp/m2.log" \
     "/nonexistent/cuda-path/include (from CUDA_PATH)"
 [ -f "$tmp/m2/build.ninja" ] && not_ok "CUDA_PATH=/nonexistent configured" /dev/null
 env -u CUDA_PATH CUDA_HOME=/nonexistent/cuda-home "$meson" setup "$tmp/m3" "$src" \
-  >"$tmp/m3.log" 2>&1 ||
+  -Dcuda-headers=system >"$tmp/m3.log" 2>&1 ||
   missing "CUDA_HOME honoured" "$tmp/m3.log" "/nonexistent/cuda-home/include (from CUDA_HOME)"
 [ -f "$tmp/m3/build.ninja" ] && not_ok "CUDA_HOME=/nonexistent configured" /dev/null
-[ "$failed" -eq 0 ] && [ "$n" -eq 7 ]
+# The default (-Dcuda-headers=auto) configures without a CUDA tree, on cuv's own cuda.h.
+if "$meson" setup "$tmp/m4" "$src" -Dcuda-root=/nonexistent/cuda-root -Dtests=disabled \
+  >"$tmp/m4.log" 2>&1 && grep -q "cuda.h *: cuv's own declarations" "$tmp/m4.log" &&
+  [ -f "$tmp/m4/build.ninja" ]; then
+  ok "no CUDA tree: configured with cuv's own declarations (-Dcuda-headers=auto)"
+else
+  not_ok "no CUDA tree: configured with cuv's own declarations (-Dcuda-headers=auto)" "$tmp/m4.log"
+fi
+[ "$failed" -eq 0 ] && [ "$n" -eq 8 ]
