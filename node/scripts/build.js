@@ -5,10 +5,12 @@
 // come from the node installation that runs this script, and node-gyp is npm's.
 //
 // Environment:
-//   CUDA_PATH, CUDA_HOME  the CUDA toolkit (cuda.h; nvcc); default /usr/local/cuda
+//   CUDA_PATH, CUDA_HOME  the CUDA toolkit (cuda.h; nvcc); default /usr/local/cuda; without
+//                         one, cuv's own cuda.h (scripts/cuda.js; CUV_CUDA_HEADERS chooses)
 //   npm_config_nodedir    Node's headers (a folder with include/node/node_api.h), overriding the
 //                         search below; npm sets it from `npm install --nodedir=DIR`
 //   CUV_NODE_NVCC         nvcc to compile the kernels with; "none": use the PTX the package ships
+//                         (or, where it ships none, the listings, quietly: that was asked for)
 //   CUV_NODE_WERROR       1: compiler warnings are errors (cuv's CI)
 const fs = require('node:fs');
 const path = require('node:path');
@@ -56,9 +58,8 @@ function writeVersionHeader(root) {
 
 // Each kernel module's PTX and where it came from: nvcc here, else the PTX the tarball ships,
 // else (a checkout without nvcc) the listing of entry names, which only the simulator runs.
-function kernelPtx(root, cudaDir) {
-  const wanted = process.env.CUV_NODE_NVCC;
-  const nvcc = wanted === 'none' ? null : wanted || cuda.findNvcc(cudaDir);
+function kernelPtx(root) {
+  const nvcc = cuda.findNvcc();
   return sources.kernelModules.map((kernel) => {
     const { cu, listing } = sources.kernelPaths(root, kernel);
     const shipped = path.join(pkg, 'ptx', `${kernel.name}.ptx`);
@@ -70,8 +71,10 @@ function kernelPtx(root, cudaDir) {
     if (fs.existsSync(shipped)) {
       return { name: kernel.name, origin: 'shipped', text: fs.readFileSync(shipped, 'utf8') };
     }
-    console.warn(`cuv build: no nvcc and no shipped PTX for ${kernel.name}: its kernels run on ` +
-      'the simulator only (CUV_DRIVER=sim)');
+    if (!cuda.nvccDisabled()) {
+      console.warn(`cuv build: no nvcc and no shipped PTX for ${kernel.name}: its kernels run on ` +
+        'the simulator only (CUV_DRIVER=sim)');
+    }
     return { name: kernel.name, origin: 'listing', text: fs.readFileSync(listing, 'utf8') };
   });
 }
@@ -92,7 +95,7 @@ function writePtxTable(modules) {
   ].join('\n'));
 }
 
-function writeGypi(root, files, version, cudaDir) {
+function writeGypi(root, files, version, cudaInclude) {
   const src = fs.readdirSync(path.join(pkg, 'src')).filter((f) => f.endsWith('.c')).sort();
   // Paths relative to binding.gyp: gyp would rebase those of an included file's path-like keys
   // (names ending in _dirs, _files, ...), which these names avoid.
@@ -103,7 +106,7 @@ function writeGypi(root, files, version, cudaDir) {
     cuv_addon_sources: [...src.map((f) => path.join('src', f)), 'gen/ptx.c',
       ...files.addon.map(inRoot)],
     cuv_includes: ['gen/include', 'src', ...['include', 'internal', 'apps/tcp-infer'].map(inRoot),
-      path.join(cudaDir, 'include')],
+      cudaInclude],
     cuv_sim_soname: `libcuv-sim.so.${version.major}`,
     cuv_sim_extension: `so.${version.major}`,
     cuv_werror: process.env.CUV_NODE_WERROR === '1' ? 1 : 0,
@@ -133,16 +136,20 @@ function linkRoot(root) {
 
 function main() {
   const root = sources.cuvRoot();
-  const cudaDir = cuda.cudaRoot();
+  const headers = cuda.cudaHeaders(root);
+  // cuv's own header through gen/cuv, as its sources are (a path the package folder may move with).
+  const bundled = headers.dir.startsWith(root + path.sep);
+  const cudaInclude = bundled ? path.join('gen', 'cuv', path.relative(root, headers.dir))
+    : headers.dir;
   const nodedir = nodeHeaders();
   const files = sources.cuvFiles(root);
   const version = writeVersionHeader(root);
-  const modules = kernelPtx(root, cudaDir);
+  const modules = kernelPtx(root);
   writePtxTable(modules);
   linkRoot(root);
-  writeGypi(root, files, version, cudaDir);
+  writeGypi(root, files, version, cudaInclude);
   console.log(`cuv build: cuv ${version.string} from ${rel(root) || '.'}, Node headers in ` +
-    `${nodedir}/include/node, CUDA in ${cudaDir}, PTX: ` +
+    `${nodedir}/include/node, cuda.h: ${headers.what}, PTX: ` +
     `${modules.map((m) => `${m.name} (${m.origin})`).join(', ')}`);
   const [cmd, ...args] = nodeGyp();
   // configure, then build: make rebuilds what changed (a fresh install: everything).

@@ -70,7 +70,8 @@ function cuvFiles(root) {
   const addon = ['uv/bridge.c', 'apps/tcp-infer/mlp.c'];
   const headers = [
     ...listDir(root, 'lib', ['.h']), ...listDir(root, 'sim', ['.h']),
-    ...listDir(root, 'internal', ['.h']), ...listDir(root, 'include', ['.h']),
+    ...listDir(root, 'internal', ['.h']), ...listDir(root, 'internal/cuda', ['.h']),
+    ...listDir(root, 'include', ['.h']),
     ...listDir(root, 'include/cuv', ['.h', '.h.in']), 'apps/tcp-infer/mlp.h',
   ];
   const kernels = kernelModules.filter((k) => k.from === 'cuv').flatMap((k) => [k.cu, k.listing]);

@@ -16,18 +16,15 @@ function copyFile(from, to) {
 }
 
 // ptx/<module>.ptx for each kernel module; without nvcc, none (install then needs nvcc, or runs
-// the kernels on the simulator only), and says so.
+// the kernels on the simulator only), and says so unless CUV_NODE_NVCC=none asked for that.
 function compileKernels(root, dest) {
-  let nvcc = null;
-  try {
-    nvcc = cuda.findNvcc(cuda.cudaRoot());
-  } catch {
-    nvcc = cuda.findNvcc(null);
-  }
+  const nvcc = cuda.findNvcc();
   const dir = path.join(dest, 'ptx');
   fs.rmSync(dir, { recursive: true, force: true });
   if (!nvcc) {
-    console.warn('cuv vendor: no nvcc: the package ships no PTX (install needs nvcc for a GPU)');
+    if (!cuda.nvccDisabled()) {
+      console.warn('cuv vendor: no nvcc: the package ships no PTX (install needs nvcc for a GPU)');
+    }
     return [];
   }
   fs.mkdirSync(dir, { recursive: true });
