@@ -27,8 +27,14 @@
 
 #define EXIT_NO_DRIVER 77
 
+/* Why the driver did not load or start, while no initialization succeeded (cuv_init_error):
+ * the reason a call failed with, since every call fails with the initialization's status then. */
+static const char *init_reason(void) { return cuv_driver_name() ? NULL : cuv_init_error(); }
+
 static int fail(const char *what, int rc) {
-  fprintf(stderr, "tcp-infer: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  const char *why = init_reason();
+  fprintf(stderr, "tcp-infer: %s: %s (%s)%s%s\n", what, cuv_err_name(rc), cuv_strerror(rc),
+          why ? ": " : "", why ? why : "");
   return EXIT_FAILURE;
 }
 
@@ -196,7 +202,9 @@ static int open_gpu(server_t *s, const options_t *o, bool *cublas) {
   worker_register_twins(); /* the module loads every kernel of mlp.cu, the debug ones too */
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
-    fprintf(stderr, "tcp-infer: %s\n", cuv_strerror(rc));
+    const char *why = init_reason();
+    fprintf(stderr, "tcp-infer: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
     return EXIT_NO_DRIVER;
   }
   if (rc != 0)

@@ -1,4 +1,5 @@
 /* Errors as JavaScript sees them (errors.h). */
+#include <limits.h>
 #include <stdio.h>
 
 #include <cuv.h>
@@ -12,8 +13,16 @@ static void set_string(napi_env env, napi_value obj, const char *key, const char
     napi_set_named_property(env, obj, key, v);
 }
 
+/* Why the driver did not load or start, while no initialization succeeded: then every call fails
+ * with the initialization's status, and the message carries cuv_init_error's reason (the library
+ * tried and the loader's words), which cuv_strerror's text only points to. */
+static const char *init_reason(void) { return cuv_driver_name() ? NULL : cuv_init_error(); }
+
 napi_value cuv_node_error(napi_env env, int status, const char *detail) {
-  char message[CUV_NODE_DETAIL_MAX + 160];
+  /* cuv_strerror's text and a detail: an argument's, or an init reason, which names a path. */
+  char message[CUV_NODE_DETAIL_MAX + PATH_MAX + 512];
+  if (!detail || !*detail)
+    detail = init_reason();
   if (detail && *detail)
     snprintf(message, sizeof message, "%s: %s", cuv_strerror(status), detail);
   else

@@ -1,6 +1,7 @@
 /* Errors as JavaScript sees them: an Error whose message is cuv_strerror's (with what was wrong
- * with an argument), `code` the CUV_* name, `errno` cuv's status, and for a driver failure
- * `cuResult`, the CUresult's name (CUDA_ERROR_OUT_OF_MEMORY). */
+ * with an argument, or, while cuv's initialization has failed, cuv_init_error's reason), `code`
+ * the CUV_* name, `errno` cuv's status, and for a driver failure `cuResult`, the CUresult's name
+ * (CUDA_ERROR_OUT_OF_MEMORY). */
 #ifndef CUV_NODE_ERRORS_H
 #define CUV_NODE_ERRORS_H
 

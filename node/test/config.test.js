@@ -82,6 +82,39 @@ test('the default policy creates that many streams, and ops spread over them', {
     }
   });
 
+// A driver that does not load: the Error thrown (device()) and the one a Promise rejects with
+// (upload()) both carry cuv_init_error's reason, the library tried and the loader's words, not
+// only cuv_strerror's pointer to it.
+test('a driver that does not load: the errors say which library and why', () => {
+  const script = `(async () => {
+    const out = { driver: cuv.driver() };
+    try { cuv.device(); } catch (e) { out.thrown = { code: e.code, message: e.message }; }
+    try {
+      await cuv.upload(Float32Array.of(1));
+    } catch (e) { out.rejected = { code: e.code, message: e.message }; }
+    console.log(JSON.stringify(out));
+  })();`;
+  const path = '/nonexistent/cuv-node-test/libcuda.so.1';
+  const r = inChild(script, { CUV_DRIVER: path });
+  assert.strictEqual(r.driver, null);
+  for (const e of [r.thrown, r.rejected]) {
+    assert.strictEqual(e.code, 'CUV_ENODRIVER');
+    assert.ok(e.message.includes(`cannot load the driver "${path}"`), e.message);
+    assert.ok(e.message.includes(`${path}: cannot open shared object file`), e.message);
+  }
+  // The default driver, where it does not load here: libcuda.so.1 and the loader's reason (or,
+  // where a library loads without a usable GPU, cuInit's result).
+  const d = inChild(script, { CUV_DRIVER: undefined });
+  const why = new RegExp('cannot load the driver "cuda" \\(libcuda\\.so\\.1\\): libcuda\\.so\\.1: |' +
+    'the driver "cuda" did not start: cuInit failed');
+  if (d.driver === null) {
+    for (const e of [d.thrown, d.rejected]) {
+      assert.strictEqual(e.code, 'CUV_ENODRIVER');
+      assert.match(e.message, why);
+    }
+  }
+});
+
 test('an invalid CUV_STREAMS is refused with what it takes', { skip }, () => {
   const r = inChild(`let error = null;
     try { cuv.config(); } catch (e) { error = { code: e.code, message: e.message }; }

@@ -120,9 +120,10 @@ typedef struct app {
 } app_t;
 
 static int report(app_t *app, const char *what, int rc) {
+  /* Why, where cuv says: NCCL's failure, or initialization's while it has failed. */
+  const char *why = cuv_nccl_error() ? cuv_nccl_error() : cuv_init_error();
   fprintf(stderr, "collectives (rank %d): %s: %s (%s)%s%s\n", app->local[0].rank, what,
-          cuv_err_name(rc), cuv_strerror(rc), cuv_nccl_error() ? ": " : "",
-          cuv_nccl_error() ? cuv_nccl_error() : "");
+          cuv_err_name(rc), cuv_strerror(rc), why ? ": " : "", why ? why : "");
   app->failed = 1;
   return rc;
 }
@@ -529,9 +530,14 @@ int main(int argc, char **argv) {
   int rc = cuv_init(), version = 0;
   if (rc == 0)
     rc = cuv_nccl_version(&version);
-  if (rc == CUV_ENODRIVER || rc == CUV_ENONCCL) {
-    fprintf(stderr, "collectives: %s (%s)\n", cuv_strerror(rc),
-            rc == CUV_ENONCCL ? cuv_nccl_error() : cuv_init_error());
+  if (rc == CUV_ENODRIVER) {
+    const char *why = cuv_init_error();
+    fprintf(stderr, "collectives: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU "
+                    "simulator\n", why ? why : cuv_strerror(rc));
+    return EXIT_NO_DRIVER;
+  }
+  if (rc == CUV_ENONCCL) {
+    fprintf(stderr, "collectives: %s (%s)\n", cuv_strerror(rc), cuv_nccl_error());
     return EXIT_NO_DRIVER;
   }
   if (rc == 0 && too_few_gpus(&app.opt))

@@ -47,8 +47,12 @@ static int resolve_driver(void) {
              : CUV_ENOTSUP;
 }
 
+/* A call that failed; while initialization has failed (every call then fails with its status),
+ * also why: cuv_init_error names what cuv tried and the reason (the loader's, for a driver). */
 static int fail(const char *what, int rc) {
-  fprintf(stderr, "custom-op: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  const char *why = cuv_init_error();
+  fprintf(stderr, "custom-op: %s: %s (%s)%s%s\n", what, cuv_err_name(rc), cuv_strerror(rc),
+          why ? ": " : "", why ? why : "");
   return EXIT_FAILURE;
 }
 
@@ -110,7 +114,9 @@ int main(int argc, char **argv) {
     n = 1;
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
-    fprintf(stderr, "custom-op: %s\n", cuv_strerror(rc));
+    const char *why = cuv_init_error();
+    fprintf(stderr, "custom-op: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
     return EXIT_NO_DRIVER;
   }
   cuv_device_t *dev = NULL;

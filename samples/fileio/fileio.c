@@ -144,8 +144,12 @@ static void on_tick(uv_timer_t *timer) {
   app->ticks_while_busy += cuv_uv_pending(app->bridge) > 0;
 }
 
+/* A call that failed; while initialization has failed (every call then fails with its status),
+ * also why: cuv_init_error names what cuv tried and the reason (the loader's, for a driver). */
 static int fail(const char *what, int rc) {
-  fprintf(stderr, "fileio: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  const char *why = cuv_init_error();
+  fprintf(stderr, "fileio: %s: %s (%s)%s%s\n", what, cuv_err_name(rc), cuv_strerror(rc),
+          why ? ": " : "", why ? why : "");
   return EXIT_FAILURE;
 }
 
@@ -233,10 +237,14 @@ int main(int argc, char **argv) {
 
   fileio_register_twins();
   int rc = cuv_init();
-  if (rc != 0) {
-    fprintf(stderr, "fileio: cuv_init: %s\n", cuv_strerror(rc));
-    return rc == CUV_ENODRIVER ? EXIT_NO_DRIVER : EXIT_FAILURE;
+  if (rc == CUV_ENODRIVER) {
+    const char *why = cuv_init_error();
+    fprintf(stderr, "fileio: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
+    return EXIT_NO_DRIVER;
   }
+  if (rc != 0)
+    return fail("cuv_init", rc);
   if (setup(&app, argv, argc > 6 ? argv[6] : NULL) != 0) {
     teardown(&app); /* what setup made before it failed */
     return EXIT_FAILURE;

@@ -115,8 +115,12 @@ struct app {
 
 static double ms_since(const app_t *app) { return (double)(uv_hrtime() - app->t0) / 1e6; }
 
+/* A call that failed; while initialization has failed (every call then fails with its status),
+ * also why: cuv_init_error names what cuv tried and the reason (the loader's, for a driver). */
 static int fail(const char *what, int rc) {
-  fprintf(stderr, "pipeline: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  const char *why = cuv_init_error();
+  fprintf(stderr, "pipeline: %s: %s (%s)%s%s\n", what, cuv_err_name(rc), cuv_strerror(rc),
+          why ? ": " : "", why ? why : "");
   return EXIT_FAILURE;
 }
 
@@ -246,7 +250,9 @@ int main(int argc, char **argv) {
   register_twins();
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
-    fprintf(stderr, "pipeline: %s\n", cuv_strerror(rc));
+    const char *why = cuv_init_error();
+    fprintf(stderr, "pipeline: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
     return EXIT_NO_DRIVER;
   }
   if (rc != 0)

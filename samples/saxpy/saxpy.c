@@ -50,8 +50,12 @@ static void register_twin(void) {
 static void register_twin(void) {}
 #endif
 
+/* A call that failed; while initialization has failed (every call then fails with its status),
+ * also why: cuv_init_error names what cuv tried and the reason (the loader's, for a driver). */
 static int fail(const char *what, int rc) {
-  fprintf(stderr, "saxpy: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
+  const char *why = cuv_init_error();
+  fprintf(stderr, "saxpy: %s: %s (%s)%s%s\n", what, cuv_err_name(rc), cuv_strerror(rc),
+          why ? ": " : "", why ? why : "");
   return EXIT_FAILURE;
 }
 
@@ -72,15 +76,13 @@ int main(int argc, char **argv) {
   register_twin();
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
-    fprintf(stderr, "saxpy: %s\n", cuv_strerror(rc));
+    const char *why = cuv_init_error();
+    fprintf(stderr, "saxpy: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
     return EXIT_NO_DRIVER;
   }
-  if (rc != 0) {
-    const char *which = getenv("CUV_DRIVER");
-    fprintf(stderr, "saxpy: the CUDA driver (%s) was found but failed to load\n",
-            which && *which ? which : "libcuda.so.1");
-    return fail("cuv_init", rc);
-  }
+  if (rc != 0)
+    return fail("cuv_init", rc); /* a driver that loaded but lacks or fails, a bad variable */
   printf("driver: %s\n", cuv_driver_is_sim() ? "sim" : "cuda");
 
   cuv_device_t *dev;

@@ -24,8 +24,10 @@ enum { ROWS = 8, IN = 32, HIDDEN = 64, OUT = 16, TOKENS = 4 };
 
 static seed_module_t k; /* the kernels of seed.cu, loaded in one call */
 
+/* A call that failed; while initialization has failed, also why (cuv_init_error). */
 static int failed(const char *what, int rc) {
-  fprintf(stderr, "seed: %s: %s\n", what, cuv_strerror(rc));
+  const char *why = cuv_init_error();
+  fprintf(stderr, "seed: %s: %s%s%s\n", what, cuv_strerror(rc), why ? ": " : "", why ? why : "");
   return 1;
 }
 
@@ -221,7 +223,9 @@ int main(void) {
   seed_register_twins();
   int rc = cuv_init();
   if (rc == CUV_ENODRIVER) {
-    fprintf(stderr, "seed: %s\n", cuv_strerror(rc));
+    const char *why = cuv_init_error();
+    fprintf(stderr, "seed: no CUDA driver: %s; CUV_DRIVER=sim runs it on the CPU simulator\n",
+            why ? why : cuv_strerror(rc));
     return 77;
   }
   cuv_device_t *dev = NULL;
