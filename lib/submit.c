@@ -35,12 +35,16 @@ static void submit_job_run(cuv__job_t *job, bool queued) {
   cuv__arm(s->ex.sub, s->may_spin && !queued);
 }
 
-/* A thread that does not spin (a loop), and spent less time outside cuv since its previous
- * submission returned than its own enqueueing of a job takes, hands the job over: made here,
- * its driver calls would take over half its time. Measured against its own last one, not a
- * fixed time, so a slow thread (a sanitizer's) and a fast one judge alike. */
-static bool busy_without_spin(const submit_job_t *s) {
-  return !s->may_spin && cuv__now_ns() - nospin_end_ns < inline_cost_ns;
+/* A thread that does not spin (a loop), with another submission of its queue in flight, and
+ * that spent less time outside cuv since its previous submission returned than its own
+ * enqueueing of a job takes, hands the job over: made here, its driver calls would take over
+ * half its time. Measured against its own last one, not a fixed time, so a slow thread (a
+ * sanitizer's) and a fast one judge alike. A submission alone in its queue runs here whatever
+ * the times: its thread waited for the previous one to finish (a latency-bound loop), and a
+ * GPU faster than the driver's calls made that wait shorter than an enqueueing (cuv-bench-
+ * latency on the H200: the bridge's p50 went from 1.10x to 1.66x a raw launch and sync). */
+static bool busy_without_spin(const submit_job_t *s, unsigned pending) {
+  return !s->may_spin && pending > 1 && cuv__now_ns() - nospin_end_ns < inline_cost_ns;
 }
 
 static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
@@ -61,8 +65,9 @@ static void submit_job_release(cuv__job_t *job) { cuv__pool_free(job); }
 #define INLINE_PENDING_MAX 4u
 static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
   bool spins = s->may_spin; /* s may be gone once the engine has it */
-  bool may_inline = !s->job.may_wait && cuv_queue_pending(queue) <= INLINE_PENDING_MAX &&
-                    !busy_without_spin(s);
+  unsigned pending = cuv_queue_pending(queue); /* this one included */
+  bool may_inline = !s->job.may_wait && pending <= INLINE_PENDING_MAX &&
+                    !busy_without_spin(s, pending);
   if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline) != 0) {
     CUV__STAT_ADD(engine_inline, 1);
     submit_job_run(&s->job, false);

@@ -328,11 +328,13 @@ static void test_busy_owner_hands_off(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
-/* A thread that submits without spinning (a loop: CUV_SUBMIT_NO_SPIN) more often than twice what
- * its own enqueueing takes hands its jobs to the engine, even where each could run here: an idle
- * engine, a stream and a queue of its own per job (lib/submit.c). Each job's custom op is busy
- * for SLOW_US in its execute; a warm-up spaced by 2 ms (each job run here) teaches the thread that
- * cost, then a burst back to back must hand some over: without the rule all of it runs here. */
+/* A thread that submits without spinning (a loop: CUV_SUBMIT_NO_SPIN) more often than its own
+ * enqueueing takes, with others of its queue in flight, hands its jobs to the engine even where
+ * each could run here: an idle engine, a stream per job and few in flight per queue (lib/submit.c).
+ * Each job's custom op is busy for SLOW_US in its execute; a warm-up of jobs alone in their queue,
+ * spaced by 2 ms (each run here), teaches the thread that cost, then a burst back to back, 4 per
+ * queue (at most INLINE_PENDING_MAX in flight), must hand some over: without the rule all of it
+ * runs here. */
 enum { SLOW_US = 30 };
 
 /* Busy for SLOW_US (a sleep would overshoot by a varying amount: the durations the rule compares
@@ -350,14 +352,14 @@ static int slow_execute(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg) {
 }
 
 static void test_busy_nospin_thread_hands_off(void **state) {
-  enum { WARM = 8, BURST = 16 };
+  enum { WARM = 8, BURST = 16, PER_QUEUE = 4, QUEUES = BURST / PER_QUEUE };
   cuv_config_t c = config();
-  cuv_queue_t *queues[BURST];
+  cuv_queue_t *queues[QUEUES];
   cuv_stream_t *streams[BURST];
-  for (int i = 0; i < BURST; i++) {
+  for (int i = 0; i < QUEUES; i++)
     assert_cuv_ok(cuv_queue_create(&queues[i], NULL, NULL));
+  for (int i = 0; i < BURST; i++)
     assert_cuv_ok(cuv_stream_create(&streams[i], cuvt_device()));
-  }
   atomic_store(&counted_calls, 0);
   atomic_store(&counted_failures, 0);
   cuv_stats_t before = cuvt_stats();
@@ -371,11 +373,11 @@ static void test_busy_nospin_thread_hands_off(void **state) {
   cuv_stats_t warm = cuvt_stats();
   for (int i = 0; i < BURST; i++) {
     cuv_submit_opts_t opts = {.stream = streams[i], .flags = CUV_SUBMIT_NO_SPIN};
-    assert_cuv_ok(cuv_submit(queues[i], cuv_custom(slow_execute, NULL, NULL, NULL, 0),
-                             count_done, NULL, &opts));
+    cuv_op_t *op = cuv_custom(slow_execute, NULL, NULL, NULL, 0);
+    assert_cuv_ok(cuv_submit(queues[i / PER_QUEUE], op, count_done, NULL, &opts));
   }
-  for (int i = 0; i < BURST; i++)
-    cuvt_drain_until(queues[i], &counted_calls, WARM + i + 1);
+  for (int i = 0; i < QUEUES; i++)
+    cuvt_drain_until(queues[i], &counted_calls, WARM + (i + 1) * PER_QUEUE);
   cuv_stats_t now = cuvt_stats();
   assert_int_equal(atomic_load(&counted_calls), WARM + BURST);
   assert_int_equal(atomic_load(&counted_failures), 0);
@@ -389,10 +391,44 @@ static void test_busy_nospin_thread_hands_off(void **state) {
     assert_int_equal(warm_inline, WARM);
     assert_true(burst_queued >= 1);
   }
-  for (int i = 0; i < BURST; i++) {
+  for (int i = 0; i < QUEUES; i++)
     assert_cuv_ok(cuv_queue_destroy(queues[i]));
+  for (int i = 0; i < BURST; i++)
     cuv_stream_destroy(streams[i]);
+}
+
+/* A submission alone in its queue runs here, however soon after the previous one it comes: a
+ * thread that waits for each submission before the next (a latency-bound loop) is not busy, even
+ * when the work finished sooner than its enqueueing took (lib/submit.c busy_without_spin). A
+ * warm-up teaches the thread the SLOW_US cost; then each job is submitted as soon as the one
+ * before was drained, which here is sooner than that cost when nothing GPU-side waits. */
+static void test_lone_nospin_submission_runs_here(void **state) {
+  enum { WARM = 4, CHAIN = 12 };
+  cuv_config_t c = config();
+  cuv_queue_t *q;
+  cuv_stream_t *stream;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  assert_cuv_ok(cuv_stream_create(&stream, cuvt_device()));
+  atomic_store(&counted_calls, 0);
+  atomic_store(&counted_failures, 0);
+  cuv_submit_opts_t opts = {.stream = stream, .flags = CUV_SUBMIT_NO_SPIN};
+  cuv_stats_t chained = {0};
+  for (int i = 0; i < WARM + CHAIN; i++) {
+    if (i == WARM) /* counted from here: the warm-up's first may meet a submitter still busy */
+      chained = cuvt_stats();
+    assert_cuv_ok(cuv_submit(q, cuv_custom(slow_execute, NULL, NULL, NULL, 0), count_done, NULL,
+                             &opts));
+    cuvt_drain_until(q, &counted_calls, i + 1);
+    if (i < WARM)
+      usleep(2000);
   }
+  cuv_stats_t now = cuvt_stats();
+  assert_int_equal(atomic_load(&counted_calls), WARM + CHAIN);
+  assert_int_equal(atomic_load(&counted_failures), 0);
+  if (c.submit_threads > 0 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE)
+    assert_int_equal(now.engine_inline - chained.engine_inline, CHAIN);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  cuv_stream_destroy(stream);
 }
 
 /* Only a forced engine keeps work in the ring behind a blocked submitter; with a ring smaller
@@ -503,6 +539,7 @@ int main(void) {
       cmocka_unit_test(test_paths),
       cmocka_unit_test(test_busy_owner_hands_off),
       cmocka_unit_test(test_busy_nospin_thread_hands_off),
+      cmocka_unit_test(test_lone_nospin_submission_runs_here),
       cmocka_unit_test(test_close_cancel_queued),
       cmocka_unit_test(test_order_threads_loops),
       cmocka_unit_test(test_fault_with_queued_work), /* last: the context dies */
