@@ -548,11 +548,27 @@ enum {
 /* Names one accepted submission of a queue, for cuv_cancel. */
 typedef uint64_t cuv_ticket_t;
 
+/* When one submission passed each stage, in nanoseconds of CLOCK_MONOTONIC (uv_hrtime's clock),
+ * for a caller that samples where its requests' time goes. cuv_submit clears it and fills it in
+ * as the submission goes; every field is set before the callback runs, which may read it. A
+ * stage the submission never reached (refused, cancelled before its work started) stays 0. */
+typedef struct cuv_trace {
+  uint64_t submitted_ns; /* cuv_submit was called */
+  uint64_t started_ns;   /* a thread began the op's driver calls (a submitter, or the caller) */
+  uint64_t enqueued_ns;  /* they returned: the work is on its stream */
+  uint64_t completed_ns; /* cuv saw it finish (reactor, a poll, a spin, a host function) */
+  uint64_t called_ns;    /* its callback began */
+  bool ran_here;         /* the driver calls were made by the thread that called cuv_submit */
+} cuv_trace_t;
+
 typedef struct cuv_submit_opts {
   cuv_policy_t *policy; /* NULL: the op's device's default policy */
   cuv_stream_t *stream; /* non-NULL: run on this stream (overrides policy) */
   unsigned flags;       /* CUV_SUBMIT_* */
   cuv_ticket_t *ticket; /* non-NULL: receives the submission's ticket */
+  /* non-NULL: filled in with the submission's stage times; it must stay valid until the callback
+   * has run (when cuv_submit refused the submission, until it returned). NULL costs nothing. */
+  cuv_trace_t *trace;
 } cuv_submit_opts_t;
 
 /* Schedules op (picks its stream) and accepts it on this thread, then hands its driver calls to

@@ -187,6 +187,8 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
 }
 
 void cuv__queue_push(cuv_queue_t *q, cuv__submission_t *sub) {
+  if (sub->trace)
+    sub->trace->completed_ns = cuv__now_ns();
   sub->next = NULL;
   pthread_mutex_lock(&q->lock);
   bool was_empty = nothing_to_deliver(q);
@@ -241,15 +243,27 @@ static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsi
 static void deliver_cancel(cuv__submission_t *sub) {
   cuv_output_t none = {0};
   sub->callback_ran = true;
+  if (sub->trace) /* its work may still be passing stages: none of them is read here */
+    sub->trace_out->called_ns = cuv__now_ns();
   sub->done(CUV_ECANCELED, &none, sub->done_arg);
   cuv_output_release(&none);
 }
 
-/* A finished submission: what it holds is released first (the seed's order: the callback may
- * free or reuse whatever the work used), then its callback runs, unless a cancel ran it. */
+/* The caller's stage times, copied out before the submission goes, unless a cancel called back
+ * already (its trace may be gone); NULL then, and when untraced. */
+static cuv_trace_t *trace_out(cuv__submission_t *sub) {
+  if (!sub->trace || sub->callback_ran)
+    return NULL;
+  *sub->trace_out = sub->trace_data;
+  return sub->trace_out;
+}
+
+/* A finished submission: what it holds is released first (the callback may free or reuse
+ * whatever the work used), then its callback runs, unless a cancel ran it. */
 static void deliver(cuv__submission_t *sub) {
   cuv_done_fn done = sub->done;
   void *arg = sub->done_arg;
+  cuv_trace_t *trace = trace_out(sub);
   bool called = sub->callback_ran, cancelled = sub->cancelled;
   int status = cancelled ? CUV_ECANCELED : sub->status;
   cuv_output_t out = sub->output;
@@ -257,6 +271,8 @@ static void deliver(cuv__submission_t *sub) {
     cuv_output_release(&out);
   sub->output = (cuv_output_t){0};
   cuv__sub_finish(sub, sub->status);
+  if (trace)
+    trace->called_ns = cuv__now_ns();
   if (!called)
     done(status, &out, arg);
   cuv_output_release(&out); /* unless the callback took it */

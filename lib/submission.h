@@ -72,6 +72,12 @@ struct cuv__submission {
   bool callback_ran;        /* cancelled and called back before it finished (drain only) */
   cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
   uint64_t submitted_ns;    /* cuv__now_ns() of a CUV_SUBMIT_POLLED submission, else 0 */
+  /* Stage times for a caller that asked for them (cuv_submit_opts_t.trace): filled in here by
+   * whichever thread passes a stage, copied out to *trace_out by the drain just before the
+   * callback, after the last write (a cancel's early callback gets only what cuv_submit knew). */
+  cuv_trace_t *trace; /* &trace_data when traced, else NULL */
+  cuv_trace_t *trace_out;
+  cuv_trace_t trace_data;
   /* A failure learned after the work was enqueued, by whoever watches it besides the stream (a
    * collective's communicator: lib/comm.c): set before the work can be proven complete, it is
    * the submission's status unless the execution or the stream failed first. */

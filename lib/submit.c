@@ -26,12 +26,20 @@ static _Thread_local uint64_t inline_cost_ns, nospin_end_ns;
  * spins: a submitter thread has other jobs to run. */
 static void submit_job_run(cuv__job_t *job, bool queued) {
   submit_job_t *s = (submit_job_t *)job;
-  uint64_t start = queued ? 0 : cuv__now_ns();
+  cuv_trace_t *trace = s->ex.sub->trace;
+  uint64_t start = queued && !trace ? 0 : cuv__now_ns();
+  if (trace) {
+    trace->started_ns = start;
+    trace->ran_here = !queued;
+  }
   cuv__exec_run(s->op, &s->ex);
+  uint64_t end = queued && !trace ? 0 : cuv__now_ns();
   if (!queued) {
-    uint64_t took = cuv__now_ns() - start;
+    uint64_t took = end - start;
     inline_cost_ns = took < COST_CAP_NS ? took : COST_CAP_NS;
   }
+  if (trace)
+    trace->enqueued_ns = end; /* before the arm: from then on the callback may run */
   cuv__arm(s->ex.sub, s->may_spin && !queued);
 }
 
@@ -83,6 +91,8 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     cuv_op_destroy(op);
     return CUV_EINVAL;
   }
+  if (opts && opts->trace)
+    *opts->trace = (cuv_trace_t){.submitted_ns = cuv__now_ns()};
   submit_job_t *s = cuv__pool_alloc(sizeof *s);
   int rc = s ? cuv__queue_enter(queue) : CUV_ENOMEM; /* counted: a closing owner waits for it */
   if (rc < 0) {
@@ -115,6 +125,11 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   sub->queue = queue;
   sub->done = done;
   sub->done_arg = arg;
+  if (opts->trace) {
+    sub->trace = &sub->trace_data;
+    sub->trace_out = opts->trace;
+    sub->trace_data.submitted_ns = opts->trace->submitted_ns;
+  }
   cuv__queue_accept(queue, sub, opts->flags);
   if (opts->ticket)
     *opts->ticket = sub->ticket;
