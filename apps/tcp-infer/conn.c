@@ -127,6 +127,7 @@ static void request_free(request_t *req) {
   kserve_req_free(req->kserve);
   free(req->text);
   cuv_output_release(&req->out);
+  stages_discard(req->stage);
   free(req);
   conn_unref(c);
 }
@@ -351,6 +352,8 @@ static void conn_flush(conn_t *c) {
       conn_close(c);
       break;
     }
+    stages_written(c->lp, req->stage);
+    req->stage = NULL;
     request_free(req);
   }
   conn_send(c);

@@ -116,7 +116,8 @@ static int submit(loop_t *lp, request_t *req) {
     req->work.data = req;
     return uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
   }
-  cuv_submit_opts_t opts = {.stream = streams_take(lp, req->ws, &req->stream)};
+  cuv_submit_opts_t opts = {.stream = streams_take(lp, req->ws, &req->stream),
+                            .trace = req->stage ? &req->stage->cuv : NULL};
   if (s->offload) {
     offload_t *o = malloc(sizeof *o);
     if (!o)
@@ -133,6 +134,15 @@ static int submit(loop_t *lp, request_t *req) {
                                   on_gpu_done, req, &opts);
 }
 
+/* --stage-sample: the modes that submit one request at a time through the bridge. */
+static void sample_stages(loop_t *lp, request_t *req) {
+  server_t *s = lp->srv;
+  if (s->baseline || s->offload || req->stage || !(req->stage = stages_sample(lp)))
+    return;
+  req->stage->in = req->t_begin;
+  req->stage->began = req->t_start;
+}
+
 static void run(loop_t *lp, request_t *req) {
   req->state = REQ_RUNNING;
   req->gpu = req->ws->gpu;
@@ -142,11 +152,16 @@ static void run(loop_t *lp, request_t *req) {
   lp->n.gpu_submitted++;
   metrics_exec(lp, req->batch);
   req->stream = -1;
+  sample_stages(lp, req);
   int rc = submit(lp, req);
   if (rc == 0) {
     req->t_submitted = uv_hrtime();
+    if (req->stage)
+      req->stage->returned = req->t_submitted;
     return;
   }
+  stages_discard(req->stage);
+  req->stage = NULL;
   streams_done(lp, req->stream);
   req->gpu_status = rc;
   lp->n.refused++;

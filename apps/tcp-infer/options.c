@@ -64,6 +64,8 @@ static void usage(FILE *f) {
           "                    work until it does (default 100; 0: never)\n"
           "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
           "                    download), one per power of two of rows, captured on first use\n"
+          "  --stage-sample N  time the stages of one request in N (cuv and --graph modes) and\n"
+          "                    print their medians and p99 at exit (default 0: off)\n"
           "  --help, --version\n",
           MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
 }
@@ -173,6 +175,7 @@ static bool option(int ch, void *arg) {
   case 'L': return cli_unsigned("--stream-stall-ms", optarg, 0, 3600000, &o->stream_stall_ms);
   case 'v': return cli_unsigned("--devices", optarg, 1, MAX_DEVICES_OPTION, &o->devices);
   case 'y': return balance(optarg, o);
+  case 'j': return cli_unsigned("--stage-sample", optarg, 0, 1000000000, &o->stage_sample);
   case 'k':
     return cli_unsigned("--worker-device", optarg, 0, MAX_DEVICES_OPTION - 1, &o->worker_device);
   default: return false;
@@ -232,6 +235,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"debug-start-hang", required_argument, NULL, 'H'},
       {"worker-start", required_argument, NULL, 'K'},
       {"listen", required_argument, NULL, 'E'},
+      {"stage-sample", required_argument, NULL, 'j'},
       {"max-connections", required_argument, NULL, 'N'},
       {"max-header-bytes", required_argument, NULL, 'B'},
       {"header-timeout-ms", required_argument, NULL, 'h' + 256},

@@ -28,6 +28,7 @@ typedef struct options {
   unsigned queue_delay_us; /* --max-queue-delay-us */
   unsigned preferred[8], npreferred; /* --preferred-batch, ascending */
   unsigned streams, stream_stall_ms;  /* --streams, --stream-stall-ms (streams.c) */
+  unsigned stage_sample;              /* --stage-sample N (stages.c); 0: off */
   uint64_t seed;
   const char *ptx;
   /* a server on a network: connections at most, a request head's bytes at most, the head's,

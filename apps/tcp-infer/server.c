@@ -151,6 +151,7 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .coalesce = o->coalesce, .graph = o->graph,
                 .queue_delay_us = o->queue_delay_us, .npreferred = o->npreferred,
                 .nstreams = o->streams, .stream_stall_ms = o->stream_stall_ms,
+                .stage_sample = o->stage_sample,
                 .isolate_start_timeout_ms = o->isolate_start_timeout_ms,
                 .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start,
                 .max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
@@ -300,6 +301,9 @@ static int join_loops(server_t *s) {
          "dropped)\n",
          (unsigned long long)requests, (unsigned long long)conns, (unsigned long long)batches,
          (unsigned long long)dropped);
+  stages_report(s);
+  for (unsigned i = 0; i < s->nloops; i++)
+    stages_loop_free(&s->loops[i]);
   uv_sem_destroy(&s->ready);
   uv_barrier_destroy(&s->set_up);
   /* after every loop ended: GET /stats on any loop read them */

@@ -45,6 +45,7 @@
 
 #include "histogram.h"
 #include "mlp.h"
+#include "stages.h"
 
 typedef struct server server_t;
 typedef struct gpu gpu_t;
@@ -143,6 +144,7 @@ struct request {
   /* GET /metrics: when (uv_hrtime) the inference's message was in, its GPU work began, was
    * submitted and ended; and the time its input took to read before (KServe's JSON) */
   uint64_t t_begin, t_start, t_submitted, t_done, input_ns;
+  struct stage_times *stage; /* stages.c: a sampled request's stage times, else NULL */
 };
 
 /* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
@@ -187,6 +189,7 @@ struct loop {
   int listen_fd;
   uv_async_t stop;
   cuv_uv_t *bridge; /* NULL in --baseline */
+  struct stage_log *stages; /* stages.c: its sampled stage times (--stage-sample) */
   /* its workspaces, its device's first; --balance steal: as many on every other device after
    * them (pool.c), each device's free ones on their own list */
   workspace_t *workspaces, *free_ws[MAX_DEVICES];
@@ -249,6 +252,7 @@ struct server {
   unsigned preferred[8], npreferred; /* --preferred-batch: rows a batch leaves at, ascending */
   unsigned nstreams;        /* --streams: each loop's streams (streams.c) */
   unsigned stream_stall_ms; /* --stream-stall-ms: a stream without progress this long is avoided */
+  unsigned stage_sample;    /* --stage-sample: one request in this many is timed (stages.c) */
   loop_t *loops;
   uv_sem_t ready; /* each loop posts once it listens (or failed to) */
   /* Every loop's set-up done before any serves: a loop reads the others' state (/metrics adds

@@ -172,6 +172,7 @@ typedef struct reply {
 } reply_t;
 
 static void request_free(request_t *req) {
+  stages_discard(req->stage);
   cuv_output_release(&req->out);
   free(req->body);
   free(req);

@@ -42,6 +42,12 @@
 #   TCP_INFER_BENCH_BATCH      rows per request (default 8)
 #   TCP_INFER_BENCH_THREADS    client and wrk threads, at most one per connection (default 4)
 #   TCP_INFER_BENCH_CONFIGS    "name|options;name|options..." (the first is the reference)
+#   TCP_INFER_BENCH_STAGE_SAMPLE  the stage timeline's sampling, one request in N (default
+#                              1000, 10 on the simulator; 0: no timeline): for each configuration
+#                              that submits one request at a time through cuv, at each of
+#                              TCP_INFER_BENCH_STAGE_CONNS connections (default "16 64"), a
+#                              server of its own with --stage-sample N under the verifying client
+#                              prints each stage's median and p99
 #   CUV_BENCH_CSV_DIR          an existing folder: each load's points also go to
 #                              tcp-infer-LOAD.csv there (conns, then req/s and p99 ms per
 #                              configuration), which bench/plot.sh draws
@@ -247,6 +253,24 @@ if [ -n "${CUV_BENCH_CSV_DIR:-}" ]; then
   done
   echo "CSV: $CUV_BENCH_CSV_DIR/tcp-infer-{$(IFS=,; echo "${loads[*]}")}.csv"
 fi
+# The stage timeline: where a request's time goes, stage by stage (apps/tcp-infer/stages.h).
+stage_every=${TCP_INFER_BENCH_STAGE_SAMPLE:-$((sim ? 10 : 1000))}
+read -r -a stage_conns <<<"${TCP_INFER_BENCH_STAGE_CONNS:-16 64}"
+for entry in "${configs[@]}"; do
+  [ "$stage_every" = 0 ] && break
+  name=${entry%%|*}
+  case " ${entry#*|} " in *" --baseline "* | *" --offload "* | *" --coalesce"* | *" --isolate "*)
+    continue ;; esac
+  read -r -a flags <<<"${entry#*|}"
+  for c in "${stage_conns[@]}"; do
+    loads=()
+    tcp_infer_client_loads "$secs" "$batch" "$max_threads" "$c"
+    echo "stage timeline: $name, $c connections, one request in $stage_every"
+    TCP_INFER_BATCH=$batch "$bin/tcp-infer-run" "$bin/tcp-infer" "${flags[@]}" \
+      --stage-sample "$stage_every" "${loads[@]}" 2>&1 |
+      sed -n '/^tcp-infer: stage timeline of /,$p' | tail -n +2
+  done
+done
 [ $have_wrk = 1 ] || echo "(wrk not installed: client points only)"
 [ $status -eq 0 ] || echo "tcp-infer bench: errors or wrong replies (see above)"
 exit $status
