@@ -55,8 +55,8 @@ CUV_EXTERN const char *cuv_err_name(int status);
 CUV_EXTERN int cuv_cuda_result(int status);
 /* Whether status is a sticky device fault (illegal address, trap, launch failure, ECC error...):
  * the context is dead, what the work held is leaked on purpose, and every later call in that
- * context fails. On current drivers only a new process brings the device back (README:
- * reliability); a server runs its GPU work in a process it can restart (apps/tcp-infer
+ * context fails. On current drivers only a new process brings the device back
+ * (docs/errors.md); a server runs its GPU work in a process it can restart (apps/tcp-infer
  * --isolate). */
 CUV_EXTERN bool cuv_status_is_fault(int status);
 CUV_EXTERN const char *cuv_version_string(void);
@@ -206,7 +206,7 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
-/* Copies between buffers of two devices (README: several GPUs): on a stream of dst's device,
+/* Copies between buffers of two devices (docs/devices.md): on a stream of dst's device,
  * with cuMemcpyPeerAsync. cuv enables peer access once per pair of devices where
  * cuDeviceCanAccessPeer allows it, and copies without it where it does not; where the driver
  * refuses the peer copy (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED or
@@ -377,7 +377,7 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
 
 /* ---- combinators ---------------------------------------------------------------------------- */
 
-/* Devices: a combinator may hold ops of several devices (README: several GPUs). The tree executes
+/* Devices: a combinator may hold ops of several devices (docs/devices.md). The tree executes
  * on a stream of its first op's device (cuv_op_device); an op of another device runs on a stream
  * of its own device (the executor's policy's when it serves that device, else that device's
  * default policy's), after what the executing stream enqueued before it, and the executing
@@ -481,7 +481,7 @@ CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
 /* The device an op will run on: the device of the buffers or kernels it touches, and for a tree
  * (seq, zip, fork, then, map) the device of its first op that has one, else 0. An executor with
  * no stream and no policy runs it on a stream of that device's default policy; parts of the
- * tree on other devices run on streams of their own devices (README: several GPUs). */
+ * tree on other devices run on streams of their own devices (docs/devices.md). */
 CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
 
 /* ---- blocking executors --------------------------------------------------------------------- */
@@ -572,7 +572,7 @@ typedef struct cuv_submit_opts {
 } cuv_submit_opts_t;
 
 /* Schedules op (picks its stream) and accepts it on this thread, then hands its driver calls to
- * the device's submission engine (README: the submission engine): they are made by a submitter
+ * the device's submission engine (docs/engine.md): they are made by a submitter
  * thread, or on this thread when the engine is idle or several threads are submitting; its
  * completion is armed and (status, output) delivered to `queue`, where cuv_queue_drain runs
  * done(status, output, arg) exactly once. Callbacks run in the order the work was seen complete:

@@ -6,7 +6,7 @@
  * with is still running (same stream, a buffer one of them writes, or unknown touches). So two
  * jobs that one thread pushed in turn reach a stream, and the hazard tracker, in that order,
  * while unrelated jobs run side by side on several threads: the driver takes work from several
- * threads faster than from one (README: the submission engine).
+ * threads faster than from one (docs/engine.md).
  *
  * The latency path. A job runs on the submitting thread when the engine is idle (nothing queued,
  * nothing running) and nothing else is in flight on its stream: a lone submission, whose inline

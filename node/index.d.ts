@@ -160,7 +160,7 @@ export function loadModule(image: string | Uint8Array): Module;
 /** 'cuda', 'sim' or the driver's path (CUV_DRIVER); null when no driver loads. */
 export function driver(): string | null;
 
-/** The configuration in force (cuv_config_get; the CUV_* variables, README of cuv), cuv
+/** The configuration in force (cuv_config_get; the CUV_* variables, cuv's docs/configuration.md), cuv
  * initialized by the call. Throws a CuvError when the environment's is invalid. */
 export interface Config {
   driver: string;

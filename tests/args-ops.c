@@ -85,7 +85,7 @@ static void test_several_op_arguments_make_a_tuple(void **state) {
   free(y);
 }
 
-/* The README's example, cuda-async's first: saxpy over ones and zeros made on the launch's
+/* docs/ops.md's example, cuda-async's first: saxpy over ones and zeros made on the launch's
  * stream. */
 static void test_readme_example(void **state) {
   unsigned n = random_n();

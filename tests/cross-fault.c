@@ -1,4 +1,4 @@
-/* A sticky fault in one device's part of a tree over two devices (README: several GPUs). A part
+/* A sticky fault in one device's part of a tree over two devices (docs/devices.md). A part
  * of another device runs on a stream of its own, joined back into the executing stream with an
  * event (lib/cross.c). Here device 1's part sleeps, then writes through a bad pointer: device 1's
  * context dies, the event the join waits for never completes (sim/event.c), and the executing

@@ -1,4 +1,4 @@
-/* Ops across devices (README: several GPUs): trees whose ops belong to several devices, peer
+/* Ops across devices (docs/devices.md): trees whose ops belong to several devices, peer
  * copies, hazards and holds across devices, policies over a set of devices, and the engine
  * ordering jobs of several devices submitted from several threads. Results are checked against
  * host arithmetic on fresh random data; ordering behind slow writers, so a missing wait shows as

@@ -1,4 +1,4 @@
-"""The C name of a kernel parameter's scalar type (README: typed launchers):
+"""The C name of a kernel parameter's scalar type (docs/launchers.md):
 - C's own types (int, unsigned long long, float, bool...), the <stdint.h> and <stddef.h> names
   (int8_t, uint64_t, size_t...; also as std::...) as written;
 - CUDA's vector types (float4, double2, uchar3, longlong4_32a...) as cuv_<name>_t, and dim3,

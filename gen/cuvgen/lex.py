@@ -1,7 +1,7 @@
 """Tokens of a .cu file, each with its line: identifiers, numbers, string and character
 literals, punctuation, and the markers `/* cuv:out */` and `/* cuv:in */` that a comment may hold.
 Other comments and preprocessor directives are dropped: the generator reads the text as written,
-without preprocessing (README: typed launchers)."""
+without preprocessing (docs/launchers.md)."""
 
 import re
 from collections import namedtuple

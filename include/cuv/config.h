@@ -27,14 +27,14 @@
 extern "C" {
 #endif
 
-/* How a submission's completion reaches cuv (README: asynchronous submission and completion). */
+/* How a submission's completion reaches cuv (docs/completion.md). */
 typedef enum cuv_host_sync {
   CUV_HOST_SYNC_OFF = 0, /* stream timelines and the reactor, host functions as their fallback */
   CUV_HOST_SYNC_SPIN,    /* always a host function; a blocking executor spins on its mark */
   CUV_HOST_SYNC_BLOCK    /* always a host function; a blocking executor sleeps until it ran */
 } cuv_host_sync_t;
 
-/* Who makes an asynchronous submission's driver calls (README: the submission engine). */
+/* Who makes an asynchronous submission's driver calls (docs/engine.md). */
 typedef enum cuv_submit_inline {
   CUV_SUBMIT_INLINE_IDLE = 0, /* the submitting thread, when the engine and the device are idle */
   CUV_SUBMIT_INLINE_NEVER,    /* always a submitter thread (a full ring still runs inline) */
@@ -51,11 +51,11 @@ typedef struct cuv_config {
    * on young work before handing it to the reactor; 0 disables the inline spin. 0 to 1000000,
    * default 20. */
   unsigned spin_budget_us;
-  /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" (or the seed's
+  /* CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" (or cuda-async's
    * "spinwait") or "block" (or "blocking"); anything else is refused. */
   cuv_host_sync_t host_sync;
   /* CUV_REACTOR_SLOTS: ignored since the reactor's per-stream timelines replaced its pool of flag
-   * slots (README: stream timelines); nothing is bounded by it. Still read and range-checked
+   * slots (docs/completion.md); nothing is bounded by it. Still read and range-checked
    * (1 to 1048576, default 4096) so that configurations written for older versions keep
    * working. */
   unsigned reactor_slots;
@@ -77,7 +77,7 @@ typedef struct cuv_config {
   cuv_submit_inline_t submit_inline;
   /* CUV_SUBMIT_RING: capacity of a device's submission ring, a power of two from 2 to 65536,
    * default 1024. A push that finds it full runs the oldest queued work on the pushing thread
-   * instead of waiting (README: the submission engine). */
+   * instead of waiting (docs/engine.md). */
   unsigned submit_ring;
   /* CUV_NCCL: the NCCL library collectives use (include/cuv/collective.h), opened at their first
    * use. NULL (the default, also "") is libnccl.so.2, or with the driver "sim" the simulator's own

@@ -3,7 +3,7 @@
 
 /* Custom operations: an op whose work is the caller's own driver calls (cuBLAS, raw cuMemcpy,
  * another library's kernels), composable with every combinator and executor like cuv's ops; and
- * device memory that cuv did not allocate, adopted as a cuv_buffer_t (README: custom operations).
+ * device memory that cuv did not allocate, adopted as a cuv_buffer_t (docs/custom-ops.md).
  *
  * What a custom op gives cuv, and what cuv gives it back:
  * - At build time, the buffers its work touches, each with its access (read, write or both):

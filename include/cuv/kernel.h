@@ -1,7 +1,7 @@
 #ifndef CUV_KERNEL_H
 #define CUV_KERNEL_H
 
-/* For .cu files whose kernels cuv-launchers reads (README: typed launchers): markers on a
+/* For .cu files whose kernels cuv-launchers reads (docs/launchers.md): markers on a
  * pointer parameter that say how the kernel uses the buffer behind it. They expand to nothing,
  * so nvcc sees the plain signature; the comments cuv:out and cuv:in in the same place mark the
  * same without including this header. Unmarked, a pointer to const is read and any other

@@ -2,7 +2,7 @@
 #define CUV_TYPED_H
 
 /* Typed launches: what the launchers that cuv-launchers generates from a .cu file take
- * (README: typed launchers). A launch configuration (grid, block, dynamic shared memory, with
+ * (docs/launchers.md). A launch configuration (grid, block, dynamic shared memory, with
  * cuv_for_num_elems for one thread per element), and the C names of CUDA's vector and half types,
  * with the device's size, alignment and members, for kernels that take them by value. cuv.h
  * includes this header. */

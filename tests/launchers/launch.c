@@ -1,4 +1,4 @@
-/* Typed launchers (README: typed launchers): the launchers cuv-launchers generated from
+/* Typed launchers (docs/launchers.md): the launchers cuv-launchers generated from
  * kinds.cu run its kernels with fresh random arguments of every kind (scalars of each width,
  * vector and half types, structs by value, one over-aligned, twenty parameters, buffers at
  * offsets), and each result is checked against the same computation on the host. Then the
