@@ -74,6 +74,8 @@
  *    delivers it, each callback once with its own result.
  * A walker's close callback receives the bridge's handles: it must not free them.
  *
+ * docs/libuv.md describes all of this with examples.
+ *
  * Linking: C programs link libcuv-uv (pkg-config cuv-uv). A program that brings its own libuv (a
  * Node.js addon must use node's) compiles the adapter's installed source into itself instead,
  * against its own uv.h, and links libcuv only: `pkg-config --variable=adapter cuv-uv` names it
@@ -92,7 +94,10 @@ typedef void (*cuv_uv_close_cb)(cuv_uv_t *bridge, void *arg);
 
 CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
 /* As cuv_submit, with done run on the bridge's loop thread. 0 when accepted (done will run once);
- * a negative code when refused (done will not run). op is consumed either way. */
+ * a negative code when refused (done will not run). op is consumed either way. Callbacks come in
+ * completion order: submissions spread over several streams (the default policy's four) come back
+ * out of submission order; for order, give them one stream (opts->stream) or number them
+ * (docs/libuv.md: completion order). */
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
 /* Cancels a submission made through this bridge (its ticket from opts->ticket): as cuv_cancel,
