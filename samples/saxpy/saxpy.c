@@ -7,8 +7,8 @@
  * ptx-file when one is given.
  *
  * Runs on whatever driver cuv loads: the real one (libcuda) by default, libcuv-sim with
- * CUV_DRIVER=sim. Without any CUDA driver it says so and exits with status 77, so that a caller
- * (scripts/demo) can run it again on the simulator. A driver that loads but fails is an error. */
+ * CUV_DRIVER=sim. Without any CUDA driver it says so and exits with status 77 (the gpu suite's
+ * test then counts as skipped). A driver that loads but fails is an error. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
