@@ -520,6 +520,25 @@ CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
 CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *queue, unsigned max);
 /* Whether a drain would deliver something now (finished submissions or due cancellations). */
 CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *queue);
+/* A descriptor for any event loop (epoll, poll, select, asyncio's add_reader, io_uring's poll):
+ * it polls readable exactly while cuv_queue_ready would return true.
+ * Returns: 0, with *fd set to the queue's descriptor (an eventfd); every call gives the same one.
+ * Errors: CUV_EINVAL when queue or fd is NULL. A descriptor that cannot be made fails with the
+ * system's error as a negative code (UV_EMFILE...), and the queue works on without one.
+ * Threads: any thread may call it. The first call makes the descriptor, so concurrent first calls
+ * get the same one.
+ * Notes: It is level-triggered: wait until it is readable, then call cuv_queue_drain (or
+ * cuv_queue_drain_max) on the owner's thread. A drain that leaves nothing to deliver makes it
+ * unreadable. The next completion or due cancellation makes it readable again, also one that
+ * lands during the drain. A cuv_queue_drain_max that leaves work behind leaves it readable, with
+ * no new edge: an edge-triggered loop (EPOLLET) drains until cuv_queue_ready is false. It may
+ * read readable for a cancelled submission whose work finished: the drain retires it and runs no
+ * callback. It turns readable on the transitions that call the queue's notify hook, and the hook
+ * still runs. Do not read, write or close it: a read of yours would leave it unreadable while
+ * work waits. cuv_queue_destroy closes it, and its number may be reused after that. A closed
+ * queue keeps its descriptor working until destroyed, since its work in flight is still drained.
+ * It is close-on-exec and non-blocking. Linux only (eventfd). */
+CUV_EXTERN int cuv_queue_fd(cuv_queue_t *queue, int *fd);
 /* Submissions of this queue not yet done with: counted from the moment cuv_submit starts (before
  * the work reaches a stream) until the drain takes them, just before their callback runs (a
  * callback does not count itself); a submission cancelled while its work runs is called back at
@@ -530,7 +549,8 @@ CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
 CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
 /* Marks the queue closed: later submissions fail with CUV_ECLOSED; submissions in flight still
  * complete and are drained. Destroy once cuv_queue_pending is 0 (CUV_EBUSY otherwise); once
- * destroy returned 0, no notify of the queue is running or will run. */
+ * destroy returned 0, no notify of the queue is running or will run, and its descriptor
+ * (cuv_queue_fd) is closed. */
 CUV_EXTERN void cuv_queue_close(cuv_queue_t *queue);
 CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *queue);
 

@@ -5,7 +5,9 @@
  * reactor or the driver's callback thread). The queue also does an owner's bookkeeping: it
  * counts submissions from the moment cuv_submit starts until their callback starts (so a closing
  * owner can wait for work not yet enqueued), and times the ones its owner polls for
- * (CUV_SUBMIT_POLLED), sizing how long polling for them pays off (cuv_queue_young). */
+ * (CUV_SUBMIT_POLLED), sizing how long polling for them pays off (cuv_queue_young). An owner
+ * whose loop is not libuv waits on its descriptor (cuv_queue_fd), which the same lock keeps
+ * readable exactly while there is something to deliver. */
 #include <errno.h>
 #include <time.h>
 
@@ -24,6 +26,7 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **out, cuv_notify_fn notify, void *n
   q->cancels_tail = &q->cancels;
   q->notify = notify;
   q->notify_arg = notify_arg;
+  q->readiness = CUV__QUEUE_FD_NONE; /* made at the first cuv_queue_fd: most owners never ask */
   *out = q;
   return 0;
 }
@@ -91,9 +94,11 @@ static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
     sub->live_next->live_prev = sub->live_prev;
 }
 
-/* Something to deliver appeared: the owner is told (notify) and waiters woken. The caller holds
- * the lock and says whether the queue had nothing to deliver before. */
+/* Something to deliver appeared: the owner is told (notify, and its descriptor turns readable)
+ * and waiters woken. The caller holds the lock and says whether the queue had nothing to deliver
+ * before. */
 static void announce(cuv_queue_t *q, bool was_empty) {
+  cuv__queue_fd_mirror(&q->readiness, true); /* a system call only on was_empty */
   if (was_empty && q->notify)
     q->notify(q, q->notify_arg);
   if (q->waiters)
@@ -232,6 +237,9 @@ static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsi
     if (!q->head)
       q->tail = &q->head;
   }
+  /* Cleared only when nothing is left, under the lock that every push takes: a completion pushed
+   * after this finds the queue empty and makes it readable again, so none is missed. */
+  cuv__queue_fd_mirror(&q->readiness, !nothing_to_deliver(q));
   pthread_mutex_unlock(&q->lock); /* nothing of q read after this: pushes go on meanwhile */
   return list;
 }
@@ -311,6 +319,17 @@ CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *q, unsigned max) {
   return ran;
 }
 
+CUV_EXTERN int cuv_queue_fd(cuv_queue_t *q, int *fd) {
+  if (!q || !fd)
+    return CUV_EINVAL;
+  pthread_mutex_lock(&q->lock); /* concurrent first calls make one, showing the queue as it is */
+  int rc = cuv__queue_fd_open(&q->readiness, !nothing_to_deliver(q));
+  if (rc == 0)
+    *fd = q->readiness.fd;
+  pthread_mutex_unlock(&q->lock);
+  return rc;
+}
+
 CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *q) {
   return q ? atomic_load(&((cuv_queue_t *)q)->pending) : 0;
 }
@@ -362,6 +381,7 @@ CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *q) {
   pthread_mutex_unlock(&q->lock);
   if (pending != 0)
     return CUV_EBUSY;
+  cuv__queue_fd_close(&q->readiness); /* nothing pending: nothing will push and set it */
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);
   free(q);

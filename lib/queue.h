@@ -5,6 +5,8 @@
  * It also counts its submissions in flight and times the ones its owner polls for, so an owner
  * (the libuv bridge, uv/bridge.c) keeps no per-submission state of its own. */
 
+#include "queue_fd.h"
+
 struct cuv_queue_s {
   pthread_mutex_t lock;
   pthread_cond_t cond;        /* for cuv_queue_wait */
@@ -21,6 +23,7 @@ struct cuv_queue_s {
   void *notify_arg;
   uint64_t recent_ns;          /* moving average of polled work's submit-to-drain time (lock) */
   _Atomic uint64_t young_until; /* cuv__now_ns() until which polled work counts as young */
+  cuv__queue_fd_t readiness;   /* cuv_queue_fd's descriptor (lock): shows !nothing_to_deliver */
 };
 
 /* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED. */

@@ -180,6 +180,9 @@ static void test_null_arguments(void **state) {
   EXPECT(cuv_queue_drain_max(NULL, 1), CUV_EINVAL);
   EXPECT(cuv_queue_ready(NULL), false);
   EXPECT(cuv_queue_wait(NULL, 0), CUV_EINVAL);
+  int qfd = -1;
+  EXPECT(cuv_queue_fd(NULL, &qfd), CUV_EINVAL);
+  assert_int_equal(qfd, -1);
   EXPECT(cuv_queue_destroy(NULL), CUV_EINVAL);
   EXPECT(cuv_cancel(NULL, 1), CUV_EINVAL);
   assert_int_equal(cuv_queue_pending(NULL), 0);
