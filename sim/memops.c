@@ -13,7 +13,8 @@
  * numbering that only rises (lib/reactor.c): its probe completes the work of a stream that went
  * idle, the stream's word goes to another stream, and the old write lands on it. A late write that
  * lands while a later write to the same word is queued on a stream, or waiting to land, is counted
- * (cuv_sim_stale_writes). A late write whose memory was freed meanwhile is dropped. */
+ * (cuv_sim_stale_writes). A late write whose memory was freed meanwhile is dropped. With the delay
+ * CUV_SIM_WRITE_HOLD the writes wait, however long, until the delay is set to another value. */
 
 #include <stdlib.h>
 
@@ -90,6 +91,9 @@ static void store_value(void *addr, uint64_t value, bool wide) {
     __atomic_store_n((uint32_t *)addr, (uint32_t)value, __ATOMIC_RELEASE);
 }
 
+/* The due time of a write passed while writes were held (CUV_SIM_WRITE_HOLD). */
+#define HELD UINT64_MAX
+
 /* Lands each late write when it is due, in order; lives until the process exits. */
 static void *late_main(void *arg) {
   pthread_setname_np(pthread_self(), "cuv-sim-late");
@@ -97,9 +101,11 @@ static void *late_main(void *arg) {
   for (;;) {
     while (!late_head)
       sim_wait_on(&late_wake);
-    uint64_t now = sim_now_ns();
-    if (now < late_head->due_ns) {
-      uint64_t left = late_head->due_ns - now;
+    uint64_t now = sim_now_ns(), due = late_head->due_ns;
+    if (due == HELD && write_delay() != CUV_SIM_WRITE_HOLD)
+      due = now; /* released: the held writes land now, in order */
+    if (now < due) {
+      uint64_t left = due - now;
       sim_unlock();
       sim_sleep_ns(left < 1000000 ? left : 1000000);
       sim_lock();
@@ -126,8 +132,8 @@ static bool write_later(const struct write_cmd *c, unsigned delay_us) {
   struct late_write *w = late_started ? malloc(sizeof *w) : NULL;
   if (!w)
     return false;
-  *w = (struct late_write){c->addr, c->value, c->wide, c->seq, sim_now_ns() + delay_us * 1000ull,
-                           NULL};
+  uint64_t due = delay_us == CUV_SIM_WRITE_HOLD ? HELD : sim_now_ns() + delay_us * 1000ull;
+  *w = (struct late_write){c->addr, c->value, c->wide, c->seq, due, NULL};
   if (late_tail)
     late_tail->next = w;
   else

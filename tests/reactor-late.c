@@ -22,6 +22,8 @@
 
 #include <cuda.h>
 
+#include <unistd.h>
+
 #include "counted.h"
 
 /* The delay outlasts the probe's looks (about 2 ms apart) and the
@@ -121,12 +123,12 @@ static void flush_late_writes(cuv_queue_t *q, cuv_buffer_t *buf) {
 /* The probe completes a submission whose write has not landed only when its stream was idle on
  * two looks in a row with its word unmoved: an idle stream has passed the write, but the write
  * may still be on its way, and the second look (a probe period later) gives it time to land. Here
- * every write lands far later than both looks, and the work is a memset and its download, done
- * long before the first look: each round costs exactly the looks of the probe, and nothing else
- * queries a stream meanwhile (no spin, no host-function work). A round proves itself completed
- * without its write when that write later lands while the next round's is queued
- * (cuv_sim_stale_writes). */
-#define IDLE_DELAY_US 100000u
+ * every write is held until all rounds are done (CUV_SIM_WRITE_HOLD: with writes 100 ms late, a
+ * probe starved on a loaded machine once saw one land first), and the work is a memset and its
+ * download, done long before the first look: each round costs exactly the looks of the probe,
+ * and nothing else queries a stream meanwhile (no spin, no host-function work). A round proves
+ * itself completed without its write when that write, released, lands while a later round's is
+ * still held (cuv_sim_stale_writes). */
 #define IDLE_ROUNDS 6
 
 static void test_probe_looks_twice(void **state) {
@@ -137,7 +139,7 @@ static void test_probe_looks_twice(void **state) {
   cuv_buffer_t *buf = cuvt_buffer(sizeof(unsigned));
   cuv_queue_t *q = NULL;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  cuv_sim_set_write_delay_us(IDLE_DELAY_US);
+  cuv_sim_set_write_delay_us(CUV_SIM_WRITE_HOLD);
   unsigned long stale = cuv_sim_stale_writes();
   for (int r = 0; r < IDLE_ROUNDS; r++) {
     unsigned value = cuvt_nonzero_u32();
@@ -149,7 +151,10 @@ static void test_probe_looks_twice(void **state) {
       print_error("round %d: completed after %lu look(s) at its stream\n", r, looks);
     assert_true(looks >= 2);
   }
-  flush_late_writes(q, buf); /* the rounds' writes land only now */
+  cuv_sim_set_write_delay_us(0); /* the rounds' held writes land only now, in order */
+  for (int waited_ms = 0; cuv_sim_stale_writes() == stale && waited_ms < 30000; waited_ms++)
+    usleep(1000); /* a watchdog, not a timing assertion */
+  flush_late_writes(q, buf);
   unsigned long landed_late = cuv_sim_stale_writes() - stale;
   print_message("# %lu writes landed after the word was armed again\n", landed_late);
   assert_true(landed_late >= 1); /* else no round was completed by the probe */

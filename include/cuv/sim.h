@@ -84,6 +84,10 @@ CUV_SIM_EXTERN void cuv_sim_fault(int result);
  * CUV_SIM_WRITE_DELAY_US sets the same, read at the first write; this call overrides it. For
  * testing what a late flag write does to a reader that reused the word (cuv's reactor slots). */
 CUV_SIM_EXTERN void cuv_sim_set_write_delay_us(unsigned usec);
+/* As the delay: every write passed from now waits, however long, until the delay is set to
+ * another value, and then they land at once, in order (a test that needs writes to land after
+ * something, whatever the machine's load). */
+#define CUV_SIM_WRITE_HOLD 0xffffffffu
 /* Late writes that landed while a later cuStreamWriteValue32 to the same word was already
  * enqueued (queued on a stream, or passed and waiting to land): the old value overwrote a word
  * its reader had armed again. Counted since the process started. */
