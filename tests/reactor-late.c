@@ -22,8 +22,6 @@
 
 #include <cuda.h>
 
-#include <unistd.h>
-
 #include "counted.h"
 
 /* The delay outlasts the probe's looks (about 2 ms apart) and the
@@ -151,10 +149,11 @@ static void test_probe_looks_twice(void **state) {
       print_error("round %d: completed after %lu look(s) at its stream\n", r, looks);
     assert_true(looks >= 2);
   }
-  cuv_sim_set_write_delay_us(0); /* the rounds' held writes land only now, in order */
-  for (int waited_ms = 0; cuv_sim_stale_writes() == stale && waited_ms < 30000; waited_ms++)
-    usleep(1000); /* a watchdog, not a timing assertion */
+  /* Released to a delay, not to none: the rounds' held writes land now, in order, and the
+   * flush's barrier write lands after them (a write with no delay would overtake them). */
+  cuv_sim_set_write_delay_us(1);
   flush_late_writes(q, buf);
+  cuv_sim_set_write_delay_us(0);
   unsigned long landed_late = cuv_sim_stale_writes() - stale;
   print_message("# %lu writes landed after the word was armed again\n", landed_late);
   assert_true(landed_late >= 1); /* else no round was completed by the probe */
