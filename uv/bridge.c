@@ -24,6 +24,7 @@
  * the close meets the closed queue under its lock, never a destroyed one. */
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <cuv/uv.h>
@@ -45,6 +46,7 @@ struct cuv_uv_s {
   bool polls;          /* the spin budget is not 0: loop-thread work is polled for */
   bool closing;        /* cuv_uv_close was called */
   bool refd;           /* the async handle's ref state */
+  bool warned;         /* the walk without cuv_uv_close was reported */
   unsigned closing_handles; /* handles the bridge closed itself whose close callback is due */
   cuv_uv_close_cb close_cb;
   void *close_arg;
@@ -76,6 +78,25 @@ static void settle(cuv_uv_t *b) {
     b->refd = want;
     (want ? uv_ref : uv_unref)((uv_handle_t *)&b->async);
   }
+}
+
+/* A uv_walk closed the handles and cuv_uv_close was not called: the loop thread has come back to
+ * the bridge (a cuv_uv_submit), so it is the first moment the bridge can tell. libuv gives no
+ * earlier one: uv_close runs no callback of the handle's owner for async, idle or check handles,
+ * and once they are closed uv_run returns and uv_loop_close returns 0 with the work in flight.
+ * Only an active request could hold the loop across a walk, and the only one that needs no fd
+ * tricks, a uv_work_t, would keep a threadpool thread (libuv's pool is 4 threads by default, the
+ * one Node's fs and dns share) waiting for as long as anything is in flight. So the bridge
+ * reports it once, naming the fix, rather than leak silently. Loop thread. */
+static void report_walk_without_close(cuv_uv_t *b) {
+  if (b->closing || b->warned)
+    return;
+  b->warned = true;
+  fprintf(stderr,
+          "cuv: a uv_walk closed a libuv bridge's handles but cuv_uv_close was never called: %u "
+          "callback(s) in flight wait for it; call cuv_uv_close and run the loop before "
+          "uv_loop_close (docs/libuv.md)\n",
+          cuv_queue_pending(b->queue));
 }
 
 static void on_idle(uv_idle_t *handle);
@@ -288,6 +309,7 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
   if (!on_loop_thread(b)) /* the queue refuses it once the bridge is closing */
     return cuv_submit(b->queue, op, done, arg, &o);
   if (b->closing || walked(b)) {
+    report_walk_without_close(b);
     cuv_queue_close(b->queue); /* walked: other threads' submissions are refused from now on */
     cuv_op_destroy(op);
     return CUV_ECLOSED;
