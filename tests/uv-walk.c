@@ -7,6 +7,7 @@
  * bridge's memory is freed by then (CI's ASan pass: LeakSanitizer, and use after free). */
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "uvt.h"
@@ -317,9 +318,55 @@ static void test_walk_after_the_run(void **state) {
   assert_int_equal(uv_loop_close(&l.loop), 0);
 }
 
-int main(void) {
+/* ---- the idiom to its end: walk, uv_run, exit, with no cuv_uv_close ---- */
+
+/* The child: the bridge never comes back to the loop thread, so only the exit can report it. */
+static int exit_walked(void) {
+  static uvt_loop_t l;
+  static slow_work_t s;
+  static walker_t w;
+  uvt_open(&l);
+  submit_slow(&l, &s);
+  walk(&l, &w);
+  int rc = uv_run(&l.loop, UV_RUN_DEFAULT);
+  if (rc != 0 || w.bridge_handles != 3 || cuv_uv_pending(l.bridge) == 0)
+    return 1; /* the run must have returned with the work still in flight */
+  return 0;
+}
+
+static const char *self_path;
+
+static size_t count(const char *text, const char *word) {
+  size_t n = 0;
+  for (const char *at = text; (at = strstr(at, word)) != NULL; at++)
+    n++;
+  return n;
+}
+
+/* The child's exit reports the walked bridge, once, on stderr, and it exits normally. */
+static void test_walk_and_exit_reports(void **state) {
+  (void)state;
+  char command[4096];
+  assert_true((size_t)snprintf(command, sizeof command, "'%s' exit-walked 2>&1 >/dev/null",
+                               self_path) < sizeof command);
+  FILE *child = popen(command, "r");
+  assert_non_null(child);
+  static char text[65536];
+  size_t n = fread(text, 1, sizeof text - 1, child);
+  text[n] = '\0';
+  int status = pclose(child);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);
+  assert_int_equal(count(text, "cuv: a uv_walk closed"), 1);
+  assert_non_null(strstr(text, "call cuv_uv_close"));
+}
+
+int main(int argc, char **argv) {
   setenv("UV_THREADPOOL_SIZE", "1", 1); /* before the pool starts: requests run in their order */
   cuvt_init();
+  self_path = argv[0];
+  if (argc == 2 && strcmp(argv[1], "exit-walked") == 0)
+    return exit_walked();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_walk_then_close),
       cmocka_unit_test(test_walk_then_close_inside_the_loop),
@@ -328,6 +375,7 @@ int main(void) {
       cmocka_unit_test(test_walk_in_the_batch_that_ends_the_close),
       cmocka_unit_test(test_walk_without_close),
       cmocka_unit_test(test_walk_after_the_run),
+      cmocka_unit_test(test_walk_and_exit_reports),
   };
   return cuvt_run(tests);
 }

@@ -47,6 +47,7 @@ struct cuv_uv_s {
   bool closing;        /* cuv_uv_close was called */
   bool refd;           /* the async handle's ref state */
   bool warned;         /* the walk without cuv_uv_close was reported */
+  cuv_uv_t *next_open, *prev_open; /* the process's open bridges (see report_at_exit) */
   unsigned closing_handles; /* handles the bridge closed itself whose close callback is due */
   cuv_uv_close_cb close_cb;
   void *close_arg;
@@ -97,6 +98,57 @@ static void report_walk_without_close(cuv_uv_t *b) {
           "callback(s) in flight wait for it; call cuv_uv_close and run the loop before "
           "uv_loop_close (docs/libuv.md)\n",
           cuv_queue_pending(b->queue));
+}
+
+/* ---- the process's open bridges: a walked one never closed is reported at exit too ---- */
+
+static uv_once_t open_once = UV_ONCE_INIT;
+static uv_mutex_t open_lock;
+static atomic_bool open_ready;
+static cuv_uv_t *open_bridges;
+
+static void open_init(void) {
+  if (uv_mutex_init(&open_lock) == 0)
+    atomic_store(&open_ready, true);
+}
+
+static void add_open(cuv_uv_t *b) {
+  uv_once(&open_once, open_init);
+  if (!atomic_load(&open_ready))
+    return;
+  uv_mutex_lock(&open_lock);
+  b->next_open = open_bridges;
+  if (open_bridges)
+    open_bridges->prev_open = b;
+  open_bridges = b;
+  uv_mutex_unlock(&open_lock);
+}
+
+static void remove_open(cuv_uv_t *b) {
+  if (!atomic_load(&open_ready))
+    return;
+  uv_mutex_lock(&open_lock);
+  if (b->prev_open)
+    b->prev_open->next_open = b->next_open;
+  else if (open_bridges == b)
+    open_bridges = b->next_open;
+  if (b->next_open)
+    b->next_open->prev_open = b->prev_open;
+  uv_mutex_unlock(&open_lock);
+}
+
+/* The idiom to its end (walk, uv_run, uv_loop_close, exit) never comes back to the bridge: the
+ * process's exit is the last moment it can be told. Only walked bridges are reported: a program
+ * may well exit with a bridge open and its loop alive. Runs before libcuv's own destructors (this
+ * library, or the program that compiles the adapter in, depends on libcuv). */
+__attribute__((destructor)) static void report_at_exit(void) {
+  if (!atomic_load(&open_ready))
+    return;
+  uv_mutex_lock(&open_lock);
+  for (cuv_uv_t *b = open_bridges; b; b = b->next_open)
+    if (walked(b))
+      report_walk_without_close(b);
+  uv_mutex_unlock(&open_lock);
 }
 
 static void on_idle(uv_idle_t *handle);
@@ -196,6 +248,7 @@ static void release(cuv_uv_t *b) {
   /* After close_cb: until it ran, other threads may still call cuv_uv_submit, refused by the
    * closed queue (include/cuv/uv.h). Nothing is pending, so it cannot be busy. */
   cuv_queue_destroy(b->queue);
+  remove_open(b);
   free(b);
 }
 
@@ -294,6 +347,7 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
    * then keeps that run alive. The idle handle makes that first look happen without blocking. */
   b->refd = true;
   start_polling(b);
+  add_open(b);
   *out = b;
   return 0;
 }
