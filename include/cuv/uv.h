@@ -61,7 +61,8 @@
  * uv_work_t (a threadpool thread waits for the work in flight), so uv_loop_close returns
  * UV_EBUSY until close_cb ran. A uv_walk does not replace it (see Walking the loop): libuv tells
  * the bridge nothing when a walk closes its handles, so uv_run and uv_loop_close may return with
- * work in flight; the loop thread's next cuv_uv_submit is refused and reports that on stderr.
+ * work in flight; the loop thread's next cuv_uv_submit is refused and reports that on stderr
+ * (or, if none comes, the process's exit does).
  *
  * Walking the loop: libuv's shutdown idiom, uv_walk with a callback that closes every handle not
  * closing, closes the bridge's three handles too. That is safe in any order with cuv_uv_close:
