@@ -386,316 +386,679 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
  * tree named when it was built (CUV_EDEVICE otherwise). A tree over several devices cannot be
  * captured into a graph (CUV_ENOTSUP). */
 
-/* then: at execution, after `first` was enqueued, fn receives first's output (it owns it: pass it
- * on or release it) and returns the op to enqueue next on the same stream.
+/** The callback of cuv_then: receives the output of `first` (owned) and returns the next op. */
+typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
+/** Continues `first` with the op that fn returns.
+ *
+ * At execution, after `first` was enqueued, fn receives first's output (it owns it: pass it on or
+ * release it) and returns the op to enqueue next on the same stream.
  * When fn runs (the same for map): right after the work before it was enqueued, except that when
  * that work includes a copy to the host (cuv_download, cuv_download_into, cuv_memcpy_dtoh, or a
  * with_context whose calls may have been one), fn runs once the stream got there, so it reads the
  * downloaded data. Otherwise the GPU may not have run `first` yet: use the output's handles, not
- * device data. fn runs on the thread that makes the submission's driver calls, under the
- * execution lock (executing another op inside it returns CUV_EREENTRANT). For cuv_submit and the
- * libuv bridge that thread is never one that must not block while the callback waits for a copy:
- * such submissions go to a cuv-submit-N thread (with submit_threads 0 there is none, and the
- * submitting thread waits). The blocking executors and cuv_enqueue_on wait on the calling thread;
- * inside cuv_graph_capture nothing runs, so fn does not wait.
- * Cancelled (cuv_cancel; the same for map, with_context and custom ops): fn does not start once
- * its submission was cancelled (the then fails with CUV_ECANCELED and first's output is
- * released), and the submission's done waits for an fn already running, so fn never runs after
- * done started and may use what done frees. arg has no release function: free it in done, or
- * after the executor returned. */
-typedef cuv_op_t *(*cuv_then_fn)(cuv_output_t *input, void *arg);
+ * device data.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: first or fn is NULL (first is released), or fn returned NULL.
+ *         CUV_ECONSUMED: first is already held by another combinator.
+ *         CUV_ENOMEM: no memory for the op.
+ *         first's own error, when first is an error op (that op is returned).
+ *         CUV_EREENTRANT: fn executed another op inside it.
+ *         CUV_EDEVICE: fn returned an op of a device the tree did not name when it was built.
+ *         CUV_ECANCELED: the submission was cancelled before fn started.
+ * @threads Any thread builds it. fn runs on the thread that makes the submission's driver calls,
+ *          under the execution lock. For cuv_submit and the libuv bridge that thread is never
+ *          one that must not block while the callback waits for a copy: such submissions go to
+ *          a cuv-submit-N thread (with submit_threads 0 there is none, and the submitting thread
+ *          waits). The blocking executors and cuv_enqueue_on wait on the calling thread. Inside
+ *          cuv_graph_capture nothing runs, so fn does not wait.
+ * @notes Consumes first. Cancelled (cuv_cancel; the same for map, with_context and custom ops):
+ *        fn does not start once its submission was cancelled (the then fails with CUV_ECANCELED
+ *        and first's output is released). The submission's done waits for an fn already running,
+ *        so fn never runs after done started and may use what done frees. arg has no release
+ *        function: free it in done, or after the executor returned.
+ */
 CUV_EXTERN cuv_op_t *cuv_then(cuv_op_t *first, cuv_then_fn fn, void *arg);
-/* The same without the execution lock, for code that knows what it does. */
+/** The same as cuv_then without the execution lock, for code that knows what it does.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors The codes of cuv_then, except CUV_EREENTRANT.
+ * @threads As cuv_then, except that fn does not hold the execution lock.
+ * @notes Consumes first.
+ */
 CUV_EXTERN cuv_op_t *cuv_then_unchecked(cuv_op_t *first, cuv_then_fn fn, void *arg);
-/* first, then second on the same stream; first's output is released, second's is the output. */
+/** Runs first, then second on the same stream.
+ *
+ * @returns A new op, never NULL, whose output is second's; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: first or second is NULL.
+ *         CUV_ECONSUMED: first or second is already held by another combinator.
+ *         The first error of first and second, when either is an error op.
+ *         CUV_ENOMEM: no memory for the op.
+ * @threads Any thread.
+ * @notes Consumes first and second. first's output is released.
+ */
 CUV_EXTERN cuv_op_t *cuv_seq(cuv_op_t *first, cuv_op_t *second);
 
-/* map: transforms the output on the host, when and where then's fn would run (above: after a copy
- * to the host, once the data landed), under the execution lock. fn may replace *value (releasing
- * the old one); a negative return fails the op. */
+/** The callback of cuv_map: may replace *value (releasing the old one); a negative return fails
+ * the op. */
 typedef int (*cuv_map_fn)(cuv_output_t *value, void *arg);
+/** Transforms the output of `op` on the host.
+ *
+ * fn runs when and where then's fn would run (cuv_then: after a copy to the host, once the data
+ * landed), under the execution lock.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: op or fn is NULL.
+ *         CUV_ECONSUMED: op is already held by another combinator.
+ *         CUV_ENOMEM: no memory for the op.
+ *         op's own error, when op is an error op.
+ *         fn's negative return, when fn fails.
+ *         CUV_ECANCELED: the submission was cancelled before fn started.
+ * @threads Any thread builds it; fn runs on the thread cuv_then names for its fn.
+ * @notes Consumes op. Cancellation and arg's lifetime are as for cuv_then.
+ */
 CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
 
-/* zip: runs the n ops in order on one stream; output is a tuple of their outputs. Consumes
- * ops[]. */
+/** Runs the n ops in order on one stream.
+ *
+ * @returns A new op, never NULL, whose output is a tuple of their outputs; a failure is carried
+ *          by the op (cuv_op_error).
+ * @errors CUV_EINVAL: ops is NULL, n is 0, or an entry is NULL.
+ *         CUV_ECONSUMED: an op is already held by another combinator.
+ *         The first error among the ops, when one is an error op.
+ *         CUV_ENOMEM: no memory for the op or its tuple.
+ * @threads Any thread.
+ * @notes Consumes ops[].
+ */
 CUV_EXTERN cuv_op_t *cuv_zip(cuv_op_t *const *ops, size_t n);
-/* fork: runs the n ops on different streams of the policy (the executing stream for the first),
- * joins them back with events; output is a tuple. Consumes ops[]. */
+/** Runs the n ops on different streams of the policy (the executing stream for the first), and
+ * joins them back with events.
+ *
+ * @returns A new op, never NULL, whose output is a tuple; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors The codes of cuv_zip, and at execution a driver error (a CUresult as a negative code)
+ *         when an event cannot be made or recorded.
+ * @threads Any thread.
+ * @notes Consumes ops[].
+ */
 CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
 #define cuv_all cuv_fork
 
-/* shared: an execute-once op whose clones may be consumed anywhere, also concurrently from
- * several threads: the first clone executed runs the op, the others wait for it to be enqueued;
- * a clone executed on another stream is ordered after the producer with a CUDA event. Every
- * clone outputs a view of the same value (data identical; the value is released when the shared
- * handle and every clone output are gone; a buffer is viewed through a reference of its own, so
- * a clone's output is a buffer to cuv_output_buffer and may be a launch's op argument). */
+/** An execute-once op whose clones may be consumed anywhere, also concurrently from several
+ * threads.
+ *
+ * The first clone executed runs the op, the others wait for it to be enqueued. A clone executed
+ * on another stream is ordered after the producer with a CUDA event. Every clone outputs a view
+ * of the same value (data identical). The value is released when the shared handle and every
+ * clone output are gone. A buffer is viewed through a reference of its own, so a clone's output
+ * is a buffer to cuv_output_buffer and may be a launch's op argument. */
 typedef struct cuv_shared_s cuv_shared_t;
-/* Never NULL: without an op (CUV_EINVAL) or memory (CUV_ENOMEM) it returns a handle whose clones
- * fail with that status, as an error op does. */
+/** Makes a shared handle of op.
+ *
+ * @returns A handle holding the caller's first reference, never NULL: without an op (CUV_EINVAL)
+ *          or memory (CUV_ENOMEM) it returns a handle whose clones fail with that status, as an
+ *          error op does.
+ * @errors None returned; its clones carry CUV_EINVAL (op is NULL), CUV_ENOMEM (no memory),
+ *         CUV_ECONSUMED (op is already held by a combinator) or op's own error.
+ * @threads Any thread.
+ * @notes Consumes op. Release the handle with cuv_shared_unref.
+ */
 CUV_EXTERN cuv_shared_t *cuv_shared(cuv_op_t *op);
+/** Makes an op that outputs a view of the shared value.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: shared is NULL.
+ *         CUV_ENOMEM: no memory for the op.
+ *         The shared handle's status, when cuv_shared failed or the shared op failed.
+ *         CUV_EREENTRANT: the clone was executed inside its own producer.
+ * @threads Any thread; clones may be executed concurrently from several threads.
+ * @notes The clone holds a reference to the shared handle.
+ */
 CUV_EXTERN cuv_op_t *cuv_shared_clone(cuv_shared_t *shared);
+/** Takes another reference to `shared`.
+ *
+ * @returns shared, or NULL when shared is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_shared_t *cuv_shared_ref(cuv_shared_t *shared);
+/** Drops a reference to `shared`; NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes The value lives on while a clone output holds it.
+ */
 CUV_EXTERN void cuv_shared_unref(cuv_shared_t *shared);
-/* How many times the shared op's own work ran (0 or 1; for tests and debugging). */
+/** How many times the shared op's own work ran, for tests and debugging.
+ *
+ * @returns 0 or 1; 0 when shared is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN unsigned cuv_shared_runs(const cuv_shared_t *shared);
 
 /* ---- scheduling policies -------------------------------------------------------------------- */
 
+/** A scheduling policy: picks the stream each op runs on. */
 typedef struct cuv_policy_s cuv_policy_t;
 
-/* A policy's behaviour. next_stream picks a stream for an op and returns it borrowed (the policy
- * keeps it alive). device tells which device the policy serves. destroy frees state. */
+/** A policy's behaviour. */
 typedef struct cuv_policy_ops {
+  /** Picks a stream for an op and returns it borrowed (the policy keeps it alive). */
   int (*next_stream)(void *state, const cuv_op_t *op, cuv_stream_t **stream);
+  /** Tells which device the policy serves. */
   cuv_device_t *(*device)(void *state);
+  /** Frees state (may be NULL). */
   void (*destroy)(void *state);
 } cuv_policy_ops_t;
 
+/** Makes a policy of the caller's own behaviour `ops` over `state`.
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors CUV_EINVAL: policy or ops is NULL, or ops lacks next_stream or device.
+ *         CUV_ENOMEM: no memory for the policy.
+ * @threads Any thread.
+ * @notes ops is copied. cuv_policy_destroy calls ops->destroy(state).
+ */
 CUV_EXTERN int cuv_policy_create(cuv_policy_t **policy, const cuv_policy_ops_t *ops, void *state);
-/* Round-robin over `nstreams` new streams (0: the configuration's `streams`, 4 by default). */
+/** Round-robin over `nstreams` new streams of `dev` (0: the configuration's `streams`, 4 by
+ * default).
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors CUV_EINVAL: policy or dev is NULL, or nstreams is over 1024.
+ *         CUV_ENOMEM: no memory for the policy.
+ *         A driver error (a CUresult as a negative code) when a stream cannot be created.
+ * @threads Any thread.
+ * @notes The policy holds its streams; destroy it with cuv_policy_destroy.
+ */
 CUV_EXTERN int cuv_policy_round_robin(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
-/* Always `stream` (also a wrapped application stream). */
+/** Always `stream` (also a wrapped application stream).
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors CUV_EINVAL: policy or stream is NULL.
+ *         CUV_ENOMEM: no memory for the policy.
+ * @threads Any thread.
+ * @notes The policy holds a reference to stream.
+ */
 CUV_EXTERN int cuv_policy_single(cuv_policy_t **policy, cuv_stream_t *stream);
-/* The stream with the fewest submissions in flight among `nstreams` new streams (0: as
- * above). */
+/** The stream with the fewest submissions in flight among `nstreams` new streams (0: as for
+ * cuv_policy_round_robin).
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors The codes of cuv_policy_round_robin.
+ * @threads Any thread.
+ * @notes The policy holds its streams; destroy it with cuv_policy_destroy.
+ */
 CUV_EXTERN int cuv_policy_least_loaded(cuv_policy_t **policy, cuv_device_t *dev, unsigned nstreams);
-/* Policies over a set of devices (`ndevs` distinct devices, 1 to 64), with `nstreams` new streams
- * on each (0: as above). An op of one of them runs on that device's streams (round-robin, or
- * the least loaded); an op of no device (cuv_value, cuv_with_context, trees of such) goes to the
- * next device in turn (_round_robin_devices) or to the device with the fewest submissions in
- * flight on its streams (_least_loaded_devices); an op of a device outside the set is refused with
- * CUV_EDEVICE. The parts of a tree on other devices of the set take their streams from it too.
- * cuv_policy_device gives the first device. */
+/** Round-robin policy over a set of devices (`ndevs` distinct devices, 1 to 64), with `nstreams`
+ * new streams on each (0: as for cuv_policy_round_robin).
+ *
+ * An op of one of them runs on that device's streams (round-robin). An op of no device
+ * (cuv_value, cuv_with_context, trees of such) goes to the next device in turn. An op of a device
+ * outside the set is refused with CUV_EDEVICE. The parts of a tree on other devices of the set
+ * take their streams from it too. cuv_policy_device gives the first device.
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors CUV_EINVAL: policy or devs is NULL, ndevs is 0 or over 64, an entry is NULL or
+ *         repeated, or nstreams is over 1024.
+ *         CUV_ENOMEM: no memory for the policy.
+ *         A driver error (a CUresult as a negative code) when a stream cannot be created.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_policy_round_robin_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
                                               unsigned ndevs, unsigned nstreams);
+/** As cuv_policy_round_robin_devices, but an op of one of the devices runs on the least loaded of
+ * its streams, and an op of no device goes to the device with the fewest submissions in flight
+ * on its streams.
+ *
+ * @returns 0, and *policy holds the new policy.
+ * @errors The codes of cuv_policy_round_robin_devices.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **policy, cuv_device_t *const *devs,
                                                unsigned ndevs, unsigned nstreams);
+/** Destroys a policy (calls its ops' destroy); NULL is ignored.
+ *
+ * @threads Any thread, once no executor uses the policy.
+ */
 CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *policy);
+/** Asks the policy for the stream `op` should run on.
+ *
+ * @returns 0, and *stream holds a stream borrowed from the policy.
+ * @errors CUV_EINVAL: policy or stream is NULL, or the policy gave no stream.
+ *         CUV_EDEVICE: a device-set policy got an op of a device outside its set.
+ *         Any other negative code the policy's next_stream returns.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *policy, const cuv_op_t *op,
                                       cuv_stream_t **stream);
+/** The device the policy serves (a device-set policy: its first device).
+ *
+ * @returns The device, borrowed; NULL when policy is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *policy);
-/* The device's default policy (round-robin over the configuration's `streams`, 4 by default),
- * created on first use. */
+/** The device's default policy (round-robin over the configuration's `streams`, 4 by default),
+ * created on first use.
+ *
+ * @returns 0, and *policy holds the policy, borrowed from the device.
+ * @errors CUV_EINVAL: dev or policy is NULL.
+ *         CUV_ENOMEM: no memory for the policy.
+ *         A driver error (a CUresult as a negative code) when a stream cannot be created.
+ * @threads Any thread; concurrent first calls get the same policy.
+ * @notes The device owns the policy: do not destroy it.
+ */
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **policy);
-/* The device an op will run on: the device of the buffers or kernels it touches, and for a tree
- * (seq, zip, fork, then, map) the device of its first op that has one, else 0. An executor with
- * no stream and no policy runs it on a stream of that device's default policy; parts of the
- * tree on other devices run on streams of their own devices (docs/devices.md). */
+/** The device an op will run on.
+ *
+ * That is the device of the buffers or kernels it touches, and for a tree (seq, zip, fork, then,
+ * map) the device of its first op that has one, else 0. An executor with no stream and no policy
+ * runs it on a stream of that device's default policy. Parts of the tree on other devices run on
+ * streams of their own devices (docs/devices.md).
+ *
+ * @returns 0, and *ordinal holds the device's ordinal.
+ * @errors CUV_EINVAL: op or ordinal is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal);
 
 /* ---- blocking executors --------------------------------------------------------------------- */
 
-/* Runs op on a stream of its device's default policy and waits. *out receives the output (may be
- * NULL to release it). Consumes op. */
+/** Runs op on a stream of its device's default policy and waits.
+ *
+ * @returns 0, and *out (when out is not NULL) holds the output; out NULL releases it.
+ * @errors CUV_EINVAL: op is NULL.
+ *         CUV_ECONSUMED: op is held by a combinator (it stays there).
+ *         CUV_EREENTRANT: called under the execution lock (inside a then, map or capture).
+ *         op's own error, when op is an error op.
+ *         CUV_EDEVICE: op's device is not the stream's.
+ *         CUV_ENOMEM: no memory for the submission.
+ *         A driver error (a CUresult as a negative code) when the driver cannot be loaded, or
+ *         the work fails to enqueue or on the device.
+ *         Any error of the op's execution (its callbacks' and parts' codes).
+ * @threads Any thread not under the execution lock; callbacks run on the calling thread.
+ * @notes Consumes op.
+ */
 CUV_EXTERN int cuv_sync(cuv_op_t *op, cuv_output_t *out);
-/* The same with a given policy. */
+/** As cuv_sync, with the stream chosen by `policy`.
+ *
+ * @returns 0, and *out (when out is not NULL) holds the output.
+ * @errors CUV_EINVAL: policy or op is NULL.
+ *         The codes of cuv_sync, and those of the policy's next_stream.
+ * @threads As cuv_sync.
+ * @notes Consumes op.
+ */
 CUV_EXTERN int cuv_sync_policy(cuv_policy_t *policy, cuv_op_t *op, cuv_output_t *out);
-/* Runs op on `stream` and waits for this op's work (not the whole stream). */
+/** Runs op on `stream` and waits for this op's work (not the whole stream).
+ *
+ * @returns 0, and *out (when out is not NULL) holds the output.
+ * @errors CUV_EINVAL: stream or op is NULL.
+ *         The codes of cuv_sync.
+ * @threads As cuv_sync.
+ * @notes Consumes op.
+ */
 CUV_EXTERN int cuv_sync_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out);
-/* Enqueues op on `stream` and returns at once. Unsafe by design: the output's device data is
- * pending and the caller synchronizes (cuv_stream_synchronize). cuv still retains what the op
- * touches until an event recorded behind it has completed. */
+/** Enqueues op on `stream` and returns at once.
+ *
+ * Unsafe by design: the output's device data is pending and the caller synchronizes
+ * (cuv_stream_synchronize).
+ *
+ * @returns 0, and *out (when out is not NULL) holds the output, whose device data is pending.
+ * @errors CUV_EINVAL: stream or op is NULL.
+ *         The codes of cuv_sync, except those of the device's run.
+ * @threads As cuv_sync; callbacks run on the calling thread.
+ * @notes Consumes op. cuv still retains what the op touches until an event recorded behind it
+ *        has completed.
+ */
 CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *out);
 
 /* ---- asynchronous submission into a completion queue ---------------------------------------- */
 
+/** A completion queue: finished submissions wait in it until its owner drains it. */
 typedef struct cuv_queue_s cuv_queue_t;
 
-/* Called (from the thread that completed the work: the reactor, a cuv_poll caller, the driver's
- * callback thread, the submitting thread or a cuv-submit-N thread) when the queue goes from
- * empty to non-empty. Must not block. */
+/** Called when the queue goes from empty to non-empty, from the thread that completed the work:
+ * the reactor, a cuv_poll caller, the driver's callback thread, the submitting thread or a
+ * cuv-submit-N thread. Must not block. */
 typedef void (*cuv_notify_fn)(cuv_queue_t *queue, void *arg);
-/* A submission's completion, run by cuv_queue_drain on the draining thread. status is 0 or a
+/** A submission's completion, run by cuv_queue_drain on the draining thread. status is 0 or a
  * negative code; output is valid during the call (see cuv_output_take). */
 typedef void (*cuv_done_fn)(int status, cuv_output_t *output, void *arg);
 
+/** Makes a completion queue whose `notify` (may be NULL) runs with `notify_arg`.
+ *
+ * @returns 0, and *queue holds the new queue.
+ * @errors CUV_EINVAL: queue is NULL.
+ *         CUV_ENOMEM: no memory for the queue.
+ * @threads Any thread; notify runs on the threads cuv_notify_fn names.
+ * @notes Destroy it with cuv_queue_destroy once cuv_queue_pending is 0.
+ */
 CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void *notify_arg);
-/* Runs the callbacks of every finished submission on the calling thread; returns how many ran. */
+/** Runs the callbacks of every finished submission on the calling thread.
+ *
+ * @returns How many callbacks ran (0 or more).
+ * @errors CUV_EINVAL: queue is NULL.
+ * @threads The queue's owner, one thread at a time; done callbacks run on it.
+ */
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
-/* As cuv_queue_drain, but takes at most `max` finished submissions (every cancellation due is
- * called back too; 0: no limit), oldest first; the rest wait for the next drain, with no new
+/** As cuv_queue_drain, but takes at most `max` finished submissions (0: no limit), oldest first.
+ *
+ * Every cancellation due is called back too. The rest wait for the next drain, with no new
  * notify for them: an owner that keeps a loop responsive under a backlog drains in slices and
- * looks at cuv_queue_ready (the libuv bridge does). Returns how many callbacks ran. */
+ * looks at cuv_queue_ready (the libuv bridge does).
+ *
+ * @returns How many callbacks ran (0 or more).
+ * @errors CUV_EINVAL: queue is NULL.
+ * @threads As cuv_queue_drain.
+ */
 CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *queue, unsigned max);
-/* Whether a drain would deliver something now (finished submissions or due cancellations). */
+/** Whether a drain would deliver something now (finished submissions or due cancellations).
+ *
+ * @returns true when it would; false when not, or when queue is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *queue);
-/* A descriptor for any event loop (epoll, poll, select, asyncio's add_reader, io_uring's poll):
- * it polls readable exactly while cuv_queue_ready would return true.
- * Returns: 0, with *fd set to the queue's descriptor (an eventfd); every call gives the same one.
- * Errors: CUV_EINVAL when queue or fd is NULL. A descriptor that cannot be made fails with the
- * system's error as a negative code (UV_EMFILE...), and the queue works on without one.
- * Threads: any thread may call it. The first call makes the descriptor, so concurrent first calls
- * get the same one.
- * Notes: It is level-triggered: wait until it is readable, then call cuv_queue_drain (or
- * cuv_queue_drain_max) on the owner's thread. A drain that leaves nothing to deliver makes it
- * unreadable. The next completion or due cancellation makes it readable again, also one that
- * lands during the drain. A cuv_queue_drain_max that leaves work behind leaves it readable, with
- * no new edge: an edge-triggered loop (EPOLLET) drains until cuv_queue_ready is false. It may
- * read readable for a cancelled submission whose work finished: the drain retires it and runs no
- * callback. It turns readable on the transitions that call the queue's notify hook, and the hook
- * still runs. Do not read, write or close it: a read of yours would leave it unreadable while
- * work waits. cuv_queue_destroy closes it, and its number may be reused after that. A closed
- * queue keeps its descriptor working until destroyed, since its work in flight is still drained.
- * It is close-on-exec and non-blocking. Linux only (eventfd). */
+/** A descriptor for any event loop (epoll, poll, select, asyncio's add_reader, io_uring's poll).
+ *
+ * It polls readable exactly while cuv_queue_ready would return true.
+ *
+ * @returns 0, with *fd set to the queue's descriptor (an eventfd); every call gives the same one.
+ * @errors CUV_EINVAL: queue or fd is NULL.
+ *         The system's error as a negative code (UV_EMFILE...) when the descriptor cannot be
+ *         made; the queue works on without one.
+ * @threads Any thread may call it. The first call makes the descriptor, so concurrent first
+ *          calls get the same one.
+ * @notes It is level-triggered: wait until it is readable, then call cuv_queue_drain (or
+ *        cuv_queue_drain_max) on the owner's thread. A drain that leaves nothing to deliver makes
+ *        it unreadable. The next completion or due cancellation makes it readable again, also one
+ *        that lands during the drain. A cuv_queue_drain_max that leaves work behind leaves it
+ *        readable, with no new edge: an edge-triggered loop (EPOLLET) drains until
+ *        cuv_queue_ready is false. It may read readable for a cancelled submission whose work
+ *        finished: the drain retires it and runs no callback. It turns readable on the
+ *        transitions that call the queue's notify hook, and the hook still runs. Do not read,
+ *        write or close it: a read of yours would leave it unreadable while work waits.
+ *        cuv_queue_destroy closes it, and its number may be reused after that. A closed queue
+ *        keeps its descriptor working until destroyed, since its work in flight is still
+ *        drained. It is close-on-exec and non-blocking. Linux only (eventfd).
+ */
 CUV_EXTERN int cuv_queue_fd(cuv_queue_t *queue, int *fd);
-/* Submissions of this queue not yet done with: counted from the moment cuv_submit starts (before
- * the work reaches a stream) until the drain takes them, just before their callback runs (a
- * callback does not count itself); a submission cancelled while its work runs is called back at
- * once and still counts until a later drain retires its work. Any thread. */
+/** Submissions of this queue not yet done with.
+ *
+ * They are counted from the moment cuv_submit starts (before the work reaches a stream) until
+ * the drain takes them, just before their callback runs (a callback does not count itself). A
+ * submission cancelled while its work runs is called back at once and still counts until a later
+ * drain retires its work.
+ *
+ * @returns The count; 0 when queue is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
-/* Blocks until at least one submission of this queue has finished, or timeout_ms passed
- * (negative: forever). For owners that have no loop; returns 0 or CUV_EBUSY on timeout. */
+/** Blocks until at least one submission of this queue has finished, or timeout_ms passed
+ * (negative: forever), for owners that have no loop.
+ *
+ * @returns 0 when a drain would deliver something.
+ * @errors CUV_EINVAL: queue is NULL.
+ *         CUV_EBUSY: the timeout passed with nothing to deliver.
+ * @threads The queue's owner; it does not run callbacks (drain after it).
+ */
 CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
-/* Marks the queue closed: later submissions fail with CUV_ECLOSED; submissions in flight still
- * complete and are drained. Destroy once cuv_queue_pending is 0 (CUV_EBUSY otherwise); once
- * destroy returned 0, no notify of the queue is running or will run, and its descriptor
- * (cuv_queue_fd) is closed. */
+/** Marks the queue closed; NULL is ignored.
+ *
+ * Later submissions fail with CUV_ECLOSED. Submissions in flight still complete and are drained.
+ *
+ * @threads Any thread.
+ */
 CUV_EXTERN void cuv_queue_close(cuv_queue_t *queue);
+/** Destroys the queue, once cuv_queue_pending is 0.
+ *
+ * @returns 0, and the queue is gone.
+ * @errors CUV_EINVAL: queue is NULL.
+ *         CUV_EBUSY: submissions are pending (the queue is kept).
+ * @threads The queue's owner.
+ * @notes Once destroy returned 0, no notify of the queue is running or will run, and its
+ *        descriptor (cuv_queue_fd) is closed.
+ */
 CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *queue);
 
+/** Flags of cuv_submit_opts_t's `flags`. */
 enum {
-  /* Do not spin on the submitting thread for young work: its owner polls instead (the libuv
+  /** Do not spin on the submitting thread for young work: its owner polls instead (the libuv
    * bridge keeps its loop awake while work is young rather than stall the loop's I/O). */
   CUV_SUBMIT_NO_SPIN = 1u << 0,
-  /* The queue's owner polls for this submission while it is young (cuv_queue_young), on the
+  /** The queue's owner polls for this submission while it is young (cuv_queue_young), on the
    * thread that drains: the queue stamps it and learns from its submit-to-drain time how long
    * polling pays off. Implies CUV_SUBMIT_NO_SPIN. The libuv bridge sets it for work submitted on
    * its loop thread. */
   CUV_SUBMIT_POLLED = 1u << 1,
 };
 
-/* Names one accepted submission of a queue, for cuv_cancel. */
+/** Names one accepted submission of a queue, for cuv_cancel. */
 typedef uint64_t cuv_ticket_t;
 
-/* When one submission passed each stage, in nanoseconds of CLOCK_MONOTONIC (uv_hrtime's clock),
+/** When one submission passed each stage, in nanoseconds of CLOCK_MONOTONIC (uv_hrtime's clock),
  * for a caller that samples where its requests' time goes. cuv_submit clears it and fills it in
  * as the submission goes; every field is set before the callback runs, which may read it. A
  * stage the submission never reached (refused, cancelled before its work started) stays 0. */
 typedef struct cuv_trace {
-  uint64_t submitted_ns; /* cuv_submit was called */
-  uint64_t started_ns;   /* a thread began the op's driver calls (a submitter, or the caller) */
-  uint64_t enqueued_ns;  /* they returned: the work is on its stream */
-  uint64_t completed_ns; /* cuv saw it finish (reactor, a poll, a spin, a host function) */
-  uint64_t called_ns;    /* its callback began */
-  bool ran_here;         /* the driver calls were made by the thread that called cuv_submit */
+  uint64_t submitted_ns; /**< cuv_submit was called */
+  uint64_t started_ns;   /**< a thread began the op's driver calls (a submitter, or the caller) */
+  uint64_t enqueued_ns;  /**< they returned: the work is on its stream */
+  uint64_t completed_ns; /**< cuv saw it finish (reactor, a poll, a spin, a host function) */
+  uint64_t called_ns;    /**< its callback began */
+  bool ran_here;         /**< the driver calls were made by the thread that called cuv_submit */
 } cuv_trace_t;
 
+/** Options of cuv_submit; NULL stands for all zero. */
 typedef struct cuv_submit_opts {
-  cuv_policy_t *policy; /* NULL: the op's device's default policy */
-  cuv_stream_t *stream; /* non-NULL: run on this stream (overrides policy) */
-  unsigned flags;       /* CUV_SUBMIT_* */
-  cuv_ticket_t *ticket; /* non-NULL: receives the submission's ticket */
-  /* non-NULL: filled in with the submission's stage times; it must stay valid until the callback
+  cuv_policy_t *policy; /**< NULL: the op's device's default policy */
+  cuv_stream_t *stream; /**< non-NULL: run on this stream (overrides policy) */
+  unsigned flags;       /**< CUV_SUBMIT_* */
+  cuv_ticket_t *ticket; /**< non-NULL: receives the submission's ticket */
+  /** non-NULL: filled in with the submission's stage times; it must stay valid until the callback
    * has run (when cuv_submit refused the submission, until it returned). NULL costs nothing. */
   cuv_trace_t *trace;
 } cuv_submit_opts_t;
 
-/* Schedules op (picks its stream) and accepts it on this thread, then hands its driver calls to
- * the device's submission engine (docs/engine.md): they are made by a submitter
- * thread, or on this thread when the engine is idle or several threads are submitting; its
- * completion is armed and (status, output) delivered to `queue`, where cuv_queue_drain runs
- * done(status, output, arg) exactly once. Callbacks run in the order the work was seen complete:
- * submissions on one stream complete in order, unless their completion paths differ (a timeline
- * word and a host callback race to the queue, or an inline spin sees its work first). Returns 0
- * when the submission was accepted (done will run, also with an error found while enqueueing),
- * or a negative code when it was refused (bad input, a closed queue, the op's own error, no
- * device: done will not run; op is consumed either way). */
+/** Submits op asynchronously; its completion is delivered into `queue`.
+ *
+ * Schedules op (picks its stream) and accepts it on this thread, then hands its driver calls to
+ * the device's submission engine (docs/engine.md). They are made by a submitter thread, or on
+ * this thread when the engine is idle or several threads are submitting. Its completion is armed
+ * and (status, output) delivered to `queue`, where cuv_queue_drain runs done(status, output, arg)
+ * exactly once. Callbacks run in the order the work was seen complete: submissions on one stream
+ * complete in order, unless their completion paths differ (a timeline word and a host callback
+ * race to the queue, or an inline spin sees its work first).
+ *
+ * @returns 0 when the submission was accepted: done will run, also with an error found while
+ *          enqueueing (the codes of cuv_sync, or CUV_ECANCELED after cuv_cancel).
+ * @errors A negative code when it was refused, and done will not run:
+ *         CUV_EINVAL: queue, op or done is NULL.
+ *         CUV_ECLOSED: the queue is closed.
+ *         CUV_ENOMEM: no memory for the submission.
+ *         CUV_ECONSUMED: op is held by a combinator.
+ *         CUV_EREENTRANT: called under the execution lock.
+ *         op's own error, when op is an error op.
+ *         CUV_EDEVICE: op's device is not the stream's, or not in the policy's set.
+ *         A driver error (a CUresult as a negative code) when the driver cannot be loaded or no
+ *         stream can be made.
+ * @threads Any thread not under the execution lock. done runs on the thread that drains the
+ *          queue; then, map and with_context callbacks run on the thread cuv_then names.
+ * @notes Consumes op either way. The ticket and trace of opts are written as their members say.
+ */
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
-/* Looks once, without blocking, for submitted work whose stream's timeline word reached it, and
- * completes it on the calling thread (into its queue, as the reactor thread would): the
- * reactor's scan, done here now. A thread that polls anyway, such as a loop with young work in
- * flight (the libuv bridge), then sees short work finish without waiting for the reactor thread
- * to wake up. Returns how many submissions it completed; 0 when none had finished or the reactor
- * thread was scanning at that moment. Any thread; never calls the driver. */
+/** Looks once, without blocking, for submitted work whose stream's timeline word reached it, and
+ * completes it on the calling thread (into its queue, as the reactor thread would).
+ *
+ * This is the reactor's scan, done here now. A thread that polls anyway, such as a loop with
+ * young work in flight (the libuv bridge), then sees short work finish without waiting for the
+ * reactor thread to wake up.
+ *
+ * @returns How many submissions it completed; 0 when none had finished or the reactor thread was
+ *          scanning at that moment. It never fails.
+ * @errors None: it returns no negative code.
+ * @threads Any thread; never calls the driver. Queues' notify hooks may run on it.
+ */
 CUV_EXTERN int cuv_poll(void);
 
-/* The inline spin budget in microseconds: cuv_config_get's spin_budget_us (default 20), so
- * before initialization the budget cuv_init() would apply; initializes nothing. */
+/** The inline spin budget in microseconds.
+ *
+ * @returns cuv_config_get's spin_budget_us (default 20), so before initialization the budget
+ *          cuv_init() would apply.
+ * @threads Any thread.
+ * @notes It initializes nothing.
+ */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
 
-/* Whether the queue's latest CUV_SUBMIT_POLLED submission is young: submitted less than the
- * poll window ago, which is the spin budget, or 1.5 times the queue's recent submit-to-drain
- * time of polled work when that is longer and at most cuv_config_t's uv_poll_max_us. An owner
- * polls (cuv_poll, then cuv_queue_drain) while it has work pending and this holds; false when
- * the spin budget is 0. Any thread. */
+/** Whether the queue's latest CUV_SUBMIT_POLLED submission is young.
+ *
+ * Young means submitted less than the poll window ago. The window is the spin budget, or 1.5
+ * times the queue's recent submit-to-drain time of polled work when that is longer and at most
+ * cuv_config_t's uv_poll_max_us. An owner polls (cuv_poll, then cuv_queue_drain) while it has
+ * work pending and this holds.
+ *
+ * @returns true when it is young; false when not, when the spin budget is 0, or when queue is
+ *          NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *queue);
 
-/* Cancels a submission of `queue`: its done callback runs exactly once, with CUV_ECANCELED and no
- * output, at the next cuv_queue_drain, without waiting for the GPU. Done is the last of the
- * submission's callbacks: from the cancel on, none of its then, map or with_context callbacks or
- * custom ops' execute starts (that op fails with CUV_ECANCELED instead, as a failed op does: what
- * follows it is not enqueued; a custom op's drop runs), and one already running when the cancel
- * comes holds done back until it returned (done is due at the first drain after that). So a closure
- * those callbacks share may be freed in done. Release functions (cuv_value's, with_context's
- * arg_release, a custom op's drop, cuv_custom_retain's) are not such callbacks: they run when cuv
- * lets go of what they release, which for a cancelled submission may be after done. A shared op's
- * value is made by the first clone executed for every clone: a cancelled submission's clone neither
- * makes nor waits for it (another clone does), and one cancelled while its clone makes it gets its
- * done once the making is over, its callbacks not refused. The GPU work is not interrupted:
- * everything it touches (its output included) stays held until its completion is proven, and a
- * later drain retires it without calling back again (cuv_queue_pending counts it until then).
- * Returns 0, or CUV_ENOENT when the ticket is unknown, already cancelled, or its callback already
- * ran or is running. Any thread. */
+/** Cancels a submission of `queue`.
+ *
+ * Its done callback runs exactly once, with CUV_ECANCELED and no output, at the next
+ * cuv_queue_drain, without waiting for the GPU. Done is the last of the submission's callbacks:
+ * from the cancel on, none of its then, map or with_context callbacks or custom ops' execute
+ * starts (that op fails with CUV_ECANCELED instead, as a failed op does: what follows it is not
+ * enqueued; a custom op's drop runs). One already running when the cancel comes holds done back
+ * until it returned (done is due at the first drain after that). So a closure those callbacks
+ * share may be freed in done.
+ *
+ * Release functions (cuv_value's, with_context's arg_release, a custom op's drop,
+ * cuv_custom_retain's) are not such callbacks: they run when cuv lets go of what they release,
+ * which for a cancelled submission may be after done. A shared op's value is made by the first
+ * clone executed for every clone: a cancelled submission's clone neither makes nor waits for it
+ * (another clone does). One cancelled while its clone makes it gets its done once the making is
+ * over, its callbacks not refused.
+ *
+ * @returns 0, and done is due with CUV_ECANCELED.
+ * @errors CUV_EINVAL: queue is NULL.
+ *         CUV_ENOENT: the ticket is unknown, already cancelled, or its callback already ran or is
+ *         running.
+ * @threads Any thread; done runs on the thread that drains the queue.
+ * @notes The GPU work is not interrupted: everything it touches (its output included) stays held
+ *        until its completion is proven. A later drain retires it without calling back again
+ *        (cuv_queue_pending counts it until then).
+ */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
 
 /* ---- CUDA graphs ---------------------------------------------------------------------------- */
 
+/** A captured, instantiated CUDA graph and the stream it replays on. */
 typedef struct cuv_graph_s cuv_graph_t;
 
-/* Captures op into a graph on `stream` (NULL: a stream of the op device's default policy, which
- * the submission engine's threads may be using meanwhile: pass a stream of your own whenever
- * other threads submit) in relaxed mode, then instantiates and uploads it. Nothing runs: *out
- * (may be NULL) receives the captured op's output, whose device data the first launch
- * produces. Capture always ends, also when op fails midway (the partial graph is destroyed and
- * the error returned). The captured op runs under the execution lock (executing another op
- * inside it returns CUV_EREENTRANT). The graph holds what the capture touched (buffers, kernels,
- * staged host data) for its lifetime.
- * Do not allocate (cuv_alloc) inside a capture; use buffers made before. A given stream must
- * carry nothing else during the capture (no submissions through a policy that may pick it: the
- * submission engine's threads enqueue concurrently). Consumes op. */
+/** Captures op into a graph on `stream`, in relaxed mode, then instantiates and uploads it.
+ *
+ * stream NULL takes a stream of the op device's default policy, which the submission engine's
+ * threads may be using meanwhile: pass a stream of your own whenever other threads submit.
+ * Nothing runs: *out (may be NULL) receives the captured op's output, whose device data the first
+ * launch produces. Capture always ends, also when op fails midway (the partial graph is destroyed
+ * and the error returned). The captured op runs under the execution lock.
+ *
+ * @returns 0, and *graph holds the caller's first reference.
+ * @errors CUV_EINVAL: graph or op is NULL.
+ *         CUV_ENOMEM: no memory for the graph or submission.
+ *         CUV_ECONSUMED: op is held by a combinator.
+ *         CUV_EREENTRANT: called under the execution lock, or the captured op executed another op
+ *         inside it.
+ *         op's own error, when op is an error op, or any error of its execution.
+ *         CUV_EDEVICE: op's device is not the stream's.
+ *         CUV_ENOTSUP: the tree spans several devices.
+ *         A driver error (a CUresult as a negative code) when capture, instantiation or upload
+ *         fails.
+ * @threads Any thread not under the execution lock; the op's callbacks run on it and do not wait.
+ * @notes Consumes op. The graph holds what the capture touched (buffers, kernels, staged host
+ *        data) for its lifetime. Do not allocate (cuv_alloc) inside a capture; use buffers made
+ *        before. A given stream must carry nothing else during the capture (no submissions
+ *        through a policy that may pick it: the submission engine's threads enqueue
+ *        concurrently).
+ */
 CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
                                  cuv_output_t *out);
-/* An op that replays the graph on the executing stream; it holds the graph until the replay is
- * proven complete, so it may outlive cuv_graph_unref. Usable with every executor and
- * combinator. */
+/** An op that replays the graph on the executing stream. Usable with every executor and
+ * combinator.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: graph is NULL.
+ *         CUV_ENOMEM: no memory for the op.
+ *         CUV_EDEVICE: it executes on a stream of another device than the graph's.
+ *         A driver error (a CUresult as a negative code) when the launch fails.
+ * @threads Any thread.
+ * @notes It holds the graph until the replay is proven complete, so it may outlive
+ *        cuv_graph_unref.
+ */
 CUV_EXTERN cuv_op_t *cuv_graph_launch(cuv_graph_t *graph);
-/* Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's stream
- * without waiting, e.g. to copy new inputs into the captured buffers. It is ordered before later
- * launches on that same stream (cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), ...)). A
- * launch on another stream is ordered after it only through hazard tracking of the buffers both
- * touch (each replay holds the captured buffers like a launch would); with CUV_HAZARD_NONE on
- * them, it is not. Consumes op. */
+/** Enqueues op (graph-safe work with a unit output: copies, kernel launches) on the graph's
+ * stream without waiting, e.g. to copy new inputs into the captured buffers.
+ *
+ * @returns 0 once op is enqueued.
+ * @errors CUV_EINVAL: graph or op is NULL.
+ *         The codes of cuv_enqueue_on.
+ * @threads As cuv_enqueue_on.
+ * @notes Consumes op. It is ordered before later launches on that same stream
+ *        (cuv_sync_on(cuv_graph_stream(g), cuv_graph_launch(g), ...)). A launch on another
+ *        stream is ordered after it only through hazard tracking of the buffers both touch (each
+ *        replay holds the captured buffers like a launch would); with CUV_HAZARD_NONE on them,
+ *        it is not.
+ */
 CUV_EXTERN int cuv_graph_update(cuv_graph_t *graph, cuv_op_t *op);
+/** The stream the graph was captured on and replays on by cuv_graph_update.
+ *
+ * @returns The stream, borrowed from the graph; NULL when graph is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_stream_t *cuv_graph_stream(const cuv_graph_t *graph);
+/** Takes another reference to `graph`.
+ *
+ * @returns graph, or NULL when graph is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_graph_t *cuv_graph_ref(cuv_graph_t *graph);
+/** Drops a reference to `graph`; NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes A launch op still holds the graph until its replay is proven complete.
+ */
 CUV_EXTERN void cuv_graph_unref(cuv_graph_t *graph);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 
+/** Process-wide counters since start (cuv_stats). */
 typedef struct cuv_stats {
-  uint64_t submitted;          /* cuv_submit / sync / enqueue executions accepted */
-  uint64_t completed;          /* submissions proven complete */
-  uint64_t completed_spin;     /* ... by the inline spin */
-  uint64_t completed_reactor;  /* ... by the timeline reactor (a stream's word reached it) */
-  uint64_t completed_polled;   /* ... of those, seen by a cuv_poll caller, not the reactor thread */
-  uint64_t completed_hostfn;   /* ... by the host-callback path */
-  uint64_t completed_sync;     /* ... by a blocking executor's wait */
-  uint64_t completed_event;    /* ... by an event behind cuv_enqueue_on work */
-  uint64_t fallbacks;          /* to a host callback: the stream's word could not be written */
-  uint64_t faults;             /* submissions completed with a device fault */
-  uint64_t waits_inserted;     /* event waits cuv inserted between streams */
-  uint64_t leaked;             /* submissions whose resources were leaked (completion unprovable) */
-  uint64_t in_flight;          /* submissions not yet proven complete */
+  uint64_t submitted;          /**< cuv_submit / sync / enqueue executions accepted */
+  uint64_t completed;          /**< submissions proven complete */
+  uint64_t completed_spin;     /**< ... by the inline spin */
+  uint64_t completed_reactor;  /**< ... by the timeline reactor (a stream's word reached it) */
+  /** ... of those, seen by a cuv_poll caller, not the reactor thread */
+  uint64_t completed_polled;
+  uint64_t completed_hostfn;   /**< ... by the host-callback path */
+  uint64_t completed_sync;     /**< ... by a blocking executor's wait */
+  uint64_t completed_event;    /**< ... by an event behind cuv_enqueue_on work */
+  uint64_t fallbacks;          /**< to a host callback: the stream's word could not be written */
+  uint64_t faults;             /**< submissions completed with a device fault */
+  uint64_t waits_inserted;     /**< event waits cuv inserted between streams */
+  /** submissions whose resources were leaked (completion unprovable) */
+  uint64_t leaked;
+  uint64_t in_flight;          /**< submissions not yet proven complete */
   uint64_t slots_in_use;       /* submissions waiting in the reactor now (on stream words) */
-  uint64_t reactor_wakeups;    /* times the reactor thread was woken from its park */
-  uint64_t engine_inline;      /* submissions whose driver calls the submitting thread made */
-  uint64_t engine_queued;      /* ... that a submitter thread made, from the ring */
-  uint64_t engine_helped;      /* queued work a pushing thread ran because the ring was full */
+  uint64_t reactor_wakeups;    /**< times the reactor thread was woken from its park */
+  uint64_t engine_inline;      /**< submissions whose driver calls the submitting thread made */
+  uint64_t engine_queued;      /**< ... that a submitter thread made, from the ring */
+  uint64_t engine_helped;      /**< queued work a pushing thread ran because the ring was full */
 } cuv_stats_t;
 
+/** Copies the current counters into *stats; NULL is ignored.
+ *
+ * @threads Any thread; each counter is read atomically, the set is not one snapshot.
+ */
 CUV_EXTERN void cuv_stats(cuv_stats_t *stats);
 
 #ifdef __cplusplus
