@@ -465,7 +465,7 @@ CUV_EXTERN cuv_op_t *cuv_map(cuv_op_t *op, cuv_map_fn fn, void *arg);
  * @returns A new op, never NULL, whose output is a tuple of their outputs; a failure is carried
  *          by the op (cuv_op_error).
  * @errors CUV_EINVAL: ops is NULL, n is 0, or an entry is NULL.
- *         CUV_ECONSUMED: an op is already held by another combinator.
+ *         CUV_ECONSUMED: an op is already held by another combinator, or is listed twice.
  *         The first error among the ops, when one is an error op.
  *         CUV_ENOMEM: no memory for the op or its tuple.
  * @threads Any thread.
