@@ -797,7 +797,7 @@ CUV_EXTERN unsigned cuv_queue_pending(const cuv_queue_t *queue);
  * @returns 0 when a drain would deliver something.
  * @errors CUV_EINVAL: queue is NULL.
  *         CUV_EBUSY: the timeout passed with nothing to deliver.
- * @threads The queue's owner; it does not run callbacks (drain after it).
+ * @threads Any thread, usually the queue's owner; it runs no callback (drain after it).
  */
 CUV_EXTERN int cuv_queue_wait(cuv_queue_t *queue, int timeout_ms);
 /** Marks the queue closed; NULL is ignored.
