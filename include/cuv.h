@@ -1,7 +1,8 @@
 #ifndef CUV_H
 #define CUV_H
 
-/* cuv: asynchronous GPU work on the CUDA Driver API, as lazy device operations.
+/** @file
+ * cuv: asynchronous GPU work on the CUDA Driver API, as lazy device operations.
  *
  * Ownership, in five sentences:
  * 1. An op (cuv_op_t) is a recipe; building it touches no stream. Every combinator and executor
@@ -47,29 +48,73 @@ typedef unsigned long long cuv_deviceptr_t;
 
 /* ---- errors, version, driver ---------------------------------------------------------------- */
 
-/* A message for any status, including CUV_ECUDA(...) codes (the driver's own text). */
+/** A message for any status, including CUV_ECUDA(...) codes (the driver's own text).
+ *
+ * @returns A static string: "success" for 0, "unknown error" for a code cuv does not know.
+ *          Never NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN const char *cuv_strerror(int status);
-/* The code's name: "CUV_EINVAL", or for CUDA failures "CUDA_ERROR_ILLEGAL_ADDRESS". */
+/** The code's name: "CUV_EINVAL", or for CUDA failures "CUDA_ERROR_ILLEGAL_ADDRESS".
+ *
+ * @returns A static string: "CUV_OK" for 0, "CUV_EUNKNOWN" for a code cuv does not know.
+ *          Never NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN const char *cuv_err_name(int status);
-/* The CUresult behind a CUV_ECUDA(...) status, or 0 when status is not a driver failure. */
+/** The CUresult behind a CUV_ECUDA(...) status.
+ *
+ * @returns The CUresult, or 0 when status is not a driver failure.
+ * @errors None: any status is accepted.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_cuda_result(int status);
-/* Whether status is a sticky device fault (illegal address, trap, launch failure, ECC error...):
- * the context is dead, what the work held is leaked on purpose, and every later call in that
- * context fails. On current drivers only a new process brings the device back
- * (docs/errors.md); a server runs its GPU work in a process it can restart (apps/tcp-infer
- * --isolate). */
+/** Whether status is a sticky device fault (illegal address, trap, launch failure, ECC error...).
+ *
+ * After such a fault the context is dead.
+ * What the work held is leaked on purpose.
+ * Every later call in that context fails.
+ * On current drivers only a new process brings the device back (docs/errors.md).
+ * A server runs its GPU work in a process it can restart (apps/tcp-infer --isolate).
+ *
+ * @returns true for a sticky fault, false for any other status.
+ * @threads Any thread.
+ */
 CUV_EXTERN bool cuv_status_is_fault(int status);
+/** The library's version, as "MAJOR.MINOR.PATCH".
+ *
+ * @returns A static string (CUV_VERSION_STRING of the library, not of the header).
+ * @threads Any thread.
+ */
 CUV_EXTERN const char *cuv_version_string(void);
 
 /* Initialization (cuv_init, cuv_init_with) and the settings: include/cuv/config.h. */
-/* "cuda", "sim" or the driver's path (cuv_config_t.driver); NULL before a successful init. A
- * query: it initializes nothing (cuv_config_get says which driver an init would load). */
+/** The driver a successful init loaded: "cuda", "sim" or the driver's path (cuv_config_t.driver).
+ *
+ * A query: it initializes nothing (cuv_config_get says which driver an init would load).
+ *
+ * @returns The name, or NULL before a successful init.
+ * @threads Any thread.
+ */
 CUV_EXTERN const char *cuv_driver_name(void);
-/* Whether a successful init loaded libcuv-sim; false before one. Initializes nothing. */
+/** Whether a successful init loaded libcuv-sim.
+ *
+ * It initializes nothing.
+ *
+ * @returns true when libcuv-sim was loaded, false otherwise and before an init.
+ * @threads Any thread.
+ */
 CUV_EXTERN bool cuv_driver_is_sim(void);
-/* The driver's CUDA version (13000 for 13.0). It must ask the driver, so it initializes the
- * process as cuv_init() does if nothing did (which fixes the configuration), and returns that
- * initialization's status when it failed. */
+/** The driver's CUDA version (13000 for 13.0).
+ *
+ * It must ask the driver, so it initializes the process as cuv_init() does if nothing did.
+ * That initialization fixes the configuration.
+ *
+ * @returns 0, and *version holds the driver's version.
+ * @errors CUV_EINVAL: version is NULL.
+ *         Any error of cuv_init() when that initialization failed (its status is returned).
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_driver_version(int *version);
 
 /* ---- devices -------------------------------------------------------------------------------- */
