@@ -1,7 +1,8 @@
 #ifndef CUV_ERRORS_H
 #define CUV_ERRORS_H
 
-/* Every cuv function that can fail returns 0 or a negative code, and the codes are libuv's: a
+/** @file
+ * Every cuv function that can fail returns 0 or a negative code, and the codes are libuv's: a
  * program that already handles libuv's errors handles cuv's, and libuv's errors pass through cuv
  * unchanged. One table, CUV_ERRNO_MAP, generates the enum, cuv_strerror and cuv_err_name: it is
  * the one place to add a code. Three ranges that never overlap:
@@ -47,20 +48,25 @@
   XX(ENONCCL, -9011, "no usable NCCL library (cuv_nccl_error says which and why): collectives "  \
                      "need NCCL 2.19 or later")
 
+/** The error codes: 0 or a negative value, see this file's description for the ranges. */
 typedef enum {
 #define CUV__ERR_ENUM(name, value, text) CUV_##name = (value),
   CUV_ERRNO_MAP(CUV__ERR_ENUM)
 #undef CUV__ERR_ENUM
+  /** Base of the NCCL range: CUV_ENCCL(result) is CUV_ENCCL_BASE - result. */
   CUV_ENCCL_BASE = -9100,
+  /** Base of the CUDA range: CUV_ECUDA(result) is CUV_ECUDA_BASE - result. */
   CUV_ECUDA_BASE = -10000
 } cuv_errno_t;
 
-/* A CUDA driver failure: CUV_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS) == -10700. */
+/** A CUDA driver failure: CUV_ECUDA(CUDA_ERROR_ILLEGAL_ADDRESS) == -10700. */
 #define CUV_ECUDA(cu_result) (CUV_ECUDA_BASE - (int)(cu_result))
+/** Nonzero when status is a CUDA driver failure (CUV_ECUDA). */
 #define CUV_IS_ECUDA(status) ((status) <= CUV_ECUDA_BASE)
 
-/* A NCCL failure: CUV_ENCCL(ncclRemoteError) == -9106. */
+/** A NCCL failure: CUV_ENCCL(ncclRemoteError) == -9106. */
 #define CUV_ENCCL(nccl_result) (CUV_ENCCL_BASE - (int)(nccl_result))
+/** Nonzero when status is a NCCL failure (CUV_ENCCL). */
 #define CUV_IS_ENCCL(status) ((status) < CUV_ENCCL_BASE && (status) > CUV_ENCCL_BASE - 100)
 
 #endif
