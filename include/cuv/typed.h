@@ -1,7 +1,8 @@
 #ifndef CUV_TYPED_H
 #define CUV_TYPED_H
 
-/* Typed launches: what the launchers that cuv-launchers generates from a .cu file take
+/** @file
+ * Typed launches: what the launchers that cuv-launchers generates from a .cu file take
  * (docs/launchers.md). A launch configuration (grid, block, dynamic shared memory, with
  * cuv_for_num_elems for one thread per element), and the C names of CUDA's vector and half types,
  * with the device's size, alignment and members, for kernels that take them by value. cuv.h
@@ -13,21 +14,30 @@
 extern "C" {
 #endif
 
-/* Where and how wide a kernel runs: what cuv_launch takes besides the arguments. */
+/** Where and how wide a kernel runs: what cuv_launch takes besides the arguments. */
 typedef struct cuv_launch_config {
-  cuv_dim3_t grid;
-  cuv_dim3_t block;
-  unsigned shared_bytes; /* dynamic shared memory per block */
+  cuv_dim3_t grid;       /**< blocks in the grid */
+  cuv_dim3_t block;      /**< threads per block */
+  unsigned shared_bytes; /**< dynamic shared memory per block */
 } cuv_launch_config_t;
 
-/* The block size cuv_for_num_elems uses (cudarc's for_num_elems uses 1024). */
+/** The block size cuv_for_num_elems uses (cudarc's for_num_elems uses 1024). */
 #define CUV_DEFAULT_BLOCK 256u
 
-/* One thread per element: CUV_DEFAULT_BLOCK threads per block and enough blocks for n elements
- * (the kernel ignores threads past n), no shared memory. For n == 0, or more blocks than a grid
- * holds (2^31 - 1 in x), the grid is 0 and a launch with it fails with CUV_EINVAL. */
+/** One thread per element: CUV_DEFAULT_BLOCK threads per block, enough blocks for n elements.
+ *
+ * The kernel ignores threads past n.
+ * There is no shared memory.
+ *
+ * @returns The configuration; for n == 0, or more blocks than a grid holds (2^31 - 1 in x), its
+ *          grid is 0, and a launch with it fails with CUV_EINVAL.
+ * @threads Any thread; it only computes. */
 CUV_EXTERN cuv_launch_config_t cuv_for_num_elems(size_t n);
-/* The same with `block` threads per block; block 0 gives a block of 0 (CUV_EINVAL at launch). */
+/** The same as cuv_for_num_elems with `block` threads per block.
+ *
+ * @returns The configuration; block 0 gives a block of 0, and a launch with it fails with
+ *          CUV_EINVAL.
+ * @threads Any thread; it only computes. */
 CUV_EXTERN cuv_launch_config_t cuv_for_num_elems_block(size_t n, unsigned block);
 
 /* CUDA's vector types (vector_types.h) as cuv_<name>_t: same members, size and alignment.
