@@ -21,7 +21,8 @@
 
 #include <errno.h>
 
-/* XX(name, value, text). The comment after a libuv code says what it means from cuv. */
+/** The table of codes, XX(name, value, text): it generates the enum, cuv_strerror and
+ * cuv_err_name. The comment after a libuv code says what it means from cuv. */
 #define CUV_ERRNO_MAP(XX)                                                                        \
   XX(EINVAL, -EINVAL, "invalid argument")                 /* a bad argument or configuration */ \
   XX(ENOMEM, -ENOMEM, "not enough memory")                /* host memory */                     \
@@ -50,7 +51,9 @@
 
 /** The error codes: 0 or a negative value, see this file's description for the ranges. */
 typedef enum {
+/** @cond INTERNAL */
 #define CUV__ERR_ENUM(name, value, text) CUV_##name = (value),
+/** @endcond */
   CUV_ERRNO_MAP(CUV__ERR_ENUM)
 #undef CUV__ERR_ENUM
   /** Base of the NCCL range: CUV_ENCCL(result) is CUV_ENCCL_BASE - result. */
