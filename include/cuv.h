@@ -224,7 +224,7 @@ CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
  * through the submissions that hold it. An op that writes a buffer another stream still reads or
  * writes, or reads a buffer another stream still writes, is ordered after that work with an event
  * wait cuv inserts (CUV_HAZARD_ORDER, the default); reads on several streams run concurrently.
- * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (cuv v1's behaviour; also
+ * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (also
  * the default for every buffer with CUV_STRICT_HAZARDS=1); CUV_HAZARD_NONE tracks nothing (the
  * caller orders). Accesses through cuv_enqueue_on stay tracked until their event is reaped. */
 enum { CUV_HAZARD_ORDER = 0, CUV_HAZARD_STRICT = 1, CUV_HAZARD_NONE = 2 };
@@ -528,7 +528,6 @@ CUV_EXTERN cuv_op_t *cuv_zip(cuv_op_t *const *ops, size_t n);
  * @notes Consumes ops[].
  */
 CUV_EXTERN cuv_op_t *cuv_fork(cuv_op_t *const *ops, size_t n);
-#define cuv_all cuv_fork
 
 /** An execute-once op whose clones may be consumed anywhere, also concurrently from several
  * threads.

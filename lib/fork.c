@@ -1,4 +1,4 @@
-/* fork (cuv_all): branches on different streams of the policy, so independent work overlaps
+/* fork: branches on different streams of the policy, so independent work overlaps
  * inside one submission. Each branch first waits for what the executing stream had enqueued
  * before the fork (it sees the chain's earlier results), and the executing stream waits for every
  * branch, so the submission's completion on its own stream proves the branches complete too
