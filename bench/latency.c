@@ -834,7 +834,7 @@ int main(int argc, char **argv) {
     printf("cuv-reactor thread %.1f%% CPU (%s);", 100.0 * (reactor1 - reactor0) * 1000 / idle_ms,
            reactor1 - reactor0 <= 0.05 * idle_ms / 1000 ? "parked" : "NOT parked");
   printf(" process %.1f%% CPU; slots in use %llu, in flight %llu, reactor wake-ups %llu\n",
-         100.0 * (process1 - process0) * 1000 / idle_ms, (unsigned long long)s.slots_in_use,
+         100.0 * (process1 - process0) * 1000 / idle_ms, (unsigned long long)s.reactor_waiting,
          (unsigned long long)s.in_flight, (unsigned long long)s.reactor_wakeups);
   if (long_ms > 0)
     long_kernel_cpu(long_ms);

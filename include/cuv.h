@@ -1092,7 +1092,7 @@ typedef struct cuv_stats {
   /** submissions whose resources were leaked (completion unprovable) */
   uint64_t leaked;
   uint64_t in_flight;          /**< submissions not yet proven complete */
-  uint64_t slots_in_use;       /* submissions waiting in the reactor now (on stream words) */
+  uint64_t reactor_waiting;    /**< submissions waiting in the reactor now (on stream words) */
   uint64_t reactor_wakeups;    /**< times the reactor thread was woken from its park */
   uint64_t engine_inline;      /**< submissions whose driver calls the submitting thread made */
   uint64_t engine_queued;      /**< ... that a submitter thread made, from the ring */

@@ -261,7 +261,7 @@ static void insert_sorted(cuv__timeline_t *t, cuv__tl_entry_t *e) {
 static unsigned enlist(cuv__timeline_t *t, cuv__tl_entry_t *e) {
   e->next = NULL;
   atomic_fetch_add_explicit(&R.activity, 1, memory_order_relaxed);
-  CUV__STAT_ADD(slots_in_use, 1);
+  CUV__STAT_ADD(reactor_waiting, 1);
   insert_sorted(t, e);
   if (t->active)
     return 1;
@@ -408,7 +408,7 @@ static unsigned fire_upto(cuv__timeline_t *t, uint64_t upto, int status, bool fa
     last->next = NULL;
   for (cuv__tl_entry_t *e = n ? first : NULL, *next; e; e = next) {
     next = e->next;
-    CUV__STAT_SUB(slots_in_use, 1);
+    CUV__STAT_SUB(reactor_waiting, 1);
     if (polled)
       CUV__STAT_ADD(completed_polled, 1);
     e->fn(e->token, status); /* e may be freed from here on */

@@ -8,7 +8,7 @@
   X(completed)                                                                                     \
   X(completed_spin) X(completed_reactor) X(completed_polled) X(completed_hostfn) X(completed_sync) \
       X(completed_event) X(fallbacks) X(faults) X(waits_inserted) X(leaked) X(in_flight)           \
-          X(slots_in_use) X(reactor_wakeups) X(engine_inline) X(engine_queued) X(engine_helped)
+          X(reactor_waiting) X(reactor_wakeups) X(engine_inline) X(engine_queued) X(engine_helped)
 
 typedef struct cuv__stats {
 #define CUV__STAT_MEMBER(name) atomic_uint_fast64_t name;

@@ -165,7 +165,8 @@ static void test_register_counts_before_bit(void **state) {
   cuv_stats_t before = cuvt_stats(), now;
   assert_cuv_ok(cuv_submit(q, cuvt_gate_wait(&g), record, &holder, &on_held));
   now = cuvt_stats();
-  assert_int_equal(D(slots_in_use), 1); /* the holder waits in the reactor, not a host function */
+  /* the holder waits in the reactor, not a host function */
+  assert_int_equal(D(reactor_waiting), 1);
   /* One submission finished by the reactor thread: it is past any park the holder woke it from,
    * so from here its wake-up count must stay still. (It also makes the default policy's stream,
    * whose worker thread must not be created while the trap flag is set.) */
@@ -254,7 +255,7 @@ static void test_watch_wakes_parked_reactor(void **state) {
     assert_cuv_ok(cuv_submit(q, cuvt_gate_wait(&g), count_ok, &calls, &no_spin));
     now = cuvt_stats();
     assert_int_equal(D(fallbacks), 1); /* the host-callback path: watched, not on a word */
-    assert_int_equal(D(slots_in_use), 0);
+    assert_int_equal(D(reactor_waiting), 0);
     /* The work stays armed until the gate opens: give the woken thread up to 1 s to count. */
     for (int waited = 0; waited < 200 && D(reactor_wakeups) == 0; waited++) {
       idle_ms(5);

@@ -1,7 +1,7 @@
 /* Every field of cuv_stats (include/cuv.h), with exact deltas where the value is deterministic.
  * The process runs with a 1 s inline spin budget (set before cuv reads its environment, once), so
  * a submission that may spin finds its stream's word within the budget; gated submissions wait in
- * the reactor (slots_in_use counts them) and a failing stream write, on the simulator, sends one
+ * the reactor (reactor_waiting counts them) and a failing stream write, on the simulator, sends one
  * to the host-callback path (a fallback). The gate is
  * tests/concurrency.c's pair: a wait_flag kernel holds its stream until a set_flag kernel on
  * another stream writes the flag, so "in flight" states are held on purpose, not by timing. The
@@ -43,7 +43,7 @@ static void count_done(int status, cuv_output_t *output, void *arg) {
 
 static void assert_quiet(const cuv_stats_t *s) {
   assert_int_equal(s->in_flight, 0);
-  assert_int_equal(s->slots_in_use, 0);
+  assert_int_equal(s->reactor_waiting, 0);
 }
 
 /* The blocking executors and cuv_enqueue_on; a refused op counts nowhere. */
@@ -80,7 +80,7 @@ static void test_executors(void **state) {
   assert_int_equal(D(faults), 0);
   assert_int_equal(D(leaked), 0);
   assert_int_equal(D(waits_inserted), 0);
-  assert_int_equal(D(slots_in_use), 0);
+  assert_int_equal(D(reactor_waiting), 0);
   cuv_stream_destroy(s);
 }
 
@@ -120,7 +120,7 @@ static void test_spin_and_reactor(void **state) {
   assert_int_equal(D(completed_hostfn), 0);
   assert_int_equal(D(fallbacks), 0);
   assert_int_equal(D(in_flight), 0);
-  assert_int_equal(D(slots_in_use), 0);
+  assert_int_equal(D(reactor_waiting), 0);
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
@@ -141,7 +141,7 @@ static void test_reactor_fallback_hostfn_polled(void **state) {
   assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
   assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &held));
   now = cuvt_stats();
-  assert_int_equal(D(slots_in_use), 3);
+  assert_int_equal(D(reactor_waiting), 3);
   assert_int_equal(D(fallbacks), 0);
   int fallbacks = cuvt_is_sim() ? 1 : 0;
   if (fallbacks) {
@@ -150,7 +150,7 @@ static void test_reactor_fallback_hostfn_polled(void **state) {
     cuv_sim_fail_clear();
   }
   now = cuvt_stats();
-  assert_int_equal(D(slots_in_use), 3);
+  assert_int_equal(D(reactor_waiting), 3);
   assert_int_equal(D(fallbacks), fallbacks);
   assert_int_equal(D(in_flight), 3 + fallbacks);
   assert_int_equal(D(completed), 0);
@@ -173,7 +173,7 @@ static void test_reactor_fallback_hostfn_polled(void **state) {
   assert_int_equal(D(completed_spin), 0);
   assert_int_equal(D(completed_polled), (int64_t)polled);
   assert_int_equal(D(fallbacks), fallbacks);
-  assert_int_equal(D(slots_in_use), 0);
+  assert_int_equal(D(reactor_waiting), 0);
   assert_int_equal(D(in_flight), 0);
   assert_int_equal(D(waits_inserted), 0); /* the gate's buffers are untracked */
   assert_cuv_ok(cuv_queue_destroy(q));
@@ -215,7 +215,7 @@ static void test_waits_inserted(void **state) {
   assert_cuv_ok(cuv_enqueue_on(c, cuv_download_into(host_c, 0, buf, 0, BYTES), NULL));
   now = cuvt_stats();
   assert_int_equal(D(waits_inserted), 2);
-  assert_int_equal(D(slots_in_use), 2); /* the writer's and b's; enqueue_on arms none */
+  assert_int_equal(D(reactor_waiting), 2); /* the writer's and b's; enqueue_on arms none */
   assert_int_equal(D(fallbacks), 0);
   gate_open(&g);
   cuvt_drain_until(q, &calls, 2);

@@ -269,7 +269,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_in_flight", "gauge", "Submissions not yet proven complete.", st.in_flight);
   metric(f, "cuv_reactor_slots_in_use", "gauge",
          "Submissions waiting in the reactor now, on their streams' timeline words.",
-         st.slots_in_use);
+         st.reactor_waiting);
   triton_metrics(f, n);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");

@@ -36,7 +36,7 @@ typedef union report_words {
 /* The words that are gauges (a live worker's value now, not summed over ended ones). */
 static inline int report_word_is_gauge(size_t word) {
   return word == offsetof(worker_report_t, cuv.in_flight) / sizeof(uint64_t) ||
-         word == offsetof(worker_report_t, cuv.slots_in_use) / sizeof(uint64_t);
+         word == offsetof(worker_report_t, cuv.reactor_waiting) / sizeof(uint64_t);
 }
 
 #endif
