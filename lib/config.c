@@ -9,7 +9,6 @@
 #include "internal.h"
 
 #define SPIN_BUDGET_MAX_US 1000000u
-#define REACTOR_SLOTS_MAX (1u << 20) /* reactor_slots: checked for compatibility, used by nothing */
 #define UV_POLL_MAX_US 1000000u
 #define SUBMIT_THREADS_MAX 64u
 #define SUBMIT_RING_MAX 65536u
@@ -19,7 +18,6 @@
   {.driver = "cuda",                                                                              \
    .spin_budget_us = 20,                                                                          \
    .host_sync = CUV_HOST_SYNC_OFF,                                                                \
-   .reactor_slots = 4096,                                                                         \
    .strict_hazards = false,                                                                       \
    .uv_poll_max_us = 1000,                                                                        \
    .submit_threads = 4,                                                                           \
@@ -153,9 +151,6 @@ int cuv__config_from_env(cuv_config_t *c, char *why, size_t n) {
   if ((text = env_value("CUV_HOST_SYNC", "CUDA_ASYNC_HOST_SYNC", &name)) &&
       !parse_host_sync(text, &c->host_sync))
     rc = refuse_env(name, text, "off, spin or block", why, n);
-  if ((text = env_value("CUV_REACTOR_SLOTS", NULL, &name)) &&
-      !parse_unsigned(text, 1, REACTOR_SLOTS_MAX, &c->reactor_slots))
-    rc = refuse_env(name, text, "slots from 1 to 1048576", why, n);
   if ((text = env_value("CUV_STRICT_HAZARDS", NULL, &name)) &&
       !parse_bool(text, &c->strict_hazards))
     rc = refuse_env(name, text, "0 or 1", why, n);
@@ -189,8 +184,6 @@ int cuv__config_check(const cuv_config_t *c, char *why, size_t n) {
   else if (c->host_sync != CUV_HOST_SYNC_OFF && c->host_sync != CUV_HOST_SYNC_SPIN &&
            c->host_sync != CUV_HOST_SYNC_BLOCK)
     bad = "host_sync: not a cuv_host_sync_t";
-  else if (c->reactor_slots < 1 || c->reactor_slots > REACTOR_SLOTS_MAX)
-    bad = "reactor_slots: not from 1 to 1048576";
   else if (c->uv_poll_max_us > UV_POLL_MAX_US)
     bad = "uv_poll_max_us: more than 1000000";
   else if (c->submit_threads > SUBMIT_THREADS_MAX)
@@ -254,7 +247,6 @@ bool cuv__config_differs(const cuv_config_t *c, char *why, size_t n) {
     return differs_number(why, n, #f, (unsigned)a->f, (unsigned)c->f);
   CUV__DIFFERS(spin_budget_us)
   CUV__DIFFERS(host_sync)
-  CUV__DIFFERS(reactor_slots)
   CUV__DIFFERS(strict_hazards)
   CUV__DIFFERS(uv_poll_max_us)
   CUV__DIFFERS(submit_threads)

@@ -26,7 +26,7 @@
 
 static const char *const variables[] = {
     "CUV_DRIVER",        "CUV_SPIN_BUDGET_US", "CUDA_ASYNC_SPIN_BUDGET_US", "CUV_HOST_SYNC",
-    "CUDA_ASYNC_HOST_SYNC", "CUV_REACTOR_SLOTS", "CUV_STRICT_HAZARDS",      "CUV_UV_POLL_MAX_US",
+    "CUDA_ASYNC_HOST_SYNC", "CUV_STRICT_HAZARDS",    "CUV_UV_POLL_MAX_US",
     "CUV_SUBMIT_THREADS", "CUV_SUBMIT_INLINE", "CUV_SUBMIT_RING",  "CUV_NCCL",
     "CUV_STREAMS",
 };
@@ -43,7 +43,7 @@ static void clear_env(void) {
 static bool same_config(const cuv_config_t *a, const cuv_config_t *b) {
   return strcmp(a->driver ? a->driver : "cuda", b->driver ? b->driver : "cuda") == 0 &&
          a->spin_budget_us == b->spin_budget_us && a->host_sync == b->host_sync &&
-         a->reactor_slots == b->reactor_slots && a->strict_hazards == b->strict_hazards &&
+         a->strict_hazards == b->strict_hazards &&
          a->uv_poll_max_us == b->uv_poll_max_us && a->submit_threads == b->submit_threads &&
          a->submit_inline == b->submit_inline && a->submit_ring == b->submit_ring &&
          a->streams == b->streams && strcmp(a->nccl ? a->nccl : "", b->nccl ? b->nccl : "") == 0;
@@ -56,7 +56,6 @@ static cuv_config_t custom_config(void) {
   c.driver = suite_driver;
   c.spin_budget_us = 1 + cuvt_random_u32() % 999;
   c.host_sync = CUV_HOST_SYNC_BLOCK;
-  c.reactor_slots = 1 + cuvt_random_u32() % 64;
   c.strict_hazards = true;
   c.uv_poll_max_us = 1 + cuvt_random_u32() % 5000;
   c.submit_threads = 5 + cuvt_random_u32() % 60;
@@ -72,7 +71,7 @@ static int child_defaults(void) {
   cuv_config_t c;
   CHECK(cuv_config_default(&c) == 0);
   CHECK(strcmp(c.driver, suite_driver) == 0);
-  CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
+  CHECK(c.spin_budget_us == 20 && c.host_sync == CUV_HOST_SYNC_OFF);
   CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
   CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
   CHECK(c.submit_ring == 1024 && c.nccl == NULL && c.streams == 4);
@@ -90,7 +89,6 @@ static int child_environment(void) {
   cuv_config_t c;
   setenv("CUV_SPIN_BUDGET_US", "7", 1);
   setenv("CUV_HOST_SYNC", "spin", 1);
-  setenv("CUV_REACTOR_SLOTS", "3", 1);
   setenv("CUV_STRICT_HAZARDS", "1", 1);
   setenv("CUV_UV_POLL_MAX_US", "0", 1);
   setenv("CUV_SUBMIT_THREADS", "0", 1);
@@ -100,7 +98,7 @@ static int child_environment(void) {
   setenv("CUV_STREAMS", "1024", 1);
   CHECK(cuv_config_default(&c) == 0);
   CHECK(strcmp(c.nccl, "/opt/nccl/lib/libnccl.so.2") == 0);
-  CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN && c.reactor_slots == 3);
+  CHECK(c.spin_budget_us == 7 && c.host_sync == CUV_HOST_SYNC_SPIN);
   CHECK(c.strict_hazards && c.uv_poll_max_us == 0);
   CHECK(c.submit_threads == 0 && c.submit_inline == CUV_SUBMIT_INLINE_ALWAYS);
   CHECK(c.submit_ring == 65536 && c.streams == 1024);
@@ -127,7 +125,6 @@ static int child_environment_invalid(void) {
   static const char *const bad[][2] = {
       {"CUV_SPIN_BUDGET_US", "-5"},        {"CUV_SPIN_BUDGET_US", "1000001"},
       {"CUDA_ASYNC_SPIN_BUDGET_US", "2x"}, {"CUV_HOST_SYNC", "spinn"},
-      {"CUV_REACTOR_SLOTS", "0"},          {"CUV_REACTOR_SLOTS", "1048577"},
       {"CUV_STRICT_HAZARDS", "yes"},       {"CUV_UV_POLL_MAX_US", "99999999999999999999"},
       {"CUV_DRIVER", "simm"},              {"CUV_SUBMIT_THREADS", "65"},
       {"CUV_SUBMIT_INLINE", "sometimes"},  {"CUV_SUBMIT_RING", "1000"},
@@ -143,7 +140,7 @@ static int child_environment_invalid(void) {
     cuv_config_t c;
     CHECK(cuv_config_default(&c) == CUV_EINVAL);
     CHECK(strcmp(c.driver, "cuda") == 0 && c.spin_budget_us == 20);
-    CHECK(c.host_sync == CUV_HOST_SYNC_OFF && c.reactor_slots == 4096);
+    CHECK(c.host_sync == CUV_HOST_SYNC_OFF);
     CHECK(!c.strict_hazards && c.uv_poll_max_us == 1000);
     CHECK(c.submit_threads == 4 && c.submit_inline == CUV_SUBMIT_INLINE_IDLE);
     CHECK(c.submit_ring == 1024 && c.streams == 4);
@@ -232,11 +229,11 @@ static int child_init_twice(void) {
   CHECK(cuv_init_with(&first) == 0);
   CHECK(cuv_init_with(&first) == 0);
   CHECK(cuv_init_error() == NULL);
-  other.reactor_slots = first.reactor_slots + 1;
+  other.spin_budget_us = first.spin_budget_us + 1;
   CHECK(cuv_init_with(&other) == CUV_EBUSY);
   char want[128];
-  snprintf(want, sizeof want, "reactor_slots is %u, not %u", first.reactor_slots,
-           other.reactor_slots);
+  snprintf(want, sizeof want, "spin_budget_us is %u, not %u", first.spin_budget_us,
+           other.spin_budget_us);
   CHECK(cuv_init_error() && strstr(cuv_init_error(), want));
   CHECK(cuv_init_with(&first) == 0 && cuv_init_error() == NULL);
   other = first;
@@ -270,7 +267,6 @@ static int child_init_other_fields(void) {
   } while (0)
   OTHER(spin_budget_us, 21, "20", "21");
   OTHER(host_sync, CUV_HOST_SYNC_BLOCK, "0", "2");
-  OTHER(reactor_slots, 4097, "4096", "4097");
   OTHER(strict_hazards, true, "0", "1");
   OTHER(uv_poll_max_us, 1001, "1000", "1001");
   OTHER(submit_threads, 5, "4", "5");
@@ -393,8 +389,6 @@ static int child_invalid_configs(void) {
   BAD("spin_budget_us", spin_budget_us = (unsigned)-1);
   BAD("host_sync", host_sync = (cuv_host_sync_t)3);
   BAD("host_sync", host_sync = (cuv_host_sync_t)-1);
-  BAD("reactor_slots", reactor_slots = 0);
-  BAD("reactor_slots", reactor_slots = (1u << 20) + 1);
   BAD("uv_poll_max_us", uv_poll_max_us = 1000001);
   BAD("uv_poll_max_us", uv_poll_max_us = (unsigned)-5);
   BAD("submit_threads", submit_threads = 65);
@@ -436,13 +430,13 @@ static int child_invalid_then_valid(void) {
   CHECK(cuv_init_error() && strstr(cuv_init_error(), "NULL"));
   cuv_config_t c;
   cuv_config_default(&c);
-  c.reactor_slots = 0;
+  c.uv_poll_max_us = 1000001;
   CHECK(cuv_init_with(&c) == CUV_EINVAL);
-  c.reactor_slots = 1;
+  c.uv_poll_max_us = 7;
   CHECK(cuv_init_with(&c) == 0);
   CHECK(cuv_init_error() == NULL);
   cuv_config_t got;
-  CHECK(cuv_config_get(&got) == 0 && got.reactor_slots == 1);
+  CHECK(cuv_config_get(&got) == 0 && got.uv_poll_max_us == 7);
   CHECK(cuv_config_get(NULL) == CUV_EINVAL);
   return 0;
 }
@@ -467,12 +461,10 @@ static int child_concurrent_init(void) {
   race_config.spin_budget_us = 0;
   /* The environment says the same as race_config, so whichever thread initializes, the
    * configuration in force is the same. */
-  char slots[16], poll[16];
-  snprintf(slots, sizeof slots, "%u", race_config.reactor_slots);
+  char poll[16];
   snprintf(poll, sizeof poll, "%u", race_config.uv_poll_max_us);
   setenv("CUV_SPIN_BUDGET_US", "0", 1);
   setenv("CUV_HOST_SYNC", "block", 1);
-  setenv("CUV_REACTOR_SLOTS", slots, 1);
   setenv("CUV_STRICT_HAZARDS", "1", 1);
   setenv("CUV_UV_POLL_MAX_US", poll, 1);
   char threads_text[16], ring[16];

@@ -58,11 +58,6 @@ typedef struct cuv_config {
   /** CUV_HOST_SYNC (alias CUDA_ASYNC_HOST_SYNC): "off" (the default), "spin" (or cuda-async's
    * "spinwait") or "block" (or "blocking"); anything else is refused. */
   cuv_host_sync_t host_sync;
-  /** CUV_REACTOR_SLOTS: ignored since the reactor's per-stream timelines replaced its pool of flag
-   * slots (docs/completion.md); nothing is bounded by it. Still read and range-checked
-   * (1 to 1048576, default 4096) so that configurations written for older versions keep
-   * working. */
-  unsigned reactor_slots;
   /** CUV_STRICT_HAZARDS ("0" or "1"): true makes every new buffer strict: a conflicting access
    * to a buffer in flight on another stream fails with CUV_ECONFLICT instead of being ordered
    * with an event wait. Default false. */
