@@ -89,16 +89,6 @@ int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes
   return 0;
 }
 
-/* ---- cuv_alloc: stream-ordered allocation ---- */
-
-typedef struct alloc_op {
-  struct cuv_op_s op;
-  cuv_device_t *dev;
-  size_t bytes;
-} alloc_op_t;
-
-static void alloc_drop(cuv_op_t *op) { cuv__device_unref(((alloc_op_t *)op)->dev); }
-
 int cuv__buffer_alloc_async(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes,
                             cuv_stream_t *stream) {
   CUdeviceptr ptr = 0;
@@ -116,82 +106,8 @@ CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out) {
   return out->data;
 }
 
-static int alloc_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
-  alloc_op_t *a = (alloc_op_t *)op;
-  cuv_buffer_t *buf = NULL;
-  int rc = cuv__buffer_alloc_async(&buf, a->dev, a->bytes, ex->stream);
-  if (rc == 0)
-    *out = cuv__output(buf, cuv__buffer_release, buf);
-  alloc_drop(op);
-  return rc;
-}
-
-static const cuv__op_vt_t alloc_vt = {"alloc", alloc_execute, alloc_drop, cuv__touches_none};
-
-CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes) {
-  if (!dev || bytes == 0)
-    return cuv__op_fail(CUV_EINVAL);
-  alloc_op_t *a = (alloc_op_t *)cuv__op_new(&alloc_vt, sizeof *a);
-  if (!a)
-    return cuv__op_fail(CUV_ENOMEM);
-  a->dev = cuv__device_ref(dev);
-  a->bytes = bytes;
-  cuv__op_set_device(&a->op, dev->ordinal);
-  a->op.fresh_buffer = true;
-  return &a->op;
-}
-
-/* ---- cuv_free: stream-ordered free of the last reference ---- */
-
-typedef struct free_op {
-  struct cuv_op_s op;
-  cuv_buffer_t *buf;
-} free_op_t;
-
-static void free_drop(cuv_op_t *op) { cuv_buffer_unref(((free_op_t *)op)->buf); }
-
-/* Adopted memory has no stream-ordered free: the reference goes to the submission, so its
- * release runs once the work enqueued before it is proven complete. Without memory for the hold,
- * the stream is waited for instead. */
-static int free_adopted(cuv_buffer_t *buf, cuv__exec_t *ex) {
-  int rc = cuv__sub_hold(ex->sub, cuv__buffer_release, buf);
-  if (rc < 0) {
-    cuv__drv.cuStreamSynchronize(ex->stream->cu);
-    cuv_buffer_unref(buf);
-  }
-  return rc;
-}
-
-static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
-  cuv_buffer_t *buf = ((free_op_t *)op)->buf;
-  if (buf->dev != ex->stream->dev) {
-    cuv_buffer_unref(buf);
-    return CUV_EDEVICE;
-  }
-  if (buf->adopted)
-    return free_adopted(buf, ex);
-  /* Earlier work of this submission on this stream may still use the memory: the free is
-   * enqueued behind it. Other holders (submissions on other streams) make this not the last. */
+/* Drops one reference; the last frees the memory on `stream`, behind what is enqueued there. */
+void cuv__buffer_unref_on(cuv_buffer_t *buf, cuv_stream_t *stream) {
   if (atomic_fetch_sub(&buf->refs, 1) == 1)
-    buffer_destroy(buf, ex->stream);
-  return 0;
-}
-
-static void free_touches(const cuv_op_t *op, cuv__touches_t *t) {
-  cuv__touch(t, ((const free_op_t *)op)->buf, true);
-}
-
-static const cuv__op_vt_t free_vt = {"free", free_execute, free_drop, free_touches};
-
-CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf) {
-  if (!buf)
-    return cuv__op_fail(CUV_EINVAL);
-  free_op_t *f = (free_op_t *)cuv__op_new(&free_vt, sizeof *f);
-  if (!f) {
-    cuv_buffer_unref(buf);
-    return cuv__op_fail(CUV_ENOMEM);
-  }
-  f->buf = buf;
-  cuv__op_set_device(&f->op, buf->dev->ordinal);
-  return &f->op;
+    buffer_destroy(buf, stream);
 }

@@ -28,5 +28,7 @@ void cuv__buffer_release(void *buf);
  * stream at its last reference. */
 int cuv__buffer_alloc_async(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes,
                             cuv_stream_t *stream);
+/* Drops one reference to buf; the last frees its memory on `stream` (stream-ordered). */
+void cuv__buffer_unref_on(cuv_buffer_t *buf, cuv_stream_t *stream);
 
 #endif
