@@ -793,7 +793,7 @@ int main(int argc, char **argv) {
     print_row(&r, &base_sync, &base_hostfn);
     failed |= !r.ok;
   }
-  printf("targets (H200): configured <= 1.20x /sync and <= 0.50x /hostfn; spin 0 <= 2.00x "
+  printf("targets (on the GPU): configured <= 1.20x /sync and <= 0.50x /hostfn; spin 0 <= 2.00x "
          "/sync\n");
 
   printf("\n2. K pipelines into one loop thread, completions/s (%d ms each; raw on %d streams)\n",
@@ -816,7 +816,7 @@ int main(int argc, char **argv) {
   }
   if (tp_csv)
     fclose(tp_csv);
-  printf("targets (H200): /flag >= 0.95 and /hostfn >= 2.0 at K = 64..256\n");
+  printf("targets (on the GPU): /flag >= 0.95 and /hostfn >= 2.0 at K = 64..256\n");
 
   /* Nothing in flight now: the reactor should park after its short linger. */
   struct timespec settle = {0, 10 * 1000000L};

@@ -10,7 +10,7 @@
  *   cuv   cuv_sync(cuv_memcpy_peer(dst, 0, src, 0, S MiB)) between cuv buffers of the two
  *         devices: the op built, scheduled, enqueued, and waited for
  * Both copy between the same two allocations, so they move the same bytes over the same link.
- * Printed: the medians, GB/s, and cuv's bandwidth as a fraction of raw's (bar 0.95: issue 15,
+ * Printed: the medians, GB/s, and cuv's bandwidth as a fraction of raw's (bar 0.95: cuv-bench-peer,
  * bench/RESULTS.md). The copied data is checked once after each side ran. It needs two devices
  * (on the simulator: CUV_SIM_DEVICES=2). */
 #include <stdio.h>

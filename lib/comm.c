@@ -452,7 +452,7 @@ static void creation_release(void *arg) {
 
 /* Where the creation waits for NCCL's init. Not on its stream: NCCL's initialization allocates
  * and copies with implicit device-wide synchronization, which would wait forever for a stream of
- * that device held back until the initialization ends (seen on the H200). A queued submission
+ * that device held back until the initialization ends (seen on the GPU). A queued submission
  * (cuv_submit, cuv_uv_submit) is delivered only once cuv-nccl opened its gate, so no thread
  * waits, and a then or map over the creation waits for the gate like for a landing copy
  * (completion.c); a blocking executor, and cuv_enqueue_on, wait here, on the calling thread. */

@@ -249,7 +249,7 @@ extern void __lsan_ignore_object(const void *p) __attribute__((weak));
 
 /* Returns 1 when the host function could not be enqueued (the caller uses an event instead). The
  * mark lives on the heap: after a fault it is left to the dead context, which may still run host
- * functions queued before the fault (seen on the H200), so it is never freed under one. */
+ * functions queued before the fault (seen on the GPU), so it is never freed under one. */
 static int wait_host_function(cuv__submission_t *sub) {
   host_mark_t *mark = calloc(1, sizeof *mark);
   if (!mark)

@@ -4,8 +4,8 @@
 /* Objects that every thread reads on every op (a device, a stream, a kernel, a buffer) and whose
  * counters the submitting thread writes per op. The counters get a cache line of their own, or
  * each write takes the line from the submitter threads that read the rest, and each of their
- * reads takes it back: on the H200, with one Node loop and 64 launches in flight, the kernel's
- * reference count alone was 3.6% of the loop's time (bench/RESULTS.md, issue 17). Such objects
+ * reads takes it back: on the GPU, with one Node loop and 64 launches in flight, the kernel's
+ * reference count alone was 3.6% of the loop's time (bench/RESULTS.md, cuv-node). Such objects
  * are allocated aligned to the line (cuv__lines_zalloc), and freed with free(). */
 
 #include <stdalign.h>

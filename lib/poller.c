@@ -56,7 +56,7 @@ static void *poller_main(void *arg) {
 }
 
 /* At exit, before the libraries' destructors (atexit handlers run first): NCCL finalizes a
- * communicator on a thread of its own, which crashed on the H200 when the process ended under it
+ * communicator on a thread of its own, which crashed on the GPU when the process ended under it
  * (NCCL and the driver torn down). So the communicators being closed are seen to their end. */
 static void poller_exit(void) {
   pthread_mutex_lock(&P.lock);

@@ -4,9 +4,9 @@
 /* pool.c: the small objects made per op that one thread makes and another frees (an op node
  * made by a loop thread is freed by the submitter thread that ran it; a buffer access made there
  * is freed by the loop that retires its submission). Through malloc, every such free locks the
- * maker's arena against the maker's own mallocs: on the H200, with 64 saxpys in flight from one
+ * maker's arena against the maker's own mallocs: on the GPU, with 64 saxpys in flight from one
  * Node loop, a third of the loop thread's time was glibc's arena lock and its futex calls
- * (bench/RESULTS.md, issue 17). Here each thread keeps its blocks: it reuses its own without a
+ * (bench/RESULTS.md, cuv-node). Here each thread keeps its blocks: it reuses its own without a
  * lock, and a block freed by another thread goes back to its maker through one atomic push.
  *
  * A block comes from the pool and goes back to it (never to free(); never pool memory from

@@ -50,7 +50,7 @@ static void submit_job_run(cuv__job_t *job, bool queued) {
  * sanitizer's) and a fast one judge alike. A submission alone in its queue runs here whatever
  * the times: its thread waited for the previous one to finish (a latency-bound loop), and a
  * GPU faster than the driver's calls made that wait shorter than an enqueueing (cuv-bench-
- * latency on the H200: the bridge's p50 went from 1.10x to 1.66x a raw launch and sync). */
+ * latency on the GPU: the bridge's p50 went from 1.10x to 1.66x a raw launch and sync). */
 static bool busy_without_spin(const submit_job_t *s, unsigned pending) {
   return !s->may_spin && pending > 1 && cuv__now_ns() - nospin_end_ns < inline_cost_ns;
 }

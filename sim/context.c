@@ -107,7 +107,7 @@ CUresult CUDAAPI cuDeviceGetName(char *name, int len, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
-/* Values of an H200 (compute capability 9.0; those that vary were read from one with driver 580);
+/* Values of the GPU (compute capability 9.0; those that vary were read from one with driver 580);
  * attributes not listed are 0. */
 static int attribute_value(CUdevice_attribute attrib, CUdevice dev) {
   switch (attrib) {

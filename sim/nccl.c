@@ -35,7 +35,7 @@ struct sim_nccl_comm {
   /* NCCL's init, on a thread of its own once every rank joined, allocates and copies with
    * implicit device-wide synchronization: the device's work submitted until then (INIT_SYNC_NS
    * after the init call, at the earliest) must finish before the communicator is ready. A stream
-   * held back until the init ends therefore never lets it end, as on the H200 (sim lock). */
+   * held back until the init ends therefore never lets it end, as on the GPU (sim lock). */
   uint64_t init_sync_at;
   bool init_synced; /* init_waits noted */
   struct sim_init_wait {

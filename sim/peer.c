@@ -47,7 +47,7 @@ static unsigned peers_enabled(const struct sim_ctx *ctx) {
 }
 
 /* The current context and a valid, initialized peer context (lock held). The context itself is
- * a valid peer that cannot be enabled (unsupported, as the H200's driver answers). */
+ * a valid peer that cannot be enabled (unsupported, as the GPU's driver answers). */
 static CUresult peer_pair(CUcontext peerContext, struct sim_ctx **self, struct sim_ctx **peer) {
   CUresult r = sim_ctx_require(self);
   if (r != CUDA_SUCCESS)

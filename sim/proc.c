@@ -21,7 +21,7 @@ struct sim_entry {
 };
 
 /* Names whose function depends on the CUDA version asked for, as the real driver resolves them
- * (checked on an H200 with driver 580): at 13000, cuCtxSynchronize is the variant that takes the
+ * (checked on the GPU with driver 580): at 13000, cuCtxSynchronize is the variant that takes the
  * context (cudaTypedefs.h's PFN_cuCtxSynchronize_v13000); cuGraphInstantiate is the legacy
  * five-argument function at every version, even though cuda.h 12+ #defines the name to
  * cuGraphInstantiateWithFlags, which is resolved under its own name. Looked up first. */

@@ -229,7 +229,7 @@ struct sim_cmd_ops {
   /* Still runs when its stream reaches it after a sticky fault (it was queued before: nothing is
    * queued after one), unless its stream is the one whose command faulted or dropped a command
    * since the fault. Host functions and flag writes behind a kernel that was running when the
-   * fault hit, as an H200 runs them (tests/fault.c); queued kernels, copies, memsets and waits
+   * fault hit, as the GPU runs them (tests/fault.c); queued kernels, copies, memsets and waits
    * are dropped. */
   bool after_fault;
   /* Graph memory nodes (memory.c), lock held; may be NULL. instantiated(+1) is called for each
@@ -353,7 +353,7 @@ SIM_HIDDEN void sim_module_reset_ctx(struct sim_ctx *ctx);
 /* ---- Host functions (hostfn.c) --------------------------------------------------------------- */
 
 /* Runs fn(data) on the driver callback thread and returns when it returned, also after a sticky
- * fault (as an H200 runs host functions queued before one); not during a reset (lock NOT held). */
+ * fault (as the GPU runs host functions queued before one); not during a reset (lock NOT held). */
 SIM_HIDDEN void sim_hostfn_call(struct sim_ctx *ctx, CUhostFn fn, void *data);
 /* Drops queued, not yet started host functions of ctx (reset; lock held). */
 SIM_HIDDEN void sim_hostfn_reset_ctx(struct sim_ctx *ctx);

@@ -5,7 +5,7 @@
  * released, then counts it completed and wakes every waiter. After the context's sticky fault,
  * commands are dropped (counted completed without running), except host functions and flag
  * writes on a stream other than the faulting one with nothing dropped in front of them since the
- * fault (behind a kernel that was running when it hit, whose twin runs to its end). An H200 ran
+ * fault (behind a kernel that was running when it hit, whose twin runs to its end). The GPU ran
  * those in one run and in the next ended that kernel early and ran nothing behind it
  * (tests/conformance.c test_fault_runs_queued_host_work): this is the first of its two answers.
  * A write behind dropped work must not land: its reader would take the work for done (cuv's

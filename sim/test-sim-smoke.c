@@ -68,7 +68,7 @@ static void resolve(const char *name, void *slot) {
 }
 
 /* Every entry point of the list resolves. Two are then taken under other terms, as the real
- * driver requires (checked on an H200): at CUDA 13.0 "cuCtxSynchronize" is the variant taking a
+ * driver requires (checked on the GPU): at CUDA 13.0 "cuCtxSynchronize" is the variant taking a
  * context, so the (void) one is asked for at 12.0; "cuGraphInstantiate" is the legacy
  * five-argument function, so cuda.h's cuGraphInstantiate (= cuGraphInstantiateWithFlags) is asked
  * for by that name. */
@@ -131,7 +131,7 @@ struct dq {
   double a;
   float b;
 };
-/* The layout the driver reports: parameters at most 16-aligned (the H200, driver 580), so v sits
+/* The layout the driver reports: parameters at most 16-aligned (the GPU, driver 580), so v sits
  * at 16 after the 1-byte tag, where a C struct of the same members puts it at 32. */
 struct wide_params {
   char tag;

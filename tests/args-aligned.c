@@ -30,7 +30,7 @@ struct u8_u64_params {
   unsigned long long *y;
   unsigned n;
 };
-/* The driver places parameters at most 16-aligned (the H200, driver 580): the struct __align__(32)
+/* The driver places parameters at most 16-aligned (the GPU, driver 580): the struct __align__(32)
  * sits at offset 16 after the 1-byte tag, not at 32 as in a C struct of the same members. */
 struct a32_params {
   signed char tag;

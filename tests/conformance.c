@@ -773,9 +773,9 @@ static void CUDA_CB count_fault_host_call(void *arg) {
 
 /* Stream b is busy with a kernel, then has a host function and a flag write queued, when a kernel
  * on stream a faults; behind the faulting kernel, a has a host function and a flag write too.
- * What an H200 does (driver 580): b's host function and write ran in some runs (tests/fault.c)
+ * What the GPU does (driver 580): b's host function and write ran in some runs (tests/fault.c)
  * and not in others; the write queued behind the faulting kernel on its own stream never lands
- * (cuv's reactor relies on that: tests/uv-fault.c passes on the H200), nor, in the simulator, the
+ * (cuv's reactor relies on that: tests/uv-fault.c passes on the GPU), nor, in the simulator, the
  * host function there. The simulator runs b's queued work every time (sim/stream.c). The
  * waits are bounds that keep a broken driver from hanging the test; a's queued work would have
  * run before b's (it has nothing but the faulting kernel in front of it, and host functions run
@@ -819,7 +819,7 @@ static void test_fault_child(void **state) {
   assert_int_equal(cuvt_load(&w[FLAG_A]), 0);
   if (landed_b == value_b)
     assert_true(kernel_b_done);
-  /* The H200 ran b's queued work in one run and not in the next (driver 580): whether it runs is
+  /* The GPU ran b's queued work in one run and not in the next (driver 580): whether it runs is
    * not defined there. The simulator takes the first answer, every time. */
   if (cuvt_is_sim()) {
     assert_int_equal(landed_b, value_b);

@@ -29,7 +29,7 @@ static void CUDA_CB count_host_call(void *arg) {
 /* The documented results of a kernel's bad access: CUDA_ERROR_ILLEGAL_ADDRESS ("a load or store
  * instruction on an invalid memory address"), or on some systems CUDA_ERROR_LAUNCH_FAILED ("an
  * exception occurred on the device ... dereferencing an invalid device pointer"). The simulator
- * gives the one an H200 gives. */
+ * gives the one the GPU gives. */
 static void assert_fault_result(CUresult r) {
   if (cuvt_is_sim())
     assert_int_equal(r, CUDA_ERROR_ILLEGAL_ADDRESS);
@@ -37,7 +37,7 @@ static void assert_fault_result(CUresult r) {
     fail_msg("fault reported as %d (%s)", (int)r, cuv_err_name(cuv__cu(r)));
 }
 
-/* Work enqueued after the fault is refused with the fault (what an H200 does) or accepted and
+/* Work enqueued after the fault is refused with the fault (what the GPU does) or accepted and
  * then dropped. */
 static void assert_refused_or_ok(CUresult r, CUresult fault) {
   if (r != CUDA_SUCCESS && r != fault)
@@ -46,7 +46,7 @@ static void assert_refused_or_ok(CUresult r, CUresult fault) {
 }
 
 /* Stream b busy with a kernel when the fault hits, then a host function and a flag write. Not
- * behind a cuStreamWaitValue32 gate: on an H200 the fault was then never reported
+ * behind a cuStreamWaitValue32 gate: on the GPU the fault was then never reported
  * (cuStreamSynchronize of the faulting stream hung while the gate was closed). */
 static void enqueue_busy_work(CUstream b, CUdeviceptr flag, uint32_t value) {
   unsigned long long busy_ns = BUSY_MS * 1000000ull;
@@ -111,7 +111,7 @@ static void test_sticky_fault(void **state) {
           (int)fault, ran_before, queued_flag ? "landed" : "did not land");
   assert_int_equal(atomic_load(&host_calls[ENQUEUED_AFTER]), 0);
   assert_int_equal(cuvt_load(&w[FLAG_LATE]), 0);
-  /* What was queued before the fault behind b's busy kernel: an H200 (driver 580) ran b's host
+  /* What was queued before the fault behind b's busy kernel: the GPU (driver 580) ran b's host
    * function and landed its write, although cuda.h says host functions "will not be called in
    * the event of an error in the CUDA context"; the simulator does the same (sim/hostfn.c). On
    * the GPU this is only reported (above); tests/conformance.c asserts it on both drivers. */

@@ -164,7 +164,7 @@ static void test_probe_looks_twice(void **state) {
 
 /* A stream faults (device 1) while its submission waits on its word: the probe completes it with
  * the fault and keeps the word out of the pool, because the write queued behind the kernel that
- * was running when the fault hit still lands (as on an H200: tests/fault.c). The stream is then
+ * was running when the fault hit still lands (as on the GPU: tests/fault.c). The stream is then
  * destroyed, and the next submission, on a new stream of the healthy device 0, takes a word of its
  * own: the faulted work's late write lands on no one's word. Put back in the pool, the word would
  * be the new stream's (the pool hands out the word given back last), and the late write would land

@@ -71,7 +71,7 @@ static void test_sim_loads_every_entry_point(void **state) {
 }
 
 /* Where the driver resolves a name to another prototype than cuda.h declares under it, the table
- * must hold cuda.h's. The simulator resolves by version as the driver does (an H200 answered the
+ * must hold cuda.h's. The simulator resolves by version as the driver does (the GPU answered the
  * same), so its call counters tell which function a table member reached. */
 static void test_entry_points_have_cuda_h_prototypes(void **state) {
   /* The headers' version for all but cuCtxSynchronize, which takes a context from 13000 on. */

@@ -135,7 +135,7 @@ static void test_loop_polls_its_young_work(void **state) {
  * what follows as for its own work. The reactor thread, which scans flat out for 200 us after a
  * completion and then sleeps in steps of 20 us and more, is mostly asleep when one ends. (Links
  * submitted in pairs ended in pairs, with nothing left in flight when the loop looked: on the
- * H200 it never polled.) An async handle keeps the loop alive until the last called back.
+ * GPU it never polled.) An async handle keeps the loop alive until the last called back.
  * Without the poll nothing in this process calls cuv_poll: completed_polled stays 0. The pace is
  * a shape, not a timing assertion. */
 #define OTHER_CHAIN 100

@@ -70,7 +70,7 @@ CUV_SIM_EXTERN void cuv_sim_fail_clear(void);
 CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry);
 
 /* Makes the context's sticky fault now, as a faulting kernel would. Queued kernels, copies,
- * memsets and waits are dropped, and nothing can be queued after. As on an H200, host functions
+ * memsets and waits are dropped, and nothing can be queued after. As on the GPU, host functions
  * and cuStreamWriteValue32 writes queued behind a kernel that was running when the fault hit
  * still run, on every stream but the faulting kernel's, unless something in front of them on
  * their stream was dropped. */
