@@ -7,7 +7,8 @@
  *   cuv-bench-chain [--reps R]   wall time per op of the chain (built and run with cuv_sync)
  *                                against the raw driver in the same run: 100 cuLaunchKernel on one
  *                                stream + one cuStreamSynchronize, through the driver cuv loaded
- *                                (CUV_DRIVER), opened again with dlopen + cuGetProcAddress_v2 (raw.c)
+ *                                (CUV_DRIVER), opened again with dlopen + cuGetProcAddress_v2
+ *                                (raw.c)
  *   --seq                        chains with cuv_seq (ops built up front) instead of cuv_then
  *                                (each op built by the previous stage's callback)
  *   --typed                      with --chains: each launch through the typed launcher that
