@@ -45,8 +45,9 @@
 #define BACKOFF_MIN_MS 50
 #define BACKOFF_MAX_MS 2000
 /* At shutdown, a worker still running after this is killed. A worker that got EOF while still
- * starting (a spare) first finishes its start, then its teardown: on two H200s under the gpu
- * suite's load, spares took more than 5 s and were killed (bench/RESULTS.md, issue 15's suite). */
+ * starting (a spare) first finishes its start, then its teardown: on two GPUs under the gpu
+ * suite's load, spares took more than 5 s and were killed (bench/RESULTS.md,
+ * tcp-infer --isolate). */
 #define STOP_GRACE_MS 15000
 #define RETRY_AFTER "Retry-After: 1\r\n"
 #define ISOLATE_REPLAYS 1 /* a request runs on at most 1 + this many workers */

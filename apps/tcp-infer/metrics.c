@@ -267,7 +267,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_reactor_wakeups_total", "counter", "Times the reactor thread left its park.",
          st.reactor_wakeups);
   metric(f, "cuv_in_flight", "gauge", "Submissions not yet proven complete.", st.in_flight);
-  metric(f, "cuv_reactor_slots_in_use", "gauge",
+  metric(f, "cuv_reactor_waiting", "gauge",
          "Submissions waiting in the reactor now, on their streams' timeline words.",
          st.reactor_waiting);
   triton_metrics(f, n);

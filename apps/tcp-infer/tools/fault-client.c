@@ -25,7 +25,7 @@
  *
  * Every load answer must be 200 with the host's result: the server replays on the next worker
  * what a faulted, killed or hung worker held, so no error may reach a load request, in flight at
- * an event or sent during one (issue 16); only the debug request answers an error. No connection
+ * an event or sent during one; only the debug request answers an error. No connection
  * may lose a request. Exit 0, or 1 with the reason. Per event one line:
  *   RESULT event=fault n=1 inflight=N inflight_ok=A inflight_err=B answered_us=T1
  *          first_correct_us=T2 debug_status=S restarts=R promoted=P
