@@ -119,21 +119,90 @@ CUV_EXTERN int cuv_driver_version(int *version);
 
 /* ---- devices -------------------------------------------------------------------------------- */
 
+/** A device: one object per ordinal, reference counted, holding its primary context. */
 typedef struct cuv_device_s cuv_device_t;
 
+/** The number of CUDA devices the driver sees.
+ *
+ * It initializes the process as cuv_init() does if nothing did.
+ *
+ * @returns 0, and *count holds the number of devices.
+ * @errors CUV_EINVAL: count is NULL.
+ *         Any error of cuv_init() when that initialization failed (its status is returned).
+ *         A driver error (a CUresult as a negative code, see errors.h) when cuDeviceGetCount
+ *         fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_device_count(int *count);
-/* Opens (and retains the primary context of) device `ordinal`. Opening the same ordinal again
- * returns the same object with one more reference; each open needs one cuv_device_unref. */
+/** Opens (and retains the primary context of) device `ordinal`.
+ *
+ * Opening the same ordinal again returns the same object with one more reference.
+ * It initializes the process as cuv_init() does if nothing did.
+ *
+ * @returns 0, and *dev holds the device with one more reference.
+ * @errors CUV_EINVAL: dev is NULL.
+ *         CUV_ENODEV: ordinal is negative, or not below the device count (or cuv's maximum).
+ *         CUV_ENOMEM: no memory for the device object.
+ *         Any error of cuv_init() when that initialization failed (its status is returned).
+ *         A driver error when cuDeviceGet, cuDeviceGetName or cuDevicePrimaryCtxRetain fails.
+ * @threads Any thread.
+ * @notes Each open needs one cuv_device_unref.
+ */
 CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal);
+/** Takes one more reference on dev.
+ *
+ * @returns dev, or NULL when dev is NULL.
+ * @threads Any thread.
+ * @notes The reference is dropped with cuv_device_unref.
+ */
 CUV_EXTERN cuv_device_t *cuv_device_ref(cuv_device_t *dev);
+/** Drops a reference; the device (and its primary context) is released at the last one.
+ *
+ * NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes Streams, buffers and modules hold references of their own, so the device stays alive
+ *        while one of them does.
+ */
 CUV_EXTERN void cuv_device_unref(cuv_device_t *dev);
+/** The device's ordinal.
+ *
+ * @returns The ordinal (0 or more), or CUV_EINVAL when dev is NULL.
+ * @errors CUV_EINVAL: dev is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_device_ordinal(const cuv_device_t *dev);
+/** The device's name, as the driver gives it (cuDeviceGetName).
+ *
+ * @returns A string owned by the device (valid while it is referenced), or NULL when dev is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN const char *cuv_device_name(const cuv_device_t *dev);
-/* Any CUdevice_attribute value. */
+/** Any CUdevice_attribute value (cuDeviceGetAttribute).
+ *
+ * @returns 0, and *value holds the attribute's value.
+ * @errors CUV_EINVAL: dev or value is NULL.
+ *         A driver error when cuDeviceGetAttribute fails (CUDA_ERROR_INVALID_VALUE for an
+ *         unknown attribute).
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_device_attribute(const cuv_device_t *dev, int cu_attribute, int *value);
+/** The device's primary context (a CUcontext).
+ *
+ * @returns The context, or NULL when dev is NULL.
+ * @threads Any thread.
+ * @notes Borrowed: it is retained while the device is referenced.
+ */
 CUV_EXTERN struct CUctx_st *cuv_device_context(const cuv_device_t *dev);
-/* Makes the device's context current on the calling thread (cuv does this itself; this is for
- * code that calls the driver directly). */
+/** Makes the device's context current on the calling thread.
+ *
+ * cuv does this itself; this is for code that calls the driver directly.
+ *
+ * @returns 0 once the context is current (also when it already was).
+ * @errors CUV_EINVAL: dev is NULL.
+ *         A driver error when cuCtxSetCurrent fails.
+ * @threads Any thread (it binds the calling thread).
+ */
 CUV_EXTERN int cuv_device_bind(cuv_device_t *dev);
 
 /* Faults: a sticky device fault (illegal address, trap) kills the device's context, and driver
@@ -144,80 +213,228 @@ CUV_EXTERN int cuv_device_bind(cuv_device_t *dev);
 
 /* ---- streams -------------------------------------------------------------------------------- */
 
+/** A stream: a CUstream of one device, reference counted by the submissions on it. */
 typedef struct cuv_stream_s cuv_stream_t;
 
-/* A new non-blocking stream on `dev`. */
+/** Creates a new non-blocking stream on `dev` (cuStreamCreate, CU_STREAM_NON_BLOCKING).
+ *
+ * @returns 0, and *stream holds the caller's reference.
+ * @errors CUV_EINVAL: stream or dev is NULL.
+ *         CUV_ENOMEM: no memory for the stream object.
+ *         A driver error when binding the context or cuStreamCreate fails.
+ * @threads Any thread.
+ * @notes The stream holds a reference on dev. Drop it with cuv_stream_destroy.
+ */
 CUV_EXTERN int cuv_stream_create(cuv_stream_t **stream, cuv_device_t *dev);
-/* Wraps a CUstream the application owns; cuv never destroys it. */
+/** Wraps a CUstream the application owns; cuv never destroys it.
+ *
+ * raw must belong to dev's context (NULL is the context's legacy default stream).
+ *
+ * @returns 0, and *stream holds the caller's reference.
+ * @errors CUV_EINVAL: stream or dev is NULL.
+ *         CUV_ENOMEM: no memory for the stream object.
+ * @threads Any thread.
+ * @notes raw must outlive the wrapper and every submission on it. The wrapper holds a reference
+ *        on dev.
+ */
 CUV_EXTERN int cuv_stream_wrap(cuv_stream_t **stream, cuv_device_t *dev, struct CUstream_st *raw);
-/* Drops the caller's reference; the stream is destroyed once no submission uses it. */
+/** Drops the caller's reference; the stream is destroyed once no submission uses it.
+ *
+ * NULL is ignored. cuv_enqueue_on work still on the stream is waited for and reaped first.
+ *
+ * @threads Any thread.
+ * @notes A stream cuv created is destroyed with cuStreamDestroy; a wrapped one is left alone.
+ */
 CUV_EXTERN void cuv_stream_destroy(cuv_stream_t *stream);
+/** The stream's CUstream.
+ *
+ * @returns The CUstream, or NULL when stream is NULL (or wraps the default stream).
+ * @threads Any thread.
+ * @notes Borrowed: valid while the stream is referenced.
+ */
 CUV_EXTERN struct CUstream_st *cuv_stream_handle(const cuv_stream_t *stream);
+/** The stream's device.
+ *
+ * @returns The device (borrowed: take a reference with cuv_device_ref to keep it), or NULL when
+ *          stream is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_device_t *cuv_stream_device(const cuv_stream_t *stream);
-/* Blocks until all work on the stream is done; returns the stream's error if it faulted. */
+/** Blocks until all work on the stream is done (cuStreamSynchronize).
+ *
+ * It then reaps the cuv_enqueue_on work on the stream.
+ *
+ * @returns 0 when the stream's work completed.
+ * @errors CUV_EINVAL: stream is NULL.
+ *         The stream's error if it faulted (a driver error, see cuv_status_is_fault), or a
+ *         driver error when binding the context fails.
+ * @threads Any thread; it blocks the calling thread.
+ */
 CUV_EXTERN int cuv_stream_synchronize(cuv_stream_t *stream);
-/* Submissions executed on this stream and not yet proven complete. */
+/** The submissions executed on this stream and not yet proven complete.
+ *
+ * @returns That count, or 0 when stream is NULL.
+ * @threads Any thread; the count may change as soon as it is read.
+ */
 CUV_EXTERN unsigned cuv_stream_in_flight(const cuv_stream_t *stream);
 
 /* ---- outputs -------------------------------------------------------------------------------- */
 
+/** Releases a value: called once, as release(release_arg). */
 typedef void (*cuv_release_fn)(void *arg);
 
+/** An op's output: a value and how to release it. A cleared output is all zeros. */
 typedef struct cuv_output {
-  void *data;             /* the value; NULL for ops without one ("unit") */
-  cuv_release_fn release; /* called once as release(release_arg) when dropped; may be NULL */
-  void *release_arg;      /* usually data itself; cuv_value sets it so */
+  void *data;             /**< The value; NULL for ops without one ("unit"). */
+  cuv_release_fn release; /**< Called once as release(release_arg) when dropped; may be NULL. */
+  void *release_arg;      /**< Usually data itself; cuv_value sets it so. */
 } cuv_output_t;
 
-/* Releases the value (once) and clears *out. Safe on a cleared output. */
+/** Releases the value (once) and clears *out.
+ *
+ * Safe on a cleared output; NULL is ignored.
+ *
+ * @threads Any thread; release runs on the calling thread.
+ */
 CUV_EXTERN void cuv_output_release(cuv_output_t *out);
-/* Moves the value out, leaving *out cleared (so cuv will not release it). */
+/** Moves the value out, leaving *out cleared (so cuv will not release it).
+ *
+ * @returns The value, now the caller's to release; a cleared output when out is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_output_t cuv_output_take(cuv_output_t *out);
 
-/* zip and fork output a tuple: data is a cuv_tuple_t whose release releases every item. */
+/** The output of zip and fork: data is a cuv_tuple_t whose release releases every item. */
 typedef struct cuv_tuple {
-  size_t n;
+  size_t n; /**< The number of items. */
 #ifndef __cplusplus /* C++ has no flexible array member: it reads items with cuv_tuple_get */
-  cuv_output_t items[];
+  cuv_output_t items[]; /**< The items, in the order of the ops (C only). */
 #endif
 } cuv_tuple_t;
 
-/* Item i of a tuple output, or NULL when out is not a tuple of more than i items. */
+/** Item i of a tuple output.
+ *
+ * @returns The item (owned by the tuple: cuv_output_take it to keep its value), or NULL when out
+ *          is NULL, is not a tuple, or has no more than i items.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_output_t *cuv_tuple_get(const cuv_output_t *out, size_t i);
 
 /* ---- ops ------------------------------------------------------------------------------------ */
 
+/** An op: a lazy description of GPU and host work, owned by one holder until it executes. */
 typedef struct cuv_op_s cuv_op_t;
 
-/* Drops an op that was never consumed, releasing what it captured. NULL is ignored. */
+/** Drops an op that was never consumed, releasing what it captured.
+ *
+ * NULL is ignored.
+ *
+ * @threads Any thread; the release functions of what it captured run on the calling thread.
+ * @notes Only for an op no combinator or executor consumed.
+ */
 CUV_EXTERN void cuv_op_destroy(cuv_op_t *op);
-/* The error an op carries from a failed constructor, or 0. Executing it reports the same. */
+/** The error an op carries from a failed constructor.
+ *
+ * Executing it reports the same.
+ *
+ * @returns 0 for a valid op, or its (negative) error.
+ * @errors CUV_EINVAL: op is NULL.
+ *         Whatever error its constructor failed with (see the constructor's @errors).
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_op_error(const cuv_op_t *op);
 
-/* An op that fails with `status` (a negative code) when executed: how a with_context or then
- * callback reports an error of its own (a cuBLAS failure, say) through the chain. */
+/** An op that fails with `status` (a negative code) when executed.
+ *
+ * This is how a with_context or then callback reports an error of its own (a cuBLAS failure,
+ * say) through the chain.
+ *
+ * @returns An error op, never NULL; cuv_op_error gives status.
+ * @errors status itself, when it is negative.
+ *         CUV_EINVAL: status is 0 or positive.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_fail(int status);
 
-/* Lifts a host value; release(data) runs when the value is dropped (free, for malloc'd data). */
+/** Lifts a host value into an op whose output is data.
+ *
+ * release(data) runs when the value is dropped (free, for malloc'd data).
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_ENOMEM: no memory for the op (release(data) has then run already).
+ * @threads Any thread; release runs on the thread that drops the value.
+ * @notes The op owns data until it executes; then the output does.
+ */
 CUV_EXTERN cuv_op_t *cuv_value(void *data, cuv_release_fn release);
 
-/* Builds the op to run once its stream is known. fn runs at execution time on the executing
- * thread, under the execution lock; it may call the driver (or cuBLAS...) on the stream's
- * CUstream and returns the op to run there (cuv_value(...) for a host value). */
+/** The callback of cuv_with_context: returns the op to run on `stream` (never NULL). */
 typedef cuv_op_t *(*cuv_context_fn)(cuv_stream_t *stream, void *arg);
+/** Builds the op to run once its stream is known.
+ *
+ * fn runs at execution time.
+ * It may call the driver (or cuBLAS...) on the stream's CUstream.
+ * It returns the op to run there (cuv_value(...) for a host value).
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: fn is NULL, or fn returned NULL.
+ *         CUV_ENOMEM: no memory for the op.
+ *         CUV_ECANCELED: the submission was cancelled before fn started.
+ *         Any error of the op fn returns.
+ * @threads Any thread builds it. fn runs at execution time on the executing thread, under the
+ *          execution lock (the thread cuv_then names for its fn).
+ * @notes arg_release(arg) runs once, when fn returned or when the op is dropped unexecuted (also
+ *        when the constructor fails). It may be NULL.
+ */
 CUV_EXTERN cuv_op_t *cuv_with_context(cuv_context_fn fn, void *arg, cuv_release_fn arg_release);
 
 /* ---- buffers: device memory ----------------------------------------------------------------- */
 
+/** A device buffer: reference counted device memory of one device. */
 typedef struct cuv_buffer_s cuv_buffer_t;
 
-/* Allocates now (cuMemAlloc). */
+/** Allocates `bytes` of device memory on `dev`, now (cuMemAlloc).
+ *
+ * @returns 0, and *buf holds the caller's first reference.
+ * @errors CUV_EINVAL: buf or dev is NULL, or bytes is 0.
+ *         CUV_ENOMEM: no memory for the buffer object.
+ *         A driver error (a CUresult as a negative code, see errors.h) when binding the context
+ *         or cuMemAlloc fails (CUDA_ERROR_OUT_OF_MEMORY: the device has not that much free).
+ * @threads Any thread.
+ * @notes The memory is freed once no reference and no submission holds it.
+ */
 CUV_EXTERN int cuv_buffer_create(cuv_buffer_t **buf, cuv_device_t *dev, size_t bytes);
+/** Takes one more reference on buf.
+ *
+ * @returns buf, or NULL when buf is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_buffer_t *cuv_buffer_ref(cuv_buffer_t *buf);
-/* Drops a reference; the memory is freed once no reference and no submission holds it. */
+/** Drops a reference; the memory is freed once no reference and no submission holds it.
+ *
+ * NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes Memory from cuv_alloc is freed on its allocating stream (cuMemFreeAsync).
+ */
 CUV_EXTERN void cuv_buffer_unref(cuv_buffer_t *buf);
+/** The buffer's device address.
+ *
+ * @returns The address, or 0 when buf is NULL.
+ * @threads Any thread.
+ * @notes Valid while the buffer is referenced.
+ */
 CUV_EXTERN cuv_deviceptr_t cuv_buffer_ptr(const cuv_buffer_t *buf);
+/** The buffer's size in bytes.
+ *
+ * @returns The size, or 0 when buf is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN size_t cuv_buffer_size(const cuv_buffer_t *buf);
+/** The buffer's device.
+ *
+ * @returns The device (borrowed), or NULL when buf is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
 
 /* Cross-stream hazards. Each buffer tracks the accesses in flight on it (stream, read or write)
@@ -227,46 +444,172 @@ CUV_EXTERN cuv_device_t *cuv_buffer_device(const cuv_buffer_t *buf);
  * CUV_HAZARD_STRICT refuses the conflict with CUV_ECONFLICT instead (also
  * the default for every buffer with CUV_STRICT_HAZARDS=1); CUV_HAZARD_NONE tracks nothing (the
  * caller orders). Accesses through cuv_enqueue_on stay tracked until their event is reaped. */
-enum { CUV_HAZARD_ORDER = 0, CUV_HAZARD_STRICT = 1, CUV_HAZARD_NONE = 2 };
+/** The hazard modes of cuv_buffer_set_hazard_mode. */
+enum {
+  CUV_HAZARD_ORDER = 0,  /**< Order a conflicting access after the other stream's (default). */
+  CUV_HAZARD_STRICT = 1, /**< Refuse a conflicting access with CUV_ECONFLICT. */
+  CUV_HAZARD_NONE = 2,   /**< Track nothing: the caller orders. */
+};
+/** Sets how buf's cross-stream hazards are handled (CUV_HAZARD_ORDER, _STRICT or _NONE).
+ *
+ * @returns 0.
+ * @errors CUV_EINVAL: buf is NULL, or mode is not one of the three.
+ * @threads Any thread.
+ * @notes The mode applies to accesses that execute afterwards.
+ */
 CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode);
 
-/* Stream-ordered allocation (cuMemAllocAsync). Output: a cuv_buffer_t * (released by unref). */
+/** Stream-ordered allocation of `bytes` on `dev` (cuMemAllocAsync on the executing stream).
+ *
+ * Its output is a cuv_buffer_t * (cuv_output_buffer), released by unref.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, or bytes is 0.
+ *         CUV_ENOMEM: no memory for the op or the buffer object.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync fails.
+ * @threads Any thread.
+ * @notes Not inside a graph capture.
+ */
 CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
-/* Stream-ordered free: consumes the caller's reference. When it is the last one, the memory is
- * freed with cuMemFreeAsync on the executing stream; otherwise at the last unref. Output: unit. */
+/** Stream-ordered free: consumes the caller's reference.
+ *
+ * When it is the last one, the memory is freed with cuMemFreeAsync on the executing stream.
+ * Otherwise it is freed at the last unref. Output: unit.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: buf is NULL.
+ *         CUV_ENOMEM: no memory for the op.
+ *         CUV_EDEVICE: executed on a stream of another device (the reference is dropped).
+ * @threads Any thread.
+ * @notes The reference passes to the op when it is built.
+ */
 CUV_EXTERN cuv_op_t *cuv_free(cuv_buffer_t *buf);
 
+/** The flags of cuv_memcpy_htod. */
 enum {
-  CUV_COPY_STAGE = 0,  /* cuv copies the host data into pinned staging now (default) */
-  CUV_COPY_BORROW = 1, /* the host memory is used in place: keep it alive until completion */
+  CUV_COPY_STAGE = 0,  /**< cuv copies the host data into pinned staging now (default). */
+  CUV_COPY_BORROW = 1, /**< The host memory is used in place: keep it alive until completion. */
 };
 
-/* Copies; each takes its own reference on the buffers. Output: unit. */
+/* The copies below each take their own reference on the buffers; their output is unit. Executed,
+ * each can also fail with CUV_EDEVICE (a stream of another device), CUV_ECONFLICT (a conflict
+ * with a CUV_HAZARD_STRICT buffer), CUV_ENOMEM (no memory to track the access) or a driver
+ * error of its copy or set. */
+/** Copies `bytes` of host memory at src into dst at dst_offset (cuMemcpyHtoDAsync).
+ *
+ * With CUV_COPY_STAGE the data is copied into pinned staging now, so src may be reused at once.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst is NULL, src is NULL with bytes > 0, or flags is neither flag.
+ *         CUV_ERANGE: dst_offset + bytes is past dst's end.
+ *         CUV_ENOMEM: no memory for the op or its staging.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ * @notes With CUV_COPY_BORROW, src must stay valid until the submission completes.
+ */
 CUV_EXTERN cuv_op_t *cuv_memcpy_htod(cuv_buffer_t *dst, size_t dst_offset, const void *src,
                                      size_t bytes, unsigned flags);
-/* dst must stay valid until the submission completes; its contents are defined only then. Into
- * pageable memory the driver returns only once the copy ran, so the submitting thread waits for
- * the stream's earlier work (and what it waits on): from a loop thread, copy into pinned memory
- * (cuv_download_into a host buffer, or cuv_download). */
+/** Copies `bytes` of src at src_offset into host memory at dst (cuMemcpyDtoHAsync).
+ *
+ * Into pageable memory the driver returns only once the copy ran, so the submitting thread waits
+ * for the stream's earlier work (and what it waits on): from a loop thread, copy into pinned
+ * memory (cuv_download_into a host buffer, or cuv_download).
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: src is NULL, or dst is NULL with bytes > 0.
+ *         CUV_ERANGE: src_offset + bytes is past src's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ * @notes dst must stay valid until the submission completes; its contents are defined only then.
+ */
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_offset, size_t bytes);
+/** Copies `bytes` of src at src_offset into dst at dst_offset, on one device.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst or src is NULL.
+ *         CUV_ERANGE: either range is past its buffer's end.
+ *         CUV_EDEVICE: dst and src are buffers of two devices (use cuv_memcpy_peer).
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_memcpy_dtod(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
-/* Copies between buffers of two devices (docs/devices.md): on a stream of dst's device,
- * with cuMemcpyPeerAsync. cuv enables peer access once per pair of devices where
- * cuDeviceCanAccessPeer allows it, and copies without it where it does not; where the driver
- * refuses the peer copy (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED or
- * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED) it stages the copy through pinned host memory. The op's
- * device is dst's, and it touches both devices; both buffers are hazard-tracked and held until
- * completion. Buffers of one device: the same as cuv_memcpy_dtod. Output: unit. */
+/** Copies between buffers of two devices (docs/devices.md), with cuMemcpyPeerAsync.
+ *
+ * It runs on a stream of dst's device.
+ * cuv enables peer access once per pair of devices where cuDeviceCanAccessPeer allows it, and
+ * copies without it where it does not.
+ * Where the driver refuses the peer copy (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_NOT_PERMITTED or
+ * CUDA_ERROR_PEER_ACCESS_UNSUPPORTED), it stages the copy through pinned host memory.
+ * The op's device is dst's, and it touches both devices.
+ * Buffers of one device: the same as cuv_memcpy_dtod.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst or src is NULL.
+ *         CUV_ERANGE: either range is past its buffer's end.
+ *         CUV_ENOMEM: no memory for the op, or for staging at execution.
+ *         CUV_ENOTSUP: executed inside a graph capture.
+ *         At execution: CUV_EDEVICE (a stream of a device other than dst's, or a tree that did
+ *         not name src's device), CUV_ECONFLICT, or the driver's error.
+ * @threads Any thread.
+ * @notes Both buffers are hazard-tracked and held until completion.
+ */
 CUV_EXTERN cuv_op_t *cuv_memcpy_peer(cuv_buffer_t *dst, size_t dst_offset, cuv_buffer_t *src,
                                      size_t src_offset, size_t bytes);
+/** Sets `bytes` bytes of dst at offset to value (cuMemsetD8Async).
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst is NULL.
+ *         CUV_ERANGE: offset + bytes is past dst's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_memset8(cuv_buffer_t *dst, size_t offset, uint8_t value, size_t bytes);
-/* offset and count in bytes and 16-bit elements; offset must be 2-byte aligned (CUV_EINVAL). */
+/** Sets `count` 16-bit elements of dst from byte `offset` to value (cuMemsetD16Async).
+ *
+ * offset is in bytes and must be 2-byte aligned; count is in 16-bit elements.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst is NULL, offset is not 2-byte aligned, or count * 2 overflows.
+ *         CUV_ERANGE: the range is past dst's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_memset16(cuv_buffer_t *dst, size_t offset, uint16_t value, size_t count);
-/* offset and count in bytes and 32-bit words; offset must be 4-byte aligned. */
+/** Sets `count` 32-bit words of dst from byte `offset` to value (cuMemsetD32Async).
+ *
+ * offset is in bytes and must be 4-byte aligned; count is in 32-bit words.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst is NULL, offset is not 4-byte aligned, or count * 4 overflows.
+ *         CUV_ERANGE: the range is past dst's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_memset32(cuv_buffer_t *dst, size_t offset, uint32_t value, size_t count);
-/* Copies a device range into new host memory. Output: a pointer to `bytes` bytes (valid after
- * completion), released with the output. */
+/** Copies a device range into new host memory (pinned, from cuv's pool).
+ *
+ * @returns A new op, never NULL, whose output is a pointer to `bytes` bytes (valid after
+ *          completion), released with the output; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: src is NULL, or bytes is 0.
+ *         CUV_ERANGE: src_offset + bytes is past src's end.
+ *         CUV_ENOMEM: no memory for the op, or no pinned memory at execution.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, or the driver's error.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t bytes);
 
 /* Host buffers: page-locked host memory from cuv's pinned pool, usable by every context, and
@@ -275,16 +618,70 @@ CUV_EXTERN cuv_op_t *cuv_download(cuv_buffer_t *src, size_t src_offset, size_t b
  * holds a reference until its GPU work is proven complete, so dropping yours early is safe. The
  * caller orders host accesses: write it only while no submission that reads it is in flight, and
  * read what cuv_download_into wrote only after that submission completed. */
+/** A host buffer: reference counted page-locked host memory from cuv's pinned pool. */
 typedef struct cuv_host_buffer_s cuv_host_buffer_t;
+/** Allocates a host buffer of `bytes` from dev's pinned pool.
+ *
+ * It initializes the process as cuv_init() does if nothing did.
+ *
+ * @returns 0, and *out holds the caller's first reference.
+ * @errors CUV_EINVAL: out or dev is NULL, or bytes is 0 (*out is set to NULL when out is not).
+ *         CUV_ENOMEM: no pinned memory of that size.
+ *         Any error of cuv_init() when that initialization failed (its status is returned).
+ * @threads Any thread.
+ * @notes The memory goes back to the pool at the last cuv_host_buffer_unref.
+ */
 CUV_EXTERN int cuv_host_buffer_create(cuv_host_buffer_t **out, cuv_device_t *dev, size_t bytes);
+/** The host buffer's memory.
+ *
+ * @returns The address, or NULL when buf is NULL.
+ * @threads Any thread.
+ * @notes Valid while the buffer is referenced.
+ */
 CUV_EXTERN void *cuv_host_buffer_data(const cuv_host_buffer_t *buf);
+/** The host buffer's size in bytes.
+ *
+ * @returns The size, or 0 when buf is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN size_t cuv_host_buffer_size(const cuv_host_buffer_t *buf);
+/** Takes one more reference on buf.
+ *
+ * @returns buf, or NULL when buf is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_host_buffer_t *cuv_host_buffer_ref(cuv_host_buffer_t *buf);
+/** Drops a reference; at the last one the memory goes back to the pinned pool.
+ *
+ * NULL is ignored.
+ *
+ * @threads Any thread.
+ */
 CUV_EXTERN void cuv_host_buffer_unref(cuv_host_buffer_t *buf);
-/* dst[dst_offset..+bytes) = src[src_offset..+bytes). Output: unit. */
+/** Uploads: dst[dst_offset..+bytes) = src[src_offset..+bytes), in one DMA.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst or src is NULL.
+ *         CUV_ERANGE: either range is past its buffer's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ * @notes The op holds references on both buffers until the copy is proven complete.
+ */
 CUV_EXTERN cuv_op_t *cuv_upload(cuv_buffer_t *dst, size_t dst_offset, cuv_host_buffer_t *src,
                                 size_t src_offset, size_t bytes);
-/* dst[dst_offset..+bytes) = src[src_offset..+bytes), defined once the submission completed. */
+/** Downloads: dst[dst_offset..+bytes) = src[src_offset..+bytes), in one DMA.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst or src is NULL.
+ *         CUV_ERANGE: either range is past its buffer's end.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
+ * @threads Any thread.
+ * @notes dst's contents are defined once the submission completed.
+ */
 CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset,
                                        cuv_buffer_t *src, size_t src_offset, size_t bytes);
 
@@ -296,24 +693,114 @@ CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset
  * use of it is ordered after the fill as for cuv_memset32. count is in elements: 0, or
  * count * element size past SIZE_MAX, is CUV_EINVAL; so is a NULL device or buffer. Executed on a
  * stream of another device: CUV_EDEVICE. Like cuv_alloc, not inside a graph capture. */
+/** A new buffer of `count` bytes, each set to value.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, or count is 0.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the set fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_fill8(cuv_device_t *dev, size_t count, uint8_t value);
+/** A new buffer of `count` 16-bit elements, each set to value.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, count is 0, or count * 2 is past SIZE_MAX.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the set fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_fill16(cuv_device_t *dev, size_t count, uint16_t value);
+/** A new buffer of `count` 32-bit words, each set to value.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, count is 0, or count * 4 is past SIZE_MAX.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the set fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_fill32(cuv_device_t *dev, size_t count, uint32_t value);
-/* `bytes` zero bytes (zero in every type). */
+/** A new buffer of `bytes` zero bytes (zero in every type).
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, or bytes is 0.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the set fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_zeros(cuv_device_t *dev, size_t bytes);
-/* `count` floats of 1.0f. */
+/** A new buffer of `count` floats of 1.0f.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, count is 0, or count * 4 is past SIZE_MAX.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the set fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_ones_f32(cuv_device_t *dev, size_t count);
-/* Element i is start + i * step: modulo 2^32 for u32; for f32 computed in double and rounded to
- * float once. The values are computed on the host when the op executes, into pinned staging, and
- * copied in with one DMA. */
+/** A new buffer of `count` uint32_t: element i is start + i * step, modulo 2^32.
+ *
+ * The values are computed on the host when the op executes, into pinned staging.
+ * They are copied in with one DMA.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, count is 0, or count * 4 is past SIZE_MAX.
+ *         CUV_ENOMEM: no memory for the op, the buffer object, its tracking or the staging.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the copy fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_iota_u32(cuv_device_t *dev, size_t count, uint32_t start, uint32_t step);
+/** A new buffer of `count` floats: element i is start + i * step.
+ *
+ * Each element is computed in double and rounded to float once.
+ * The values are computed on the host when the op executes, into pinned staging.
+ * They are copied in with one DMA.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev is NULL, count is 0, or count * 4 is past SIZE_MAX.
+ *         CUV_ENOMEM: no memory for the op, the buffer object, its tracking or the staging.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when cuMemAllocAsync or the copy fails.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_op_t *cuv_iota_f32(cuv_device_t *dev, size_t count, float start, float step);
-/* A new buffer of src's size holding a copy of src, read on the executing stream (ordered after
- * writers of src on other streams). */
+/** A new buffer of src's size holding a copy of src.
+ *
+ * src is read on the executing stream, ordered after writers of src on other streams.
+ *
+ * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: src is NULL.
+ *         CUV_ENOMEM: no memory for the op, the buffer object or its tracking.
+ *         CUV_EDEVICE: executed on a stream of a device other than src's.
+ *         CUV_ECONFLICT: src is CUV_HAZARD_STRICT and another stream still writes it.
+ *         A driver error when cuMemAllocAsync or the copy fails.
+ * @threads Any thread.
+ * @notes The op holds a reference on src until the copy is proven complete.
+ */
 CUV_EXTERN cuv_op_t *cuv_dup(cuv_buffer_t *src);
-/* The buffer an output holds (that of cuv_alloc, the helpers above, a launch with one op
- * argument, or a cuv_value passing such an output on), or NULL when it holds none. Borrowed: it
- * lives as long as the output, or take a reference (cuv_buffer_ref). */
+/** The buffer an output holds.
+ *
+ * That is the buffer of cuv_alloc, the helpers above, a launch with one op argument, or a
+ * cuv_value passing such an output on.
+ *
+ * @returns The buffer, or NULL when out is NULL or holds none.
+ * @threads Any thread.
+ * @notes Borrowed: it lives as long as the output, or take a reference (cuv_buffer_ref).
+ */
 CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out);
 
 /* ---- modules and kernels -------------------------------------------------------------------- */
