@@ -379,6 +379,8 @@ typedef cuv_op_t *(*cuv_context_fn)(cuv_stream_t *stream, void *arg);
  * @errors CUV_EINVAL: fn is NULL, or fn returned NULL.
  *         CUV_ENOMEM: no memory for the op.
  *         CUV_ECANCELED: the submission was cancelled before fn started.
+ *         CUV_EREENTRANT: fn executed another op inside it.
+ *         CUV_EDEVICE: fn returned an op of a device the tree did not name when it was built.
  *         Any error of the op fn returns.
  * @threads Any thread builds it. fn runs at execution time on the executing thread, under the
  *          execution lock (the thread cuv_then names for its fn).
