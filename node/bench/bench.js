@@ -48,7 +48,7 @@ const inflight = option('inflight', smoke ? 8 : 64);
 const flight = option('flight', smoke ? 500 : 10000);
 const warm = option('warm', smoke ? 1 : 5, 0);
 const poolOps = smoke ? 200 : 20000;
-const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of an H200 per saxpy
+const longN = smoke ? 1024 : 1 << 24; // 64 MiB per buffer: about 50 us of a current datacenter GPU per saxpy
 const partsAt = process.argv.indexOf('--parts');
 const allParts = ['roundtrip', 'gputime', 'loop', 'pool'];
 const parts = partsAt >= 0 ? String(process.argv[partsAt + 1]).split(',') : allParts;

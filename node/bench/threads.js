@@ -1,7 +1,7 @@
 'use strict';
 // Rows of Promises kept in flight, each row with the CPU time every thread of the process spent
 // per op (by thread name, from /proc: Linux only) and cuv.stats()' deltas: which thread bounds
-// the throughput, and what a slow row spends more on (bench/RESULTS.md of cuv, issue 17).
+// the throughput, and what a slow row spends more on (bench/RESULTS.md of cuv).
 //
 //   node bench/threads.js [--op saxpy|nop] [--calls N] [--rows R] [--inflight K]
 // Defaults: saxpy (n=1, the K lanes share one x), 100000 calls per row, 24 rows, K = 64.

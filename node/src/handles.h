@@ -1,7 +1,7 @@
 /* DeviceBuffers' numbers: a hot call names its buffers by number, so the addon finds them with an
  * index instead of napi_check_object_type_tag and napi_unwrap (two private-property lookups
- * each: on the GPU they were 15% of the JavaScript thread's time per saxpy Promise,
- * bench/RESULTS.md, cuv-node). index.js reads the number from the object, under a symbol it
+ * each: on a GPU they were 15% of the JavaScript thread's time per saxpy Promise,
+ * bench/RESULTS.md). index.js reads the number from the object, under a symbol it
  * gets from the addon, for objects that are DeviceBuffers; a number that names no buffer of this
  * environment is refused like any other non-buffer. The table outlives the environment's state
  * while buffers remain: their finalizers may run after it is gone (Node's teardown runs them
