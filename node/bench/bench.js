@@ -183,7 +183,7 @@ async function gpuTime() {
   const gate = cuv.loadModule(cuv.ptx.testing).kernel('cuv_node_gate', ['u64', 'read', 'rw']);
   const closed = await cuv.upload(new Uint32Array(1)); // never opened: each gate times out
   const states = Array.from({ length: inflight }, () => cuv.alloc(Uint32Array, 1));
-  const dims = [64, 128, 16]; // tcp-infer's model (apps/tcp-infer/mlp.h)
+  const dims = [64, 128, 16]; // tcp-infer's model (kernels/mlp.h)
   const layers = [];
   for (let l = 0; l + 1 < dims.length; l++) {
     const scale = 1 / Math.sqrt(dims[l]);

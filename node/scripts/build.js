@@ -103,9 +103,9 @@ function writeGypi(root, files, version, cudaInclude) {
   const variables = {
     cuv_lib_sources: files.lib.map(inRoot),
     cuv_sim_sources: files.sim.map(inRoot),
-    cuv_addon_sources: [...src.map((f) => path.join('src', f)), 'gen/ptx.c',
+    cuv_addon_sources: [...src.map((f) => path.join('src', f)), 'gen/ptx.c', 'kernels/mlp.c',
       ...files.addon.map(inRoot)],
-    cuv_includes: ['gen/include', 'src', ...['include', 'internal', 'apps/tcp-infer'].map(inRoot),
+    cuv_includes: ['gen/include', 'src', 'kernels', ...['include', 'internal'].map(inRoot),
       cudaInclude],
     cuv_sim_soname: `libcuv-sim.so.${version.major}`,
     cuv_sim_extension: `so.${version.major}`,

@@ -14,11 +14,11 @@ const vendorDir = path.join(packageDir, 'vendor', 'cuv');
 
 // The kernel modules embedded as PTX: a .cu compiled by nvcc, and the listing of its entry names
 // that libcuv-sim accepts where nvcc is absent (not loadable by a GPU). `from: 'cuv'` files are
-// cuv's samples and apps, `from: 'package'` ones the package's own.
+// cuv's, `from: 'package'` ones the package's own (kernels/: copies of cuv's saxpy sample
+// and of tcp-infer's dense layer, so that the package builds from node/ alone).
 const kernelModules = [
-  { name: 'saxpy', from: 'cuv', cu: 'samples/saxpy/saxpy.cu',
-    listing: 'samples/saxpy/saxpy-sim.ptx' },
-  { name: 'mlp', from: 'cuv', cu: 'apps/tcp-infer/mlp.cu', listing: 'apps/tcp-infer/mlp-sim.ptx' },
+  { name: 'saxpy', from: 'package', cu: 'kernels/saxpy.cu', listing: 'kernels/saxpy-sim.ptx' },
+  { name: 'mlp', from: 'package', cu: 'kernels/mlp.cu', listing: 'kernels/mlp-sim.ptx' },
   { name: 'testing', from: 'package', cu: 'kernels/testing.cu',
     listing: 'kernels/testing-sim.ptx' },
 ];
@@ -67,12 +67,12 @@ function listDir(root, dir, suffixes) {
 function cuvFiles(root) {
   const lib = mesonFiles(root, 'lib/meson.build', 'cuv_sources');
   const sim = mesonFiles(root, 'sim/meson.build', 'cuv_sim_sources');
-  const addon = ['uv/bridge.c', 'apps/tcp-infer/mlp.c'];
+  const addon = ['uv/bridge.c'];
   const headers = [
     ...listDir(root, 'lib', ['.h']), ...listDir(root, 'sim', ['.h']),
     ...listDir(root, 'internal', ['.h']), ...listDir(root, 'internal/cuda', ['.h']),
     ...listDir(root, 'include', ['.h']),
-    ...listDir(root, 'include/cuv', ['.h', '.h.in']), 'apps/tcp-infer/mlp.h',
+    ...listDir(root, 'include/cuv', ['.h', '.h.in']),
   ];
   const kernels = kernelModules.filter((k) => k.from === 'cuv').flatMap((k) => [k.cu, k.listing]);
   const meta = ['meson.build', 'lib/meson.build', 'sim/meson.build', 'LICENSE'];

@@ -1,4 +1,4 @@
-/* The built-in ops: saxpy (samples/saxpy's kernel), mlp (apps/tcp-infer's dense layer, a launch
+/* The built-in ops: saxpy (kernels/saxpy.cu), mlp (kernels/mlp.cu's dense layer, a launch
  * per layer) and nop (an empty op, cuv_value: the bridge and Promise machinery alone). Their
  * builders serve the Promise bindings here and the blocking ones of baseline.c. */
 #ifndef CUV_NODE_BUILTINS_H

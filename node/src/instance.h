@@ -27,7 +27,7 @@ typedef struct cuv_node_addon {
   const cuv_node_instance_hooks_t *hooks;
   int setup; /* 0: not yet; 1: ready; < 0: the error setting up failed with (kept) */
   cuv_device_t *dev;
-  cuv_kernel_t *saxpy, *dense; /* samples/saxpy's kernel, apps/tcp-infer's dense layer */
+  cuv_kernel_t *saxpy, *dense; /* kernels/saxpy.cu, kernels/mlp.cu's dense layer */
   cuv_uv_t *bridge;
   cuv_node_feeder_t feeder;   /* submits for this thread while many jobs are in flight */
   cuv_node_settler_t settler; /* the bridge's completions, settled in slices per loop turn */

@@ -1,5 +1,5 @@
-/* Host twins of the package's kernels (twins.h). saxpy is samples/saxpy/saxpy.cu's; mlp_dense is
- * apps/tcp-infer/mlp.cu's, whose twin is tcp-infer's host reference (mlp.c); the cuv_node_* ones
+/* Host twins of the package's kernels (twins.h). saxpy is kernels/saxpy.cu's; mlp_dense is
+ * kernels/mlp.cu's, whose twin is tcp-infer's host reference (kernels/mlp.c); the cuv_node_* ones
  * are kernels/testing.cu's. Simulated device memory is host memory, so a CUdeviceptr parameter
  * is the host address. */
 #include <stdint.h>
