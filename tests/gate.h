@@ -1,10 +1,10 @@
 #ifndef CUVT_GATE_H
 #define CUVT_GATE_H
 
-/* A gate that holds GPU work in flight on purpose, not by timing (the pair tests/stats.c and
- * tests/concurrency.c use): a wait_flag kernel spins until a set_flag kernel on another stream
- * writes its flag, then writes 1 to its result word (2 if it gave up after its bound, which a
- * test asserts never happens). The flag and result are CUV_HAZARD_NONE: the two kernels talk
+/* A gate that holds GPU work in flight on purpose, not by timing (the pair tests/engine/stats.c and
+ * tests/completion/concurrency.c use): a wait_flag kernel spins until a set_flag kernel on another
+ * stream writes its flag, then writes 1 to its result word (2 if it gave up after its bound, which
+ * a test asserts never happens). The flag and result are CUV_HAZARD_NONE: the two kernels talk
  * through them on purpose, and ordering the setter after the waiter would deadlock them into the
  * bound. Header-only, for the scenarios that need work held while they look at cuv's state. */
 

@@ -1,10 +1,10 @@
 #ifndef CUVT_HAZARD_FIXTURE_H
 #define CUVT_HAZARD_FIXTURE_H
 
-/* The fixture of the cross-stream hazard scenarios (tests/hazards.c, tests/hazards-multi.c): two
- * streams, a queue, three buffers of N floats (src, buf, out) and host arrays of N floats; done
- * callbacks recorded on the draining thread, asserted on the test thread. The including file
- * defines N first. Header-only: each scenario is its own executable. */
+/* The fixture of the cross-stream hazard scenarios (tests/hazards/hazards.c,
+ * tests/hazards/hazards-multi.c): two streams, a queue, three buffers of N floats (src, buf, out)
+ * and host arrays of N floats; done callbacks recorded on the draining thread, asserted on the test
+ * thread. The including file defines N first. Header-only: each scenario is its own executable. */
 #include <stdlib.h>
 
 #include "counted.h"

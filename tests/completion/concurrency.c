@@ -5,8 +5,8 @@
  * stream (or ordered one after the other with an event) the waiter would run alone and report a
  * time-out. The flag buffers are CUV_HAZARD_NONE: the kernels synchronize through them on
  * purpose, and hazard ordering of the setter after the reader would serialize them just the same.
- * tests/conformance.c's test_streams_run_concurrently shows the driver (the simulator too) runs
- * streams concurrently; these show that cuv hands them the work so that it can. */
+ * tests/engine/conformance.c's test_streams_run_concurrently shows the driver (the simulator too)
+ * runs streams concurrently; these show that cuv hands them the work so that it can. */
 #include <stdatomic.h>
 
 #include "counted.h"

@@ -1,7 +1,7 @@
 /* Late writes against the reactor's other ways of finishing a submission on a stream's timeline
  * word (lib/reactor.c): the inline spin on the submitting thread, the probe's "idle twice" rule
- * and the probe's handling of a faulted stream. tests/generations.c covers words reused by other
- * streams; here:
+ * and the probe's handling of a faulted stream. tests/completion/generations.c covers words reused
+ * by other streams; here:
  *
  * - the inline spin on a word whose previous number's write is still to land (the spin must wait
  *   for its own number, not any change of the word);
@@ -164,11 +164,11 @@ static void test_probe_looks_twice(void **state) {
 
 /* A stream faults (device 1) while its submission waits on its word: the probe completes it with
  * the fault and keeps the word out of the pool, because the write queued behind the kernel that
- * was running when the fault hit still lands (as on the GPU: tests/fault.c). The stream is then
- * destroyed, and the next submission, on a new stream of the healthy device 0, takes a word of its
- * own: the faulted work's late write lands on no one's word. Put back in the pool, the word would
- * be the new stream's (the pool hands out the word given back last), and the late write would land
- * while the new stream's write is queued (cuv_sim_stale_writes). */
+ * was running when the fault hit still lands (as on the GPU: tests/errors/fault.c). The stream is
+ * then destroyed, and the next submission, on a new stream of the healthy device 0, takes a word of
+ * its own: the faulted work's late write lands on no one's word. Put back in the pool, the word
+ * would be the new stream's (the pool hands out the word given back last), and the late write would
+ * land while the new stream's write is queued (cuv_sim_stale_writes). */
 #define FAULTED_KERNEL_MS 100u
 #define NEXT_KERNEL_MS 300u
 

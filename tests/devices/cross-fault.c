@@ -92,8 +92,8 @@ static cuv_op_t *tree(cuv_buffer_t *buf0) {
   return cuv_then(cuv_seq(second, download), count_then, NULL);
 }
 
-/* The documented results of a kernel's bad access (tests/fault.c): the simulator gives the one
- * the GPU gave there. */
+/* The documented results of a kernel's bad access (tests/errors/fault.c): the simulator gives the
+ * one the GPU gave there. */
 static void assert_fault(int status) {
   print_message("# %s tree, %s: %s\n", tree_kind, executor, cuv_err_name(status));
   int r = cuv_cuda_result(status);

@@ -773,13 +773,13 @@ static void CUDA_CB count_fault_host_call(void *arg) {
 
 /* Stream b is busy with a kernel, then has a host function and a flag write queued, when a kernel
  * on stream a faults; behind the faulting kernel, a has a host function and a flag write too.
- * What the GPU does (driver 580): b's host function and write ran in some runs (tests/fault.c)
- * and not in others; the write queued behind the faulting kernel on its own stream never lands
- * (cuv's reactor relies on that: tests/uv-fault.c passes on the GPU), nor, in the simulator, the
- * host function there. The simulator runs b's queued work every time (sim/stream.c). The
- * waits are bounds that keep a broken driver from hanging the test; a's queued work would have
- * run before b's (it has nothing but the faulting kernel in front of it, and host functions run
- * in the order their streams reach them), so once b's has run, a's never will. */
+ * What the GPU does (driver 580): b's host function and write ran in some runs
+ * (tests/errors/fault.c) and not in others; the write queued behind the faulting kernel on its own
+ * stream never lands (cuv's reactor relies on that: tests/uv/uv-fault.c passes on the GPU), nor,
+ * in the simulator, the host function there. The simulator runs b's queued work every time
+ * (sim/stream.c). The waits are bounds that keep a broken driver from hanging the test; a's queued
+ * work would have run before b's (it has nothing but the faulting kernel in front of it, and host
+ * functions run in the order their streams reach them), so once b's has run, a's never will. */
 static void test_fault_child(void **state) {
   static const unsigned stream_id[2] = {0, 1};
   enum { FLAG_A, FLAG_B, KERNEL_B, WORDS };
@@ -836,8 +836,8 @@ static void test_fault_child(void **state) {
  * good, busy to cuStreamQuery, with nothing behind it run, while its context is healthy: another
  * stream of device 0 still runs, and device 1's event answers the fault. The simulator does this
  * (sim/event.c); cuv's reactor relies on it only in that it asks the streams of the other device
- * (lib/reactor.c), and tests/cross-fault.c checks cuv on it. Nothing here synchronizes or frees
- * in device 0's context (both would wait for the blocked stream). The bound on the wait only
+ * (lib/reactor.c), and tests/devices/cross-fault.c checks cuv on it. Nothing here synchronizes or
+ * frees in device 0's context (both would wait for the blocked stream). The bound on the wait only
  * keeps a driver that releases the waiter from passing unnoticed; it asserts nothing on time. */
 static void test_cross_fault_child(void **state) {
   int count = 0;

@@ -1,9 +1,10 @@
 /* An op that fails at execution time deep inside combinators (zip inside seq inside fork inside
  * then, and other shapes): every output produced before the failure is released exactly once,
  * every op after it is dropped (its captured values released once, its function never called),
- * the error reported is the first one, and a submission's callback runs once. tests/combinators.c
- * checks the same one level deep; lib/op.c (cuv__op_execute releases a failed op's partial
- * output), lib/combinators.c and lib/fork.c (drop what was not run) do it at every level. */
+ * the error reported is the first one, and a submission's callback runs once.
+ * tests/ops/combinators.c checks the same one level deep; lib/op.c (cuv__op_execute releases a
+ * failed op's partial output), lib/combinators.c and lib/fork.c (drop what was not run) do it at
+ * every level. */
 #include "counted.h"
 
 /* ---- ops that count: a with_context that fails or succeeds, and counts its calls and the

@@ -16,7 +16,7 @@
  * sleep, against an enqueueing of three calls on an otherwise idle machine.
  *
  * A fault kills the context for the rest of the process, so the test runs in a child process of
- * its own, forked before anything of cuv's ran in this one (tests/config.c's pattern), and
+ * its own, forked before anything of cuv's ran in this one (tests/config/config.c's pattern), and
  * reports by its exit status. Suites sim and gpu (skipped without a GPU). */
 #include <pthread.h>
 #include <stdio.h>
@@ -63,7 +63,7 @@ static void drain_until_called(cuv_queue_t *q, const record_t *r) {
   }
 }
 
-/* The documented results of a kernel's bad access (tests/fault.c): the simulator gives the
+/* The documented results of a kernel's bad access (tests/errors/fault.c): the simulator gives the
  * GPU's. */
 static bool fault_result(int status) {
   int r = cuv_cuda_result(status);
@@ -167,7 +167,8 @@ static int attempt(void) {
   CHECK(faulting.calls == 1);
   CHECK(fault_result(faulting.status));
   CHECK(after.faults - before.faults == 1);
-  CHECK(after.completed - before.completed == 0); /* a fault is not a completion (tests/stats.c) */
+  /* a fault is not a completion (tests/engine/stats.c) */
+  CHECK(after.completed - before.completed == 0);
   bool by_spin = after.completed_spin - before.completed_spin == 1;
   if (by_spin)
     CHECK(after.completed_reactor == before.completed_reactor);

@@ -1,5 +1,5 @@
-/* The cold half of the failure-injection sweep (suite sim; tests/sweep.c is the warm half): the
- * entry points cuv calls only while it starts (the driver, a device's context, the event and
+/* The cold half of the failure-injection sweep (suite sim; tests/errors/sweep.c is the warm half):
+ * the entry points cuv calls only while it starts (the driver, a device's context, the event and
  * pinned pools, the reactor's flags) fail at each of their calls in a process of their own, from
  * its first call on. Each child process runs a small cold workload (cuv_init, device 0, a module,
  * a launch chain with cuv_sync, a cuv_submit completed by the reactor, a host-buffer round trip)

@@ -12,7 +12,7 @@
  *     (what the work holds is released when the error is reported);
  *   - leave a runtime whose next clean run is right in every step (nothing freed early, nothing
  *     left broken; ASan and UBSan watch the rest).
- * No sticky fault is injected (that needs a process of its own: tests/fault.c, uv-fault.c).
+ * No sticky fault is injected (that needs a process of its own: tests/errors/fault.c, uv-fault.c).
  * A failing cuStreamWriteValue64 sends a submission to the host-callback path, so both
  * completion paths are in the sweep. The figures are printed at
  * the end (tests/README.md, "Failure-injection sweep"); CUVT_SWEEP_ONLY=<entry point> sweeps

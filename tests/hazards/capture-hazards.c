@@ -3,7 +3,7 @@
  * stream, issued while the replay still runs, is ordered after the replay and sees what it wrote.
  * Were the later read inside the graph to downgrade the noted access, reads on other streams
  * would run beside the replay and see the old contents. Checked on random data behind a slow
- * kernel at the head of the graph, as tests/hazards.c does for plain submissions. */
+ * kernel at the head of the graph, as tests/hazards/hazards.c does for plain submissions. */
 #include "counted.h"
 
 #define N 4099 /* not a multiple of the block size */

@@ -1,6 +1,7 @@
 /* The hazard tracker's counts (lib/hazard.c), from inside: what a buffer records about the
  * accesses in flight once they retire in an order other than their stream's. Reaches into
- * lib/buffer.h, so it links with the static archive; the public behaviour is tests/hazards.c's. */
+ * lib/buffer.h, so it links with the static archive; the public behaviour is
+ * tests/hazards/hazards.c's. */
 #include <string.h>
 
 #include "internal.h"

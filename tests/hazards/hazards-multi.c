@@ -1,5 +1,5 @@
-/* Cross-stream hazards when one submission touches a buffer more than once (tests/hazards.c has
- * one access per submission). lib/hazard.c records an access per (submission, stream, read or
+/* Cross-stream hazards when one submission touches a buffer more than once (tests/hazards/hazards.c
+ * has one access per submission). lib/hazard.c records an access per (submission, stream, read or
  * write) and skips a new one when the buffer's latest access is this submission's, on this stream
  * and at least as strong (already_held). These tests prove each of those three conditions: a
  * read then a write on one stream must leave the write tracked, a write on one fork branch and a

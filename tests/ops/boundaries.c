@@ -1,4 +1,4 @@
-/* Validation tested at its boundaries, one byte or one unit on each side (tests/bad-input.c
+/* Validation tested at its boundaries, one byte or one unit on each side (tests/uv/bad-input.c
  * checks far-out values): each launch dimension at zero (lib/launch.c), a kernel name at the
  * length limit and one byte over (lib/module.h keeps 127 bytes and the NUL), a policy of exactly
  * 1024 streams and of 1025 (lib/policy.c), and the range checks of copies, sets, host buffers and

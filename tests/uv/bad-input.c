@@ -243,7 +243,7 @@ static void test_op_consumed_on_every_path(void **state) {
   EXPECT(cuv_graph_update(NULL, counted()), CUV_EINVAL);
   EXPECT(cuv_graph_capture(NULL, counted(), NULL, &out), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 6);
-  /* A launch refused for any reason consumes its op arguments (tests/args-ops.c has more). */
+  /* A launch refused for any reason consumes its op arguments (tests/ops/args-ops.c has more). */
   atomic_store(&releases, 0);
   cuv_arg_t op_arg[] = {CUV_ARG_OP_RW(counted())};
   EXPECT_OP(cuv_launch(NULL, CUV_DIM1(1), CUV_DIM1(1), 0, op_arg, 1), CUV_EINVAL);
