@@ -3,7 +3,7 @@
 
 /* Every NCCL entry point cuv uses, in one list, with the part of NCCL's ABI those need. cuv builds
  * without NCCL's headers and opens the library at run time (lib/nccl.c), so the types are declared
- * here under cuv's own names, each identical to NCCL's (tests/nccl-abi.c compares them with the
+ * here under cuv's own names, each identical to NCCL's (tests/collectives/nccl-abi.c compares them with the
  * nccl.h it finds); libcuv-sim implements every entry of the list (sim/nccl.c).
  *
  * The list starts at NCCL 2.19, which lib/nccl.c requires: a non-blocking communicator

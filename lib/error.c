@@ -9,7 +9,7 @@
 
 /* libuv's codes and texts (uv.h's UV_ERRNO_MAP, as of libuv 1.51). On Linux a code is -errno
  * where errno.h has the name, and the rest have the fixed values uv/errno.h gives them;
- * tests/errors-uv.c checks every value and text against the uv.h it is built with. */
+ * tests/errors/errors-uv.c checks every value and text against the uv.h it is built with. */
 #define CUV__UV_ERRNO_MAP(XX)                                                                     \
   XX(E2BIG, -E2BIG, "argument list too long")                                                     \
   XX(EACCES, -EACCES, "permission denied")                                                        \

@@ -5,10 +5,10 @@
  * (lib/cross.c). Every fork point is recorded before any branch enqueues work and every join
  * after the last branch: a branch forked after branch 0 ran (on the executing stream) or after an
  * earlier branch's join waited for that work, and the branches ran one after the other
- * (tests/concurrency.c test_fork_branches_overlap). A branch of another device runs on a stream
- * of that device (the policy's when it serves that device, else the device's default policy's);
- * a branch of no device stays on the executing device. Branches that conflict on a buffer are
- * still ordered by the hazard tracking (lib/hazard.c). */
+ * (tests/completion/concurrency.c test_fork_branches_overlap). A branch of another device runs on a
+ * stream of that device (the policy's when it serves that device, else the device's default
+ * policy's); a branch of no device stays on the executing device. Branches that conflict on a
+ * buffer are still ordered by the hazard tracking (lib/hazard.c). */
 #include "internal.h"
 #include "combinators.h"
 #include "cross.h"

@@ -90,7 +90,7 @@ static launch_op_t *launch_new(size_t nargs, size_t storage) {
 /* Lays the arguments out in storage, each aligned to 8. An over-aligned scalar (a struct
  * __align__(32)) needs no more: the driver copies each parameter's bytes from its pointer into the
  * layout the kernel's PTX gives it (cuFuncGetParamInfo's offsets), wherever they sit on the host
- * (tests/args-aligned.c). */
+ * (tests/ops/args-aligned.c). */
 static void pack_args(launch_op_t *l, const cuv_arg_t *args, size_t nargs) {
   size_t at = 0;
   for (size_t i = 0; i < nargs; i++, l->nargs++) {

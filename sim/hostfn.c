@@ -4,9 +4,9 @@
  * its own stack to the callback thread and waits for it. A host function queued before a sticky
  * fault on a stream other than the faulting one, behind a kernel that was running when the fault
  * hit, still runs (the worker decides: sim_cmd_ops.after_fault), as on the GPU (driver 580;
- * tests/fault.c and
- * tests/conformance.c test_fault_runs_queued_host_work), although cuda.h says they "will not be
- * called in the event of an error in the CUDA context". None runs once a reset began. */
+ * tests/errors/fault.c and
+ * tests/engine/conformance.c test_fault_runs_queued_host_work), although cuda.h says they "will not
+ * be called in the event of an error in the CUDA context". None runs once a reset began. */
 
 #include <stdlib.h>
 

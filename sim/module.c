@@ -127,7 +127,7 @@ CUV_SIM_EXTERN void cuv_sim_set_kernel_duration(const char *name, unsigned usec)
 
 /* Parameter i's offset in the device-side layout: each parameter at its alignment, capped at 16,
  * as cuFuncGetParamInfo reports it on the GPU (driver 580: a struct __align__(32) after a 1-byte
- * parameter sits at offset 16, tests/args-aligned.c). */
+ * parameter sits at offset 16, tests/ops/args-aligned.c). */
 static size_t params_layout(const struct sim_kernel *k, size_t *offsets) {
   size_t off = 0;
   for (size_t i = 0; i < k->nparams; i++) {

@@ -229,8 +229,8 @@ struct sim_cmd_ops {
   /* Still runs when its stream reaches it after a sticky fault (it was queued before: nothing is
    * queued after one), unless its stream is the one whose command faulted or dropped a command
    * since the fault. Host functions and flag writes behind a kernel that was running when the
-   * fault hit, as the GPU runs them (tests/fault.c); queued kernels, copies, memsets and waits
-   * are dropped. */
+   * fault hit, as the GPU runs them (tests/errors/fault.c); queued kernels, copies, memsets and
+   * waits are dropped. */
   bool after_fault;
   /* Graph memory nodes (memory.c), lock held; may be NULL. instantiated(+1) is called for each
    * node when its graph is instantiated (it may refuse), instantiated(-1) when the executable

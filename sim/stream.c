@@ -7,9 +7,9 @@
  * writes on a stream other than the faulting one with nothing dropped in front of them since the
  * fault (behind a kernel that was running when it hit, whose twin runs to its end). The GPU ran
  * those in one run and in the next ended that kernel early and ran nothing behind it
- * (tests/conformance.c test_fault_runs_queued_host_work): this is the first of its two answers.
- * A write behind dropped work must not land: its reader would take the work for done (cuv's
- * reactor does; apps/tcp-infer's fault tests answered wrongly).
+ * (tests/engine/conformance.c test_fault_runs_queued_host_work): this is the first of its two
+ * answers. A write behind dropped work must not land: its reader would take the work for done
+ * (cuv's reactor does; apps/tcp-infer's fault tests answered wrongly).
  *
  * The NULL stream (also CU_STREAM_LEGACY and CU_STREAM_PER_THREAD) is one more worker per context,
  * created on first use. It does NOT implement the legacy stream's implicit synchronization with

@@ -54,7 +54,7 @@
  * are refused); from then on no thread may call cuv_uv_* with the bridge, and a call that began
  * earlier must have returned by the time close_cb returns. So a program that submits from other
  * threads stops them in close_cb, as a libuv program frees a handle's memory in its close
- * callback (tests/uv-close-race.c: the submitter holds a lock around each call, and close_cb
+ * callback (tests/uv/uv-close-race.c: the submitter holds a lock around each call, and close_cb
  * takes it to mark the bridge gone). The loop keeps running (and serving other I/O) meanwhile.
  * A done callback may submit more work or close its own bridge. Like uv_close for a handle,
  * cuv_uv_close is needed exactly once, before uv_loop_close: while the bridge closes it holds a

@@ -53,7 +53,7 @@ static void feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
   for (cuv_node_feed_t *next; job; job = next) {
     next = job->next;
     /* Counted before the submission: its callback may run on the loop before this returns, and
-     * whoever saw the callback must see it counted (tests/node-feeder.c). */
+     * whoever saw the callback must see it counted (tests/uv/node-feeder.c). */
     atomic_fetch_add_explicit(&f->fed, 1, memory_order_relaxed);
     int rc = cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, &polled);
     if (rc < 0) {

@@ -100,7 +100,7 @@ void cuv_node_feeder_catch_up(cuv_node_feeder_t *f);
 uint64_t cuv_node_feeder_fed(const cuv_node_feeder_t *f);
 
 #ifdef CUV_NODE_FEEDER_TEST_HOOK
-/* Only in a build that defines CUV_NODE_FEEDER_TEST_HOOK (tests/node-feeder.c, which defines
+/* Only in a build that defines CUV_NODE_FEEDER_TEST_HOOK (tests/uv/node-feeder.c, which defines
  * this): called on the thread after each look for jobs that found none, before the thread
  * decides whether the stop ends it, so a test can push a job and stop in that window. */
 void cuv_node_feeder_test_looked(cuv_node_feeder_t *f);

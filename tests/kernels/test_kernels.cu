@@ -49,7 +49,7 @@ __global__ void copy_f32(unsigned n, const float *in, float *out) {
   if (i < n) out[i] = in[i];
 }
 
-// Two outputs: x[i] = a, then y[i] = b (tests/args-unique.c gives it two ranges of one buffer).
+// Two outputs: x[i] = a, then y[i] = b (tests/ops/args-unique.c gives it two ranges of one buffer).
 __global__ void fill_two_u32(unsigned n, unsigned a, unsigned *x, unsigned b, unsigned *y) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) {
@@ -106,8 +106,8 @@ __global__ void set_flag(unsigned value, unsigned *flag) {
 // Writes through a bad pointer: an illegal address, the sticky fault.
 __global__ void fault_kernel(unsigned *bad) { *bad = 1u; }
 
-// Over-aligned parameters mixed with pointers (tests/args-aligned.c): each reads every byte of its
-// parameters, so a value placed at the wrong offset shows in the results.
+// Over-aligned parameters mixed with pointers (tests/ops/args-aligned.c): each reads every byte of
+// its parameters, so a value placed at the wrong offset shows in the results.
 __global__ void args_f4(unsigned n, cuvt_f4 v, const float *x, float *y) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) y[i] = x[i] * v.x + v.y * v.z - v.w;
