@@ -1,7 +1,8 @@
 #ifndef CUV_UV_H
 #define CUV_UV_H
 
-/* libcuv-uv: delivers cuv completions into a libuv loop.
+/** @file
+ * libcuv-uv: delivers cuv completions into a libuv loop.
  *
  * One bridge per loop. It owns three handles on the loop (a uv_async_t, a uv_idle_t and a
  * uv_check_t, whose data is the bridge) and one cuv queue. The thread that finishes GPU work (cuv's
@@ -92,29 +93,78 @@
 extern "C" {
 #endif
 
+/** A bridge: delivers the completions of one cuv queue into one libuv loop (see the file's
+ * description). */
 typedef struct cuv_uv_s cuv_uv_t;
+/** The callback of cuv_uv_close: runs once on the loop thread, in a later loop callback, when the
+ * bridge is about to be freed. */
 typedef void (*cuv_uv_close_cb)(cuv_uv_t *bridge, void *arg);
 
+/** Opens a bridge on `loop`: its three handles and its queue.
+ *
+ * @returns 0, and *bridge holds the new bridge.
+ * @errors CUV_EINVAL: bridge or loop is NULL.
+ *         cuv_init's error, when cuv cannot be initialised.
+ *         CUV_ENOMEM: no memory for the bridge or its queue.
+ *         libuv's code as it is, when uv_async_init fails.
+ * @threads The loop thread.
+ * @notes Close it with cuv_uv_close, exactly once, before uv_loop_close.
+ */
 CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
-/* As cuv_submit, with done run on the bridge's loop thread. 0 when accepted (done will run once);
- * a negative code when refused (done will not run). op is consumed either way. Callbacks come in
- * completion order: submissions spread over several streams (the default policy's four) come back
- * out of submission order; for order, give them one stream (opts->stream) or number them
- * (docs/libuv.md: completion order). */
+/** As cuv_submit, with done run on the bridge's loop thread.
+ *
+ * Callbacks come in completion order: submissions spread over several streams (the default
+ * policy's four) come back out of submission order; for order, give them one stream
+ * (opts->stream) or number them (docs/libuv.md: completion order).
+ *
+ * @returns 0 when accepted (done will run once); a negative code when refused (done will not
+ *          run).
+ * @errors CUV_EINVAL: bridge or done is NULL.
+ *         CUV_ECLOSED: the bridge is closing (cuv_uv_close), or a uv_walk closed its handles.
+ *         The codes of cuv_submit otherwise (CUV_ENOMEM, CUV_ECONSUMED, CUV_EREENTRANT,
+ *         CUV_EDEVICE, op's own error, a driver error).
+ * @threads Any thread, until close_cb (see Closing). done runs on the loop thread.
+ * @notes op is consumed either way. CUV_SUBMIT_NO_SPIN is added to opts' flags.
+ */
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
-/* Cancels a submission made through this bridge (its ticket from opts->ticket): as cuv_cancel,
- * its callback runs once, on the loop thread, with CUV_ECANCELED, in the loop's next iteration
- * (not when the GPU finishes; the loop stays alive until the work retires). CUV_ENOENT once it
- * ran or was cancelled. */
+/** Cancels a submission made through this bridge (its ticket from opts->ticket), as cuv_cancel.
+ *
+ * Its callback runs once, on the loop thread, with CUV_ECANCELED, in the loop's next iteration
+ * (not when the GPU finishes; the loop stays alive until the work retires).
+ *
+ * @returns 0 when it was cancelled.
+ * @errors CUV_EINVAL: bridge is NULL.
+ *         CUV_ENOENT: once it ran or was cancelled (or the ticket is unknown).
+ * @threads Any thread, until close_cb (see Closing). The callback runs on the loop thread.
+ */
 CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *bridge, cuv_ticket_t ticket);
-/* Submissions accepted whose callback has not run yet (inside a callback, not counting it), and
- * cancelled ones whose work has not retired yet. */
+/** Submissions accepted whose callback has not run yet (inside a callback, not counting it), and
+ * cancelled ones whose work has not retired yet.
+ *
+ * @returns That count; 0 when bridge is NULL.
+ * @threads Any thread, until close_cb (see Closing).
+ */
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *bridge);
+/** The loop the bridge was opened on.
+ *
+ * @returns The loop; NULL when bridge is NULL.
+ * @threads Any thread, until close_cb (see Closing).
+ */
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *bridge);
-/* Starts closing (see above); close_cb may be NULL where no other thread may still be calling
- * (nothing then tells them when the bridge is freed). Calling it twice is CUV_ECLOSED. The
- * bridge must be closed (and the loop run until close_cb) before uv_loop_close. */
+/** Starts closing (see above).
+ *
+ * close_cb may be NULL where no other thread may still be calling (nothing then tells them when
+ * the bridge is freed). The bridge must be closed (and the loop run until close_cb) before
+ * uv_loop_close.
+ *
+ * @returns 0 when closing started.
+ * @errors CUV_EINVAL: bridge is NULL.
+ *         CUV_ECLOSED: calling it twice.
+ *         libuv's code as it is, when uv_queue_work fails.
+ * @threads The loop thread. close_cb runs on the loop thread, in a later loop callback.
+ * @notes The bridge is freed after close_cb returns; no thread may use it from then on.
+ */
 CUV_EXTERN int cuv_uv_close(cuv_uv_t *bridge, cuv_uv_close_cb close_cb, void *arg);
 
 #ifdef __cplusplus
