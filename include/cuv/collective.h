@@ -1,7 +1,8 @@
 #ifndef CUV_COLLECTIVE_H
 #define CUV_COLLECTIVE_H
 
-/* Collectives: NCCL's all-reduce, all-gather, reduce-scatter, broadcast, reduce and send/recv as
+/** @file
+ * Collectives: NCCL's all-reduce, all-gather, reduce-scatter, broadcast, reduce and send/recv as
  * cuv ops, on cuv buffers, over a communicator that is a cuv object.
  *
  * NCCL is opened with dlopen at the first call that needs it (CUV_NCCL, cuv_config_t.nccl, says
