@@ -2,9 +2,9 @@
  * release store of 4 or 8 bytes) when the stream reaches it; cuStreamWaitValue32 holds the stream
  * until a condition on a 32-bit word holds, polling with acquire loads and short sleeps. A wait is
  * released by a sticky fault or a context reset. A write queued before a sticky fault on another
- * stream than the faulting one, behind a kernel that was running when it hit, still lands (as on an
- * GPU: sim/stream.c, tests/engine/conformance.c test_fault_runs_queued_host_work); nothing can be
- * queued after one.
+ * stream than the faulting one, behind a kernel that was running when it hit, still lands (as on
+ * the GPU: sim/stream.c, tests/engine/conformance.c test_fault_runs_queued_host_work); nothing can
+ * be queued after one.
  *
  * Delayed visibility (cuv_sim_set_write_delay_us, CUV_SIM_WRITE_DELAY_US): the stream passes the
  * write at once, so cuStreamQuery and events behind it report the work done, and the store itself

@@ -496,8 +496,8 @@ CUresult CUDAAPI cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t 
       copy_async(hStream, dstHost, (const void *)(uintptr_t)srcDevice, ByteCount, false, true);
   /* Into pageable memory the real driver returns only once the copy has run: the calling thread
    * waits for all the stream's earlier work, and for what that waits on in other streams (seen
-   * on the GPU: tests/engine/stats.c's gated reader held its cuv_submit until the gate's bound).
-   * */
+   * on the GPU: tests/engine/stats.c's gated reader held its cuv_submit until the gate's
+   * bound). */
   if (r == CUDA_SUCCESS && ByteCount > 0 && !host_pinned(dstHost))
     r = sim_stream_wait_copy(hStream);
   return r;

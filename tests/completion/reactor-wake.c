@@ -12,7 +12,7 @@
  *   cuv_sim_fail("cuStreamWriteValue64")) is watched by the reactor: a watch that moves the armed
  *   count from 0 wakes the parked thread (counted by reactor_wakeups while the work is held);
  * - a sticky fault on the stream of watched work: the host function behind the faulting kernel
- *   never runs (as on the GPU: tests/conformance.c), so only the reactor's probe of watched
+ *   never runs (as on the GPU: tests/engine/conformance.c), so only the reactor's probe of watched
  *   streams can complete it, with the fault. Without the watch, without the wake-up or with a
  *   probe that ignores the fault the callback never comes, and a 20 s watchdog fails the test.
  *

@@ -3,7 +3,7 @@
  * any init, queries before any init (they initialize nothing), invalid configurations, and a
  * driver path that does not load, with what cuv_init_error() says after each. A process is
  * initialized once, so each case runs in a child process of its own, forked before anything of
- * cuv's ran in this one (tests/no-device.c's pattern); the child's exit status is the verdict,
+ * cuv's ran in this one (tests/uv/no-device.c's pattern); the child's exit status is the verdict,
  * and a failing child prints the line of the check that failed. Suites sim and gpu: the children
  * load the suite's driver (the gpu suite is skipped where it does not load). */
 #include <limits.h>

@@ -2,10 +2,10 @@
  * The process runs with a 1 s inline spin budget (set before cuv reads its environment, once), so
  * a submission that may spin finds its stream's word within the budget; gated submissions wait in
  * the reactor (reactor_waiting counts them) and a failing stream write, on the simulator, sends one
- * to the host-callback path (a fallback). The gate is
- * tests/concurrency.c's pair: a wait_flag kernel holds its stream until a set_flag kernel on
- * another stream writes the flag, so "in flight" states are held on purpose, not by timing. The
- * last test faults the device, so it runs last. */
+ * to the host-callback path (a fallback). The gate is tests/completion/concurrency.c's pair: a
+ * wait_flag kernel holds its stream until a set_flag kernel on another stream writes the flag, so
+ * "in flight" states are held on purpose, not by timing. The last test faults the device, so it
+ * runs last. */
 #include <stdlib.h>
 #include <time.h>
 
@@ -284,7 +284,7 @@ static void test_fault_and_leak(void **state) {
 int main(void) {
   setenv("CUV_SPIN_BUDGET_US", "1000000", 1);
   /* The counters are read as soon as cuv_submit returns: its driver calls are made on this
-   * thread (tests/engine.c counts the engine's paths). */
+   * thread (tests/engine/engine.c counts the engine's paths). */
   setenv("CUV_SUBMIT_INLINE", "always", 1);
   cuvt_init();
   const struct CMUnitTest tests[] = {
