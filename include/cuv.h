@@ -807,38 +807,118 @@ CUV_EXTERN cuv_buffer_t *cuv_output_buffer(const cuv_output_t *out);
 
 /* ---- modules and kernels -------------------------------------------------------------------- */
 
+/** A loaded module (cuModule) of one device, reference-counted. */
 typedef struct cuv_module_s cuv_module_t;
+/** A kernel of a module (cuFunction), reference-counted; it holds a reference on its module. */
 typedef struct cuv_kernel_s cuv_kernel_t;
 
-/* Loads PTX (NUL-terminated), cubin or fatbin from memory. */
+/** Loads PTX (NUL-terminated), cubin or fatbin from memory onto `dev` (cuModuleLoadData).
+ *
+ * `size` is the image's size in bytes; 0 means a NUL-terminated PTX text (its length is taken).
+ * The image is copied before the driver reads it, so a PTX image given with its length but
+ * without a NUL is accepted.
+ *
+ * @returns 0, and *mod holds the caller's first reference.
+ * @errors CUV_EINVAL: mod, dev or image is NULL.
+ *         CUV_ENOMEM: no memory for the module or the image's copy.
+ *         A driver error (a CUresult as a negative code, see errors.h) when binding dev's context
+ *         or cuModuleLoadData fails (an invalid image, one built for another architecture...).
+ * @threads Any thread.
+ * @notes The module holds a reference on dev. cuv_module_unref drops the caller's reference.
+ */
 CUV_EXTERN int cuv_module_load_data(cuv_module_t **mod, cuv_device_t *dev, const void *image,
                                     size_t size);
+/** Loads the PTX, cubin or fatbin file at `path` onto `dev`, as cuv_module_load_data does.
+ *
+ * The whole file is read into memory, NUL-terminated, and loaded from there.
+ *
+ * @returns 0, and *mod holds the caller's first reference.
+ * @errors CUV_EINVAL: mod, dev or path is NULL.
+ *         CUV_EIO: the file cannot be opened, its size cannot be found, or reading it fails.
+ *         CUV_ENOMEM: no memory for the file's contents or the module.
+ *         A driver error (a CUresult as a negative code, see errors.h) when binding dev's context
+ *         or cuModuleLoadData fails.
+ * @threads Any thread.
+ * @notes The module holds a reference on dev. cuv_module_unref drops the caller's reference.
+ */
 CUV_EXTERN int cuv_module_load_file(cuv_module_t **mod, cuv_device_t *dev, const char *path);
-/* Drops the caller's reference; unloaded once no kernel or submission holds it. */
+/** Takes one more reference on mod.
+ *
+ * @returns mod, or NULL when mod is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_module_t *cuv_module_ref(cuv_module_t *mod);
+/** Drops the caller's reference; NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes The module is unloaded (cuModuleUnload) once no kernel or submission holds it: a kernel
+ *        holds its module, and a launch holds its kernel until its submission retires.
+ */
 CUV_EXTERN void cuv_module_unref(cuv_module_t *mod);
-/* Looks a kernel up by name; the kernel holds a reference on its module. */
+/** Looks a kernel up by name in mod (cuModuleGetFunction).
+ *
+ * Where the driver can tell (CUDA 12.4+), the kernel's parameter count and sizes are read too,
+ * so that cuv_launch checks arguments against them.
+ *
+ * @returns 0, and *kernel holds the caller's first reference.
+ * @errors CUV_EINVAL: kernel, mod or name is NULL, or name is too long for cuv to keep.
+ *         CUV_ENOMEM: no memory for the kernel.
+ *         CUV_ENOTFOUND: mod has no kernel of that name.
+ *         A driver error (a CUresult as a negative code, see errors.h) when binding the
+ *         module's context or cuModuleGetFunction fails otherwise.
+ * @threads Any thread.
+ * @notes The kernel holds a reference on its module. cuv_kernel_unref drops the caller's.
+ */
 CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **kernel, cuv_module_t *mod, const char *name);
+/** Takes one more reference on kernel.
+ *
+ * @returns kernel, or NULL when kernel is NULL.
+ * @threads Any thread.
+ */
 CUV_EXTERN cuv_kernel_t *cuv_kernel_ref(cuv_kernel_t *kernel);
+/** Drops the caller's reference; NULL is ignored.
+ *
+ * @threads Any thread.
+ * @notes The last reference (a launch holds one until its submission retires) frees the kernel
+ *        and drops its reference on the module.
+ */
 CUV_EXTERN void cuv_kernel_unref(cuv_kernel_t *kernel);
-/* Number of parameters, where the driver can tell (CUDA 12.4+); CUV_ENOTSUP otherwise. */
+/** The kernel's number of parameters, where the driver can tell (CUDA 12.4+).
+ *
+ * @returns 0, and *count holds the number of parameters.
+ * @errors CUV_EINVAL: kernel or count is NULL.
+ *         CUV_ENOTSUP: the driver cannot tell (older than CUDA 12.4, or its query failed).
+ * @threads Any thread.
+ */
 CUV_EXTERN int cuv_kernel_param_count(const cuv_kernel_t *kernel, size_t *count);
 
+/** A grid or block shape, in three dimensions; every one must be at least 1 for cuv_launch. */
 typedef struct cuv_dim3 {
-  unsigned x, y, z;
+  unsigned x; /**< The first dimension. */
+  unsigned y; /**< The second dimension. */
+  unsigned z; /**< The third dimension. */
 } cuv_dim3_t;
+/** A cuv_dim3_t of x_ by y_ by z_. */
 #define CUV_DIM3(x_, y_, z_) ((cuv_dim3_t){(x_), (y_), (z_)})
+/** A one-dimensional cuv_dim3_t: x_ by 1 by 1. */
 #define CUV_DIM1(x_) ((cuv_dim3_t){(x_), 1, 1})
 
-enum cuv_arg_kind { CUV_ARG_KIND_SCALAR, CUV_ARG_KIND_READ, CUV_ARG_KIND_WRITE, CUV_ARG_KIND_RW };
+/** What a kernel argument is, and how the kernel accesses a buffer argument. */
+enum cuv_arg_kind {
+  CUV_ARG_KIND_SCALAR, /**< A value, copied when the launch op is built. */
+  CUV_ARG_KIND_READ,   /**< A buffer (or an op's buffer) the kernel only reads. */
+  CUV_ARG_KIND_WRITE,  /**< A buffer (or an op's buffer) the kernel writes. */
+  CUV_ARG_KIND_RW,     /**< A buffer (or an op's buffer) the kernel reads and writes. */
+};
 
+/** Flags of a buffer argument (cuv_arg_t.flags). */
 enum {
-  /* This writable argument may share storage with other writable arguments of its launch: for a
+  /** This writable argument may share storage with other writable arguments of its launch: for a
    * kernel that aliases on purpose and orders its own accesses. */
   CUV_ARG_FLAG_MAY_ALIAS = 1u << 0,
 };
 
-/* One kernel argument: a buffer with its access (passed to the kernel as the buffer's device
+/** One kernel argument: a buffer with its access (passed to the kernel as the buffer's device
  * pointer plus offset), a scalar of any size and alignment (copied when the launch op is built; a
  * struct __align__(32) is passed as it is, the driver lays it out), or an op whose output buffer
  * becomes the argument (CUV_ARG_OP_*, below).
@@ -851,44 +931,67 @@ enum {
  * refusing that would refuse the common case to catch nothing a single writer could not do alone.
  * A kernel that aliases writable arguments on purpose marks one with CUV_ARG_MAY_ALIAS. A range
  * past the buffer is CUV_ERANGE. Hazard tracking between streams stays per buffer, whatever the
- * ranges. */
+ * ranges.
+ *
+ * Build arguments with the CUV_ARG_* macros rather than by hand. */
 typedef struct cuv_arg {
-  enum cuv_arg_kind kind;
-  cuv_buffer_t *buffer;
-  size_t offset;      /* buffer arguments: bytes into the buffer */
-  const void *scalar; /* scalars: the value, `size` bytes */
-  size_t size;
-  size_t length;      /* buffer arguments: bytes the kernel may touch from offset; 0: to the end */
-  unsigned flags;     /* buffer arguments: CUV_ARG_FLAG_*; 0 for scalars */
-  cuv_op_t *op;       /* op arguments, instead of buffer: the op, consumed by cuv_launch */
+  enum cuv_arg_kind kind; /**< Scalar, or the buffer argument's access. */
+  cuv_buffer_t *buffer;   /**< Buffer arguments: the buffer (NULL for an op argument). */
+  size_t offset;          /**< Buffer arguments: bytes into the buffer. */
+  const void *scalar;     /**< Scalars: the value, `size` bytes. */
+  size_t size;            /**< Scalars: the value's size in bytes (not 0). */
+  size_t length; /**< Buffer arguments: bytes the kernel may touch from offset; 0: to the end. */
+  unsigned flags; /**< Buffer arguments: CUV_ARG_FLAG_*; 0 for scalars. */
+  cuv_op_t *op;   /**< Op arguments, instead of buffer: the op, consumed by cuv_launch. */
 } cuv_arg_t;
 
+/** @cond INTERNAL */
 #define CUV__ARG_BUF(kind, buf, off, len)                                                         \
   ((cuv_arg_t){(kind), (buf), (off), NULL, 0, (len), 0, NULL})
+/** @endcond */
+/** A buffer the kernel reads, from its start. */
 #define CUV_ARG_READ(buf) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), 0, 0)
+/** A buffer the kernel writes, from its start. */
 #define CUV_ARG_WRITE(buf) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), 0, 0)
+/** A buffer the kernel reads and writes, from its start. */
 #define CUV_ARG_RW(buf) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), 0, 0)
-/* The same at a byte offset into the buffer (the kernel receives its pointer + offset). */
+/** CUV_ARG_READ at a byte offset into the buffer (the kernel receives its pointer + offset). */
 #define CUV_ARG_READ_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), 0)
+/** CUV_ARG_WRITE at a byte offset into the buffer (the kernel receives its pointer + offset). */
 #define CUV_ARG_WRITE_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), 0)
+/** CUV_ARG_RW at a byte offset into the buffer (the kernel receives its pointer + offset). */
 #define CUV_ARG_RW_AT(buf, off) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), 0)
-/* The same for the `len` bytes from `off` only: two writable ranges of one buffer that do not
- * overlap are accepted (two halves written by one kernel). */
+/** CUV_ARG_READ_AT for the `len` bytes from `off` only. */
 #define CUV_ARG_READ_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_READ, (buf), (off), (len))
+/** CUV_ARG_WRITE_AT for the `len` bytes from `off` only: two writable ranges of one buffer that
+ * do not overlap are accepted (two halves written by one kernel). */
 #define CUV_ARG_WRITE_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_WRITE, (buf), (off), (len))
+/** CUV_ARG_RW_AT for the `len` bytes from `off` only: two writable ranges of one buffer that do
+ * not overlap are accepted. */
 #define CUV_ARG_RW_RANGE(buf, off, len) CUV__ARG_BUF(CUV_ARG_KIND_RW, (buf), (off), (len))
+/** A scalar of `bytes` bytes at `ptr`, copied when the launch op is built. */
 #define CUV_ARG_SCALAR(ptr, bytes)                                                                \
   ((cuv_arg_t){CUV_ARG_KIND_SCALAR, NULL, 0, (ptr), (bytes), 0, 0, NULL})
+/** A scalar: the value of `lvalue`, sizeof(lvalue) bytes. */
 #define CUV_ARG_VALUE(lvalue) CUV_ARG_SCALAR(&(lvalue), sizeof(lvalue))
 
-/* `arg` marked CUV_ARG_FLAG_MAY_ALIAS: CUV_ARG_MAY_ALIAS(CUV_ARG_RW(buf)). */
+/** `arg` marked CUV_ARG_FLAG_MAY_ALIAS: CUV_ARG_MAY_ALIAS(CUV_ARG_RW(buf)).
+ *
+ * @returns A copy of arg with CUV_ARG_FLAG_MAY_ALIAS set in its flags.
+ * @threads Any thread.
+ */
 static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
   arg.flags |= CUV_ARG_FLAG_MAY_ALIAS;
   return arg;
 }
+/** `arg` marked CUV_ARG_FLAG_MAY_ALIAS (cuv_arg_may_alias). */
 #define CUV_ARG_MAY_ALIAS(arg) cuv_arg_may_alias(arg)
 
-/* An op as a kernel argument: CUV_ARG_OP_RW(cuv_dup(x)).
+/** @cond INTERNAL */
+#define CUV__ARG_OP(kind, op_) ((cuv_arg_t){(kind), NULL, 0, NULL, 0, 0, 0, (op_)})
+/** @endcond */
+/** An op as a kernel argument the kernel reads: CUV_ARG_OP_READ(cuv_dup(x)).
+ *
  * The op must output a buffer (cuv_output_buffer: cuv_alloc, the buffer helpers, or a then, map
  * or cuv_value passing one on). The launch runs it first, on its own stream, before the kernel and
  * in argument order, and passes that buffer with the access given (offset and length apply to
@@ -898,14 +1001,42 @@ static inline cuv_arg_t cuv_arg_may_alias(cuv_arg_t arg) {
  * output is not a buffer fails the launch with CUV_EARGS when it runs; one of another device is
  * CUV_EDEVICE. cuv_launch consumes every op argument, also when it fails (an op owned elsewhere
  * already, or named twice: CUV_ECONSUMED). */
-#define CUV__ARG_OP(kind, op_) ((cuv_arg_t){(kind), NULL, 0, NULL, 0, 0, 0, (op_)})
 #define CUV_ARG_OP_READ(op) CUV__ARG_OP(CUV_ARG_KIND_READ, (op))
+/** An op as a kernel argument the kernel writes (see CUV_ARG_OP_READ). */
 #define CUV_ARG_OP_WRITE(op) CUV__ARG_OP(CUV_ARG_KIND_WRITE, (op))
+/** An op as a kernel argument the kernel reads and writes: CUV_ARG_OP_RW(cuv_dup(x))
+ * (see CUV_ARG_OP_READ). */
 #define CUV_ARG_OP_RW(op) CUV__ARG_OP(CUV_ARG_KIND_RW, (op))
 
-/* A kernel launch. Arguments are checked against the kernel's parameter count and sizes where the
- * driver reports them (CUV_EARGS), and for unique storage (above). Output: unit, or the buffers
- * of its op arguments. Consumes the op arguments. */
+/** A kernel launch (cuLaunchKernel) of `grid` blocks of `block` threads, with `shared_bytes` of
+ * dynamic shared memory and the `nargs` arguments of `args`.
+ *
+ * Arguments are checked against the kernel's parameter count and sizes where the driver reports
+ * them (CUV_EARGS), and for unique storage (cuv_arg_t). Buffer arguments become device pointers
+ * when the op is built and scalars are copied into it, so args is free once cuv_launch returns.
+ * Output: unit, or the buffers of its op arguments (CUV_ARG_OP_READ).
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: kernel is NULL, args is NULL with nargs > 0, a grid or block dimension is
+ *         0, an argument's kind or flags are unknown, a scalar has no value, size 0, a length,
+ *         flags or an op, or a buffer argument names both a buffer and an op, or neither.
+ *         CUV_ERANGE: a buffer argument's offset and length reach past its buffer (for an op
+ *         argument: past the op's buffer, when it runs).
+ *         CUV_EDEVICE: a buffer argument's buffer, or an op argument, is of another device than
+ *         the kernel (for an op argument's buffer: when it runs).
+ *         CUV_EARGS: the argument count or an argument's size differs from the kernel's
+ *         parameters, two writable arguments name overlapping bytes of one buffer (neither
+ *         marked CUV_ARG_FLAG_MAY_ALIAS), or an op argument's output is not a buffer (when it
+ *         runs).
+ *         CUV_ECONSUMED: an op argument is already held by another combinator, or named twice.
+ *         CUV_ENOMEM: no memory for the op, its argument list, or the tuple of op outputs.
+ *         An op argument's own error, when it is an error op or fails when it runs.
+ *         A driver error (a CUresult as a negative code, see errors.h) when cuLaunchKernel fails.
+ * @threads Any thread builds it. It executes on the thread that makes the submission's driver
+ *          calls.
+ * @notes Consumes every op argument, also when it fails. The op holds the kernel, and the buffers
+ *        with their access, until its submission retires.
+ */
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
                                 unsigned shared_bytes, const cuv_arg_t *args, size_t nargs);
 
