@@ -17,7 +17,33 @@
  *    cuv_err_name names it as nccl.h does (ncclRemoteError, ...);
  *  - a failure of a CUDA driver call keeps its CUresult: the status is CUV_ECUDA(result), a value
  *    at or below CUV_ECUDA_BASE. cuv_cuda_result() gives the CUresult back, and cuv_strerror /
- *    cuv_err_name describe it with the driver's own words (CUDA_ERROR_ILLEGAL_ADDRESS, ...). */
+ *    cuv_err_name describe it with the driver's own words (CUDA_ERROR_ILLEGAL_ADDRESS, ...).
+ *
+ * The codes of CUV_ERRNO_MAP, each CUV_<name> in cuv_errno_t (keep this table in step):
+ *
+ * | Code           | Value      | Meaning (cuv_strerror gives the full text)                   |
+ * |----------------|------------|--------------------------------------------------------------|
+ * | CUV_EINVAL     | -EINVAL    | invalid argument: a bad argument or configuration            |
+ * | CUV_ENOMEM     | -ENOMEM    | not enough memory: host memory                               |
+ * | CUV_ENODEV     | -ENODEV    | no such device: a device ordinal out of range                |
+ * | CUV_ECANCELED  | -ECANCELED | operation canceled: cuv_cancel, a close                      |
+ * | CUV_EBUSY      | -EBUSY     | resource busy or locked: work in flight; init done           |
+ * | CUV_ERANGE     | -ERANGE    | result too large: offset or size outside a buffer            |
+ * | CUV_ENOTSUP    | -ENOTSUP   | operation not supported on socket: not by this driver            |
+ * | CUV_EIO        | -EIO       | i/o error: a file cannot be read                             |
+ * | CUV_ENOENT     | -ENOENT    | no such file or directory: an unknown or finished ticket     |
+ * | CUV_ENODRIVER  | -9001      | no CUDA driver could be loaded (cuv_init_error says why)     |
+ * | CUV_EDRIVER    | -9002      | the CUDA driver lacks an entry point cuv needs (too old?)    |
+ * | CUV_ECONSUMED  | -9003      | operation already consumed by a combinator or executor       |
+ * | CUV_EREENTRANT | -9004      | an op executed inside a then callback (execution lock)       |
+ * | CUV_ECONFLICT  | -9005      | conflicting access to a buffer in flight elsewhere (strict)  |
+ * | CUV_ECLOSED    | -9006      | queue or bridge is closed                                    |
+ * | CUV_ENOTFOUND  | -9007      | no such kernel in the module                                 |
+ * | CUV_EARGS      | -9008      | kernel arguments do not match the kernel's parameters        |
+ * | CUV_EDEVICE    | -9009      | objects of different devices used together                   |
+ * | CUV_ETHREAD    | -9010      | cannot start a thread                                        |
+ * | CUV_ENONCCL    | -9011      | no usable NCCL library (collectives need NCCL 2.19 or later) |
+ */
 
 #include <errno.h>
 
