@@ -29,7 +29,7 @@
  * | CUV_ECANCELED  | -ECANCELED | operation canceled: cuv_cancel, a close                      |
  * | CUV_EBUSY      | -EBUSY     | resource busy or locked: work in flight; init done           |
  * | CUV_ERANGE     | -ERANGE    | result too large: offset or size outside a buffer            |
- * | CUV_ENOTSUP    | -ENOTSUP   | operation not supported on socket: not by this driver            |
+ * | CUV_ENOTSUP    | -ENOTSUP   | operation not supported on socket: not by this driver       |
  * | CUV_EIO        | -EIO       | i/o error: a file cannot be read                             |
  * | CUV_ENOENT     | -ENOENT    | no such file or directory: an unknown or finished ticket     |
  * | CUV_ENODRIVER  | -9001      | no CUDA driver could be loaded (cuv_init_error says why)     |
