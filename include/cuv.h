@@ -44,6 +44,7 @@ extern "C" {
 /* Driver handles, declared as cuda.h declares them, so cuda.h is not needed to include this. */
 struct CUstream_st;
 struct CUctx_st;
+/** A device address, as the driver's CUdeviceptr (cuv_buffer_ptr, CUV_ARG_PTR). */
 typedef unsigned long long cuv_deviceptr_t;
 
 /* ---- errors, version, driver ---------------------------------------------------------------- */
