@@ -108,24 +108,28 @@ static cuv_stream_t *stream_of(cuv__timeline_t *t) {
 
 /* ---- set-up (first arm) ---- */
 
+/* Under park_lock, like the destructor: a process may exit while a submitter's first arm is
+ * starting the thread, and a library going away stops a start that has not begun. */
 static void init_once(void) {
-  if (pthread_create(&R.thread, NULL, reactor_main, NULL) != 0) {
+  pthread_mutex_lock(&R.park_lock);
+  if (atomic_load(&R.stop) || pthread_create(&R.thread, NULL, reactor_main, NULL) != 0) {
     R.init_status = CUV_ETHREAD;
-    return;
+  } else {
+    pthread_setname_np(R.thread, "cuv-reactor");
+    R.started = true;
   }
-  pthread_setname_np(R.thread, "cuv-reactor");
-  R.started = true;
+  pthread_mutex_unlock(&R.park_lock);
 }
 
 /* Stops the thread when the library goes away (dlclose or exit), so it never runs unmapped code. */
 __attribute__((destructor)) static void reactor_shutdown(void) {
-  if (!R.started)
-    return;
   pthread_mutex_lock(&R.park_lock);
+  bool started = R.started;
   atomic_store(&R.stop, true);
   pthread_cond_signal(&R.park_cond);
   pthread_mutex_unlock(&R.park_lock);
-  pthread_join(R.thread, NULL);
+  if (started)
+    pthread_join(R.thread, NULL);
   R.started = false;
 }
 
