@@ -39,12 +39,15 @@
  *
  * Spinning. At most one submitter spins at a time: it watches the queued count for SPIN_NS after
  * its last job, then parks on a condition variable; any other thread with nothing to do parks at
- * once. The spinner that claims a job wakes a parked thread to spin in its place, so the pushing
- * thread (a loop) finds a spinner and pays no wake-up, and a burst of work still finds threads;
- * several spinners only read the line each push writes and burn cores (bench/RESULTS.md: four of
- * them at 80 % of a core each in clock_gettime behind one loop). A pusher signals only when a
- * thread is parked and none is spinning (the counts and the queued number are sequentially
- * consistent, so a parking thread and a pusher cannot miss each other). */
+ * once. The spinner that claims a job of driver calls stays counted as spinning while it runs
+ * it (it is back at the ring within microseconds), so the pushing thread (a loop) pays no
+ * wake-up and one thread serves a steady stream; it wakes a parked thread only when more is
+ * queued than it took (a burst still finds threads) or when its job may wait for the GPU.
+ * Several spinners only read the line each push writes and burn cores (bench/RESULTS.md: four
+ * of them at 80 % of a core each in clock_gettime behind one loop), and a spinner woken per
+ * claim costs a wake-up per job. A pusher signals only when a thread is parked and none is
+ * spinning (the counts and the queued number are sequentially consistent, so a parking thread
+ * and a pusher cannot miss each other). */
 #include <sched.h>
 #include <stdio.h>
 #include <time.h>
@@ -113,6 +116,8 @@ static _Thread_local bool in_job;
 /* Set on submitter threads, and on a blocking executor's caller while it waits: they may run a
  * job that waits for the GPU. */
 static _Thread_local bool may_block;
+/* The engine whose spinning submitters count this thread, NULL when none does (set_spinning). */
+static _Thread_local engine_t *counted_in;
 
 void cuv__touch(cuv__touches_t *t, const void *buf, bool write) {
   if (!buf || t->all)
@@ -303,6 +308,14 @@ static cuv__job_t *run_one(engine_t *e, cuv__job_t *job, bool queued) {
 
 static void wake_one(engine_t *e);
 
+/* Counts this thread in or out of the spinning submitters: those that look at the ring soon,
+ * so a pusher needs to wake nobody (wake_one). */
+static void set_spinning(engine_t *e, bool now) {
+  if ((counted_in != NULL) != now)
+    now ? atomic_fetch_add(&e->spinning, 1) : atomic_fetch_sub(&e->spinning, 1);
+  counted_in = now ? e : NULL;
+}
+
 /* A spinning thread's pause between looks: the core's sibling and the line's other readers get
  * their share. */
 static inline void cpu_relax(void) {
@@ -340,6 +353,10 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
       hand_off(e, f);
       continue;
     }
+    if (f->may_wait && counted_in == e) { /* it may wait for the GPU: not back soon */
+      set_spinning(e, false);
+      wake_one(e);
+    }
     cuv__job_t *more = run_one(e, f, true);
     if (more) { /* they go after the rest of this list: claimed later than all of it */
       cuv__job_t **tail = &ready;
@@ -373,18 +390,11 @@ static bool park(engine_t *e) {
   return !atomic_load(&e->stop);
 }
 
-/* Counts this thread in or out of the spinning submitters. */
-static void set_spinning(engine_t *e, bool *spinning, bool now) {
-  if (*spinning != now)
-    now ? atomic_fetch_add(&e->spinning, 1) : atomic_fetch_sub(&e->spinning, 1);
-  *spinning = now;
-}
 
 static void *submitter_main(void *arg) {
   engine_t *e = arg;
   may_block = true;
   uint64_t last = cuv__now_ns();
-  bool spinning = false;
   while (!atomic_load_explicit(&e->stop, memory_order_relaxed)) {
     cuv__job_t *job = NULL;
     unsigned claimed = CLAIM_NONE;
@@ -397,19 +407,31 @@ static void *submitter_main(void *arg) {
         CUV__STAT_ADD(engine_queued, 1);
       pthread_mutex_unlock(&e->lock);
     }
-    set_spinning(e, &spinning, !claimed);
     if (claimed) {
-      wake_one(e); /* a spinner in this one's place, or a thread for what else is queued */
+      /* A job of driver calls alone brings this thread back to the ring within microseconds,
+       * so it stays counted as spinning and a push meanwhile wakes nobody: one thread serves a
+       * steady stream of jobs, rather than each claim waking the next spinner (a wake-up per
+       * job, bench/RESULTS.md). A thread joins only for a backlog, or in place of one whose job
+       * may wait for the GPU. */
+      bool back_soon = job && !job->may_wait;
+      if (!back_soon || atomic_load(&e->queued) > 0) {
+        set_spinning(e, false);
+        wake_one(e);
+      }
+      set_spinning(e, back_soon);
       if (job)
         run_claimed(e, job, false, true);
       last = cuv__now_ns();
-    } else if (atomic_load(&e->spinning) > 1 || cuv__now_ns() - last > SPIN_NS) {
-      set_spinning(e, &spinning, false); /* before parking: see wake_one */
-      if (!park(e))
-        break;
-      last = cuv__now_ns();
     } else {
-      cpu_relax();
+      set_spinning(e, true);
+      if (atomic_load(&e->spinning) > 1 || cuv__now_ns() - last > SPIN_NS) {
+        set_spinning(e, false); /* before parking: see wake_one */
+        if (!park(e))
+          break;
+        last = cuv__now_ns();
+      } else {
+        cpu_relax();
+      }
     }
   }
   return NULL;
