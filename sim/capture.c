@@ -10,7 +10,14 @@
 
 #include <stdlib.h>
 
-#include "sim.h"
+#include "capture.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "graph.h"
+#include "handle.h"
+#include "stream.h"
+#include "util.h"
 
 /* Captures begun and not yet ended, of every context (they hold a reference while listed). */
 static struct sim_capture *live_captures;

@@ -2,7 +2,7 @@
  * Like the real driver, both work before cuInit and fail with CUDA_ERROR_INVALID_VALUE (and a
  * NULL string) for a code they do not know. */
 
-#include "sim.h"
+#include "enter.h"
 
 #define SIM_ERRORS(X)                                                                            \
   X(CUDA_SUCCESS, "no error")                                                                    \

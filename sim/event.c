@@ -11,7 +11,14 @@
 
 #include <stdlib.h>
 
-#include "sim.h"
+#include "capture.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "event.h"
+#include "handle.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- Tokens ---------------------------------------------------------------------------------- */
 

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "sim.h"
+#include "handle.h"
 
 static struct sim_obj **slots;
 static size_t capacity; /* power of two, or 0 before the first insert */

@@ -18,7 +18,13 @@
 
 #include <stdlib.h>
 
-#include "sim.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "memory.h"
+#include "stream.h"
+#include "submit.h"
+#include "util.h"
 
 /* Polling interval: starts short for low latency, backs off to bound CPU use. */
 #define SIM_POLL_MIN_NS 1000u

@@ -11,7 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "capture.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "memory.h"
+#include "stream.h"
+#include "stream_api.h"
+#include "submit.h"
+#include "util.h"
 
 /* Capacity reported by the GPU; allocations past it fail with OUT_OF_MEMORY before
  * asking the host allocator. */
@@ -180,7 +188,7 @@ static CUresult free_synchronized(struct sim_alloc *a) {
     return CUDA_SUCCESS;
   }
   uintptr_t base = a->base;
-  sim_ctx_drain(a->ctx); /* releases the lock while waiting: look the allocation up again */
+  sim_stream_drain_ctx(a->ctx); /* releases the lock while waiting: look the allocation up again */
   a = alloc_at(base);
   if (a && a->freeing)
     alloc_free(a);

@@ -16,7 +16,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sim.h"
+#include "capture.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "handle.h"
+#include "module.h"
+#include "stream.h"
+#include "submit.h"
+#include "util.h"
 
 /* ---- Kernel registry ------------------------------------------------------------------------- */
 

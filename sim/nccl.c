@@ -1,15 +1,30 @@
 /* The simulator's NCCL entry points (internal/nccl_funcs.h), handed out by cuv_sim_nccl_proc:
  * communicators, groups, and the collectives and send/recv as stream commands that run on the
- * host (sim/nccl.h says how the ranks meet). Each entry point is counted and may be failed by
- * cuv_sim_fail, as the driver's are. Like NCCL, which sets the CUDA device itself, every call on a
- * communicator leaves its device's primary context current on the calling thread (cuv must give
- * its own back: lib/nccl.c). */
+ * host (sim/nccl_clique.h says how the ranks meet). Each entry point is counted and may be failed
+ * by cuv_sim_fail, as the driver's are. Like NCCL, which sets the CUDA device itself, every call on
+ * a communicator leaves its device's primary context current on the calling thread (cuv must give
+ * its own back: lib/nccl.c).
+ *
+ * A stream command runs a whole NCCL group (every call between ncclGroupStart and ncclGroupEnd, of
+ * every communicator and stream): it advances each call by whichever step can go on, so no order
+ * of ranks in one command or across commands deadlocks. Like NCCL, a group over several streams
+ * starts once every stream reached it and holds every stream until it ended. A failed rank (an
+ * injected error, a killed or exited peer) stops its collectives: they wait, as NCCL's kernels
+ * do, until the communicator is aborted, and then end without writing their output. */
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "nccl.h"
+#include "cmd.h"
+#include "context.h"
+#include "enter.h"
+#include "memory.h"
+#include "nccl_clique.h"
+#include "nccl_math.h"
+#include "stream.h"
+#include "submit.h"
+#include "util.h"
 
 #define COUNT_OF(a) (sizeof(a) / sizeof((a)[0]))
 

@@ -1,7 +1,8 @@
-/* The shared-memory segment where the ranks of one simulated NCCL group meet (sim/nccl.h). Its
- * name comes from the group's unique id, so ranks in other processes of the machine find it as
- * ranks of this one do. Whichever rank comes first creates and lays it out; the last to join
- * unlinks the name (the mappings stay), so a finished group leaves nothing in /dev/shm.
+/* The shared-memory segment where the ranks of one simulated NCCL group meet
+ * (sim/nccl_clique.h). Its name comes from the group's unique id, so ranks in other processes of
+ * the machine find it as ranks of this one do. Whichever rank comes first creates and lays it
+ * out; the last to join unlinks the name (the mappings stay), so a finished group leaves nothing
+ * in /dev/shm.
  *
  * Layout: the header (each rank's state, process id and step counters; the mailboxes' counters),
  * then one slot per rank, then one mailbox per ordered pair of ranks. A rank writes only its own
@@ -18,7 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "nccl.h"
+#include "nccl_clique.h"
+#include "nccl_math.h"
+#include "util.h"
 
 #define CLQ_MAGIC 0x6375766eu         /* the segment is laid out */
 #define SLOT_BYTES (1u << 20)         /* a collective step's input per rank */

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "nccl.h"
+#include "nccl_math.h"
 
 /* ncclDataType_t and ncclRedOp_t values (include/cuv/collective.h spells them). */
 enum { T_I8, T_U8, T_I32, T_U32, T_I64, T_U64, T_F16, T_F32, T_F64, T_BF16, T_E4M3, T_E5M2, T_N };

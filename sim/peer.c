@@ -6,7 +6,10 @@
  * the GPU. It changes nothing in what copies do (cuMemcpyPeerAsync works either way, as the
  * driver's does); cuv asks for it once per pair. */
 
-#include "sim.h"
+#include "context.h"
+#include "enter.h"
+#include "peer.h"
+#include "util.h"
 
 /* Peers one context may have enabled at once (the driver's hardware bound on PCIe systems). */
 #define SIM_MAX_PEERS 8
@@ -21,8 +24,6 @@ CUV_SIM_EXTERN void cuv_sim_set_peer_access(int dev, int peer_dev, int can_acces
   sim_unlock();
 }
 
-static bool device_valid(CUdevice dev) { return dev >= 0 && dev < sim_device_count(); }
-
 static bool can_access(int dev, int peer_dev) {
   return dev != peer_dev && !denied[dev][peer_dev];
 }
@@ -31,7 +32,7 @@ CUresult CUDAAPI cuDeviceCanAccessPeer(int *canAccessPeer, CUdevice dev, CUdevic
   SIM_ENTER_NOCTX(cuDeviceCanAccessPeer);
   if (!canAccessPeer)
     return CUDA_ERROR_INVALID_VALUE;
-  if (!device_valid(dev) || !device_valid(peerDev))
+  if (!sim_device_valid(dev) || !sim_device_valid(peerDev))
     return CUDA_ERROR_INVALID_DEVICE;
   sim_lock();
   *canAccessPeer = can_access(dev, peerDev);

@@ -17,39 +17,12 @@
  * driver has no such synchronization either. */
 
 #include <stdlib.h>
-#include <string.h>
 
-#include "sim.h"
-
-/* ---- Commands -------------------------------------------------------------------------------- */
-
-void *sim_cmd_new(const struct sim_cmd_ops *ops, size_t size) {
-  struct sim_cmd *cmd = calloc(1, size);
-  if (!cmd)
-    return NULL;
-  cmd->ops = ops;
-  cmd->size = size;
-  return cmd;
-}
-
-struct sim_cmd *sim_cmd_clone(const struct sim_cmd *cmd) {
-  struct sim_cmd *copy = malloc(cmd->size);
-  if (!copy)
-    return NULL;
-  memcpy(copy, cmd, cmd->size);
-  copy->next = NULL;
-  if (cmd->ops->dup && !cmd->ops->dup(copy)) {
-    free(copy);
-    return NULL;
-  }
-  return copy;
-}
-
-void sim_cmd_free(struct sim_cmd *cmd) {
-  if (cmd->ops->release)
-    cmd->ops->release(cmd);
-  free(cmd);
-}
+#include "cmd.h"
+#include "context.h"
+#include "handle.h"
+#include "stream.h"
+#include "util.h"
 
 /* ---- Worker ---------------------------------------------------------------------------------- */
 
@@ -152,30 +125,7 @@ CUresult sim_stream_create(struct sim_ctx *ctx, unsigned flags, bool is_null,
   return CUDA_SUCCESS;
 }
 
-void sim_stream_stop_all(struct sim_ctx *ctx) {
-  size_t n;
-  struct sim_obj **handles = sim_handle_take_all(ctx, SIM_OBJ_STREAM, &n);
-  for (size_t i = 0; i < n; i++)
-    ((struct sim_stream *)handles[i])->destroyed = true;
-  for (struct sim_stream *s = ctx->streams; s; s = s->next) {
-    atomic_store(&s->stop, true);
-    sim_capture_leave(s);
-    pthread_cond_signal(&s->wake);
-  }
-  sim_hostfn_reset_ctx(ctx);
-  sim_wake_all();
-  while (ctx->workers > 0)
-    sim_wait();
-  for (size_t i = 0; i < n; i++)
-    sim_stream_unref((struct sim_stream *)handles[i]);
-  free(handles);
-  if (ctx->null_stream) {
-    sim_stream_unref(ctx->null_stream);
-    ctx->null_stream = NULL;
-  }
-}
-
-/* ---- Resolving and submitting ---------------------------------------------------------------- */
+/* ---- Resolving and pushing ------------------------------------------------------------------ */
 
 static bool is_null_handle(CUstream h) {
   return h == NULL || h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD;
@@ -218,131 +168,32 @@ void sim_stream_push(struct sim_stream *s, struct sim_cmd *cmd) {
   pthread_cond_signal(&s->wake);
 }
 
-CUresult sim_stream_submit(struct sim_stream *s, struct sim_cmd *cmd) {
-  if (s->cap)
-    return sim_capture_append(s, cmd);
-  if (cmd->ops->bind)
-    cmd->ops->bind(cmd);
-  sim_stream_push(s, cmd);
-  return CUDA_SUCCESS;
-}
+/* ---- Waiting for a context's streams -------------------------------------------------------- */
 
-CUresult sim_submit(CUstream h, struct sim_cmd *cmd) {
+struct drain_point {
   struct sim_stream *s;
-  sim_lock();
-  CUresult r = sim_stream_get_live(h, &s);
-  if (r == CUDA_SUCCESS)
-    r = sim_stream_submit(s, cmd);
-  else
-    sim_cmd_free(cmd);
-  sim_unlock();
-  return r;
-}
+  uint64_t target;
+};
 
-/* ---- Entry points ---------------------------------------------------------------------------- */
-
-CUresult CUDAAPI cuStreamCreate(CUstream *phStream, unsigned int Flags) {
-  SIM_ENTER(cuStreamCreate);
-  if (!phStream || (Flags & ~(unsigned)CU_STREAM_NON_BLOCKING) != 0)
-    return CUDA_ERROR_INVALID_VALUE;
-  struct sim_ctx *ctx;
-  struct sim_stream *s;
-  sim_lock();
-  CUresult r = sim_ctx_require(&ctx);
-  if (r == CUDA_SUCCESS)
-    r = sim_ctx_fault(ctx);
-  if (r == CUDA_SUCCESS)
-    r = sim_stream_create(ctx, Flags, false, &s);
-  if (r == CUDA_SUCCESS && !sim_handle_add(&s->obj)) {
-    s->destroyed = true; /* let the worker exit */
-    pthread_cond_signal(&s->wake);
-    sim_stream_unref(s);
-    r = CUDA_ERROR_OUT_OF_MEMORY;
+CUresult sim_stream_drain_ctx(struct sim_ctx *ctx) {
+  size_t n = 0;
+  for (struct sim_stream *s = ctx->streams; s; s = s->next)
+    n++;
+  struct drain_point *pts = calloc(n ? n : 1, sizeof *pts);
+  if (!pts)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  /* Snapshot first: work submitted after this call is not waited for. */
+  n = 0;
+  for (struct sim_stream *s = ctx->streams; s; s = s->next) {
+    sim_stream_ref(s);
+    pts[n].s = s;
+    pts[n++].target = s->submitted;
   }
-  if (r == CUDA_SUCCESS)
-    *phStream = (CUstream)s;
-  sim_unlock();
-  return r;
-}
-
-/* Returns at once; queued work still runs, then the worker exits and the stream is freed. After
- * a sticky fault it fails with the fault and destroys nothing (as the driver): the context's
- * objects go with cuDevicePrimaryCtxReset. */
-CUresult CUDAAPI cuStreamDestroy(CUstream hStream) {
-  SIM_ENTER(cuStreamDestroy);
-  sim_lock();
-  struct sim_stream *s = (struct sim_stream *)sim_handle_get(hStream, SIM_OBJ_STREAM);
-  CUresult r = s ? sim_ctx_fault(s->obj.ctx) : CUDA_ERROR_INVALID_HANDLE;
-  if (r != CUDA_SUCCESS) {
-    sim_unlock();
-    return r;
-  }
-  sim_handle_remove(&s->obj);
-  sim_capture_leave(s);
-  s->destroyed = true;
-  pthread_cond_signal(&s->wake);
-  sim_stream_unref(s);
-  sim_unlock();
-  return CUDA_SUCCESS;
-}
-
-/* Synchronous calls on a capturing stream are illegal: they fail and invalidate the capture. On
- * any other stream they are "potentially unsafe" calls (see sim_capture_check_unsafe). */
-static CUresult check_not_capturing(struct sim_stream *s) {
-  if (!s->cap)
-    return sim_capture_check_unsafe();
-  sim_capture_invalidate(s);
-  return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-}
-
-CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
-  SIM_ENTER(cuStreamQuery);
-  struct sim_stream *s;
-  sim_lock();
-  CUresult r = sim_stream_get_live(hStream, &s);
-  if (r == CUDA_SUCCESS)
-    r = check_not_capturing(s);
-  if (r == CUDA_SUCCESS && s->completed != s->submitted)
-    r = CUDA_ERROR_NOT_READY;
-  sim_unlock();
-  return r;
-}
-
-/* Waits for everything queued on the stream so far (lock held); the status a synchronize call
- * returns. */
-static CUresult stream_wait_queued(struct sim_stream *s) {
-  struct sim_ctx *ctx = s->obj.ctx;
-  uint64_t target = s->submitted;
-  sim_stream_ref(s);
-  while (!sim_stream_settled(s, target))
-    sim_wait();
-  CUresult r = sim_ctx_settle(ctx);
-  if (r == CUDA_SUCCESS && s->completed < target)
-    r = CUDA_ERROR_CONTEXT_IS_DESTROYED; /* reset while waiting */
-  sim_stream_unref(s);
-  return r;
-}
-
-CUresult CUDAAPI cuStreamSynchronize(CUstream hStream) {
-  SIM_ENTER_SYNC(cuStreamSynchronize);
-  struct sim_stream *s;
-  sim_lock();
-  /* Not sim_stream_get_live: after a fault this still waits for a command in progress. */
-  CUresult r = sim_stream_get(hStream, &s);
-  if (r == CUDA_SUCCESS && !sim_ctx_fault(s->obj.ctx))
-    r = check_not_capturing(s);
-  if (r == CUDA_SUCCESS)
-    r = stream_wait_queued(s);
-  sim_unlock();
-  return r;
-}
-
-CUresult sim_stream_wait_copy(CUstream h) {
-  struct sim_stream *s;
-  sim_lock();
-  CUresult r = sim_stream_get(h, &s);
-  if (r == CUDA_SUCCESS && !s->cap)
-    r = stream_wait_queued(s);
-  sim_unlock();
-  return r;
+  for (size_t i = 0; i < n; i++)
+    while (!sim_stream_settled(pts[i].s, pts[i].target))
+      sim_wait();
+  for (size_t i = 0; i < n; i++)
+    sim_stream_unref(pts[i].s);
+  free(pts);
+  return sim_ctx_settle(ctx);
 }

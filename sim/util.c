@@ -5,7 +5,7 @@
 #include <signal.h>
 #include <time.h>
 
-#include "sim.h"
+#include "util.h"
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t g_cond = PTHREAD_COND_INITIALIZER;

@@ -1,37 +1,18 @@
-#ifndef CUV_SIM_NCCL_H
-#define CUV_SIM_NCCL_H
+#ifndef CUV_SIM_NCCL_CLIQUE_H
+#define CUV_SIM_NCCL_CLIQUE_H
 
-/* The simulator's NCCL (sim/nccl.c, nccl_clique.c, nccl_math.c): the entry points of
- * internal/nccl_funcs.h on the host, over the simulated devices of one process or of several.
+/* The shared segment where the ranks of one NCCL group meet (nccl_clique.c), for the simulator's
+ * NCCL (nccl.c), over the simulated devices of one process or of several.
  *
  * A group of ranks (a clique) meets in a POSIX shared-memory segment named after its unique id,
  * so ranks may be devices of one process or separate processes, as with NCCL. Each rank owns a
  * slot of the segment: a collective step copies the rank's input into its slot, waits until every
  * rank posted, computes its own output from all slots, and marks the slots consumed; large
  * collectives go in chunks of a slot. Each ordered pair of ranks has a mailbox for send/recv. The
- * ranks' counters in the segment are atomics polled with short sleeps; no lock spans processes.
- *
- * A stream command runs a whole NCCL group (every call between ncclGroupStart and ncclGroupEnd, of
- * every communicator and stream): it advances each call by whichever step can go on, so no order
- * of ranks in one command or across commands deadlocks. Like NCCL, a group over several streams
- * starts once every stream reached it and holds every stream until it ended. A failed rank (an
- * injected error, a killed or exited peer) stops its collectives: they wait, as NCCL's kernels
- * do, until the communicator is aborted, and then end without writing their output. */
+ * ranks' counters in the segment are atomics polled with short sleeps; no lock spans processes. */
 
 #include "nccl_funcs.h"
 #include "sim.h"
-
-/* ---- types and reductions (nccl_math.c) ---------------------------------------------------- */
-
-/* Bytes per element; 0 for an unknown type. */
-SIM_HIDDEN size_t sim_nccl_type_size(int type);
-SIM_HIDDEN bool sim_nccl_op_valid(int op);
-/* acc[i] = acc[i] op x[i] for n elements (CUV_NCCL_AVG accumulates the sum). */
-SIM_HIDDEN void sim_nccl_accumulate(void *acc, const void *x, size_t n, int type, int op);
-/* The average's last step: acc[i] /= nranks. */
-SIM_HIDDEN void sim_nccl_divide(void *acc, size_t n, int type, int nranks);
-
-/* ---- the shared segment of a clique (nccl_clique.c) ---------------------------------------- */
 
 #define SIM_NCCL_MAX_RANKS 64
 

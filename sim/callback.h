@@ -1,0 +1,14 @@
+#ifndef CUV_SIM_CALLBACK_H
+#define CUV_SIM_CALLBACK_H
+
+/* The driver callback thread (callback.c), on which every host function runs. */
+
+#include "sim.h"
+
+/* Runs fn(data) on the driver callback thread and returns when it returned, also after a sticky
+ * fault (as the GPU runs host functions queued before one); not during a reset (lock NOT held). */
+SIM_HIDDEN void sim_callback_run(struct sim_ctx *ctx, CUhostFn fn, void *data);
+/* Drops queued, not yet started host functions of ctx (reset; lock held). */
+SIM_HIDDEN void sim_callback_reset_ctx(struct sim_ctx *ctx);
+
+#endif
