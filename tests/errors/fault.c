@@ -113,7 +113,7 @@ static void test_sticky_fault(void **state) {
   assert_int_equal(cuvt_load(&w[FLAG_LATE]), 0);
   /* What was queued before the fault behind b's busy kernel: the GPU (driver 580) ran b's host
    * function and landed its write, although cuda.h says host functions "will not be called in
-   * the event of an error in the CUDA context"; the simulator does the same (sim/hostfn.c). On
+   * the event of an error in the CUDA context"; the simulator does the same (sim/callback.c). On
    * the GPU this is only reported (above); tests/engine/conformance.c asserts it on both drivers.
    * */
   if (cuvt_is_sim()) {
