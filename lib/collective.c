@@ -393,7 +393,8 @@ static int fill_transfer(coll_call_t *k, const cuv_comm_t *comm, const cuv_nccl_
 CUV_EXTERN cuv_op_t *cuv_comm_send_recv(cuv_comm_t *comm, const cuv_nccl_p2p_t *transfers,
                                         size_t n, cuv_nccl_type_t type) {
   int rc = check_comm(comm, type, CUV_NCCL_SUM, false);
-  if (rc == 0 && (!transfers || n == 0))
+  /* A count no array of transfers can reach would overflow the op's size below. */
+  if (rc == 0 && (!transfers || n == 0 || n > (SIZE_MAX - sizeof(coll_op_t)) / sizeof(coll_call_t)))
     rc = CUV_EINVAL;
   coll_op_t *c = rc == 0 ? coll_new(comm, n, type, CUV_NCCL_SUM, 0) : NULL;
   if (rc == 0 && !c)

@@ -970,6 +970,9 @@ static void test_collective_bad_input(void **state) {
   EXPECT_OP(cuv_comm_send_recv(c, NULL, 1, F32), CUV_EINVAL);
   EXPECT_OP(cuv_comm_send_recv(c, &t, 0, F32), CUV_EINVAL);
   EXPECT_OP(cuv_comm_send_recv(NULL, &t, 1, F32), CUV_EINVAL);
+  /* Counts no array can hold: the op's size would wrap (refused before any transfer is read). */
+  EXPECT_OP(cuv_comm_send_recv(c, &t, SIZE_MAX, F32), CUV_EINVAL);
+  EXPECT_OP(cuv_comm_send_recv(c, &t, (size_t)1 << 62, F32), CUV_EINVAL);
   cuv_nccl_p2p_t bad[] = {{2, 0, 0, f.good[0], 4},
                           {CUV_NCCL_SEND, (unsigned)f.n, 0, f.good[0], 4},
                           {CUV_NCCL_RECV, 0, f.n, f.good[0], 4},
