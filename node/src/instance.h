@@ -15,7 +15,7 @@
 #include "handles.h"
 #include "settle.h"
 
-/* What setup needs from the files above it, given by the module's entry (addon.c), which knows
+/* What setup needs from the files above it, given by the export table (exports.c), which knows
  * them all: so that this file calls only downwards. */
 typedef struct cuv_node_instance_hooks {
   void (*attach)(void); /* before any kernel is looked up: the simulator's hooks (sim.h) */
