@@ -210,24 +210,6 @@ export function pending(): number;
 /** DeviceBuffer objects not collected yet, in the whole process. */
 export function liveBuffers(): number;
 
-/** The bindings the bench compares the Promises with (bench/bench.js). */
-export const baseline: {
-  /** The same saxpy with cuv_sync on the JavaScript thread: blocks it until the GPU is done. */
-  saxpySync(a: number, x: DeviceBuffer, y: DeviceBuffer): DeviceBuffer;
-  mlpSync(x: DeviceBuffer, rows: number, layers: readonly DenseLayer[]): DeviceBuffer;
-  /** kernel.launch(grid, block, args, { sharedBytes }) with cuv_sync on the JavaScript thread. */
-  launchSync(kernel: Kernel, grid: Dims, block: Dims, args: readonly KernelArg[],
-    sharedBytes?: number): void;
-  nopSync(): void;
-  /** The same saxpy as napi_async_work: a libuv pool thread waits for the GPU. */
-  saxpyWork(a: number, x: DeviceBuffer, y: DeviceBuffer): Promise<DeviceBuffer>;
-  mlpWork(x: DeviceBuffer, rows: number, layers: readonly DenseLayer[]): Promise<DeviceBuffer>;
-  /** The same launch as napi_async_work. */
-  launchWork(kernel: Kernel, grid: Dims, block: Dims, args: readonly KernelArg[],
-    sharedBytes?: number): Promise<void>;
-  nopWork(): Promise<void>;
-};
-
 /** The CPU simulator (CUV_DRIVER=sim); each throws CUV_ENOTSUP on another driver. */
 export const sim: {
   /** Every launch of the kernel takes at least `usec` microseconds. */

@@ -126,7 +126,6 @@ module.exports = {
   Module,
   Kernel,
   AbortError,
-  baseline: native.baseline,
   sim: native.sim,
   uvVersion: native.uvVersion,
   ptx: native.ptx,

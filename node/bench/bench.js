@@ -1,6 +1,7 @@
 'use strict';
 // cuv's Promises against what Node users pick today, the same op in one process (bench/RESULTS.md
-// of cuv has the figures and the command):
+// of cuv has the figures and the command; the comparison bindings come from the bench's addon,
+// cuv.js):
 //   round trip   saxpy n=1 (a one-element launch) and nop (an empty op: the machinery alone), each
 //                as a cuv Promise, through the blocking binding (cuv_sync on the JavaScript
 //                thread, baseline.saxpySync) and through napi_async_work whose pool thread blocks
@@ -38,7 +39,7 @@
 const fs = require('node:fs');
 const dns = require('node:dns');
 const { monitorEventLoopDelay, performance } = require('node:perf_hooks');
-const cuv = require('..');
+const { cuv, baseline } = require('./cuv.js');
 const { numberOption: option } = require('./options.js');
 
 const smoke = process.argv.includes('--smoke');
@@ -168,10 +169,10 @@ async function compare(title, ops) {
 async function roundTrip({ xs, ys }) {
   await compare(`round trip: ${calls} calls per row`, [
     { name: 'saxpy n=1', calls, promise: (l) => cuv.saxpy(0.5, xs[l], ys[l]),
-      sync: (l) => cuv.baseline.saxpySync(0.5, xs[l], ys[l]),
-      work: (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l]) },
-    { name: 'nop', calls, promise: () => cuv.nop(), sync: () => cuv.baseline.nopSync(),
-      work: () => cuv.baseline.nopWork() },
+      sync: (l) => baseline.saxpySync(0.5, xs[l], ys[l]),
+      work: (l) => baseline.saxpyWork(0.5, xs[l], ys[l]) },
+    { name: 'nop', calls, promise: () => cuv.nop(), sync: () => baseline.nopSync(),
+      work: () => baseline.nopWork() },
   ]);
 }
 
@@ -196,13 +197,13 @@ async function gpuTime() {
   const ops = [5, 20, 100].map((us) => {
     const args = (l) => [BigInt(us * 1000), closed, states[l]];
     return { name: `kernel ${us} us`, calls: count, promise: (l) => gate.launch(1, 1, args(l)),
-      sync: (l) => cuv.baseline.launchSync(gate, 1, 1, args(l)),
-      work: (l) => cuv.baseline.launchWork(gate, 1, 1, args(l)) };
+      sync: (l) => baseline.launchSync(gate, 1, 1, args(l)),
+      work: (l) => baseline.launchWork(gate, 1, 1, args(l)) };
   });
   ops.push({ name: 'mlp 64-128-16, 1 row', calls: count,
     promise: (l) => cuv.mlp(inputs[l], 1, layers),
-    sync: (l) => cuv.baseline.mlpSync(inputs[l], 1, layers),
-    work: (l) => cuv.baseline.mlpWork(inputs[l], 1, layers) });
+    sync: (l) => baseline.mlpSync(inputs[l], 1, layers),
+    work: (l) => baseline.mlpWork(inputs[l], 1, layers) });
   await compare(`gpu time: ${count} calls per row`, ops);
 }
 
@@ -289,9 +290,9 @@ async function pool({ xs, ys }) {
   const loads = [
     ['alone', null],
     [`cuv promise x${inflight}`, (l) => cuv.saxpy(0.5, xs[l], ys[l])],
-    [`async_work x${inflight}`, (l) => cuv.baseline.saxpyWork(0.5, xs[l], ys[l])],
+    [`async_work x${inflight}`, (l) => baseline.saxpyWork(0.5, xs[l], ys[l])],
     [`cuv promise x${inflight} long`, (l) => cuv.saxpy(0.5, long.xs[l], long.ys[l])],
-    [`async_work x${inflight} long`, (l) => cuv.baseline.saxpyWork(0.5, long.xs[l], long.ys[l])],
+    [`async_work x${inflight} long`, (l) => baseline.saxpyWork(0.5, long.xs[l], long.ys[l])],
   ];
   console.log(`\n== pool: ${poolOps} calls of each, 16 at a time, while saxpys are kept in ` +
     `flight (n=1; long: n=${longN})`);

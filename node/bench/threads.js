@@ -8,7 +8,7 @@
 // /proc counts in ticks of 10 ms: a row should last a second or so.
 const fs = require('node:fs');
 const { performance } = require('node:perf_hooks');
-const cuv = require('..');
+const { cuv } = require('./cuv.js');
 const { numberOption, choiceOption } = require('./options.js');
 
 const op = choiceOption('op', ['saxpy', 'nop']);

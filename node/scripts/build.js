@@ -170,4 +170,4 @@ if (require.main === module) {
   }
 }
 
-module.exports = { nodeHeaders };
+module.exports = { nodeHeaders, nodeGyp };

@@ -1,6 +1,7 @@
 /* The built-in ops: saxpy (kernels/saxpy.cu), mlp (kernels/mlp.cu's dense layer, a launch
  * per layer) and nop (an empty op, cuv_value: the bridge and Promise machinery alone). Their
- * builders serve the Promise bindings here and the blocking ones of baseline.c. */
+ * builders serve the Promise bindings here and the bench's comparison bindings (the repository's
+ * node/bench/src/baseline.c, built into the bench's addon only). */
 #ifndef CUV_NODE_BUILTINS_H
 #define CUV_NODE_BUILTINS_H
 

@@ -1,9 +1,9 @@
 /* The package's exports: the table naming every binding, and the set-up of one Node environment
  * (the main thread, every worker) that comes with it (instance.c). addon.c, the module's entry,
- * calls it. */
+ * calls it; the bench's addon (bench/src/addon.c of the repository) does too, and adds its own
+ * comparison bindings beside them. */
 #include "addon.h"
 #include "arrays.h"
-#include "baseline.h"
 #include "builtins.h"
 #include "device_buffer.h"
 #include "errors.h"
@@ -22,24 +22,6 @@
   { name, NULL, fn, NULL, NULL, NULL, napi_enumerable, NULL }
 #define VALUE(name, v)                                                                             \
   { name, NULL, NULL, NULL, NULL, v, napi_enumerable, NULL }
-
-static napi_value baseline_exports(napi_env env) {
-  napi_value obj;
-  const napi_property_descriptor props[] = {
-      FN("saxpySync", cuv_node_js_saxpy_sync),
-      FN("mlpSync", cuv_node_js_mlp_sync),
-      FN("launchSync", cuv_node_js_launch_sync),
-      FN("nopSync", cuv_node_js_nop_sync),
-      FN("saxpyWork", cuv_node_js_saxpy_work),
-      FN("mlpWork", cuv_node_js_mlp_work),
-      FN("launchWork", cuv_node_js_launch_work),
-      FN("nopWork", cuv_node_js_nop_work),
-  };
-  if (napi_create_object(env, &obj) != napi_ok ||
-      napi_define_properties(env, obj, sizeof props / sizeof props[0], props) != napi_ok)
-    return NULL;
-  return obj;
-}
 
 /* The symbol DeviceBuffers' numbers are under (handles.h), with their table. */
 static napi_value handle_key(napi_env env, cuv_node_addon_t *a) {
@@ -75,7 +57,6 @@ static napi_status define_exports(napi_env env, cuv_node_addon_t *a, napi_value 
       VALUE("DeviceBuffer", cuv_node_buffer_class(env, a)),
       VALUE("Module", cuv_node_module_class(env, a)),
       VALUE("Kernel", cuv_node_kernel_class(env, a)),
-      VALUE("baseline", baseline_exports(env)),
       VALUE("sim", cuv_node_sim_exports(env)),
       VALUE("uvVersion", cuv_node_uv_version(env)),
       VALUE("ptx", cuv_node_ptx_table(env, false)),

@@ -66,34 +66,6 @@ test('saxpy loaded from its PTX and launched with typed arguments matches JavaSc
     }
   });
 
-test('the comparison bindings launch the same kernel: blocking, and on the thread pool', { skip },
-  async () => {
-    const saxpy = cuv.loadModule(cuv.ptx.saxpy).kernel('saxpy', ['u32', 'f32', 'read', 'rw']);
-    const n = 1000, x = randomFloats(n), y = randomFloats(n);
-    const [dx, dy] = await Promise.all([cuv.upload(x), cuv.upload(y)]);
-    assert.strictEqual(cuv.baseline.launchSync(saxpy, 8, 128, [n, 2, dx, dy]), undefined);
-    assertSaxpy(assert, await cuv.download(dy), 2, x, y);
-    const y2 = await cuv.download(dy);
-    assert.strictEqual(await cuv.baseline.launchWork(saxpy, [8], [128, 1], [n, -3, dx, dy], 0),
-      undefined);
-    assertSaxpy(assert, await cuv.download(dy), -3, x, y2);
-    // launch's checks, thrown by the blocking one and rejected by the other.
-    const bad = { code: 'CUV_EINVAL', message: 'invalid argument: args[1] (f32) must be a number' };
-    assert.throws(() => cuv.baseline.launchSync(saxpy, 1, 1, [n, '2', dx, dy]), bad);
-    await assert.rejects(cuv.baseline.launchWork(saxpy, 1, 1, [n, '2', dx, dy]), bad);
-    await assert.rejects(cuv.baseline.launchWork({}, 1, 1, []),
-      { code: 'CUV_EINVAL', message: 'invalid argument: the kernel must be a Kernel' });
-    assert.throws(() => cuv.baseline.launchSync(saxpy, 1, 1, [n, 2, dx, dy], -1),
-      { code: 'CUV_EINVAL', message: 'invalid argument: sharedBytes must be a non-negative ' +
-        'integer' });
-    await assert.rejects(cuv.baseline.launchWork(saxpy, 1, 2048, [n, 2, dx, dy]),
-      { code: 'CUV_ECUDA', cuResult: 'CUDA_ERROR_INVALID_VALUE' });
-    saxpy.dispose();
-    assert.throws(() => cuv.baseline.launchSync(saxpy, 1, 1, [n, 2, dx, dy]),
-      { code: 'CUV_EINVAL', message: 'invalid argument: the Kernel was disposed' });
-    assert.deepStrictEqual(await cuv.download(dx), x, 'x is only read');
-  });
-
 test('bad kernels, signatures and arguments are refused with a CuvError', { skip }, async () => {
   const mod = cuv.loadModule(cuv.ptx.saxpy);
   const saxpy = mod.kernel('saxpy', ['u32', 'f32', 'read', 'rw']);

@@ -3,26 +3,8 @@
 // data, rejections for bad input and driver failures, and many Promises in flight at once.
 const test = require('node:test');
 const assert = require('node:assert');
-const { cuv, skip, simOnly, random, randomFloats, assertClose, assertSaxpy } =
+const { cuv, skip, simOnly, random, randomFloats, assertClose, assertSaxpy, randomMlp } =
   require('./fixtures/common.js');
-
-// The MLP forward pass in JavaScript: layers of {w (out x in, row-major), b}, ReLU between.
-function mlpJs(x, rows, layers) {
-  let input = x;
-  layers.forEach(({ w, b }, l) => {
-    const inDim = input.length / rows, outDim = b.length;
-    const y = new Float32Array(rows * outDim);
-    for (let r = 0; r < rows; r++) {
-      for (let o = 0; o < outDim; o++) {
-        let acc = b[o];
-        for (let i = 0; i < inDim; i++) acc += w[o * inDim + i] * input[r * inDim + i];
-        y[r * outDim + o] = l + 1 < layers.length && acc < 0 ? 0 : acc;
-      }
-    }
-    input = y;
-  });
-  return input;
-}
 
 test('upload then download gives the same floats back', { skip }, async () => {
   for (const n of [1, 255, 256, 257, 100003]) {
@@ -54,21 +36,6 @@ test('saxpy matches a*x + y computed in JavaScript, and resolves to y', { skip }
   }
 });
 
-// A random model of layer widths dims and rows of input: on the host, and uploaded.
-async function randomMlp(rows, dims) {
-  const x = randomFloats(rows * dims[0]);
-  const layers = [];
-  for (let l = 0; l + 1 < dims.length; l++) {
-    const scale = 1 / Math.sqrt(dims[l]);
-    layers.push({
-      w: randomFloats(dims[l + 1] * dims[l], scale), b: randomFloats(dims[l + 1], scale),
-    });
-  }
-  const device = await Promise.all(layers.map(async ({ w, b }) =>
-    ({ weights: await cuv.upload(w), bias: await cuv.upload(b) })));
-  return { x, layers, dx: await cuv.upload(x), device, expected: mlpJs(x, rows, layers) };
-}
-
 test('mlp matches a forward pass computed in JavaScript', { skip }, async () => {
   const shapes = [[1, [3, 2]], [5, [7, 16, 3]], [64, [64, 128, 16]], [3, [10, 32, 32, 4]]];
   for (const [rows, dims] of shapes) {
@@ -76,30 +43,6 @@ test('mlp matches a forward pass computed in JavaScript', { skip }, async () => 
     const out = await cuv.mlp(m.dx, rows, m.device);
     assert.strictEqual(out.length, rows * dims[dims.length - 1]);
     assertClose(assert, await cuv.download(out), m.expected, 1e-4);
-  }
-});
-
-test('the comparison bindings (blocking, thread pool) compute the same', { skip }, async () => {
-  const x = randomFloats(100), y = randomFloats(100);
-  const [dx, dy] = await Promise.all([cuv.upload(x), cuv.upload(y)]);
-  assert.strictEqual(cuv.baseline.saxpySync(2, dx, dy), dy);
-  assertSaxpy(assert, await cuv.download(dy), 2, x, y);
-  const y2 = await cuv.download(dy);
-  assert.strictEqual(await cuv.baseline.saxpyWork(-3, dx, dy), dy);
-  assertSaxpy(assert, await cuv.download(dy), -3, x, y2);
-  assert.strictEqual(cuv.baseline.nopSync(), undefined);
-  assert.strictEqual(await cuv.baseline.nopWork(), undefined);
-  assert.strictEqual(await cuv.nop(), undefined);
-  for (const [rows, dims] of [[1, [64, 128, 16]], [7, [5, 300, 9]]]) {
-    const m = await randomMlp(rows, dims);
-    const sync = cuv.baseline.mlpSync(m.dx, rows, m.device);
-    const work = await cuv.baseline.mlpWork(m.dx, rows, m.device);
-    for (const out of [sync, work]) {
-      assert.ok(out instanceof cuv.DeviceBuffer);
-      assert.strictEqual(out.length, rows * dims[dims.length - 1]);
-      assertClose(assert, await cuv.download(out), m.expected, 1e-4);
-    }
-    assert.notStrictEqual(sync, work); // each call its own output
   }
 });
 
@@ -162,15 +105,6 @@ test('bad arguments reject with cuv_strerror messages and CUV_* codes', { skip }
   // Past the end of the buffer: cuv's own range check.
   await assert.rejects(cuv.write(x4, new Float32Array(2), { byteOffset: 12 }),
     { code: 'CUV_ERANGE', errno: -34 });
-  assert.throws(() => cuv.baseline.saxpySync(2, x4, y5), bad('x and y differ in length (4 and 5)'));
-  await assert.rejects(cuv.baseline.saxpyWork(2, x4, y5),
-    bad('x and y differ in length (4 and 5)'));
-  assert.throws(() => cuv.baseline.mlpSync(x4, 3, []),
-    bad('x has 4 floats, not a multiple of 3 rows'));
-  await assert.rejects(cuv.baseline.mlpWork(x4, 2, [{ weights: w, bias: b2 }]),
-    bad('layers[0].weights has 6 floats, expected 4 (2 outputs x 2 inputs)'));
-  await assert.rejects(cuv.baseline.mlpWork(gone, 2, [{ weights: w, bias: b2 }]),
-    bad('x was disposed'));
   // Nothing was submitted for them, and the buffers are intact.
   assert.strictEqual(cuv.pending(), 0);
   assert.deepStrictEqual(await cuv.download(x4), new Float32Array(4));
@@ -186,16 +120,9 @@ test('a driver failure rejects with CUV_ECUDA and the CUresult; the next call su
   try {
     await assert.rejects(cuv.saxpy(2, dx, dy), { code: 'CUV_ECUDA', errno: -10001,
       cuResult: 'CUDA_ERROR_INVALID_VALUE', message: 'invalid argument' });
-    assert.throws(() => cuv.baseline.saxpySync(2, dx, dy),
-      { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
-    await assert.rejects(cuv.baseline.saxpyWork(2, dx, dy),
-      { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
     const m = await randomMlp(2, [3, 4, 2]);
     const live = cuv.liveBuffers();
-    assert.throws(() => cuv.baseline.mlpSync(m.dx, 2, m.device),
-      { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
-    await assert.rejects(cuv.baseline.mlpWork(m.dx, 2, m.device),
-      { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
+    await assert.rejects(cuv.mlp(m.dx, 2, m.device), { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
     assert.strictEqual(cuv.liveBuffers(), live); // no DeviceBuffer over a failed output
   } finally {
     cuv.sim.clearFailures();

@@ -1,12 +1,16 @@
 'use strict';
-// The benches' command lines (bench/options.js): a bad option stops them with exit status 2 and
-// a line saying what the option takes, before any GPU work; a good one runs.
+// The benches' command lines (options.js): a bad option stops them with exit status 2 and a line
+// saying what the option takes, before any GPU work; a good one runs.
 const test = require('node:test');
 const assert = require('node:assert');
-const { skip, runFixture } = require('./fixtures/common.js');
+const path = require('node:path');
+const { packageDir } = require('../cuv.js');
+const { skip, runFixture } = require(path.join(packageDir, 'test', 'fixtures', 'common.js'));
 
-const bench = '../../bench/bench.js';
-const threads = '../../bench/threads.js';
+// runFixture takes a script relative to the package's test/fixtures.
+const fixtures = path.join(packageDir, 'test', 'fixtures');
+const bench = path.relative(fixtures, path.join(__dirname, '..', 'bench.js'));
+const threads = path.relative(fixtures, path.join(__dirname, '..', 'threads.js'));
 
 const refused = [
   [bench, ['--rounds', '0'], '--rounds takes a whole number of at least 1, not 0'],

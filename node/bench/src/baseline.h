@@ -1,4 +1,5 @@
-/* The bindings the bench compares cuv's Promises with, running the same ops (bench/bench.js):
+/* The bindings the bench compares cuv's Promises with, running the same ops (bench.js); only the
+ * bench's addon (addon.c here) exports them, as `baseline`:
  *   saxpySync(a, x, y), mlpSync(x, rows, layers), launchSync(kernel, grid, block, args,
  *   sharedBytes), nopSync()
  *       cuv_sync on the JavaScript thread: it blocks until the GPU is done (what
