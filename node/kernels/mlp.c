@@ -1,4 +1,4 @@
-/* The package's copy of cuv's tcp-infer host model (the package builds from node/ alone). */
+/* The package's copy of cuv's apps/tcp-infer/mlp.c, the same below (README.md here). */
 /* The tcp-infer model on the host (see mlp.h). */
 #include <math.h>
 

@@ -1,4 +1,4 @@
-// The package's copy of cuv's tcp-infer kernel (the package builds from node/ alone).
+// The package's copy of cuv's apps/tcp-infer/mlp.cu, the same below (README.md here).
 // tcp-infer's kernels, compiled to PTX by nvcc at build time and launched through the typed
 // launchers cuv-launchers generates from this file (mlp_launchers.h). mlp_dense: one dense layer,
 // bias and optional ReLU fused, one thread per output element. Its host twin for the simulator

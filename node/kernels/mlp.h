@@ -1,4 +1,4 @@
-/* The package's copy of cuv's tcp-infer model header (the package builds from node/ alone). */
+/* The package's copy of cuv's apps/tcp-infer/mlp.h, the same below (README.md here). */
 /* The tcp-infer model: a two-layer MLP (in 64 -> hidden 128, ReLU -> out 16), float32, whose
  * weights are made deterministically from a seed. Shared by the server (uploads them once), the
  * load client and the probe (compute the expected outputs on the host), and the simulator's

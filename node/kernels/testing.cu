@@ -1,5 +1,5 @@
-// The package's testing kernels, compiled to PTX at install and embedded (cuv.ptx.testing). Each
-// has a host twin in src/twins.c with the same name and parameters, for libcuv-sim.
+// The package's own testing kernels, compiled to PTX at install and embedded (cuv.ptx.testing).
+// Each has a host twin in src/twins.c with the same name and parameters, for libcuv-sim.
 //
 // cuv_node_gate: one thread waits until *flag is non-zero, or timeout_ns of the GPU's global timer
 // passed, and adds 1 (opened) or 2 (timed out) to *state. Work that reads or writes `state` is

@@ -15,7 +15,8 @@ const vendorDir = path.join(packageDir, 'vendor', 'cuv');
 // The kernel modules embedded as PTX: a .cu compiled by nvcc, and the listing of its entry names
 // that libcuv-sim accepts where nvcc is absent (not loadable by a GPU). `from: 'cuv'` files are
 // cuv's, `from: 'package'` ones the package's own (kernels/: copies of cuv's saxpy sample
-// and of tcp-infer's dense layer, so that the package builds from node/ alone).
+// and of tcp-infer's dense layer, so that the package builds from node/ alone; kernels/README.md
+// says what must match their origins, which cuv's test node-kernels checks).
 const kernelModules = [
   { name: 'saxpy', from: 'package', cu: 'kernels/saxpy.cu', listing: 'kernels/saxpy-sim.ptx' },
   { name: 'mlp', from: 'package', cu: 'kernels/mlp.cu', listing: 'kernels/mlp-sim.ptx' },
