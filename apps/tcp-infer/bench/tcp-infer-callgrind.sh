@@ -20,6 +20,11 @@
 #   N1, N2           requests (default 1000 and 5000)
 #   CONNS, DEPTH     client connections and requests pipelined on each (default 64 and 1)
 #   BATCH            rows per request (default 8)
+#   API              the client's --api: infer (POST /infer, the default), kserve (KServe v2
+#                    with JSON tensors: the request's JSON read, the response's written) or
+#                    kserve-binary
+#   PROFILES         a folder to keep the loop thread's profiles in (loop.N1, loop.N2), for
+#                    callgrind_annotate's per-function figures
 # e.g. apps/tcp-infer/bench/tcp-infer-callgrind.sh build -- --graph
 set -euo pipefail
 
@@ -38,6 +43,7 @@ n2=${N2:-5000}
 conns=${CONNS:-64}
 depth=${DEPTH:-1}
 batch=${BATCH:-8}
+api=${API:-infer}
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 
 work=$(mktemp -d)
@@ -47,7 +53,7 @@ trap 'rm -rf "$work"' EXIT
 
 client() {
   echo -- "$bin/tcp-infer-client" --connections "$conns" --depth "$depth" --batch "$batch" \
-    --requests "$1" --threads 1
+    --requests "$1" --threads 1 --api "$api"
 }
 
 for n in "$n1" "$n2"; do
@@ -57,6 +63,7 @@ for n in "$n1" "$n2"; do
     $(client "$n") >"$work/log.$n" 2>&1 || { cat "$work/log.$n" >&2; exit 1; }
   loop=$(grep -l 'loop_main' "$work/cg.$n"-* | head -n 1)
   [ -n "$loop" ] || { echo "no loop thread in the profiles" >&2; exit 1; }
+  [ -z "${PROFILES:-}" ] || cp "$loop" "$PROFILES/loop.$n"
   read -r total driver self app < <(callgrind_measure "$loop" tcp-infer)
   echo "N=$n: loop thread $total Ir (driver $driver, libcuv self $self, server self $app)"
   eval "total$n=$total driver$n=$driver self$n=$self app$n=$app"
@@ -64,7 +71,7 @@ done
 
 per() { callgrind_per "$@"; }
 echo "instructions per request, (I(N2)-I(N1)) / (N2-N1), N1=$n1 N2=$n2, $conns connections x" \
-  "$depth, batch $batch, server options: ${*:-none}"
+  "$depth, batch $batch, API $api, server options: ${*:-none}"
 echo "  loop thread     $(per "$((total$n1))" "$((total$n2))")"
 echo "    in driver     $(per "$((driver$n1))" "$((driver$n2))")"
 echo "    cuv + app     $(per "$((total$n1 - driver$n1))" "$((total$n2 - driver$n2))")"
