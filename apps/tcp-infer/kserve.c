@@ -212,12 +212,12 @@ unsigned kserve_head(const server_t *s, request_t *req, const http_head_t *h) {
 
 typedef struct parse {
   const server_t *srv;
-  json_doc_t doc;
+  json_t *doc;
   char *why;
   size_t why_len;
   unsigned rows;
-  const json_node_t *data; /* the input's "data", or NULL with binary data */
-  size_t binary_size;      /* the input's binary_data_size */
+  const json_t *data; /* the input's "data", or NULL with binary data */
+  size_t binary_size; /* the input's binary_data_size */
   bool binary_in, binary_out;
 } parse_t;
 
@@ -229,37 +229,37 @@ __attribute__((format(printf, 2, 3))) static int bad(parse_t *p, const char *fmt
   return -1;
 }
 
-static bool is_uint(const json_node_t *n) {
-  return n && n->type == JSON_NUMBER && n->num >= 0 && n->num <= 9007199254740992.0 &&
-         n->num == floor(n->num);
+static bool is_uint(const json_t *n) {
+  double v = json_number_value(n);
+  return json_is_number(n) && v >= 0 && v <= 9007199254740992.0 && v == floor(v);
 }
 
 /* shape [N, 64], 1 <= N <= max batch */
-static int check_shape(parse_t *p, const json_node_t *shape) {
-  const json_node_t *n0 = json_first(&p->doc, shape), *n1 = json_next(&p->doc, n0);
+static int check_shape(parse_t *p, const json_t *shape) {
+  const json_t *n0 = json_array_get(shape, 0), *n1 = json_array_get(shape, 1);
   unsigned max = p->srv->max_batch;
-  if (!shape || shape->type != JSON_ARRAY || shape->count != 2 || !is_uint(n0) || !is_uint(n1))
+  if (json_array_size(shape) != 2 || !is_uint(n0) || !is_uint(n1))
     return bad(p, "input " INPUT ": shape must be [N, %u], two non-negative integers", MLP_IN);
-  if (n1->num != MLP_IN || n0->num < 1 || n0->num > max)
+  double rows = json_number_value(n0), cols = json_number_value(n1);
+  if (cols != MLP_IN || rows < 1 || rows > max)
     return bad(p, "input " INPUT ": shape [%.0f, %.0f]: this model takes [N, %u] with N from "
-               "1 to %u", n0->num, n1->num, MLP_IN, max);
-  p->rows = (unsigned)n0->num;
+               "1 to %u", rows, cols, MLP_IN, max);
+  p->rows = (unsigned)rows;
   return 0;
 }
 
 /* The input's binary_data_size, or its data. */
-static int check_data(parse_t *p, const json_node_t *in) {
-  const json_node_t *size = json_get(&p->doc, json_get(&p->doc, in, "parameters"),
-                                     "binary_data_size");
-  p->data = json_get(&p->doc, in, "data");
+static int check_data(parse_t *p, const json_t *in) {
+  const json_t *size = json_object_get(json_object_get(in, "parameters"), "binary_data_size");
+  p->data = json_object_get(in, "data");
   if (size) {
-    if (!is_uint(size) || size->num != (double)p->rows * ROW_IN)
+    if (!is_uint(size) || json_number_value(size) != (double)p->rows * ROW_IN)
       return bad(p, "input " INPUT ": binary_data_size must be %zu bytes for %u rows",
                  p->rows * ROW_IN, p->rows);
     if (p->data)
       return bad(p, "input " INPUT ": both data and binary_data_size");
     p->binary_in = true;
-    p->binary_size = (size_t)size->num;
+    p->binary_size = (size_t)json_number_value(size);
     return 0;
   }
   if (!p->data)
@@ -267,63 +267,63 @@ static int check_data(parse_t *p, const json_node_t *in) {
   return 0;
 }
 
-static int check_input(parse_t *p, const json_node_t *inputs) {
-  if (!inputs || inputs->type != JSON_ARRAY || inputs->count != 1)
+static int check_input(parse_t *p, const json_t *inputs) {
+  if (!json_is_array(inputs) || json_array_size(inputs) != 1)
     return bad(p, "inputs must be an array of one tensor, " INPUT);
-  const json_node_t *in = json_first(&p->doc, inputs);
-  if (!json_is_string(json_get(&p->doc, in, "name"), INPUT))
+  const json_t *in = json_array_get(inputs, 0);
+  if (!json_string_is(json_object_get(in, "name"), INPUT))
     return bad(p, "unknown input: this model's input is " INPUT);
-  const json_node_t *type = json_get(&p->doc, in, "datatype");
-  if (!json_is_string(type, "FP32"))
+  if (!json_string_is(json_object_get(in, "datatype"), "FP32"))
     return bad(p, "input " INPUT ": datatype must be FP32");
-  if (check_shape(p, json_get(&p->doc, in, "shape")) != 0)
+  if (check_shape(p, json_object_get(in, "shape")) != 0)
     return -1;
   return check_data(p, in);
 }
 
-static bool flag(const json_doc_t *doc, const json_node_t *params, const char *name, bool *set) {
-  const json_node_t *v = json_get(doc, params, name);
+static bool flag(const json_t *params, const char *name, bool *set) {
+  const json_t *v = json_object_get(params, name);
   if (!v)
     return true;
-  if (v->type != JSON_TRUE && v->type != JSON_FALSE)
+  if (!json_is_boolean(v))
     return false;
-  *set = v->type == JSON_TRUE;
+  *set = json_is_true(v);
   return true;
 }
 
 /* Top-level binary_data_output, then each requested output's binary_data. */
-static int check_outputs(parse_t *p, const json_node_t *root) {
-  const json_node_t *params = json_get(&p->doc, root, "parameters");
-  if (!flag(&p->doc, params, "binary_data_output", &p->binary_out))
+static int check_outputs(parse_t *p, const json_t *root) {
+  if (!flag(json_object_get(root, "parameters"), "binary_data_output", &p->binary_out))
     return bad(p, "parameters.binary_data_output must be true or false");
-  const json_node_t *outputs = json_get(&p->doc, root, "outputs");
+  const json_t *outputs = json_object_get(root, "outputs");
   if (!outputs)
     return 0;
-  if (outputs->type != JSON_ARRAY)
+  if (!json_is_array(outputs))
     return bad(p, "outputs must be an array");
-  for (const json_node_t *o = json_first(&p->doc, outputs); o; o = json_next(&p->doc, o)) {
-    if (!json_is_string(json_get(&p->doc, o, "name"), OUTPUT))
+  for (size_t i = 0; i < json_array_size(outputs); i++) {
+    const json_t *o = json_array_get(outputs, i);
+    if (!json_string_is(json_object_get(o, "name"), OUTPUT))
       return bad(p, "unknown output: this model's output is " OUTPUT);
-    if (!flag(&p->doc, json_get(&p->doc, o, "parameters"), "binary_data", &p->binary_out))
+    if (!flag(json_object_get(o, "parameters"), "binary_data", &p->binary_out))
       return bad(p, "output " OUTPUT ": parameters.binary_data must be true or false");
   }
   return 0;
 }
 
 /* The numbers of data (nested arrays flattened, row-major) as float32; how many were read. */
-static int flatten(parse_t *p, const json_node_t *n, float *out, size_t want, size_t *got) {
-  if (n->type == JSON_ARRAY) {
-    for (const json_node_t *e = json_first(&p->doc, n); e; e = json_next(&p->doc, e))
-      if (flatten(p, e, out, want, got) != 0)
+static int flatten(parse_t *p, const json_t *n, float *out, size_t want, size_t *got) {
+  if (json_is_array(n)) {
+    for (size_t i = 0; i < json_array_size(n); i++)
+      if (flatten(p, json_array_get(n, i), out, want, got) != 0)
         return -1;
     return 0;
   }
-  if (n->type != JSON_NUMBER)
+  if (!json_is_number(n))
     return bad(p, "input " INPUT ": data must hold numbers only");
-  if (!(fabs(n->num) <= 3.4028234663852886e38))
-    return bad(p, "input " INPUT ": %g is not a finite FP32", n->num);
+  double v = json_number_value(n);
+  if (!(fabs(v) <= 3.4028234663852886e38))
+    return bad(p, "input " INPUT ": %g is not a finite FP32", v);
   if (*got < want)
-    out[*got] = (float)n->num;
+    out[*got] = (float)v;
   (*got)++;
   return 0;
 }
@@ -349,17 +349,17 @@ static int fill_rows(parse_t *p, const char *binary, size_t binary_len, float *r
 
 /* The JSON header's checks: everything but the values. */
 static int check_request(parse_t *p, const char *json, size_t json_len, char **id) {
-  if (json_parse(&p->doc, json, json_len) != 0)
-    return bad(p, "malformed JSON: %s", p->doc.error);
-  const json_node_t *root = json_root(&p->doc);
-  if (root->type != JSON_OBJECT)
+  char why[JSON_WHY_LEN];
+  if (!(p->doc = json_read(json, json_len, why)))
+    return bad(p, "malformed JSON: %s", why);
+  if (!json_is_object(p->doc))
     return bad(p, "the request must be a JSON object");
-  const json_node_t *idn = json_get(&p->doc, root, "id");
-  if (idn && idn->type != JSON_STRING)
+  const json_t *idn = json_object_get(p->doc, "id");
+  if (idn && !json_is_string(idn))
     return bad(p, "id must be a string");
-  if (check_input(p, json_get(&p->doc, root, "inputs")) != 0 || check_outputs(p, root) != 0)
+  if (check_input(p, json_object_get(p->doc, "inputs")) != 0 || check_outputs(p, p->doc) != 0)
     return -1;
-  if (idn && !(*id = strdup(idn->str)))
+  if (idn && !(*id = strdup(json_string_value(idn))))
     return bad(p, "out of memory");
   return 0;
 }
@@ -375,7 +375,7 @@ int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
     rc = bad(&p, "out of memory");
   if (rc == 0)
     rc = fill_rows(&p, req->body + json_len, req->body_len - json_len, (float *)(void *)rows);
-  json_doc_free(&p.doc);
+  json_decref(p.doc);
   if (rc != 0) {
     free(id);
     free(ks);

@@ -53,10 +53,13 @@ static void send_infer_v2(client_t *c, const batch_t *b, const v2_request_opts_t
 
 /* ---- responses ------------------------------------------------------------------------------ */
 
-/* The response's JSON part, parsed (the caller frees it). */
-static void parse_json(const response_t *r, size_t len, json_doc_t *doc) {
-  if (json_parse(doc, r->body ? r->body : "", len) != 0)
-    fail_msg("not JSON (%s): %.*s", doc->error, (int)(len < 200 ? len : 200), r->body);
+/* The response's JSON part, parsed (the caller json_decref's it). */
+static json_t *parse_json(const response_t *r, size_t len) {
+  char why[JSON_WHY_LEN];
+  json_t *doc = json_read(r->body ? r->body : "", len, why);
+  if (!doc)
+    fail_msg("not JSON (%s): %.*s", why, (int)(len < 200 ? len : 200), r->body);
+  return doc;
 }
 
 /* An inference's answer: 200, the model, the id, OUTPUT0 [rows, 16] FP32 equal to the host's,
@@ -88,16 +91,13 @@ static bool expect_error(client_t *c, unsigned status) {
   if (r.status != status)
     fail_msg("status %u, want %u: %.*s", r.status, status, (int)r.len, r.body ? r.body : "");
   assert_string_equal(r.content_type, "application/json");
-  json_doc_t doc;
-  parse_json(&r, r.len, &doc);
-  const json_node_t *root = json_root(&doc);
-  assert_int_equal(root->type, JSON_OBJECT);
-  const json_node_t *error = json_get(&doc, root, "error");
-  assert_non_null(error);
-  assert_int_equal(error->type, JSON_STRING);
-  assert_true(error->str_len > 5);
-  print_message("#   %u %s\n", status, error->str);
-  json_doc_free(&doc);
+  json_t *root = parse_json(&r, r.len);
+  assert_true(json_is_object(root));
+  const json_t *error = json_object_get(root, "error");
+  assert_true(json_is_string(error));
+  assert_true(json_string_length(error) > 5);
+  print_message("#   %u %s\n", status, json_string_value(error));
+  json_decref(root);
   bool keep_alive = r.keep_alive;
   free_response(&r);
   return keep_alive;
@@ -160,17 +160,15 @@ static void test_server_metadata(void **state) {
   response_t r = get(c, "GET", "/v2");
   assert_int_equal(r.status, 200);
   assert_string_equal(r.content_type, "application/json");
-  json_doc_t doc;
-  parse_json(&r, r.len, &doc);
-  const json_node_t *root = json_root(&doc);
-  assert_true(json_is_string(json_get(&doc, root, "name"), "tcp-infer"));
-  assert_int_equal(json_get(&doc, root, "version")->type, JSON_STRING);
-  const json_node_t *ext = json_get(&doc, root, "extensions");
+  json_t *root = parse_json(&r, r.len);
+  assert_true(json_string_is(json_object_get(root, "name"), "tcp-infer"));
+  assert_true(json_is_string(json_object_get(root, "version")));
+  const json_t *ext = json_object_get(root, "extensions");
   bool binary = false;
-  for (const json_node_t *e = json_first(&doc, ext); e; e = json_next(&doc, e))
-    binary |= json_is_string(e, "binary_tensor_data");
+  for (size_t i = 0; i < json_array_size(ext); i++)
+    binary |= json_string_is(json_array_get(ext, i), "binary_tensor_data");
   assert_true(binary);
-  json_doc_free(&doc);
+  json_decref(root);
   long len = (long)r.len;
   free_response(&r);
   r = get(c, "HEAD", "/v2");
@@ -181,16 +179,18 @@ static void test_server_metadata(void **state) {
   hang_up(c);
 }
 
-static void check_tensor(const json_doc_t *doc, const json_node_t *list, const char *name,
-                         unsigned dim) {
-  assert_int_equal(list->count, 1);
-  const json_node_t *t = json_first(doc, list);
-  assert_true(json_is_string(json_get(doc, t, "name"), name));
-  assert_true(json_is_string(json_get(doc, t, "datatype"), "FP32"));
-  const json_node_t *shape = json_get(doc, t, "shape");
-  assert_int_equal(shape->count, 2);
-  assert_true(json_first(doc, shape)->num == -1);
-  assert_true(json_next(doc, json_first(doc, shape))->num == dim);
+static void check_tensor(const json_t *list, const char *name, unsigned dim) {
+  assert_true(json_is_array(list));
+  assert_int_equal(json_array_size(list), 1);
+  const json_t *t = json_array_get(list, 0);
+  assert_true(json_string_is(json_object_get(t, "name"), name));
+  assert_true(json_string_is(json_object_get(t, "datatype"), "FP32"));
+  const json_t *shape = json_object_get(t, "shape");
+  assert_int_equal(json_array_size(shape), 2);
+  assert_true(json_is_number(json_array_get(shape, 0)));
+  assert_true(json_number_value(json_array_get(shape, 0)) == -1);
+  assert_true(json_is_number(json_array_get(shape, 1)));
+  assert_true(json_number_value(json_array_get(shape, 1)) == dim);
 }
 
 static void test_model_metadata(void **state) {
@@ -199,16 +199,15 @@ static void test_model_metadata(void **state) {
   for (size_t i = 0; i < 2; i++) {
     response_t r = get(c, "GET", paths[i]);
     assert_int_equal(r.status, 200);
-    json_doc_t doc;
-    parse_json(&r, r.len, &doc);
-    const json_node_t *root = json_root(&doc);
-    assert_true(json_is_string(json_get(&doc, root, "name"), "mlp"));
-    const json_node_t *versions = json_get(&doc, root, "versions");
-    assert_int_equal(versions->count, 1);
-    assert_true(json_is_string(json_first(&doc, versions), "1"));
-    check_tensor(&doc, json_get(&doc, root, "inputs"), "INPUT0", MLP_IN);
-    check_tensor(&doc, json_get(&doc, root, "outputs"), "OUTPUT0", MLP_OUT);
-    json_doc_free(&doc);
+    json_t *root = parse_json(&r, r.len);
+    assert_true(json_string_is(json_object_get(root, "name"), "mlp"));
+    const json_t *versions = json_object_get(root, "versions");
+    assert_true(json_is_array(versions));
+    assert_int_equal(json_array_size(versions), 1);
+    assert_true(json_string_is(json_array_get(versions, 0), "1"));
+    check_tensor(json_object_get(root, "inputs"), "INPUT0", MLP_IN);
+    check_tensor(json_object_get(root, "outputs"), "OUTPUT0", MLP_OUT);
+    json_decref(root);
     free_response(&r);
   }
   /* models, versions and paths that are not there: 404 in the JSON form */

@@ -76,45 +76,46 @@ __attribute__((format(printf, 3, 4))) static int why_not(char *why, size_t n, co
 }
 
 /* OUTPUT0's values, from its data or from the binary part. */
-static int output_values(const json_doc_t *doc, const json_node_t *out, const char *binary,
-                         size_t binary_len, unsigned rows, float *values, char *why, size_t n) {
+static int output_values(const json_t *out, const char *binary, size_t binary_len,
+                         unsigned rows, float *values, char *why, size_t n) {
   size_t want = (size_t)rows * MLP_OUT;
-  const json_node_t *data = json_get(doc, out, "data");
+  const json_t *data = json_object_get(out, "data");
   if (binary_len || !data) {
-    const json_node_t *size = json_get(doc, json_get(doc, out, "parameters"),
-                                       "binary_data_size");
-    if (!size || size->num != (double)(want * sizeof(float)) || binary_len != want * 4)
+    const json_t *size = json_object_get(json_object_get(out, "parameters"), "binary_data_size");
+    if (!json_is_number(size) || json_number_value(size) != (double)(want * sizeof(float)) ||
+        binary_len != want * 4)
       return why_not(why, n, "binary output: %zu bytes, binary_data_size %g (want %zu)",
-                     binary_len, size ? size->num : -1.0, want * sizeof(float));
+                     binary_len, size ? json_number_value(size) : -1.0, want * sizeof(float));
     memcpy(values, binary, binary_len);
     return 0;
   }
-  size_t i = 0;
-  for (const json_node_t *v = json_first(doc, data); v; v = json_next(doc, v), i++)
-    if (v->type != JSON_NUMBER || i >= want)
+  size_t count = json_array_size(data);
+  for (size_t i = 0; i < count; i++) {
+    const json_t *v = json_array_get(data, i);
+    if (!json_is_number(v) || i >= want)
       return why_not(why, n, "data: more than %zu numbers, or not numbers", want);
-    else
-      values[i] = (float)v->num;
-  return i == want ? 0 : why_not(why, n, "data: %zu numbers, want %zu", i, want);
+    values[i] = (float)json_number_value(v);
+  }
+  return count == want ? 0 : why_not(why, n, "data: %zu numbers, want %zu", count, want);
 }
 
 /* The response's own fields: the model, the id, one output OUTPUT0 FP32 [rows, MLP_OUT]. */
-static const json_node_t *check_fields(const json_doc_t *doc, unsigned rows, const char *id,
-                                       char *why, size_t n) {
-  const json_node_t *root = json_root(doc);
-  const json_node_t *idn = json_get(doc, root, "id"), *outs = json_get(doc, root, "outputs");
-  if (!json_is_string(json_get(doc, root, "model_name"), "mlp") ||
-      !json_is_string(json_get(doc, root, "model_version"), "1"))
+static const json_t *check_fields(const json_t *root, unsigned rows, const char *id, char *why,
+                                  size_t n) {
+  const json_t *idn = json_object_get(root, "id"), *outs = json_object_get(root, "outputs");
+  if (!json_string_is(json_object_get(root, "model_name"), "mlp") ||
+      !json_string_is(json_object_get(root, "model_version"), "1"))
     return why_not(why, n, "model_name and model_version must be mlp and 1"), NULL;
-  if (id ? !json_is_string(idn, id) : idn != NULL)
+  if (id ? !json_string_is(idn, id) : idn != NULL)
     return why_not(why, n, "id: not the request's"), NULL;
-  if (!outs || outs->type != JSON_ARRAY || outs->count != 1)
+  if (!json_is_array(outs) || json_array_size(outs) != 1)
     return why_not(why, n, "outputs: one tensor wanted"), NULL;
-  const json_node_t *out = json_first(doc, outs);
-  const json_node_t *shape = json_get(doc, out, "shape"), *d0 = json_first(doc, shape);
-  if (!json_is_string(json_get(doc, out, "name"), "OUTPUT0") ||
-      !json_is_string(json_get(doc, out, "datatype"), "FP32") || !shape || shape->count != 2 ||
-      d0->num != rows || json_next(doc, d0)->num != MLP_OUT)
+  const json_t *out = json_array_get(outs, 0);
+  const json_t *shape = json_object_get(out, "shape");
+  if (!json_string_is(json_object_get(out, "name"), "OUTPUT0") ||
+      !json_string_is(json_object_get(out, "datatype"), "FP32") ||
+      json_array_size(shape) != 2 || json_number_value(json_array_get(shape, 0)) != rows ||
+      json_number_value(json_array_get(shape, 1)) != MLP_OUT)
     return why_not(why, n, "output: OUTPUT0 FP32 [%u, %u] wanted", rows, MLP_OUT), NULL;
   return out;
 }
@@ -124,15 +125,14 @@ int v2_response_outputs(const char *body, size_t len, long header_len, unsigned 
   size_t json_len = header_len >= 0 ? (size_t)header_len : len;
   if (json_len > len)
     return why_not(why, why_len, "Inference-Header-Content-Length %zu past the body", json_len);
-  json_doc_t doc;
-  int rc = json_parse(&doc, body ? body : "", json_len);
-  if (rc != 0)
-    why_not(why, why_len, "not JSON: %s", doc.error);
-  const json_node_t *tensor = rc == 0 ? check_fields(&doc, rows, id, why, why_len) : NULL;
-  if (rc == 0 && !tensor)
-    rc = -1;
-  if (rc == 0)
-    rc = output_values(&doc, tensor, body + json_len, len - json_len, rows, out, why, why_len);
-  json_doc_free(&doc);
+  char reason[JSON_WHY_LEN];
+  json_t *doc = json_read(body ? body : "", json_len, reason);
+  if (!doc)
+    return why_not(why, why_len, "not JSON: %s", reason);
+  const json_t *tensor = check_fields(doc, rows, id, why, why_len);
+  int rc = tensor ? output_values(tensor, body + json_len, len - json_len, rows, out, why,
+                                  why_len)
+                  : -1;
+  json_decref(doc);
   return rc;
 }
