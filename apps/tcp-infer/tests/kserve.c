@@ -8,8 +8,9 @@
  * data extension (binary inputs, binary outputs asked for the whole request or per output), each
  * answer checked against the host computation on fresh random rows; then invalid requests (wrong
  * shapes, datatypes, names, value counts, truncated binary parts, huge declared sizes, malformed
- * JSON, wrong methods and paths), each a clear 4xx in the protocol's JSON error form on a
- * connection that then serves a correct answer, and pipelined mixtures answered in order. */
+ * JSON, what the JSON reader refuses, wrong methods and paths), each a clear 4xx in the
+ * protocol's JSON error form on a connection that then serves a correct answer, and pipelined
+ * mixtures answered in order. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -374,6 +375,102 @@ static void test_invalid_json(void **state) {
   hang_up(c);
 }
 
+/* An inference of b's rows in JSON: `id` the id member's JSON text (NULL: none), the first
+ * `values` of the rows' values, then `extra` (JSON text), inside `wrap` arrays more than data's
+ * own. */
+static char *json_request(const batch_t *b, const char *id, unsigned wrap, size_t values,
+                          const char *extra) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  assert_non_null(f);
+  fputc('{', f);
+  if (id)
+    fprintf(f, "\"id\":%s,", id);
+  fprintf(f, "\"inputs\":[{\"name\":\"INPUT0\",\"datatype\":\"FP32\",\"shape\":[%u,%u],"
+          "\"data\":[", b->rows, MLP_IN);
+  for (unsigned i = 0; i < wrap; i++)
+    fputc('[', f);
+  for (size_t i = 0; i < values; i++) {
+    fputs(i ? "," : "", f);
+    json_put_float(f, b->in[i]);
+  }
+  fputs(extra, f);
+  for (unsigned i = 0; i < wrap; i++)
+    fputc(']', f);
+  fputs("]}]}", f);
+  assert_int_equal(fclose(f), 0);
+  return text;
+}
+
+static void send_text(client_t *c, char *body) {
+  send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
+  free(body);
+}
+
+/* What the JSON reader (jansson, json.c) decides, seen from the protocol: values as deep as 32
+ * levels answered and 33 refused, duplicate keys, NaN, the infinities and overflow, invalid
+ * UTF-8 and NULs in the id refused while valid UTF-8 is echoed back, and a data array one value
+ * longer than the largest batch's; each refusal a 400 on a connection that then serves. */
+static void test_json_reader(void **state) {
+  client_t *c = dial();
+  batch_t b = make_batch(3);
+  size_t all = (size_t)b.rows * MLP_IN;
+  /* root 0, inputs 1, the tensor 2, data 3: its values at 4 + wrap */
+  send_text(c, json_request(&b, NULL, JSON_MAX_DEPTH - 4, all, ""));
+  expect_outputs(c, &b, NULL, false);
+  send_text(c, json_request(&b, NULL, JSON_MAX_DEPTH - 3, all, ""));
+  assert_true(expect_error(c, 400));
+  /* a key twice, each time one that a reader keeping either would run: the id, the inputs
+   * (first an empty list), the parameters (binary output or not) */
+  static const char *const twice[] = {
+      "\"x\",\"id\":\"x\"",
+      "\"x\",\"inputs\":[]",
+      "\"x\",\"parameters\":{\"binary_data_output\":false,\"binary_data_output\":true}",
+  };
+  for (size_t i = 0; i < sizeof twice / sizeof twice[0]; i++) {
+    send_text(c, json_request(&b, twice[i], 0, all, ""));
+    assert_true(expect_error(c, 400));
+  }
+  /* the tensor's name twice */
+  char *one = json_request(&b, NULL, 0, all, ""), *dup = malloc(strlen(one) + 32);
+  assert_non_null(dup);
+  const char *name = strstr(one, "\"name\":\"INPUT0\",");
+  assert_non_null(name);
+  snprintf(dup, strlen(one) + 32, "%.*s\"name\":\"INPUT0\",%s", (int)(name - one), one, name);
+  free(one);
+  send_text(c, dup);
+  assert_true(expect_error(c, 400));
+  /* as the last value: numbers that JSON cannot spell or a double cannot hold */
+  static const char *const nonfinite[] = {",NaN", ",Infinity", ",-Infinity", ",1e999", ",-2e308"};
+  for (size_t i = 0; i < sizeof nonfinite / sizeof nonfinite[0]; i++) {
+    send_text(c, json_request(&b, NULL, 0, all - 1, nonfinite[i]));
+    assert_true(expect_error(c, 400));
+  }
+  /* ids: invalid UTF-8 (a stray byte, overlong, a surrogate, past U+10FFFF, cut short) and a
+   * NUL refused; valid UTF-8, raw and escaped, echoed back decoded */
+  static const char *const bad_ids[] = {"\"\xff\"", "\"\xc0\xaf\"", "\"\xed\xa0\x80\"",
+                                        "\"\xf4\x90\x80\x80\"", "\"a\xe2\x82\"", "\"a\\u0000b\""};
+  for (size_t i = 0; i < sizeof bad_ids / sizeof bad_ids[0]; i++) {
+    send_text(c, json_request(&b, bad_ids[i], 0, all, ""));
+    assert_true(expect_error(c, 400));
+  }
+  send_text(c,
+            json_request(&b, "\"\xc3\xa9\\u00e9\xf0\x9f\x98\x80\\ud83d\\ude00\"", 0, all, ""));
+  expect_outputs(c, &b, "\xc3\xa9\xc3\xa9\xf0\x9f\x98\x80\xf0\x9f\x98\x80", false);
+  free_batch(&b);
+  /* the largest batch's data and one value more */
+  b = make_batch(MLP_DEFAULT_MAX_BATCH);
+  all = (size_t)b.rows * MLP_IN;
+  send_text(c, json_request(&b, "\"max\"", 1, all, ""));
+  expect_outputs(c, &b, "max", false);
+  send_text(c, json_request(&b, NULL, 0, all, ",0.5"));
+  assert_true(expect_error(c, 400));
+  free_batch(&b);
+  assert_serves(c);
+  hang_up(c);
+}
+
 /* The binary extension's framing: declared sizes that the bytes do not match. */
 static void test_invalid_binary(void **state) {
   client_t *c = dial();
@@ -460,8 +557,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_health),         cmocka_unit_test(test_server_metadata),
       cmocka_unit_test(test_model_metadata), cmocka_unit_test(test_infer_json),
       cmocka_unit_test(test_infer_binary),   cmocka_unit_test(test_pipelined_mixed),
-      cmocka_unit_test(test_invalid_json),   cmocka_unit_test(test_invalid_binary),
-      cmocka_unit_test(test_invalid_head),
+      cmocka_unit_test(test_invalid_json),   cmocka_unit_test(test_json_reader),
+      cmocka_unit_test(test_invalid_binary), cmocka_unit_test(test_invalid_head),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
