@@ -3,7 +3,8 @@
 # callgrind_measure FILE [PROGRAM]: of one thread's profile, prints "total driver self program":
 # its total Ir, the inclusive Ir in the driver's entry points (the cu* functions of libcuv-sim,
 # which do not call one another, so their inclusive costs add up), the self Ir in libcuv and
-# libcuv-uv, and the self Ir in PROGRAM's own code (0 without PROGRAM).
+# libcuv-uv, and the self Ir in PROGRAM's own code (0 without PROGRAM). Printed with %.0f: mawk's
+# %d stops at 2^31 - 1, which a run of a few thousand KServe JSON requests passes.
 callgrind_measure() {
   local f=$1 program=${2:-}
   { awk '/^summary:/ { print "T", $2 }' "$f"
@@ -15,7 +16,7 @@ callgrind_measure() {
     $1 == "I" && /libcuv-sim\.so/ && /:cu[A-Z][A-Za-z0-9_]* \[/ { driver += ir }
     $1 == "S" && /\[[^]]*\/libcuv(-uv)?\.so[^]]*\]$/ { self += ir }
     $1 == "S" && program != "" && index($0, "/" program "]") { app += ir }
-    END { printf "%d %d %d %d\n", total, driver, self, app }'
+    END { printf "%.0f %.0f %.0f %.0f\n", total, driver, self, app }'
 }
 
 # callgrind_per A B [FORMAT]: (B - A) / (N2 - N1), with n1 and n2 set by the caller.
