@@ -18,6 +18,7 @@
  *
  * jansson bounds its own recursion (2048) but has no depth option: json_read walks the tree it
  * built and refuses one deeper than JSON_MAX_DEPTH. */
+#include <stdarg.h>
 #include <string.h>
 
 #include "json.h"
@@ -43,21 +44,27 @@ static bool within_depth(json_t *v, unsigned left) {
   return true;
 }
 
-json_t *json_read(const char *text, size_t len, char why[JSON_WHY_LEN]) {
-  if (!text) {
-    snprintf(why, JSON_WHY_LEN, "no document");
-    return NULL;
+/* why, when the caller passed one: the reason a document was refused. */
+__attribute__((format(printf, 2, 3))) static json_t *refuse(char *why, const char *fmt, ...) {
+  if (why) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, JSON_WHY_LEN, fmt, ap);
+    va_end(ap);
   }
+  return NULL;
+}
+
+json_t *json_read(const char *text, size_t len, char why[JSON_WHY_LEN]) {
+  if (!text)
+    return refuse(why, "no document");
   json_error_t error;
   json_t *root = json_loadb(text, len, READ_FLAGS, &error);
-  if (!root) {
-    snprintf(why, JSON_WHY_LEN, "%s at byte %d", error.text, error.position);
-    return NULL;
-  }
+  if (!root)
+    return refuse(why, "%s at byte %d", error.text, error.position);
   if (!within_depth(root, JSON_MAX_DEPTH)) {
     json_decref(root);
-    snprintf(why, JSON_WHY_LEN, "nested deeper than %d", JSON_MAX_DEPTH);
-    return NULL;
+    return refuse(why, "nested deeper than %d", JSON_MAX_DEPTH);
   }
   return root;
 }

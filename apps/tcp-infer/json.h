@@ -21,8 +21,9 @@
 /* Room for json_read's reason: jansson's text and the byte offset. */
 #define JSON_WHY_LEN (JSON_ERROR_TEXT_LENGTH + 32)
 
-/* text[0, len) as one JSON document; NULL with why set (malformed, nested too deep, out of
- * memory, no text): a reason, and the byte offset where the text went wrong. */
+/* text[0, len) as one JSON document; NULL when refused (malformed, nested too deep, out of
+ * memory, no text), with the reason and the byte offset where the text went wrong in why unless
+ * why is NULL. */
 json_t *json_read(const char *text, size_t len, char why[JSON_WHY_LEN]);
 /* Whether v is a string equal to s. */
 bool json_string_is(const json_t *v, const char *s);

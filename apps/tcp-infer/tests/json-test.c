@@ -102,6 +102,12 @@ static void test_malformed(void **state) {
   char why[JSON_WHY_LEN];
   assert_null(json_read(NULL, 0, why));
   assert_string_equal(why, "no document");
+  /* no room for the reason: refused all the same, or read */
+  assert_null(json_read(NULL, 0, NULL));
+  assert_null(json_read("[1,", 3, NULL));
+  json_t *v = json_read("[1]", 3, NULL);
+  assert_int_equal(json_array_size(v), 1);
+  json_decref(v);
 }
 
 /* Every proper prefix of a document is refused: the reader never looks past the length (ASan
@@ -174,8 +180,10 @@ static void test_depth(void **state) {
         bool fits = depth + (unsigned)number <= JSON_MAX_DEPTH;
         if (fits != (v != NULL))
           fail_msg("depth %u + %d: %s", depth, number, v ? "accepted" : why);
-        if (!fits)
+        if (!fits) {
           assert_string_equal(why, "nested deeper than 32");
+          assert_null(json_read(text, strlen(text), NULL)); /* no room for the reason */
+        }
         json_decref(v);
         free(text);
       }
