@@ -25,6 +25,13 @@
 
 #define READ_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL)
 
+static bool within_depth(json_t *v, unsigned left);
+
+/* Whether e, a child of a value with `left` levels below it allowed, fits. */
+static bool child_within(json_t *e, unsigned left) {
+  return left && ((!json_is_array(e) && !json_is_object(e)) || within_depth(e, left - 1));
+}
+
 /* Whether nothing under v lies more than `left` levels below it. */
 static bool within_depth(json_t *v, unsigned left) {
   size_t i;
@@ -32,12 +39,12 @@ static bool within_depth(json_t *v, unsigned left) {
   json_t *e;
   if (json_is_array(v)) {
     json_array_foreach(v, i, e) {
-      if (!left || ((json_is_array(e) || json_is_object(e)) && !within_depth(e, left - 1)))
+      if (!child_within(e, left))
         return false;
     }
   } else if (json_is_object(v)) {
     json_object_foreach(v, key, e) {
-      if (!left || ((json_is_array(e) || json_is_object(e)) && !within_depth(e, left - 1)))
+      if (!child_within(e, left))
         return false;
     }
   }
