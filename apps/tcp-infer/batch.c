@@ -12,7 +12,7 @@
  * staging copy; the submission holds that buffer until its work completed, and the batch slot
  * (with its workspace) is reused only after the completion. The completion (loop thread) hands
  * each request its slice of the downloaded outputs, one reference-counted output shared by the
- * batch's responses (no copy), and answers each in turn with request_gpu_done.
+ * batch's responses (no copy), and answers each in turn through its done callback.
  *
  * When a batch leaves is Triton's dynamic batcher's rule: at once when it is full (its rows reach
  * ROWS), when its rows equal one of the preferred sizes (--preferred-batch) or reach the largest
@@ -29,7 +29,7 @@
  *
  * A request in the pending batch is REQ_WAITING (its connection's close takes it out, through
  * infer_forget, then batch_forget); once submitted it is REQ_RUNNING (its connection's close
- * orphans it, and request_gpu_done frees it; the rest of the batch is answered as usual).
+ * orphans it, and its done callback frees it; the rest of the batch is answered as usual).
  *
  * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. --graph
  * --coalesce replays the workspace's graph for the batch's bucket of rows (model_graph_op: one
@@ -39,7 +39,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
+#include "model.h"
+#include "pool.h"
 #include "server.h"
+#include "streams.h"
 
 #define ROW_IN (MLP_IN * sizeof(float))
 #define ROW_OUT (MLP_OUT * sizeof(float))
@@ -154,7 +158,7 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
       req->out = (cuv_output_t){.data = req->body};
     }
     off += req->batch * ROW_OUT;
-    request_gpu_done(req); /* may free req (an orphan) */
+    req->done(req); /* may free req (an orphan) */
     req = next;
   }
   if (sh)
@@ -205,7 +209,7 @@ static void count(loop_t *lp, const batch_t *bt) {
   lp->n.gpu_submitted += bt->nreqs;
   if (bt->ws->gpu != lp->gpu)
     bt->ws->gpu->stolen++; /* --balance steal: another device's workspace (pool.c) */
-  metrics_exec(lp, bt->rows);
+  counters_exec(&lp->n, bt->rows);
 }
 
 /* GET /metrics: when the batch's requests began their GPU work, and when it was submitted. */

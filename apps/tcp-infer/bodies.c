@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bodies.h"
 #include "server.h"
 
 #define BODY_CACHE_MAX (256u << (BODY_CLASSES - 1)) /* bodies up to this size are recycled */

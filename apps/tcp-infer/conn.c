@@ -26,6 +26,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "bodies.h"
+#include "conn.h"
+#include "infer.h"
+#include "isolate.h"
+#include "kserve.h"
+#include "metrics.h"
+#include "route.h"
 #include "server.h"
 
 #define MAX_QUEUED 64            /* requests per connection before reading pauses */
@@ -73,7 +80,7 @@ struct conn {
   size_t url_len;
   http_head_t msg;
   bool expect_continue;
-  /* limits.c: when the message being parsed began, and its body; the last read or write; the
+  /* timeouts.c: when the message being parsed began, and its body; the last read or write; the
    * head's bytes so far (--max-header-bytes) */
   uint64_t msg_start_ms, body_start_ms, active_ms;
   bool headers_done, head_too_large;
@@ -103,11 +110,14 @@ static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
 
 /* ---- requests ----------------------------------------------------------------------------- */
 
+static void request_gpu_done(request_t *req);
+
 static request_t *request_new(conn_t *c) {
   request_t *req = calloc(1, sizeof *req);
   if (!req)
     return NULL;
   req->lp = c->lp;
+  req->done = request_gpu_done;
   req->conn = c;
   conn_ref(c);
   req->state = REQ_PARSING;
@@ -246,6 +256,23 @@ static const char *http_date(loop_t *lp) {
 
 /* The status line and headers (at most HEAD_MAX bytes), written by hand: snprintf cost the loop
  * about 2,900 instructions per response (bench/tcp-infer-callgrind.sh). */
+/* An HTTP status's reason phrase. */
+static const char *status_reason(unsigned status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
+  case 411: return "Length Required";
+  case 413: return "Content Too Large";
+  case 408: return "Request Timeout";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  case 503: return "Service Unavailable";
+  default: return "Unknown";
+  }
+}
+
 static char *put_head(char *p, const request_t *req, size_t body_len, const char *date) {
   p = PUT_LITERAL(p, "HTTP/1.1 ");
   p = put_uint(p, req->status);
@@ -835,7 +862,7 @@ void conn_loop_close(loop_t *lp) {
   bodies_free(lp);
 }
 
-/* ---- limits (limits.c decides, from here) ---------------------------------------------------- */
+/* ---- limits (timeouts.c decides, from here) ------------------------------------------------ */
 
 conn_t *conn_first(loop_t *lp) { return lp->conns; }
 conn_t *conn_next(const conn_t *c) { return c->next; }
@@ -869,11 +896,9 @@ void conn_expire(conn_t *c) {
 
 /* ---- GPU completion ----------------------------------------------------------------------- */
 
-void request_gpu_done(request_t *req) {
-  if (req->lp->wk) { /* in --isolate's worker process: the reply goes back to the front */
-    worker_request_done(req);
-    return;
-  }
+/* A request's GPU work completed (loop thread), its done callback: respond, or free it if its
+ * connection is gone. */
+static void request_gpu_done(request_t *req) {
   conn_t *c = req->conn;
   loop_t *lp = c->lp;
   req->t_done = uv_hrtime();

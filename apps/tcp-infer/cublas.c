@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "cublas.h"
 #include "server.h"
 
 enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 };

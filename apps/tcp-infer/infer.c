@@ -18,7 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
+#include "infer.h"
+#include "model.h"
+#include "pool.h"
 #include "server.h"
+#include "streams.h"
 
 static cuv_op_t *infer_op(request_t *req) {
   size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
@@ -33,11 +38,11 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
   req->gpu_status = status;
   if (status == 0)
     req->out = cuv_output_take(out);
-  request_gpu_done(req);
+  req->done(req);
 }
 
 /* --graph: the replay completed, so the workspace's pinned output holds the request's rows (and
- * the workspace is still the request's: infer_release runs in request_gpu_done). The output
+ * the workspace is still the request's: its done callback runs infer_release). The output
  * borrows the body's buffer, freed with the request. */
 static void on_graph_done(int status, cuv_output_t *out, void *arg) {
   (void)out; /* unit */
@@ -49,7 +54,7 @@ static void on_graph_done(int status, cuv_output_t *out, void *arg) {
            (size_t)req->batch * MLP_OUT * sizeof(float));
     req->out = (cuv_output_t){.data = req->body};
   }
-  request_gpu_done(req);
+  req->done(req);
 }
 
 /* --graph: the body into the workspace's pinned input (no request of the workspace is in flight,
@@ -71,7 +76,7 @@ static void baseline_after(uv_work_t *work, int status) {
   request_t *req = work->data;
   if (status < 0 && req->gpu_status == 0)
     req->gpu_status = CUV_ECANCELED;
-  request_gpu_done(req);
+  req->done(req);
 }
 
 /* --offload: a thread-pool worker only builds and enqueues the op (cuv_uv_submit may be called
@@ -105,7 +110,7 @@ static void offload_after(uv_work_t *work, int status) {
   streams_done(req->lp, req->stream);
   req->lp->n.refused++;
   req->gpu_status = rc;
-  request_gpu_done(req);
+  req->done(req);
 }
 
 /* Hands the request's GPU work on as the mode says; 0 when accepted (its completion comes later,
@@ -150,7 +155,7 @@ static void run(loop_t *lp, request_t *req) {
     req->gpu->stolen++; /* --balance steal: another device's workspace (pool.c) */
   req->t_start = uv_hrtime();
   lp->n.gpu_submitted++;
-  metrics_exec(lp, req->batch);
+  counters_exec(&lp->n, req->batch);
   req->stream = -1;
   sample_stages(lp, req);
   int rc = submit(lp, req);
@@ -165,7 +170,7 @@ static void run(loop_t *lp, request_t *req) {
   streams_done(lp, req->stream);
   req->gpu_status = rc;
   lp->n.refused++;
-  request_gpu_done(req); /* refused: answered with the error */
+  req->done(req); /* refused: answered with the error */
 }
 
 void infer_start(loop_t *lp, request_t *req) {

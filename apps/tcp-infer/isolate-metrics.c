@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "isolate-metrics.h"
 #include "isolate.h"
 
 static void family(FILE *f, const char *name, const char *type, const char *help) {

@@ -75,7 +75,7 @@ static void fail_request(loop_t *lp, request_t *req, int status, const char *why
     req->gpu_error = why;
     req->extra_header = RETRY_AFTER; /* a new worker is on its way */
   }
-  request_gpu_done(req);
+  req->done(req);
 }
 
 static request_t *queue_pop(isolate_t *iso) {
@@ -431,7 +431,7 @@ static int on_reply(wproc_t *w, const frame_t *f) {
       req->gpu_status = CUV_ENOMEM;
     }
   }
-  request_gpu_done(req);
+  req->done(req);
   return 0;
 }
 

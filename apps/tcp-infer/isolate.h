@@ -61,4 +61,15 @@ struct isolate {
   _Atomic unsigned reports_behind; /* live workers whose latest report misses replies read */
 };
 
+/* isolate.c (the front, --isolate; loop thread unless said). */
+int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */
+void isolate_stop(loop_t *lp);  /* shutdown: the worker finishes its work and exits */
+/* After the loop ended: -1 when its worker did not end cleanly (status 0) at shutdown. */
+int isolate_free(loop_t *lp);
+/* Takes a complete POST /infer or POST /debug/fault: to the worker, or queued until one is
+ * ready, or answered 503 (queue full). */
+void isolate_start(loop_t *lp, request_t *req);
+/* A queued request (REQ_WAITING) whose connection closed leaves the queue. */
+void isolate_forget(loop_t *lp, request_t *req);
+
 #endif

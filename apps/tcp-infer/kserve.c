@@ -12,7 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bodies.h"
 #include "json.h"
+#include "kserve.h"
 #include "server.h"
 
 #define MODEL "mlp"

@@ -17,6 +17,9 @@
 #include <stdlib.h>
 
 #include "report.h"
+#include "batch.h"
+#include "isolate-metrics.h"
+#include "metrics.h"
 #include "server.h"
 
 #define MODEL_LABELS "model=\"mlp\",version=\"1\""
@@ -67,7 +70,7 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   t->timeouts[2] += n->timeouts_idle;
 }
 
-/* The limits of a server on a network: the connection cap, refusals, timeouts (limits.c). */
+/* The limits of a server on a network: the connection cap, refusals, timeouts (timeouts.c). */
 static void limit_metrics(FILE *f, const server_t *s, const totals_t *n) {
   metric(f, "cuv_infer_connections_limit", "gauge",
          "Connections at most (--max-connections, under the descriptor limit).",
@@ -160,11 +163,6 @@ static void triton_metrics(FILE *f, const totals_t *n) {
                    MODEL_LABELS, HIST_LATENCY, &n->latency);
   histogram_render(f, "cuv_infer_exec_rows", "Rows per model execution (the batch size).",
                    MODEL_LABELS, HIST_ROWS, &n->exec_rows);
-}
-
-void metrics_exec(loop_t *lp, unsigned rows) {
-  lp->n.execs++;
-  histogram_observe(&lp->n.exec_rows, HIST_ROWS, rows);
 }
 
 static uint64_t us(uint64_t from, uint64_t to) { return to > from ? (to - from) / 1000 : 0; }

@@ -18,6 +18,8 @@
 #include <string.h>
 
 #include "mlp_launchers.h"
+#include "cublas.h"
+#include "model.h"
 #include "server.h"
 
 #ifdef TCP_INFER_WITH_SIM

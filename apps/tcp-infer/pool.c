@@ -13,6 +13,8 @@
  * its completion comes back to that loop), so stealing moves GPU work, never a connection. */
 #include <stdlib.h>
 
+#include "model.h"
+#include "pool.h"
 #include "server.h"
 
 /* How much busier than another its own device must be before a loop's work goes there: small

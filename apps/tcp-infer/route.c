@@ -11,45 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "infer.h"
+#include "isolate-metrics.h"
+#include "isolate.h"
+#include "kserve.h"
+#include "metrics.h"
+#include "route.h"
 #include "server.h"
 
 #define ROW_BYTES (MLP_IN * sizeof(float))
 #define ALLOW_GET "Allow: GET, HEAD\r\n"
 #define ALLOW_POST "Allow: POST\r\n"
 
-/* ---- responses ---------------------------------------------------------------------------- */
-
-const char *status_reason(unsigned status) {
-  switch (status) {
-  case 200: return "OK";
-  case 400: return "Bad Request";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 408: return "Request Timeout";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 503: return "Service Unavailable";
-  default: return "Unknown";
-  }
-}
-
-void respond_text(request_t *req, unsigned status, const char *content_type, char *text) {
-  req->status = status;
-  req->content_type = content_type;
-  req->text = text;
-  req->text_len = text ? strlen(text) : 0;
-  req->state = REQ_READY;
-}
-
-void respond_error(request_t *req, unsigned status, const char *message) {
-  size_t len = strlen(message) + 2;
-  char *text = malloc(len);
-  if (text)
-    snprintf(text, len, "%s\n", message);
-  respond_text(req, status, "text/plain; charset=utf-8", text);
-}
+/* ---- error messages ----------------------------------------------------------------------- */
 
 static const char *error_message(unsigned status) {
   switch (status) {

@@ -23,7 +23,14 @@
 
 #include "cli.h"
 #include "options.h"
+#include "conn.h"
+#include "cublas.h"
+#include "infer.h"
+#include "isolate.h"
+#include "timeouts.h"
+#include "model.h"
 #include "server.h"
+#include "worker.h"
 
 #define EXIT_NO_DRIVER 77
 
@@ -48,7 +55,7 @@ static void loop_stop(uv_async_t *async) {
   uv_close((uv_handle_t *)&lp->stop, NULL);
   if (lp->listener.data)
     uv_close((uv_handle_t *)&lp->listener, NULL);
-  limits_stop(lp);
+  timeouts_stop(lp);
   conn_loop_close(lp);
   if (lp->bridge)
     cuv_uv_close(lp->bridge, NULL, NULL);
@@ -71,7 +78,7 @@ static int loop_setup(loop_t *lp) {
     fprintf(stderr, "tcp-infer: cannot listen: %s\n", uv_strerror(uv_rc));
     return CUV_EINVAL;
   }
-  limits_start(lp); /* the connections' timeouts */
+  timeouts_start(lp); /* the connections' timeouts */
   return 0;
 }
 

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "server.h"
+#include "streams.h"
 #include "stall.h"
 
 #define STREAMS_MAX 16

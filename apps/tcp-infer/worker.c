@@ -2,8 +2,8 @@
  *
  * It loads the model as the server does (server.c's start-up, model_init), then serves request
  * frames from fd 3 (frames.h) with infer.c's dispatch unchanged: each frame becomes a request_t
- * without a connection, started with infer_start, and its completion (request_gpu_done, which
- * hands worker requests to worker_request_done) writes the reply frame. One loop, one bridge.
+ * without a connection, started with infer_start, and its completion (its done callback,
+ * worker_request_done, set here) writes the reply frame. One loop, one bridge.
  *
  * A sticky device fault (illegal address, trap, ...) kills the CUDA context for the rest of the
  * process: the driver's primary-context reset gives the fault back (the simulator does the same),
@@ -23,7 +23,11 @@
 #include "frames.h"
 #include "mlp_launchers.h"
 #include "report.h"
+#include "infer.h"
+#include "model.h"
 #include "server.h"
+#include "streams.h"
+#include "worker.h"
 
 #define FRAMES_FD 3
 #define FAULT_GRACE_MS 10000 /* after a fault: exit even if a request never resolved */
@@ -216,7 +220,7 @@ static void send_reply(struct worker_side *wk, uint64_t id, int status, request_
   wk->replies++;
 }
 
-void worker_request_done(request_t *req) {
+static void worker_request_done(request_t *req) {
   if (!req || !req->lp || !req->lp->wk)
     return;
   struct worker_side *wk = req->lp->wk;
@@ -265,6 +269,7 @@ static void take_frame(struct worker_side *wk, const frame_t *f) {
     return; /* unanswered: the front answers it 503 once this worker is gone */
   loop_t *lp = wk->lp;
   req->lp = lp;
+  req->done = worker_request_done; /* the reply frame, not a connection's response */
   req->iso_id = f->id;
   req->state = REQ_RUNNING;
   req->t_begin = uv_hrtime(); /* --max-queue-delay-us counts from here in the worker */

@@ -4,7 +4,7 @@
  * The server adopts one end of a socketpair as a connection (conn_open); the harness writes the
  * request bytes to the other end in reads of the sizes the input chooses, runs the loop after
  * each, and reads back everything the server writes. The GPU is this file's stand-in for infer.c
- * (the interface of server.h): requests start at once while a workspace is free and wait
+ * (infer.h's interface): requests start at once while a workspace is free and wait
  * otherwise, some are refused, and the input says when the running ones complete, in which order,
  * and which fail; so pipelined responses waiting for earlier ones, orphans of a closed connection
  * and the refused path all run.
@@ -29,6 +29,11 @@
 #include <unistd.h>
 
 #include "fuzz.h"
+#include "batch.h"
+#include "conn.h"
+#include "infer.h"
+#include "isolate-metrics.h"
+#include "isolate.h"
 #include "server.h"
 
 #define MAX_BATCH 4
@@ -48,7 +53,7 @@ static bool tracing;
 static server_t srv;
 static loop_t lp; /* one loop, driven by the harness */
 
-/* ---- the GPU's stand-in (infer.c's part of server.h) ---- */
+/* ---- the GPU's stand-in (infer.h) ---- */
 
 static struct {
   request_t *running[MAX_RUNNING]; /* in start order */
@@ -63,7 +68,7 @@ static void gpu_run(request_t *req) {
   if (gpu.refuse_every && ++gpu.starts % gpu.refuse_every == 0) {
     req->gpu_status = CUV_ECLOSED; /* as a closing bridge refuses: answered 503 at once */
     lp.n.refused++;
-    request_gpu_done(req);
+    req->done(req);
     return;
   }
   CHECK(gpu.nrunning < MAX_RUNNING);
@@ -121,7 +126,7 @@ void infer_release(loop_t *l, request_t *req) {
   }
 }
 
-/* --isolate's part of server.h (isolate.c, worker.c): never reached, as the harness's server
+/* --isolate's (isolate.h, isolate-metrics.h): never reached, as the harness's server
  * has no worker process (lp.iso and lp.wk stay NULL, srv.debug_fault false). */
 void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --isolate"); }
 void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
@@ -131,7 +136,6 @@ bool isolate_ready(const server_t *s) {
   CHECK(!"isolate_ready without --isolate");
   return false;
 }
-void worker_request_done(request_t *req) { CHECK(!"worker_request_done outside a worker"); }
 /* GET /stats: the harness does not batch (batch.c, --coalesce), so it has no batch metrics. */
 void batch_metrics(const server_t *s, FILE *f) {}
 
@@ -145,7 +149,7 @@ static void gpu_complete(size_t i, bool ok) {
     CHECK(out);
     req->out = (cuv_output_t){out, free, out};
   }
-  request_gpu_done(req);
+  req->done(req);
 }
 
 /* ---- the peer: writes requests, reads and checks responses ---- */

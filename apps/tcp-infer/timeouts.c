@@ -9,6 +9,8 @@
  * One timer per loop sweeps its connections a few times per shortest timeout, rather than one
  * timer per connection restarted at every read: the check is a comparison of times kept by
  * conn.c, and the sweep costs nothing per request. */
+#include "conn.h"
+#include "timeouts.h"
 #include "server.h"
 
 #define SWEEPS_PER_TIMEOUT 4
@@ -47,7 +49,7 @@ static void on_sweep(uv_timer_t *timer) {
   }
 }
 
-void limits_start(loop_t *lp) {
+void timeouts_start(loop_t *lp) {
   const server_t *s = lp->srv;
   unsigned shortest = 0;
   const unsigned limits[] = {s->header_timeout_ms, s->body_timeout_ms, s->idle_timeout_ms};
@@ -64,7 +66,7 @@ void limits_start(loop_t *lp) {
   uv_timer_start(&lp->limits, on_sweep, period, period);
 }
 
-void limits_stop(loop_t *lp) {
+void timeouts_stop(loop_t *lp) {
   if (lp->limits.loop && !uv_is_closing((uv_handle_t *)&lp->limits))
     uv_close((uv_handle_t *)&lp->limits, NULL);
 }

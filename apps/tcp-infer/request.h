@@ -1,0 +1,114 @@
+/* tcp-infer: a request, from its head's arrival to its response's write (one per HTTP request,
+ * or per frame in --isolate's worker), and its response (request.c). */
+#ifndef TCP_INFER_REQUEST_H
+#define TCP_INFER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include <cuv.h>
+
+typedef struct loop loop_t;
+typedef struct conn conn_t;
+typedef struct gpu gpu_t;
+typedef struct request request_t;
+typedef struct workspace workspace_t;
+
+typedef enum {
+  REQ_PARSING, /* its message is being parsed */
+  REQ_WAITING, /* complete, waiting for a workspace */
+  REQ_RUNNING, /* its GPU work is in flight */
+  REQ_READY,   /* its response is ready, waiting for the requests before it */
+  REQ_WRITING, /* its response is being written (owned by the write) */
+} req_state_t;
+
+/* FAULT, HANG: --debug-fault's POST /debug/fault and POST /debug/hang. V2_*: KServe v2 (kserve.c):
+ * the server's metadata, liveness and readiness, the model's metadata and readiness, inference;
+ * NO_MODEL a model or version this server does not serve, UNKNOWN any other path under /v2. */
+typedef enum {
+  ROUTE_NONE,
+  ROUTE_INFER,
+  ROUTE_STATS, /* GET /metrics, and its alias GET /stats */
+  ROUTE_FAULT,
+  ROUTE_HANG,
+  ROUTE_V2_SERVER,
+  ROUTE_V2_LIVE,
+  ROUTE_V2_READY,
+  ROUTE_V2_MODEL,
+  ROUTE_V2_MODEL_READY,
+  ROUTE_V2_INFER,
+  ROUTE_V2_NO_MODEL,
+  ROUTE_V2_UNKNOWN,
+} route_t;
+
+/* Whether the route runs the model on rows (POST /infer, KServe's infer): the debug routes run
+ * their own kernels, the rest no GPU work. */
+static inline bool route_runs_model(route_t route) {
+  return route == ROUTE_INFER || route == ROUTE_V2_INFER;
+}
+
+/* Whether the route is KServe's (its errors take the protocol's JSON form). */
+static inline bool route_is_v2(route_t route) { return route >= ROUTE_V2_SERVER; }
+
+struct request {
+  loop_t *lp;
+  /* Its completion (loop thread), set by the layer that made it: conn.c's response, worker.c's
+   * reply frame. The layers below it (infer.c, batch.c, isolate.c) call it once the request's
+   * work ended (req->gpu_status) instead of calling upward; it may free req. */
+  void (*done)(request_t *req);
+  conn_t *conn; /* holds a reference */
+  request_t *next;      /* the connection's queue, in arrival order */
+  request_t *next_wait; /* the loop's queue of requests waiting for a workspace */
+  req_state_t state;
+  bool orphan;     /* its connection closed while the GPU worked: free it on completion */
+  bool keep_alive;
+  bool http10;
+  bool head_only; /* HEAD: the head of the GET response, no body */
+  route_t route;
+  unsigned status; /* HTTP status of the response */
+  char *body;      /* POST /infer: the input batch */
+  size_t body_len, body_cap;
+  unsigned batch;
+  workspace_t *ws;
+  gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
+  int gpu_status;     /* the GPU work's result */
+  cuv_output_t out;   /* POST /infer: the downloaded outputs */
+  char *text;         /* other responses: a malloc'd text body */
+  size_t text_len;
+  const char *content_type;
+  const char *extra_header; /* e.g. "Allow: POST\r\n" */
+  long infer_header_len;    /* KServe: the request's Inference-Header-Content-Length (-1: none) */
+  size_t reply_json_len;    /* KServe, binary output: the response's JSON part (the header) */
+  struct kserve_req *kserve; /* KServe inference: what its response must hold (kserve.c) */
+  uv_work_t work;     /* --baseline */
+  uint64_t iso_id;    /* --isolate: its frame id at the worker process */
+  uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
+  unsigned iso_attempts; /* --isolate: workers it was sent to (a replay is the second) */
+  int stream; /* streams.c: the stream its GPU work went to (-1: none of the loop's) */
+  const char *gpu_error; /* a failure's text instead of the cuv error's name (static) */
+  /* GET /metrics: when (uv_hrtime) the inference's message was in, its GPU work began, was
+   * submitted and ended; and the time its input took to read before (KServe's JSON) */
+  uint64_t t_begin, t_start, t_submitted, t_done, input_ns;
+  struct stage_times *stage; /* stages.c: a sampled request's stage times, else NULL */
+};
+
+/* What conn.c's parser gathered of a request's head (route.c and kserve.c decide from it). */
+typedef struct http_head {
+  uint8_t method;         /* llhttp_method_t */
+  const char *url;        /* NUL-terminated, query included */
+  bool url_long;          /* longer than conn.c keeps: no route has such a path */
+  bool has_length, chunked;
+  uint64_t content_length;
+  long x_in_dim, x_batch; /* -1: not sent; -2: not a non-negative number */
+  long infer_header_len;  /* Inference-Header-Content-Length, the same way */
+} http_head_t;
+
+/* A text response, ready for its turn: `text` is malloc'd (owned by req from now on) or NULL. */
+void respond_text(request_t *req, unsigned status, const char *content_type, char *text);
+/* An error response: one line of text/plain (the message and a newline). */
+void respond_error(request_t *req, unsigned status, const char *message);
+
+#endif
