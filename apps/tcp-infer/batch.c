@@ -1,4 +1,5 @@
-/* tcp-infer: --coalesce [ROWS], dynamic batching (called by infer.c; calls model.c and pool.c).
+/* tcp-infer: --coalesce [ROWS], dynamic batching: the coalesce backend (backend.h; calls infer.c's
+ * loop set-up, model.c and pool.c).
  *
  * Each request costs the loop thread the same few driver calls whatever its size (upload, two
  * launches, download, the completion's flag), so under load the loop is bound by calls, not rows.
@@ -28,8 +29,9 @@
  * can write a workspace the GPU still reads for another.
  *
  * A request in the pending batch is REQ_WAITING (its connection's close takes it out, through
- * infer_forget, then batch_forget); once submitted it is REQ_RUNNING (its connection's close
- * orphans it, and its done callback frees it; the rest of the batch is answered as usual).
+ * the backend's forget: batch_forget, else pool_forget); once submitted it is REQ_RUNNING (its
+ * connection's close orphans it, and its done callback frees it; the rest of the batch is
+ * answered as usual).
  *
  * --baseline --coalesce runs the same batch op with cuv_sync in a thread-pool worker. --graph
  * --coalesce replays the workspace's graph for the batch's bucket of rows (model_graph_op: one
@@ -39,7 +41,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend.h"
 #include "batch.h"
+#include "infer.h"
 #include "model.h"
 #include "pool.h"
 #include "server.h"
@@ -68,6 +72,10 @@ struct batcher {
   uv_check_t check; /* flushes the pending batch after the iteration's reads */
   uv_idle_t idle;   /* keeps the poll from blocking while a flush is due (see schedule) */
   uv_timer_t delay; /* --max-queue-delay-us: wakes the loop when the pending batch's delay ends */
+  /* chosen once at set-up: the batch's op (--graph: its workspace's graph) and how it goes out
+   * (--baseline: cuv_sync in the thread pool; else through the bridge) */
+  cuv_op_t *(*op)(batch_t *bt);
+  int (*send)(loop_t *lp, batch_t *bt);
   batch_t *batches; /* batches[i] runs on lp->workspaces[i] */
   request_t *head, *tail; /* the pending batch */
   unsigned rows;
@@ -88,10 +96,13 @@ static void shared_unref(void *arg) {
   free(sh);
 }
 
+/* The loop's batcher: the backend's state of a loop. */
+static struct batcher *batcher_of(const loop_t *lp) { return lp->backend_state; }
+
 /* ---- the queues --------------------------------------------------------------------------- */
 
 static void pending_push(loop_t *lp, request_t *req) {
-  struct batcher *b = lp->batcher;
+  struct batcher *b = batcher_of(lp);
   req->next_wait = NULL;
   if (b->tail)
     b->tail->next_wait = req;
@@ -104,15 +115,15 @@ static void pending_push(loop_t *lp, request_t *req) {
 
 /* Moves waiting requests into the pending batch, in order, while they fit. */
 static void refill(loop_t *lp) {
-  struct batcher *b = lp->batcher;
+  struct batcher *b = batcher_of(lp);
   request_t *req;
   while (!lp->stopping && (req = pool_first_waiting(lp)) &&
          b->rows + req->batch <= lp->srv->coalesce)
     pending_push(lp, pool_next_waiting(lp));
 }
 
-bool batch_forget(loop_t *lp, request_t *req) {
-  struct batcher *b = lp->batcher;
+static bool batch_forget(loop_t *lp, request_t *req) {
+  struct batcher *b = batcher_of(lp);
   request_t **p = &b->head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
@@ -137,7 +148,8 @@ static void schedule(loop_t *lp);
 static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
   loop_t *lp = bt->lp;
   shared_out_t *sh = NULL;
-  const char *graph_out = lp->srv->graph ? cuv_host_buffer_data(bt->ws->host_out) : NULL;
+  /* --graph: the workspace's pinned output holds the outputs (only its workspaces have one) */
+  const char *graph_out = bt->ws->host_out ? cuv_host_buffer_data(bt->ws->host_out) : NULL;
   if (status == 0 && !graph_out && !(sh = malloc(sizeof *sh)))
     status = CUV_ENOMEM;
   if (sh)
@@ -166,7 +178,7 @@ static void batch_done(batch_t *bt, int status, cuv_output_t *out) {
   pool_put(lp, bt->ws);
   bt->ws = NULL;
   refill(lp);
-  if (lp->batcher->head)
+  if (batcher_of(lp)->head)
     schedule(lp);
 }
 
@@ -176,9 +188,9 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
   batch_done(bt, status, out);
 }
 
-static cuv_op_t *batch_op(batch_t *bt) {
-  if (bt->lp->srv->graph)
-    return model_graph_op(bt->lp, bt->ws, bt->rows);
+static cuv_op_t *graph_op(batch_t *bt) { return model_graph_op(bt->lp, bt->ws, bt->rows); }
+
+static cuv_op_t *rows_op(batch_t *bt) {
   cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->ws->host_in, 0, bt->rows * ROW_IN);
   return model_rows_op(bt->ws, upload, bt->rows);
 }
@@ -186,7 +198,7 @@ static cuv_op_t *batch_op(batch_t *bt) {
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
 static void baseline_work(uv_work_t *work) {
   batch_t *bt = work->data;
-  bt->status = cuv_sync(batch_op(bt), &bt->out);
+  bt->status = cuv_sync(batcher_of(bt->lp)->op(bt), &bt->out);
 }
 
 static void baseline_after(uv_work_t *work, int status) {
@@ -224,7 +236,7 @@ static void stamp(batch_t *bt, bool submitted) {
 
 /* Takes the pending batch into a free workspace's batch, its inputs concatenated. */
 static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
-  struct batcher *b = lp->batcher;
+  struct batcher *b = batcher_of(lp);
   batch_t *bt = &b->batches[ws - lp->workspaces];
   bt->ws = ws;
   bt->reqs = b->head;
@@ -244,27 +256,32 @@ static batch_t *take_pending(loop_t *lp, workspace_t *ws) {
   return bt;
 }
 
+/* How a batch goes out: 0 when accepted (its completion comes later, on the loop thread). */
+static int send_bridge(loop_t *lp, batch_t *bt) {
+  cuv_submit_opts_t opts = {.stream = streams_take(lp, bt->ws, &bt->stream)};
+  int rc = cuv_uv_submit(lp->bridge, batcher_of(lp)->op(bt), on_gpu_done, bt, &opts);
+  if (rc != 0)
+    streams_done(lp, bt->stream);
+  return rc;
+}
+
+static int send_pooled(loop_t *lp, batch_t *bt) {
+  bt->status = 0;
+  bt->work.data = bt;
+  return uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
+}
+
 /* Submits the pending batch; 0 when it left (submitted, or refused and answered), -1 when there
  * is none or no workspace is free. */
 static int flush(loop_t *lp, trigger_t why) {
-  workspace_t *ws = lp->batcher->head ? pool_take(lp) : NULL;
+  workspace_t *ws = batcher_of(lp)->head ? pool_take(lp) : NULL;
   if (!ws)
     return -1;
   batch_t *bt = take_pending(lp, ws);
   count(lp, bt);
   lp->n.batch_triggers[why]++;
   stamp(bt, false);
-  int rc;
-  if (lp->srv->baseline) {
-    bt->status = 0;
-    bt->work.data = bt;
-    rc = uv_queue_work(&lp->loop, &bt->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
-  } else {
-    cuv_submit_opts_t opts = {.stream = streams_take(lp, bt->ws, &bt->stream)};
-    rc = cuv_uv_submit(lp->bridge, batch_op(bt), on_gpu_done, bt, &opts);
-    if (rc != 0)
-      streams_done(lp, bt->stream);
-  }
+  int rc = batcher_of(lp)->send(lp, bt);
   if (rc != 0) {
     lp->n.refused += bt->nreqs;
     batch_done(bt, rc, NULL); /* every request gets the error */
@@ -285,7 +302,7 @@ static bool preferred(const server_t *s, unsigned rows) {
 
 /* Whether the pending batch leaves now, and why. */
 static trigger_t due(const loop_t *lp, uint64_t now) {
-  const struct batcher *b = lp->batcher;
+  const struct batcher *b = batcher_of(lp);
   const server_t *s = lp->srv;
   if (!b->head)
     return TRIG_NONE;
@@ -305,7 +322,7 @@ static void on_delay(uv_timer_t *timer) { schedule(timer->data); }
 
 /* The pending batch waits for its delay: a timer for most of it, the loop polling for the rest. */
 static void wait_delay(loop_t *lp) {
-  struct batcher *b = lp->batcher;
+  struct batcher *b = batcher_of(lp);
   uint64_t now = uv_hrtime(), end = b->head->t_begin + (uint64_t)lp->srv->queue_delay_us * 1000;
   uint64_t left_us = end > now ? (end - now) / 1000 : 0;
   if (left_us < TIMER_MIN_US) {
@@ -319,7 +336,7 @@ static void wait_delay(loop_t *lp) {
  * completes, more requests come or the pending one's delay ends. */
 static void on_check(uv_check_t *check) {
   loop_t *lp = check->data;
-  struct batcher *b = lp->batcher;
+  struct batcher *b = batcher_of(lp);
   trigger_t why;
   while ((why = due(lp, uv_hrtime())) != TRIG_NONE && flush(lp, why) == 0)
     refill(lp);
@@ -336,12 +353,12 @@ static void on_idle(uv_idle_t *idle) { (void)idle; }
  * check handles): the idle handle then keeps the next poll from blocking, so the check still runs
  * without waiting for more I/O. */
 static void schedule(loop_t *lp) {
-  uv_check_start(&lp->batcher->check, on_check);
-  uv_idle_start(&lp->batcher->idle, on_idle);
+  uv_check_start(&batcher_of(lp)->check, on_check);
+  uv_idle_start(&batcher_of(lp)->idle, on_idle);
 }
 
-void batch_add(loop_t *lp, request_t *req) {
-  struct batcher *b = lp->batcher;
+static void batch_add(loop_t *lp, request_t *req) {
+  struct batcher *b = batcher_of(lp);
   unsigned limit = lp->srv->coalesce;
   req->state = REQ_WAITING;
   if (!pool_first_waiting(lp) && b->rows + req->batch > limit)
@@ -357,14 +374,14 @@ void batch_add(loop_t *lp, request_t *req) {
 
 /* ---- set-up, metrics ---------------------------------------------------------------------- */
 
-int batch_loop_init(loop_t *lp) {
+static int batch_loop_init(loop_t *lp) {
   struct batcher *b = calloc(1, sizeof *b);
   unsigned n = pool_size(lp);
   if (!b || !(b->batches = calloc(n, sizeof *b->batches))) {
     free(b);
     return CUV_ENOMEM;
   }
-  lp->batcher = b;
+  lp->backend_state = b;
   for (unsigned i = 0; i < n; i++)
     b->batches[i].lp = lp;
   uv_check_init(&lp->loop, &b->check); /* cannot fail */
@@ -372,11 +389,13 @@ int batch_loop_init(loop_t *lp) {
   uv_timer_init(&lp->loop, &b->delay);
   uv_unref((uv_handle_t *)&b->delay); /* the pending requests' connections keep the loop alive */
   b->check.data = b->idle.data = b->delay.data = lp;
+  b->op = lp->srv->graph ? graph_op : rows_op;
+  b->send = lp->srv->baseline ? send_pooled : send_bridge;
   return 0;
 }
 
-void batch_loop_free(loop_t *lp) {
-  struct batcher *b = lp->batcher;
+static void batch_loop_free(loop_t *lp) {
+  struct batcher *b = batcher_of(lp);
   if (!b)
     return;
   if (b->check.loop) {
@@ -388,8 +407,42 @@ void batch_loop_free(loop_t *lp) {
   }
   free(b->batches);
   free(b);
-  lp->batcher = NULL;
+  lp->backend_state = NULL;
 }
+
+/* ---- the backend ------------------------------------------------------------------------ */
+
+static int coalesce_init(loop_t *lp) {
+  int rc = infer_loop_init(lp, !lp->srv->baseline); /* --baseline: no bridge, cuv_sync */
+  return rc == 0 ? batch_loop_init(lp) : rc;
+}
+
+static void coalesce_submit(loop_t *lp, request_t *req) {
+  if (route_runs_model(req->route))
+    batch_add(lp, req); /* it joins the loop's next batch */
+  else
+    infer_refuse(lp, req, CUV_ENOTSUP); /* POST /debug/ runs only in --isolate's workers */
+}
+
+static void coalesce_forget(loop_t *lp, request_t *req) {
+  if (!batch_forget(lp, req)) /* it was not in the pending batch: it waits for a workspace */
+    pool_forget(lp, req);
+}
+
+/* A batch gives its workspace back itself, in its completion (batch_done). */
+static void coalesce_release(loop_t *lp, request_t *req) {}
+
+static void coalesce_close(loop_t *lp) {
+  batch_loop_free(lp);
+  infer_loop_free(lp);
+}
+
+const backend_t backend_coalesce = {.name = "coalesce",
+                                    .init = coalesce_init,
+                                    .submit = coalesce_submit,
+                                    .forget = coalesce_forget,
+                                    .release = coalesce_release,
+                                    .close = coalesce_close};
 
 /* Batches by what made them leave. */
 static void trigger_metrics(const server_t *s, FILE *f) {

@@ -28,8 +28,7 @@
 
 #include "bodies.h"
 #include "conn.h"
-#include "infer.h"
-#include "isolate.h"
+#include "backend.h"
 #include "kserve.h"
 #include "metrics.h"
 #include "route.h"
@@ -113,7 +112,7 @@ static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
 static void request_gpu_done(request_t *req);
 
 static request_t *request_new(conn_t *c) {
-  request_t *req = calloc(1, sizeof *req);
+  request_t *req = request_alloc(sizeof *req, c->lp->backend->req_size);
   if (!req)
     return NULL;
   req->lp = c->lp;
@@ -455,10 +454,8 @@ static void conn_close(conn_t *c) {
     if (req->state == REQ_RUNNING) {
       req->orphan = true; /* its completion frees it */
     } else {
-      if (req->state == REQ_WAITING && lp->iso)
-        isolate_forget(lp, req);
-      else if (req->state == REQ_WAITING)
-        infer_forget(lp, req);
+      if (req->state == REQ_WAITING)
+        lp->backend->forget(lp, req);
       request_free(req);
     }
     req = next;
@@ -902,7 +899,7 @@ static void request_gpu_done(request_t *req) {
   conn_t *c = req->conn;
   loop_t *lp = c->lp;
   req->t_done = uv_hrtime();
-  infer_release(lp, req);
+  lp->backend->release(lp, req);
   if (req->gpu_status == 0)
     lp->n.gpu_completed++;
   else

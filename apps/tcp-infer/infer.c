@@ -1,40 +1,51 @@
-/* tcp-infer: request dispatch, how a complete POST /infer reaches the GPU.
- *
- * A request takes a workspace of its loop (pool.c) or waits for one in FIFO order, and runs as
- * one submission of model.c's op over its rows, the input staged from its body:
+/* tcp-infer: the backends that run each request by itself (backend.h): cuv, offload and
+ * baseline. A complete POST /infer takes a workspace of its loop (pool.c) or waits for one in
+ * FIFO order, and runs as one submission of model.c's op over its rows, the input staged from its
+ * body:
  *   htod(in, body, staged) ; dense ; dense ; download(out)
- * submitted with cuv_uv_submit: its callback runs on the loop thread with the downloaded outputs.
- * --baseline runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a
- * libuv program does without the bridge, one worker blocked per request in flight. --offload
- * submits from the thread pool instead of the loop thread (see offload_work). --coalesce hands
- * the request to batch.c, which runs the rows of several requests as one such op. --graph copies
- * the body into the workspace's pinned input and replays the workspace's graph of that op
- * (model_graph_op); the completion copies the outputs from its pinned output into the body's
- * buffer (bodies are 4x the outputs' size), which the response then sends.
+ * The backends differ only in how that op goes out, chosen once per loop (direct_t.send):
+ * cuv submits it with cuv_uv_submit, its callback on the loop thread with the downloaded outputs;
+ * with --graph it copies the body into the workspace's pinned input and replays the workspace's
+ * graph of that op (model_graph_op), and the completion copies the outputs from its pinned output
+ * into the body's buffer (bodies are 4x the outputs' size), which the response then sends.
+ * offload submits from the thread pool instead of the loop thread (see offload_work). baseline
+ * runs the same op with cuv_sync in a libuv thread-pool worker (uv_queue_work): what a libuv
+ * program does without the bridge, one worker blocked per request in flight; its work item is
+ * the request's backend state (request_t.priv).
  *
  * A workspace is reused only after the request's completion callback ran, that is, after cuv
- * proved the GPU work complete (infer_release). The dependency is one-way: this file calls
- * batch.c, model.c and pool.c; none of them calls back here. */
+ * proved the GPU work complete (the backend's release). This file calls model.c, pool.c and
+ * streams.c; the answer goes up only through the request's own callback (request_t.done). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "batch.h"
+#include "backend.h"
 #include "infer.h"
 #include "model.h"
 #include "pool.h"
 #include "server.h"
 #include "streams.h"
 
+/* These backends' state of a request (request_t.priv): the workspace it runs on, the stream its
+ * submission went to (-1: none of the loop's), and baseline's thread-pool work item. */
+typedef struct direct_req {
+  workspace_t *ws;
+  int stream;
+  uv_work_t work;
+} direct_req_t;
+
+static direct_req_t *dreq(const request_t *req) { return req->priv; }
+
 static cuv_op_t *infer_op(request_t *req) {
   size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
-  return model_rows_op(req->ws, cuv_memcpy_htod(req->ws->in, 0, req->body, bytes,
+  return model_rows_op(dreq(req)->ws, cuv_memcpy_htod(dreq(req)->ws->in, 0, req->body, bytes,
                                                    CUV_COPY_STAGE), req->batch);
 }
 
 /* cuv: the completion, on the loop thread. */
 static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
   request_t *req = arg;
-  streams_done(req->lp, req->stream);
+  streams_done(req->lp, dreq(req)->stream);
   req->gpu_status = status;
   if (status == 0)
     req->out = cuv_output_take(out);
@@ -42,15 +53,15 @@ static void on_gpu_done(int status, cuv_output_t *out, void *arg) {
 }
 
 /* --graph: the replay completed, so the workspace's pinned output holds the request's rows (and
- * the workspace is still the request's: its done callback runs infer_release). The output
+ * the workspace is still the request's: its done callback runs direct_release). The output
  * borrows the body's buffer, freed with the request. */
 static void on_graph_done(int status, cuv_output_t *out, void *arg) {
   (void)out; /* unit */
   request_t *req = arg;
-  streams_done(req->lp, req->stream);
+  streams_done(req->lp, dreq(req)->stream);
   req->gpu_status = status;
   if (status == 0) {
-    memcpy(req->body, cuv_host_buffer_data(req->ws->host_out),
+    memcpy(req->body, cuv_host_buffer_data(dreq(req)->ws->host_out),
            (size_t)req->batch * MLP_OUT * sizeof(float));
     req->out = (cuv_output_t){.data = req->body};
   }
@@ -60,13 +71,13 @@ static void on_graph_done(int status, cuv_output_t *out, void *arg) {
 /* --graph: the body into the workspace's pinned input (no request of the workspace is in flight,
  * so nothing reads it now), then one graph launch. */
 static int graph_submit(loop_t *lp, request_t *req, const cuv_submit_opts_t *opts) {
-  memcpy(cuv_host_buffer_data(req->ws->host_in), req->body,
+  memcpy(cuv_host_buffer_data(dreq(req)->ws->host_in), req->body,
          (size_t)req->batch * MLP_IN * sizeof(float));
-  return cuv_uv_submit(lp->bridge, model_graph_op(lp, req->ws, req->batch), on_graph_done,
+  return cuv_uv_submit(lp->bridge, model_graph_op(lp, dreq(req)->ws, req->batch), on_graph_done,
                        req, opts);
 }
 
-/* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
+/* baseline: a thread-pool worker builds the op and blocks until the GPU is done. */
 static void baseline_work(uv_work_t *work) {
   request_t *req = work->data;
   req->gpu_status = cuv_sync(infer_op(req), &req->out);
@@ -107,58 +118,75 @@ static void offload_after(uv_work_t *work, int status) {
   free(o);
   if (rc == 0)
     return;
-  streams_done(req->lp, req->stream);
+  streams_done(req->lp, dreq(req)->stream);
   req->lp->n.refused++;
   req->gpu_status = rc;
   req->done(req);
 }
 
-/* Hands the request's GPU work on as the mode says; 0 when accepted (its completion comes later,
- * on the loop thread), else the error. */
-static int submit(loop_t *lp, request_t *req) {
-  server_t *s = lp->srv;
-  if (s->baseline) {
-    req->work.data = req;
-    return uv_queue_work(&lp->loop, &req->work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
-  }
-  cuv_submit_opts_t opts = {.stream = streams_take(lp, req->ws, &req->stream),
-                            .trace = req->stage ? &req->stage->cuv : NULL};
-  if (s->offload) {
-    offload_t *o = malloc(sizeof *o);
-    if (!o)
-      return CUV_ENOMEM;
-    *o = (offload_t){.req = req, .opts = opts};
-    o->work.data = o;
-    if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
-      return 0;
-    free(o);
-    return CUV_ENOMEM;
-  }
-  return s->graph ? graph_submit(lp, req, &opts)
-                  : cuv_uv_submit(lp->bridge, infer_op(req), /* staged: cuv's own copy */
-                                  on_gpu_done, req, &opts);
+/* The submission's options: the loop's least loaded stream, the sampled request's trace. */
+static cuv_submit_opts_t submit_opts(loop_t *lp, request_t *req) {
+  return (cuv_submit_opts_t){.stream = streams_take(lp, dreq(req)->ws, &dreq(req)->stream),
+                             .trace = req->stage ? &req->stage->cuv : NULL};
 }
 
-/* --stage-sample: the modes that submit one request at a time through the bridge. */
+/* --stage-sample: the backends that submit one request at a time through the bridge (cuv and
+ * its --graph). */
 static void sample_stages(loop_t *lp, request_t *req) {
-  server_t *s = lp->srv;
-  if (s->baseline || s->offload || req->stage || !(req->stage = stages_sample(lp)))
+  if (req->stage || !(req->stage = stages_sample(lp)))
     return;
   req->stage->in = req->t_begin;
   req->stage->began = req->t_start;
 }
 
+/* How each backend hands a request's GPU work on: 0 when accepted (its completion comes later,
+ * on the loop thread), else the error. */
+static int send_cuv(loop_t *lp, request_t *req) {
+  sample_stages(lp, req);
+  cuv_submit_opts_t opts = submit_opts(lp, req);
+  return cuv_uv_submit(lp->bridge, infer_op(req), /* staged: cuv's own copy */
+                       on_gpu_done, req, &opts);
+}
+
+static int send_graph(loop_t *lp, request_t *req) {
+  sample_stages(lp, req);
+  cuv_submit_opts_t opts = submit_opts(lp, req);
+  return graph_submit(lp, req, &opts);
+}
+
+static int send_offload(loop_t *lp, request_t *req) {
+  offload_t *o = malloc(sizeof *o);
+  if (!o)
+    return CUV_ENOMEM;
+  *o = (offload_t){.req = req, .opts = submit_opts(lp, req)};
+  o->work.data = o;
+  if (uv_queue_work(&lp->loop, &o->work, offload_work, offload_after) == 0)
+    return 0;
+  free(o);
+  return CUV_ENOMEM;
+}
+
+static int send_baseline(loop_t *lp, request_t *req) {
+  uv_work_t *work = &dreq(req)->work;
+  work->data = req;
+  return uv_queue_work(&lp->loop, work, baseline_work, baseline_after) ? CUV_EINVAL : 0;
+}
+
+/* A loop's state in these backends: how its requests go out. */
+typedef struct direct {
+  int (*send)(loop_t *lp, request_t *req);
+} direct_t;
+
 static void run(loop_t *lp, request_t *req) {
   req->state = REQ_RUNNING;
-  req->gpu = req->ws->gpu;
+  req->gpu = dreq(req)->ws->gpu;
   if (req->gpu != lp->gpu)
     req->gpu->stolen++; /* --balance steal: another device's workspace (pool.c) */
   req->t_start = uv_hrtime();
   lp->n.gpu_submitted++;
   counters_exec(&lp->n, req->batch);
-  req->stream = -1;
-  sample_stages(lp, req);
-  int rc = submit(lp, req);
+  dreq(req)->stream = -1;
+  int rc = ((direct_t *)lp->backend_state)->send(lp, req);
   if (rc == 0) {
     req->t_submitted = uv_hrtime();
     if (req->stage)
@@ -167,15 +195,23 @@ static void run(loop_t *lp, request_t *req) {
   }
   stages_discard(req->stage);
   req->stage = NULL;
-  streams_done(lp, req->stream);
+  streams_done(lp, dreq(req)->stream);
   req->gpu_status = rc;
   lp->n.refused++;
   req->done(req); /* refused: answered with the error */
 }
 
-void infer_start(loop_t *lp, request_t *req) {
-  if (lp->batcher) {
-    batch_add(lp, req); /* --coalesce: it joins the loop's next batch */
+void infer_refuse(loop_t *lp, request_t *req, int status) {
+  if (!lp || !req)
+    return;
+  lp->n.gpu_submitted++;
+  req->gpu_status = status;
+  req->done(req);
+}
+
+static void direct_submit(loop_t *lp, request_t *req) {
+  if (!route_runs_model(req->route)) {
+    infer_refuse(lp, req, CUV_ENOTSUP); /* POST /debug/ runs only in --isolate's workers */
     return;
   }
   workspace_t *ws = pool_take(lp);
@@ -183,27 +219,24 @@ void infer_start(loop_t *lp, request_t *req) {
     pool_wait(lp, req);
     return;
   }
-  req->ws = ws;
+  dreq(req)->ws = ws;
   run(lp, req);
 }
 
-void infer_forget(loop_t *lp, request_t *req) {
-  if (lp->batcher && batch_forget(lp, req))
-    return; /* it was in the pending batch */
-  pool_forget(lp, req);
-}
+static void direct_forget(loop_t *lp, request_t *req) { pool_forget(lp, req); }
 
-void infer_release(loop_t *lp, request_t *req) {
-  workspace_t *ws = req->ws;
+/* The request's workspace goes back, or straight to the next waiting request. */
+static void direct_release(loop_t *lp, request_t *req) {
+  workspace_t *ws = dreq(req)->ws;
   if (!ws)
     return;
-  req->ws = NULL;
+  dreq(req)->ws = NULL;
   request_t *next = lp->stopping ? NULL : pool_next_waiting(lp);
   if (!next) {
     pool_put(lp, ws);
     return;
   }
-  next->ws = ws;
+  dreq(next)->ws = ws;
   run(lp, next);
 }
 
@@ -219,19 +252,22 @@ static int captures_init(loop_t *lp) {
   return rc;
 }
 
-int infer_loop_init(loop_t *lp) {
+int infer_loop_init(loop_t *lp, bool bridge) {
+  if (!lp)
+    return CUV_EINVAL;
   int rc = captures_init(lp);
-  if (rc == 0 && !lp->srv->baseline) /* --baseline: cuv_sync on the default policy's streams */
+  if (rc == 0 && bridge) /* without it (baseline): cuv_sync on the default policy's streams */
     rc = streams_init(lp);
   if (rc == 0)
     rc = pool_init(lp);
-  if (rc == 0 && lp->srv->coalesce)
-    rc = batch_loop_init(lp);
+  if (rc == 0 && bridge)
+    rc = cuv_uv_open(&lp->bridge, &lp->loop); /* on the loop's own thread */
   return rc;
 }
 
 void infer_loop_free(loop_t *lp) {
-  batch_loop_free(lp);
+  if (!lp)
+    return;
   pool_free(lp);
   for (unsigned i = 0; i < MAX_DEVICES; i++) {
     if (lp->capture[i])
@@ -240,3 +276,48 @@ void infer_loop_free(loop_t *lp) {
   }
   streams_free(lp);
 }
+
+static int direct_init(loop_t *lp, int (*send)(loop_t *lp, request_t *req), bool bridge) {
+  direct_t *d = malloc(sizeof *d);
+  if (!d)
+    return CUV_ENOMEM;
+  d->send = send;
+  lp->backend_state = d;
+  return infer_loop_init(lp, bridge);
+}
+
+static int bridge_init(loop_t *lp) {
+  return direct_init(lp, lp->srv->graph ? send_graph : send_cuv, true);
+}
+
+static int offload_init(loop_t *lp) { return direct_init(lp, send_offload, true); }
+
+static int baseline_init(loop_t *lp) { return direct_init(lp, send_baseline, false); }
+
+static void direct_close(loop_t *lp) {
+  infer_loop_free(lp);
+  free(lp->backend_state);
+  lp->backend_state = NULL;
+}
+
+const backend_t backend_cuv = {.name = "cuv",
+                               .req_size = sizeof(direct_req_t),
+                               .init = bridge_init,
+                               .submit = direct_submit,
+                               .forget = direct_forget,
+                               .release = direct_release,
+                               .close = direct_close};
+const backend_t backend_offload = {.name = "offload",
+                                   .req_size = sizeof(direct_req_t),
+                                   .init = offload_init,
+                                   .submit = direct_submit,
+                                   .forget = direct_forget,
+                                   .release = direct_release,
+                                   .close = direct_close};
+const backend_t backend_baseline = {.name = "baseline",
+                                    .req_size = sizeof(direct_req_t),
+                                    .init = baseline_init,
+                                    .submit = direct_submit,
+                                    .forget = direct_forget,
+                                    .release = direct_release,
+                                    .close = direct_close};

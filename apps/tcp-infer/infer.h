@@ -1,18 +1,23 @@
-/* tcp-infer: request dispatch (infer.c) */
+/* tcp-infer: the backends that run each request by itself (infer.c): cuv (and its --graph and
+ * --cublas), offload, baseline; and the loop set-up that batch.c's backend shares. */
 #ifndef TCP_INFER_INFER_H
 #define TCP_INFER_INFER_H
 
+#include <stdbool.h>
+
+#include "backend.h"
 #include "server.h"
 
-/* infer.c: request dispatch (loop thread, except the loop set-up). */
-/* A loop's workspaces and, with --coalesce, its batcher (before the loop serves). */
-int infer_loop_init(loop_t *lp);
+extern const backend_t backend_cuv, backend_offload, backend_baseline;
+
+/* A loop's GPU side before it serves (loop thread): --graph's capture streams, its workspaces
+ * and, with bridge, its streams and its bridge (the backends that submit through cuv's bridge;
+ * without it, baseline's cuv_sync uses the default policy's streams). infer_loop_free frees what
+ * was made, after the loop ran dry. */
+int infer_loop_init(loop_t *lp, bool bridge);
 void infer_loop_free(loop_t *lp);
-/* Starts a complete POST /infer (body and batch valid): now, or once a workspace is free. */
-void infer_start(loop_t *lp, request_t *req);
-/* A request that never started (waiting, or in the pending batch) leaves its queue. */
-void infer_forget(loop_t *lp, request_t *req);
-/* Gives the request's workspace back (next waiting request starts on it). */
-void infer_release(loop_t *lp, request_t *req);
+/* Answers a request this backend does not run (or could not submit) with `status` as its GPU
+ * work's result, counted as submitted, through its completion. */
+void infer_refuse(loop_t *lp, request_t *req, int status);
 
 #endif

@@ -14,8 +14,8 @@ static void total(FILE *f, const server_t *s, const char *name, const char *help
                   size_t offset) {
   uint64_t sum = 0;
   for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      sum += *(_Atomic uint64_t *)((char *)s->loops[i].iso + offset);
+    if (loop_iso(&s->loops[i]))
+      sum += *(_Atomic uint64_t *)((char *)loop_iso(&s->loops[i]) + offset);
   family(f, name, "counter", help);
   fprintf(f, "%s %llu\n", name, (unsigned long long)sum);
 }
@@ -35,8 +35,8 @@ static void per_loop(FILE *f, const server_t *s, const char *name, const char *h
   int decimals = strstr(name, "_seconds") ? 6 : 0;
   family(f, name, "gauge", help);
   for (unsigned i = 0; i < s->nloops; i++)
-    if (s->loops[i].iso)
-      fprintf(f, "%s{loop=\"%u\"} %.*f\n", name, i, decimals, value(s->loops[i].iso));
+    if (loop_iso(&s->loops[i]))
+      fprintf(f, "%s{loop=\"%u\"} %.*f\n", name, i, decimals, value(loop_iso(&s->loops[i])));
 }
 
 static void gauges(FILE *f, const server_t *s) {
@@ -105,7 +105,7 @@ bool isolate_ready(const server_t *s) {
   if (!s || !s->loops)
     return false;
   for (unsigned i = 0; i < s->nloops; i++)
-    if (!s->loops[i].iso || !s->loops[i].iso->ready)
+    if (!loop_iso(&s->loops[i]) || !loop_iso(&s->loops[i])->ready)
       return false;
   return true;
 }
@@ -115,7 +115,7 @@ bool isolate_report(const server_t *s, report_words_t *words) {
     return false;
   *words = (report_words_t){0};
   for (unsigned i = 0; i < s->nloops; i++)
-    for (size_t k = 0; s->loops[i].iso && k < REPORT_WORDS; k++)
-      words->w[k] += s->loops[i].iso->reports[k];
+    for (size_t k = 0; loop_iso(&s->loops[i]) && k < REPORT_WORDS; k++)
+      words->w[k] += loop_iso(&s->loops[i])->reports[k];
   return true;
 }

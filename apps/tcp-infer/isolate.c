@@ -40,6 +40,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "isolate-metrics.h"
 #include "isolate.h"
 
 #define BACKOFF_MIN_MS 50
@@ -53,6 +54,15 @@
 #define ISOLATE_REPLAYS 1 /* a request runs on at most 1 + this many workers */
 
 typedef enum { AS_CUR, AS_SPARE } role_t;
+
+/* The backend's state of a request (request_t.priv): its frame id at the worker it went to, when
+ * it went (the hang watchdog), and the workers it was sent to (a replay is the second). */
+typedef struct iso_req {
+  uint64_t id, sent_ns;
+  unsigned attempts;
+} iso_req_t;
+
+static iso_req_t *ireq(const request_t *req) { return req->priv; }
 
 static int spawn(isolate_t *iso, role_t role);
 
@@ -68,7 +78,7 @@ static const char STOPPING[] = "server shutting down";
  * many workers it went to) so that the in-flight gauge (submitted - completed - failed) stays
  * right. `why`: CUV_ECLOSED's text. */
 static void fail_request(loop_t *lp, request_t *req, int status, const char *why) {
-  if (!req->iso_attempts)
+  if (!ireq(req)->attempts)
     lp->n.gpu_submitted++;
   req->gpu_status = status;
   if (status == CUV_ECLOSED) {
@@ -153,15 +163,15 @@ static void send_to(wproc_t *w, request_t *req) {
     fail_request(lp, req, payload ? CUV_ENOMEM : CUV_EINVAL, NULL);
     return;
   }
-  req->iso_id = ++w->iso->next_id;
-  frame_request_head(sr->head, req->iso_id, rows);
+  ireq(req)->id = ++w->iso->next_id;
+  frame_request_head(sr->head, ireq(req)->id, rows);
   if (payload)
     memcpy(sr->body, req->body, payload);
   sr->write.data = sr;
   req->state = REQ_RUNNING;
-  req->iso_sent_ns = req->t_submitted = uv_hrtime();
-  if (!req->iso_attempts++) { /* its first worker: the GPU work begins (a replay continues it) */
-    req->t_start = req->iso_sent_ns;
+  ireq(req)->sent_ns = req->t_submitted = uv_hrtime();
+  if (!ireq(req)->attempts++) { /* its first worker: the GPU work begins (a replay continues it) */
+    req->t_start = ireq(req)->sent_ns;
     lp->n.gpu_submitted++;
   }
   outstanding_push(w, req);
@@ -211,7 +221,7 @@ static wproc_t *replay_target(isolate_t *iso, const wproc_t *from) {
  * request, an inference on its last run, an orphan, or anything at shutdown gets the error. */
 static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char *why,
                           const wproc_t *from) {
-  bool again = route_runs_model(req->route) && req->iso_attempts <= ISOLATE_REPLAYS &&
+  bool again = route_runs_model(req->route) && ireq(req)->attempts <= ISOLATE_REPLAYS &&
                !req->orphan && !iso->stopping;
   if (!again) {
     if (status == CUV_ECLOSED)
@@ -227,16 +237,16 @@ static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char
     queue_push(iso, req, true);
 }
 
-void isolate_start(loop_t *lp, request_t *req) {
+/* Takes a complete POST /infer or POST /debug/fault: to the worker, or queued until one is
+ * ready, or answered 503 (queue full). */
+static void isolate_start(loop_t *lp, request_t *req) {
   if (!lp || !req)
     return;
-  isolate_t *iso = lp->iso;
+  isolate_t *iso = loop_iso(lp);
   if (!iso) { /* POST /debug/fault reaches here only with --isolate; refuse it otherwise */
     fail_request(lp, req, CUV_ENOTSUP, NULL);
     return;
   }
-  if (route_runs_model(req->route))
-    lp->n.infer_rows_total += req->batch;
   if (iso->cur && iso->cur->ready && !iso->stopping) {
     send_to(iso->cur, req);
   } else if (iso->stopping || iso->queued >= lp->srv->isolate_queue) {
@@ -248,10 +258,11 @@ void isolate_start(loop_t *lp, request_t *req) {
   }
 }
 
-void isolate_forget(loop_t *lp, request_t *req) {
-  if (!lp || !lp->iso || !req)
+/* A queued request (REQ_WAITING) whose connection closed leaves the queue. */
+static void isolate_forget(loop_t *lp, request_t *req) {
+  if (!lp || !loop_iso(lp) || !req)
     return;
-  isolate_t *iso = lp->iso;
+  isolate_t *iso = loop_iso(lp);
   request_t **p = &iso->q_head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
@@ -358,7 +369,7 @@ static void on_faulted(wproc_t *w) {
  * in about the order sent, so the search ends near the head. */
 static request_t *outstanding_take(wproc_t *w, uint64_t id) {
   request_t **p = &w->head, *prev = NULL;
-  while (*p && (*p)->iso_id != id) {
+  while (*p && ireq(*p)->id != id) {
     prev = *p;
     p = &(*p)->next_wait;
   }
@@ -627,7 +638,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
  * still starting holds no request; its start-up has a limit of its own, below). */
 static bool hung(const wproc_t *w, uint64_t now, uint64_t limit) {
   return limit && !w->gone && !w->killed && !w->exited && w->head &&
-         now - w->head->iso_sent_ns > limit;
+         now - ireq(w->head)->sent_ns > limit;
 }
 
 /* Whether the worker is stuck in its start-up: not ready that long after it was spawned. The
@@ -759,7 +770,8 @@ static char **worker_args(const server_t *s) {
   return args;
 }
 
-int isolate_open(loop_t *lp) {
+/* Spawns the loop's worker (on the loop's thread). */
+static int isolate_open(loop_t *lp) {
   if (!lp || !lp->srv)
     return CUV_EINVAL;
   isolate_t *iso = calloc(1, sizeof *iso);
@@ -772,7 +784,7 @@ int isolate_open(loop_t *lp) {
   uv_timer_init(&lp->loop, &iso->timer);
   iso->timer.data = iso;
   start_watchdog(iso);
-  lp->iso = iso;
+  lp->backend_state = iso;
   spawn(iso, AS_CUR); /* a failure retries after a back-off; the spare follows its ready frame */
   return 0;
 }
@@ -791,10 +803,10 @@ static void on_shutdown(uv_shutdown_t *sh, int status) {
 
 /* Shutdown: nothing new goes out; every worker (the spare too) sees EOF, finishes what it holds
  * (their replies still free the orphaned requests) and exits 0; killed after a grace period. */
-void isolate_stop(loop_t *lp) {
-  if (!lp || !lp->iso || lp->iso->stopping)
+static void isolate_stop(loop_t *lp) {
+  if (!lp || !loop_iso(lp) || loop_iso(lp)->stopping)
     return;
-  isolate_t *iso = lp->iso;
+  isolate_t *iso = loop_iso(lp);
   iso->stopping = true;
   fail_queue(iso, STOPPING);
   uv_timer_stop(&iso->timer);
@@ -813,13 +825,29 @@ void isolate_stop(loop_t *lp) {
   }
 }
 
-int isolate_free(loop_t *lp) {
-  if (!lp || !lp->iso)
+/* After every loop ended: -1 when its worker did not end cleanly (status 0) at shutdown. */
+static int isolate_free(loop_t *lp) {
+  if (!lp || !loop_iso(lp))
     return 0;
-  int rc = lp->iso->unclean_stop ? -1 : 0;
-  free(lp->iso->args[0]);
-  free(lp->iso->args);
-  free(lp->iso);
-  lp->iso = NULL;
+  int rc = loop_iso(lp)->unclean_stop ? -1 : 0;
+  free(loop_iso(lp)->args[0]);
+  free(loop_iso(lp)->args);
+  free(loop_iso(lp));
+  lp->backend_state = NULL;
   return rc;
 }
+
+/* ---- the backend ------------------------------------------------------------------------ */
+
+/* The front's requests hold nothing of the loop's once answered. */
+static void isolate_release(loop_t *lp, request_t *req) {}
+
+const backend_t backend_isolate = {.name = "isolate",
+                                   .req_size = sizeof(iso_req_t),
+                                   .init = isolate_open,
+                                   .submit = isolate_start,
+                                   .forget = isolate_forget,
+                                   .release = isolate_release,
+                                   .stop = isolate_stop,
+                                   .finish = isolate_free,
+                                   .ready = isolate_ready};

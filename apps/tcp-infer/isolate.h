@@ -3,6 +3,7 @@
 #ifndef TCP_INFER_ISOLATE_H
 #define TCP_INFER_ISOLATE_H
 
+#include "backend.h"
 #include "frames.h"
 #include "report.h"
 #include "server.h"
@@ -61,15 +62,12 @@ struct isolate {
   _Atomic unsigned reports_behind; /* live workers whose latest report misses replies read */
 };
 
-/* isolate.c (the front, --isolate; loop thread unless said). */
-int isolate_open(loop_t *lp);   /* spawns the loop's worker (on the loop's thread) */
-void isolate_stop(loop_t *lp);  /* shutdown: the worker finishes its work and exits */
-/* After the loop ended: -1 when its worker did not end cleanly (status 0) at shutdown. */
-int isolate_free(loop_t *lp);
-/* Takes a complete POST /infer or POST /debug/fault: to the worker, or queued until one is
- * ready, or answered 503 (queue full). */
-void isolate_start(loop_t *lp, request_t *req);
-/* A queued request (REQ_WAITING) whose connection closed leaves the queue. */
-void isolate_forget(loop_t *lp, request_t *req);
+/* The isolate backend (backend.h): each loop's requests go to its worker process (loop thread). */
+extern const backend_t backend_isolate;
+
+/* A front loop's state (loop_t.backend_state); NULL before its set-up, or outside --isolate. */
+static inline isolate_t *loop_iso(const loop_t *lp) {
+  return lp->srv && lp->srv->isolate ? (isolate_t *)lp->backend_state : NULL;
+}
 
 #endif

@@ -1,10 +1,25 @@
 /* tcp-infer: a request's response, set by whichever layer answers it (route.c, kserve.c, conn.c)
  * and serialized by conn.c once its turn comes. */
+#include <stdalign.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "server.h"
+
+request_t *request_alloc(size_t size, size_t priv) {
+  if (size < sizeof(request_t))
+    return NULL;
+  size_t align = alignof(max_align_t), at = (size + align - 1) / align * align;
+  if (priv > SIZE_MAX - at)
+    return NULL;
+  request_t *req = calloc(1, at + priv);
+  if (req && priv)
+    req->priv = (char *)req + at;
+  return req;
+}
 
 void respond_text(request_t *req, unsigned status, const char *content_type, char *text) {
   if (!req) {

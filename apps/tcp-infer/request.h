@@ -72,7 +72,6 @@ struct request {
   char *body;      /* POST /infer: the input batch */
   size_t body_len, body_cap;
   unsigned batch;
-  workspace_t *ws;
   gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
   int gpu_status;     /* the GPU work's result */
   cuv_output_t out;   /* POST /infer: the downloaded outputs */
@@ -83,11 +82,7 @@ struct request {
   long infer_header_len;    /* KServe: the request's Inference-Header-Content-Length (-1: none) */
   size_t reply_json_len;    /* KServe, binary output: the response's JSON part (the header) */
   struct kserve_req *kserve; /* KServe inference: what its response must hold (kserve.c) */
-  uv_work_t work;     /* --baseline */
-  uint64_t iso_id;    /* --isolate: its frame id at the worker process */
-  uint64_t iso_sent_ns; /* --isolate: when it went to the worker (the hang watchdog) */
-  unsigned iso_attempts; /* --isolate: workers it was sent to (a replay is the second) */
-  int stream; /* streams.c: the stream its GPU work went to (-1: none of the loop's) */
+  void *priv; /* the backend's state of it (backend_t.req_size bytes, made with it), or NULL */
   const char *gpu_error; /* a failure's text instead of the cuv error's name (static) */
   /* GET /metrics: when (uv_hrtime) the inference's message was in, its GPU work began, was
    * submitted and ended; and the time its input took to read before (KServe's JSON) */
@@ -106,6 +101,10 @@ typedef struct http_head {
   long infer_header_len;  /* Inference-Header-Content-Length, the same way */
 } http_head_t;
 
+/* A zeroed request with room after it for the backend's state (req->priv: priv bytes, NULL when
+ * 0): `size` is sizeof(request_t), or the size of the maker's own struct that begins with one
+ * (worker.c). One allocation, freed with free(req); NULL when out of memory. */
+request_t *request_alloc(size_t size, size_t priv);
 /* A text response, ready for its turn: `text` is malloc'd (owned by req from now on) or NULL. */
 void respond_text(request_t *req, unsigned status, const char *content_type, char *text);
 /* An error response: one line of text/plain (the message and a newline). */

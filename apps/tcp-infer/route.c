@@ -11,9 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "infer.h"
-#include "isolate-metrics.h"
-#include "isolate.h"
+#include "backend.h"
 #include "kserve.h"
 #include "metrics.h"
 #include "route.h"
@@ -129,7 +127,14 @@ bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
 static bool ready(const loop_t *lp) {
   if (lp->stopping)
     return false;
-  return lp->iso ? isolate_ready(lp->srv) : true;
+  return lp->backend->ready ? lp->backend->ready(lp->srv) : true;
+}
+
+/* A complete request with GPU work: to the loop's backend, whichever it is (backend.h). */
+static void start_work(loop_t *lp, request_t *req) {
+  if (route_runs_model(req->route))
+    lp->n.infer_rows_total += req->batch;
+  lp->backend->submit(lp, req);
 }
 
 /* A KServe inference: its body becomes rows, then it runs as POST /infer's. */
@@ -141,12 +146,7 @@ static void start_v2_infer(loop_t *lp, request_t *req) {
     return;
   }
   req->input_ns = uv_hrtime() - req->t_begin;
-  if (lp->iso) {
-    isolate_start(lp, req);
-    return;
-  }
-  lp->n.infer_rows_total += req->batch;
-  infer_start(lp, req);
+  start_work(lp, req);
 }
 
 /* ---- the message -------------------------------------------------------------------------- */
@@ -167,13 +167,9 @@ void route_message(loop_t *lp, request_t *req) {
       respond_text(req, 200, "text/plain; version=0.0.4; charset=utf-8", text);
     else
       respond_error(req, 503, "out of memory");
-  } else if (lp->iso || req->route == ROUTE_FAULT || req->route == ROUTE_HANG) {
-    req->t_begin = uv_hrtime();
-    isolate_start(lp, req); /* --isolate: the worker process runs it */
   } else {
     req->t_begin = uv_hrtime();
-    lp->n.infer_rows_total += req->batch;
-    infer_start(lp, req);
+    start_work(lp, req); /* POST /infer, POST /debug/ */
   }
 }
 

@@ -21,15 +21,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "backend.h"
 #include "cli.h"
-#include "options.h"
 #include "conn.h"
 #include "cublas.h"
-#include "infer.h"
-#include "isolate.h"
-#include "timeouts.h"
 #include "model.h"
+#include "options.h"
 #include "server.h"
+#include "timeouts.h"
 #include "worker.h"
 
 #define EXIT_NO_DRIVER 77
@@ -59,14 +58,13 @@ static void loop_stop(uv_async_t *async) {
   conn_loop_close(lp);
   if (lp->bridge)
     cuv_uv_close(lp->bridge, NULL, NULL);
-  isolate_stop(lp); /* --isolate: the worker finishes its work and exits */
+  if (lp->backend->stop)
+    lp->backend->stop(lp); /* --isolate: the worker finishes its work and exits */
 }
 
 /* The loop's handles, workspaces and bridge; 0 or a cuv status. */
 static int loop_setup(loop_t *lp) {
-  int rc = lp->srv->isolate ? isolate_open(lp) : infer_loop_init(lp);
-  if (rc == 0 && !lp->srv->baseline && !lp->srv->isolate)
-    rc = cuv_uv_open(&lp->bridge, &lp->loop); /* on the loop's own thread */
+  int rc = lp->backend->init(lp); /* the bridge too, where the backend submits through one */
   if (rc != 0)
     return rc;
   uv_tcp_init(&lp->loop, &lp->listener);
@@ -92,7 +90,8 @@ static void loop_main(void *arg) {
   uv_sem_post(&lp->srv->ready);
   uv_barrier_wait(&lp->srv->set_up);
   uv_run(&lp->loop, UV_RUN_DEFAULT); /* until loop_stop, and every callback after it */
-  infer_loop_free(lp);
+  if (lp->backend->close)
+    lp->backend->close(lp);
   if (uv_loop_close(&lp->loop) != 0)
     lp->setup_status = CUV_EBUSY; /* a handle left open */
 }
@@ -232,6 +231,7 @@ static int start_loops(server_t *s, listen_addr_t *where) {
   for (unsigned i = 0; i < s->nloops; i++) {
     loop_t *lp = &s->loops[i];
     lp->srv = s;
+    lp->backend = backend_select(s); /* once: how every request of the loop runs */
     lp->gpu = &s->gpus[i / s->loops_per_device];
     lp->index = i;
     conn_settings_init(&lp->settings);
@@ -314,11 +314,13 @@ static int join_loops(server_t *s) {
   uv_sem_destroy(&s->ready);
   uv_barrier_destroy(&s->set_up);
   /* after every loop ended: GET /stats on any loop read them */
-  for (unsigned i = 0; i < s->nloops; i++)
-    if (isolate_free(&s->loops[i]) != 0) {
+  for (unsigned i = 0; i < s->nloops; i++) {
+    const backend_t *b = s->loops[i].backend;
+    if (b && b->finish && b->finish(&s->loops[i]) != 0) {
       fprintf(stderr, "tcp-infer: loop %u's worker did not exit cleanly\n", i);
       status = EXIT_FAILURE;
     }
+  }
   return status;
 }
 

@@ -93,9 +93,11 @@ struct loop {
   workspace_t *workspaces, *free_ws[MAX_DEVICES];
   request_t *wait_head, *wait_tail;
   conn_t *conns; /* open connections, for shutdown */
-  struct isolate *iso;     /* --isolate (the front): this loop's worker process; else NULL */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
-  struct batcher *batcher; /* --coalesce: the pending batch, the batches in flight; else NULL */
+  /* its backend (backend.h: how its requests' GPU work runs), chosen once at start, and the
+   * backend's state of the loop (isolate.c's worker process, batch.c's batches, ...) */
+  const struct backend *backend;
+  void *backend_state;
   struct streams *streams; /* streams.c: the loop's streams (none in --baseline) */
   cuv_stream_t *capture[MAX_DEVICES]; /* --graph: the loop's own streams for captures, one per
                                        * device it uses (model_graph_op) */

@@ -2,7 +2,8 @@
  *
  * It loads the model as the server does (server.c's start-up, model_init), then serves request
  * frames from fd 3 (frames.h) with infer.c's dispatch unchanged: each frame becomes a request_t
- * without a connection, started with infer_start, and its completion (its done callback,
+ * without a connection, submitted to the loop's backend (the mode the front was given: cuv,
+ * offload, baseline, coalesce; backend.h), and its completion (its done callback,
  * worker_request_done, set here) writes the reply frame. One loop, one bridge.
  *
  * A sticky device fault (illegal address, trap, ...) kills the CUDA context for the rest of the
@@ -20,11 +21,11 @@
 
 #include <cuda.h>
 
+#include "backend.h"
 #include "frames.h"
 #include "mlp_launchers.h"
-#include "report.h"
-#include "infer.h"
 #include "model.h"
+#include "report.h"
 #include "server.h"
 #include "streams.h"
 #include "worker.h"
@@ -169,6 +170,13 @@ static void on_report(uv_timer_t *timer) {
 
 /* ---- replies ------------------------------------------------------------------------------ */
 
+/* A request from a frame: the request, and the frame's id (the reply's). */
+typedef struct worker_req {
+  request_t req; /* first: the request is the allocation (request_alloc, freed with free) */
+  uint64_t frame_id;
+  int stream; /* POST /debug/: the stream its kernel went to (-1: none of the loop's) */
+} worker_req_t;
+
 typedef struct reply {
   uv_write_t write;
   char head[FRAME_REPLY_HEAD];
@@ -225,10 +233,10 @@ static void worker_request_done(request_t *req) {
     return;
   struct worker_side *wk = req->lp->wk;
   if (req->route == ROUTE_INFER)
-    infer_release(wk->lp, req); /* the next waiting request may start on its workspace */
+    wk->lp->backend->release(wk->lp, req); /* the next waiting request may start on it */
   if (cuv_status_is_fault(req->gpu_status)) /* the context died: a sticky fault */
     enter_fault(wk, req->gpu_status);
-  send_reply(wk, req->iso_id, req->gpu_status, req);
+  send_reply(wk, ((worker_req_t *)req)->frame_id, req->gpu_status, req);
 }
 
 /* ---- requests ----------------------------------------------------------------------------- */
@@ -236,7 +244,7 @@ static void worker_request_done(request_t *req) {
 static void on_debug_done(int status, cuv_output_t *out, void *arg) {
   (void)out;
   request_t *req = arg;
-  streams_done(req->lp, req->stream);
+  streams_done(req->lp, ((worker_req_t *)req)->stream);
   req->gpu_status = status;
   worker_request_done(req);
 }
@@ -246,6 +254,7 @@ static void on_debug_done(int status, cuv_output_t *out, void *arg) {
  * mapped), which makes the context's sticky fault. POST /debug/hang: mlp_hang spins until its
  * guard (a kernel that never ends, as far as the front's watchdog can tell). */
 static void start_debug(struct worker_side *wk, request_t *req) {
+  int *stream = &((worker_req_t *)req)->stream;
   const mlp_module_t *kernels = wk->lp->gpu->kernels;
   cuv_launch_config_t one = cuv_for_num_elems_block(1, 1);
   int rc = CUV_ENOTSUP; /* the worker runs them only when told --debug-fault too */
@@ -253,24 +262,25 @@ static void start_debug(struct worker_side *wk, request_t *req) {
     cuv_op_t *op = req->route == ROUTE_HANG ? mlp_hang_launch(kernels, one, HANG_GUARD_NS)
                                             : mlp_fault_launch(kernels, one, 0x10);
     /* on a stream of the loop's, as a user's kernel would be: a hang stalls that one */
-    cuv_submit_opts_t opts = {.stream = streams_take(wk->lp, NULL, &req->stream)};
+    cuv_submit_opts_t opts = {.stream = streams_take(wk->lp, NULL, stream)};
     rc = cuv_uv_submit(wk->lp->bridge, op, on_debug_done, req, &opts);
     if (rc == 0)
       return;
-    streams_done(wk->lp, req->stream);
+    streams_done(wk->lp, *stream);
   }
   req->gpu_status = rc;
   worker_request_done(req);
 }
 
 static void take_frame(struct worker_side *wk, const frame_t *f) {
-  request_t *req = calloc(1, sizeof *req);
-  if (!req)
+  worker_req_t *wr = (worker_req_t *)request_alloc(sizeof *wr, wk->lp->backend->req_size);
+  if (!wr)
     return; /* unanswered: the front answers it 503 once this worker is gone */
+  request_t *req = &wr->req;
   loop_t *lp = wk->lp;
   req->lp = lp;
   req->done = worker_request_done; /* the reply frame, not a connection's response */
-  req->iso_id = f->id;
+  wr->frame_id = f->id;
   req->state = REQ_RUNNING;
   req->t_begin = uv_hrtime(); /* --max-queue-delay-us counts from here in the worker */
   wk->held++;
@@ -289,7 +299,7 @@ static void take_frame(struct worker_side *wk, const frame_t *f) {
     return;
   }
   memcpy(req->body, f->payload, f->payload_len);
-  infer_start(lp, req); /* now, or once a workspace is free */
+  lp->backend->submit(lp, req); /* now, or once a workspace is free */
 }
 
 static void on_alloc(uv_handle_t *handle, size_t suggested, uv_buf_t *buf) {
@@ -339,8 +349,8 @@ static void debug_start_hang(void) {
 /* The loop, its workspaces and bridge, the frames' pipe; then the ready frame. */
 static int setup(struct worker_side *wk) {
   loop_t *lp = wk->lp;
-  int rc = infer_loop_init(lp);
-  if (rc == 0) /* also in --baseline: the debug fault goes through it */
+  int rc = lp->backend->init(lp);
+  if (rc == 0 && !lp->bridge) /* also in --baseline: the debug kernels go through it */
     rc = cuv_uv_open(&lp->bridge, &lp->loop);
   if (rc != 0)
     return rc;
@@ -377,6 +387,7 @@ int worker_main(server_t *s) {
   lp->srv = s;
   lp->gpu = &s->gpus[0]; /* the one its front gave it (--worker-device) */
   lp->wk = &wk;
+  lp->backend = backend_select(s); /* the front's mode (its options, without --isolate) */
   wk.lp = lp;
   s->loops = lp;
   s->nloops = 1;
@@ -388,7 +399,8 @@ int worker_main(server_t *s) {
     _exit(EXIT_FAILURE); /* handles half made: the front sees a worker that never got ready */
   }
   uv_run(&lp->loop, UV_RUN_DEFAULT); /* until EOF and every request answered */
-  infer_loop_free(lp);
+  if (lp->backend->close)
+    lp->backend->close(lp);
   int status = uv_loop_close(&lp->loop) == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
   frame_reader_free(&wk.rd);
   free(lp);

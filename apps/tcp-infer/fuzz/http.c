@@ -3,8 +3,8 @@
  *
  * The server adopts one end of a socketpair as a connection (conn_open); the harness writes the
  * request bytes to the other end in reads of the sizes the input chooses, runs the loop after
- * each, and reads back everything the server writes. The GPU is this file's stand-in for infer.c
- * (infer.h's interface): requests start at once while a workspace is free and wait
+ * each, and reads back everything the server writes. The GPU is this file's stand-in for the
+ * backends (backend.h's table): requests start at once while a workspace is free and wait
  * otherwise, some are refused, and the input says when the running ones complete, in which order,
  * and which fail; so pipelined responses waiting for earlier ones, orphans of a closed connection
  * and the refused path all run.
@@ -28,12 +28,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "fuzz.h"
+#include "backend.h"
 #include "batch.h"
 #include "conn.h"
-#include "infer.h"
+#include "fuzz.h"
 #include "isolate-metrics.h"
-#include "isolate.h"
 #include "server.h"
 
 #define MAX_BATCH 4
@@ -53,7 +52,7 @@ static bool tracing;
 static server_t srv;
 static loop_t lp; /* one loop, driven by the harness */
 
-/* ---- the GPU's stand-in (infer.h) ---- */
+/* ---- the GPU's stand-in (a backend, backend.h) ---- */
 
 static struct {
   request_t *running[MAX_RUNNING]; /* in start order */
@@ -75,7 +74,7 @@ static void gpu_run(request_t *req) {
   gpu.running[gpu.nrunning++] = req;
 }
 
-void infer_start(loop_t *l, request_t *req) {
+static void gpu_submit(loop_t *l, request_t *req) {
   CHECK(l == &lp && req->lp == &lp);
   CHECK(route_runs_model(req->route) && req->status == 0);
   CHECK(req->batch >= 1 && req->batch <= MAX_BATCH);
@@ -95,7 +94,7 @@ void infer_start(loop_t *l, request_t *req) {
   gpu_run(req);
 }
 
-void infer_forget(loop_t *l, request_t *req) {
+static void gpu_forget(loop_t *l, request_t *req) {
   request_t **p = &lp.wait_head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
@@ -108,7 +107,7 @@ void infer_forget(loop_t *l, request_t *req) {
   lp.n.waiting--;
 }
 
-void infer_release(loop_t *l, request_t *req) {
+static void gpu_release(loop_t *l, request_t *req) {
   size_t i = 0;
   while (i < gpu.nrunning && gpu.running[i] != req)
     i++;
@@ -126,17 +125,14 @@ void infer_release(loop_t *l, request_t *req) {
   }
 }
 
-/* --isolate's (isolate.h, isolate-metrics.h): never reached, as the harness's server
- * has no worker process (lp.iso and lp.wk stay NULL, srv.debug_fault false). */
-void isolate_start(loop_t *l, request_t *req) { CHECK(!"isolate_start without --isolate"); }
-void isolate_forget(loop_t *l, request_t *req) { CHECK(!"isolate_forget without --isolate"); }
+/* The harness's backend (backend.h): the stand-in above, set up with the loop. */
+static const backend_t gpu_backend = {
+    .name = "fuzz", .submit = gpu_submit, .forget = gpu_forget, .release = gpu_release};
+
+/* GET /stats: the harness has no worker process (isolate-metrics.c) and does not batch
+ * (batch.c), so it has none of their metrics. */
 void isolate_metrics(const server_t *s, FILE *f) {}
 bool isolate_report(const server_t *s, union report_words *words) { return false; }
-bool isolate_ready(const server_t *s) {
-  CHECK(!"isolate_ready without --isolate");
-  return false;
-}
-/* GET /stats: the harness does not batch (batch.c, --coalesce), so it has no batch metrics. */
 void batch_metrics(const server_t *s, FILE *f) {}
 
 /* The GPU finished running request i: with its outputs, or failed. */
@@ -246,6 +242,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   tracing = getenv("CUV_FUZZ_TRACE") != NULL;
   CHECK(uv_loop_init(&lp.loop) == 0);
   lp.srv = &srv;
+  lp.backend = &gpu_backend;
   srv.loops = &lp;
   srv.nloops = srv.ndevices = srv.loops_per_device = 1;
   srv.gpus[0] = (gpu_t){.srv = &srv};
