@@ -1,10 +1,10 @@
 /* tcp-infer: a backend, how a loop runs its requests' GPU work. One per mode, chosen once at
- * start from the options (backend_select) and reached only through its table, as a muxer of
- * dav1d's tools/output is: route.c submits, conn.c makes each request with room for the
- * backend's own per-request state and takes back those that never started, the request's maker
- * releases what it held once its completion ran, server.c (worker.c in a worker process) sets
- * each loop up and closes it. A backend's per-loop state is behind loop_t.backend_state, its
- * per-request state behind request_t.priv; nothing above it knows which one runs.
+ * start from the options (backend_select) and reached only through its table: route.c submits,
+ * conn.c makes each request with room for the backend's own per-request state and takes back
+ * those that never started, the request's maker releases what it held once its completion ran,
+ * server.c (worker.c in a worker process) sets each loop up and closes it. A backend's per-loop
+ * state is behind loop_t.backend_state, its per-request state behind request_t.priv; nothing
+ * above it knows which one runs.
  *
  *   cuv        each request one cuv submission through the loop's bridge (infer.c); with --graph
  *              it replays the workspace's captured graph, with --cublas model.c's gemm layers
