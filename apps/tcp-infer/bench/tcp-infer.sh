@@ -253,7 +253,7 @@ if [ -n "${CUV_BENCH_CSV_DIR:-}" ]; then
   done
   echo "CSV: $CUV_BENCH_CSV_DIR/tcp-infer-{$(IFS=,; echo "${loads[*]}")}.csv"
 fi
-# The stage timeline: where a request's time goes, stage by stage (apps/tcp-infer/stages.h).
+# The stage timeline: where a request's time goes, stage by stage (apps/tcp-infer/api/stages.h).
 stage_every=${TCP_INFER_BENCH_STAGE_SAMPLE:-$((sim ? 10 : 1000))}
 read -r -a stage_conns <<<"${TCP_INFER_BENCH_STAGE_CONNS:-16 64}"
 for entry in "${configs[@]}"; do
