@@ -1,29 +1,25 @@
 /* tcp-infer: the state the server's parts share: the server, its devices (gpu_t), its loops
  * (loop_t) and their workspaces. It declares no function: each part's functions are in its own
- * header (conn.h declares conn.c's, and so on; scripts/check-layers holds the rule, test
- * layers-tcp-infer), and a request is request.h's. README.md describes the protocol and the layout.
+ * header (http/conn.h declares conn.c's, and so on; scripts/check-layers holds the rule, test
+ * layers-tcp-infer), and a request is http/request.h's. README.md describes the protocol and the
+ * layout, docs/design.md draws the layers.
  *
  * Calls go one way, from the top (a file calls only files below it):
- *   server.c              options, start-up, the loops (one thread each), shutdown
- *   timeouts.c            a loop's connection timeouts (slow heads, slow bodies, idle keep-alive)
- *   conn.c                connections: HTTP/1.1 parsing (llhttp), requests answered in order
- *   route.c               what a request asks for (route, method, headers), its answer or start
- *   metrics.c             GET /metrics (and /stats), Prometheus text (histogram.c, counters.h)
- *   kserve.c              the KServe v2 protocol (json.c: the JSON reader and writer)
- *   worker.c              --isolate, the worker process: frames from the front through infer.c
- *   isolate.c             --isolate, the front: each loop's GPU work in a worker process it
- *                         supervises (a spare beside it, a hang watchdog; frames.c: the frames)
- *   isolate-metrics.c     --isolate: its metrics and its readiness
- *   infer.c               request dispatch: each complete POST /infer as one cuv submission (or
- *                         the baseline: the same work in libuv's thread pool, cuv_sync)
- *   batch.c               --coalesce: the requests a loop iteration completed as one submission
- *   pool.c                a loop's workspaces and the FIFO of requests waiting for one
- *   model.c, cublas.c     the model on the GPU: kernels, weights, workspaces' buffers, the op
- *   streams.c, stall.c    a loop's streams: each submission on the least loaded one that progresses
- *   stages.c, bodies.c, request.c   --stage-sample; request bodies; a request's response
+ *   server.c                    options, start-up, the loops (one thread each), shutdown
+ *   http/timeouts.c             a loop's connection timeouts (slow heads and bodies, idle)
+ *   http/conn.c                 connections: HTTP/1.1 parsing (llhttp), requests answered in order
+ *   api/route.c                 what a request asks for, its answer or its start
+ *   api/metrics.c, kserve.c     GET /metrics (and /stats); the KServe v2 protocol (json.c)
+ *   backends/                   how a loop runs its requests' GPU work (backend.h), one backend
+ *                               per mode: isolate.c (worker/worker.c runs one of the others in
+ *                               each worker process), batch.c (coalesce), infer.c (cuv, offload,
+ *                               baseline)
+ *   gpu/                        workspaces (pool.c), streams (streams.c, stall.c), the model
+ *                               (model.c, cublas.c)
+ *   http/request.c, bodies.c, api/stages.c   a request's response; bodies; stage times
  * A request's answer never calls upward: the layer that made the request (conn.c, or worker.c in
- * the worker process) sets its completion callback (request_t.done), and the layer that ran its
- * work (infer.c, batch.c, isolate.c) calls that.
+ * the worker process) sets its completion callback (request_t.done), and the backend that ran its
+ * work calls that.
  *
  * Each connection belongs to one loop and everything about it runs on that loop's thread, except
  * infer.c's baseline work function (a thread-pool worker: it touches only its request's GPU work).

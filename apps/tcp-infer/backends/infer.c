@@ -38,8 +38,9 @@ static direct_req_t *dreq(const request_t *req) { return req->priv; }
 
 static cuv_op_t *infer_op(request_t *req) {
   size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
-  return model_rows_op(dreq(req)->ws, cuv_memcpy_htod(dreq(req)->ws->in, 0, req->body, bytes,
-                                                   CUV_COPY_STAGE), req->batch);
+  return model_rows_op(dreq(req)->ws,
+                       cuv_memcpy_htod(dreq(req)->ws->in, 0, req->body, bytes, CUV_COPY_STAGE),
+                       req->batch);
 }
 
 /* cuv: the completion, on the loop thread. */
