@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "bodies.h"
-#include "json.h"
+#include "kserve_json.h"
 #include "kserve.h"
 #include "server.h"
 

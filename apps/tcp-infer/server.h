@@ -9,7 +9,7 @@
  *   http/timeouts.c             a loop's connection timeouts (slow heads and bodies, idle)
  *   http/conn.c                 connections: HTTP/1.1 parsing (llhttp), requests answered in order
  *   api/route.c                 what a request asks for, its answer or its start
- *   api/metrics.c, kserve.c     GET /metrics (and /stats); the KServe v2 protocol (json.c)
+ *   api/metrics.c, kserve.c     GET /metrics (and /stats); the KServe v2 protocol (kserve_json.c)
  *   backends/                   how a loop runs its requests' GPU work (backend.h), one backend
  *                               per mode: isolate.c (worker/worker.c runs one of the others in
  *                               each worker process), batch.c (coalesce), infer.c (cuv, offload,

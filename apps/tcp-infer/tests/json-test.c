@@ -1,7 +1,7 @@
-/* tcp-infer-json: the JSON reading (jansson through json.c) and writing (json.c) that KServe's
+/* tcp-infer-json: the JSON reading (jansson, kserve_json.c) and writing that KServe's
  * requests go through: a document of every kind of value read back value by value, strings'
  * escapes decoded, every malformed document of a list refused with a reason, every prefix of a
- * valid document refused (no read past the end), what json.c's flags decide (duplicate keys,
+ * valid document refused (no read past the end), what kserve_json.c's flags decide (duplicate keys,
  * numbers as reals, NaN and overflow refused, UTF-8 checked, NULs refused), the depth bound on
  * arrays and objects, big arrays, and float32 values written and read back exactly. */
 #include <stdarg.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "json.h"
+#include "kserve_json.h"
 
 /* text (a C string) read, or the test fails with the reason. */
 static json_t *read_ok(const char *text) {
@@ -301,7 +301,7 @@ static void test_float_round_trip(void **state) {
 }
 
 /* json_put_string's output reads back as the same bytes; a NUL it escapes is refused on the way
- * back (json.c: no JSON_ALLOW_NUL). */
+ * back (kserve_json.c: no JSON_ALLOW_NUL). */
 static void test_string_round_trip(void **state) {
   char raw[64];
   for (int i = 0; i < 64; i++)

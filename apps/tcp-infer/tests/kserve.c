@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "json.h"
+#include "kserve_json.h"
 #include "v2-client.h"
 #include "wire.h"
 
@@ -408,7 +408,7 @@ static void send_text(client_t *c, char *body) {
   free(body);
 }
 
-/* What the JSON reader (jansson, json.c) decides, seen from the protocol: values as deep as 32
+/* What the JSON reader (kserve_json.c) decides, seen from the protocol: values as deep as 32
  * levels answered and 33 refused, duplicate keys, NaN, the infinities and overflow, invalid
  * UTF-8 and NULs in the id refused while valid UTF-8 is echoed back, and a data array one value
  * longer than the largest batch's; each refusal a 400 on a connection that then serves. */

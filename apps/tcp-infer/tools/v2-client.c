@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "json.h"
+#include "kserve_json.h"
 #include "mlp.h"
 #include "v2-client.h"
 

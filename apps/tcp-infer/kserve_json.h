@@ -1,15 +1,15 @@
 /* tcp-infer: JSON (RFC 8259) for the KServe v2 protocol (kserve.c) and the clients that check it.
  *
  * Reading is jansson's: json_read parses a whole document into jansson's tree (json_t), strictly
- * (json.c says which of jansson's flags and why), nesting at most JSON_MAX_DEPTH deep; the
+ * (kserve_json.c says which of jansson's flags and why), nesting at most JSON_MAX_DEPTH deep; the
  * caller walks it with jansson's own accessors and frees it with json_decref. Every number reads
  * as a real (json_number_value), strings as valid UTF-8 without NULs.
  *
  * Writing stays plain stdio, since responses are written by hand in one pass: json_put_string
  * escapes a string as JSON needs, json_put_float writes a float32 with the digits that read back
  * to the same value. */
-#ifndef TCP_INFER_JSON_H
-#define TCP_INFER_JSON_H
+#ifndef TCP_INFER_KSERVE_JSON_H
+#define TCP_INFER_KSERVE_JSON_H
 
 #include <jansson.h>
 #include <stdbool.h>

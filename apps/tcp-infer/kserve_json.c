@@ -1,5 +1,5 @@
 /* tcp-infer: JSON read by jansson with the protocol's depth bound, and the writer's escaping
- * (json.h).
+ * (kserve_json.h).
  *
  * jansson's flags, each a choice about what a request may say:
  *   JSON_REJECT_DUPLICATES   an object that names a key twice is refused: which "inputs" of two
@@ -21,7 +21,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "json.h"
+#include "kserve_json.h"
 
 #define READ_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_DECODE_INT_AS_REAL)
 
