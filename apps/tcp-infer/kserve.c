@@ -4,9 +4,12 @@
  * POST /infer's) and their outputs back into the protocol's response. route.c decides when each
  * runs; this file knows the protocol, not the connection or the GPU.
  *
- * The model: "mlp", version "1", one input INPUT0 (FP32, [N, 64]) and one output OUTPUT0 (FP32,
- * [N, 16]), N from 1 to --max-batch. Every error is the protocol's JSON error form,
- * {"error": "..."}, with the status that fits (400 for a request that cannot run). */
+ * The models: the server's (server_t.models: the seeded "mlp", or a repository's, repo.c), each
+ * version "1", one input INPUT0 (FP32, [N, its inputs]) and one output OUTPUT0 (FP32, [N, its
+ * outputs]), N from 1 to its max batch (--max-batch for the seeded one); a model that failed to
+ * load is listed with its state and reason, not ready, and runs nothing. Every error is the
+ * protocol's JSON error form, {"error": "..."}, with the status that fits (400 for a request that
+ * cannot run). */
 #include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -17,12 +20,9 @@
 #include "kserve.h"
 #include "server.h"
 
-#define MODEL "mlp"
 #define VERSION "1"
 #define INPUT "INPUT0"
 #define OUTPUT "OUTPUT0"
-#define ROW_IN (MLP_IN * sizeof(float))
-#define ROW_OUT (MLP_OUT * sizeof(float))
 #define JSON_TYPE "application/json"
 
 /* What a parsed inference request asks of its response. */
@@ -38,6 +38,13 @@ void kserve_req_free(struct kserve_req *ks) {
   free(ks);
 }
 
+/* ---- the model ---------------------------------------------------------------------------- */
+
+static unsigned in_dim(const model_t *m) { return m->dims[0]; }
+static unsigned out_dim(const model_t *m) { return m->dims[m->nlayers]; }
+static size_t row_in(const model_t *m) { return in_dim(m) * sizeof(float); }
+static size_t row_out(const model_t *m) { return out_dim(m) * sizeof(float); }
+
 /* ---- paths -------------------------------------------------------------------------------- */
 
 static bool eat(const char **p, const char *end, const char *word) {
@@ -48,21 +55,29 @@ static bool eat(const char **p, const char *end, const char *word) {
   return true;
 }
 
-/* "/{segment}" equal to want (the model's name or version). */
-static bool segment_is(const char **p, const char *end, const char *want) {
-  const char *start = *p + 1;
+/* "/{segment}": its text in [*start, *p) once *p moved past it; false when there is none. */
+static bool segment(const char **p, const char *end, const char **start) {
   if (*p >= end || **p != '/')
     return false;
-  const char *stop = memchr(start, '/', (size_t)(end - start));
-  if (!stop)
-    stop = end;
-  *p = stop;
-  return (size_t)(stop - start) == strlen(want) && !memcmp(start, want, strlen(want));
+  *start = *p + 1;
+  const char *stop = memchr(*start, '/', (size_t)(end - *start));
+  *p = stop ? stop : end;
+  return true;
 }
 
-/* /v2/models/{name}[/versions/{version}][/ready|/infer] */
-static route_t model_route(const char *p, const char *end) {
-  if (!segment_is(&p, end, MODEL))
+/* "/{segment}" equal to want (the version). */
+static bool segment_is(const char **p, const char *end, const char *want) {
+  const char *start;
+  return segment(p, end, &start) && (size_t)(*p - start) == strlen(want) &&
+         !memcmp(start, want, strlen(want));
+}
+
+/* /v2/models/{name}[/versions/{version}][/ready|/infer], name one of the server's models */
+static route_t model_route(const server_t *s, const char *p, const char *end,
+                           const model_t **model) {
+  const char *name;
+  if (!segment(&p, end, &name) ||
+      !(*model = repo_find(s->models, s->nmodels, name, (size_t)(p - name))))
     return ROUTE_V2_NO_MODEL;
   if (eat(&p, end, "/versions") && !segment_is(&p, end, VERSION))
     return ROUTE_V2_NO_MODEL;
@@ -75,8 +90,9 @@ static route_t model_route(const char *p, const char *end) {
   return ROUTE_V2_UNKNOWN;
 }
 
-route_t kserve_route_of(const char *path, size_t len) {
+route_t kserve_route_of(const server_t *s, const char *path, size_t len, const model_t **model) {
   const char *p = path, *end = path + len;
+  *model = NULL;
   if (!eat(&p, end, "/v2"))
     return ROUTE_NONE;
   if (p == end)
@@ -89,7 +105,7 @@ route_t kserve_route_of(const char *path, size_t len) {
     return ROUTE_V2_UNKNOWN;
   }
   if (eat(&p, end, "/models"))
-    return model_route(p, end);
+    return model_route(s, p, end, model);
   return ROUTE_V2_UNKNOWN;
 }
 
@@ -132,7 +148,28 @@ static void tensor_meta(FILE *f, const char *name, unsigned dim) {
   fprintf(f, "{\"name\":\"%s\",\"datatype\":\"FP32\",\"shape\":[-1,%u]}", name, dim);
 }
 
-/* GET /v2, GET /v2/models/mlp[/versions/1]: what the server and the model are. */
+/* A model's metadata: its tensors when it loaded, its load state (Triton's repository index
+ * says READY or UNAVAILABLE) and, when it did not load, why. */
+static void model_meta(FILE *f, const model_t *m) {
+  fputs("{\"name\":", f);
+  json_put_string(f, m->name, strlen(m->name));
+  fputs(",\"versions\":[\"" VERSION "\"],\"platform\":\"cuv\",\"inputs\":[", f);
+  if (m->ready)
+    tensor_meta(f, INPUT, in_dim(m));
+  fputs("],\"outputs\":[", f);
+  if (m->ready)
+    tensor_meta(f, OUTPUT, out_dim(m));
+  fprintf(f, "],\"state\":\"%s\"", m->ready ? "READY" : "UNAVAILABLE");
+  if (m->ready)
+    fprintf(f, ",\"max_batch_size\":%u", m->max_batch);
+  else {
+    fputs(",\"reason\":", f);
+    json_put_string(f, m->why, strlen(m->why));
+  }
+  fputs("}", f);
+}
+
+/* GET /v2, GET /v2/models/{name}[/versions/1]: what the server and the model are. */
 static void metadata(request_t *req, bool model) {
   text_t t;
   if (!text_open(&t)) {
@@ -143,12 +180,7 @@ static void metadata(request_t *req, bool model) {
     fprintf(t.f, "{\"name\":\"tcp-infer\",\"version\":\"%s\",\"extensions\":"
                  "[\"binary_tensor_data\"]}", CUV_VERSION_STRING);
   } else {
-    fputs("{\"name\":\"" MODEL "\",\"versions\":[\"" VERSION "\"],\"platform\":\"cuv\","
-          "\"inputs\":[", t.f);
-    tensor_meta(t.f, INPUT, MLP_IN);
-    fputs("],\"outputs\":[", t.f);
-    tensor_meta(t.f, OUTPUT, MLP_OUT);
-    fputs("]}", t.f);
+    model_meta(t.f, req->model);
   }
   char *body = text_close(&t);
   if (body)
@@ -157,14 +189,27 @@ static void metadata(request_t *req, bool model) {
     kserve_error(req, 503, "out of memory");
 }
 
+/* A model that failed to load: its reason, with that status. */
+static void model_not_ready(request_t *req, unsigned status) {
+  char message[sizeof req->model->why + MODEL_NAME_MAX + 64];
+  snprintf(message, sizeof message, "model \"%s\" is not ready (UNAVAILABLE): %s",
+           req->model->name, req->model->why);
+  kserve_error(req, status, message);
+}
+
 void kserve_answer(request_t *req, bool ready) {
   switch (req->route) {
   case ROUTE_V2_SERVER: metadata(req, false); break;
   case ROUTE_V2_MODEL: metadata(req, true); break;
   case ROUTE_V2_LIVE: respond_text(req, 200, JSON_TYPE, NULL); break;
   /* the protocol: 200 when ready, a 4xx when not (Triton's is 400) */
-  case ROUTE_V2_READY:
   case ROUTE_V2_MODEL_READY:
+    if (!req->model->ready) {
+      model_not_ready(req, 400);
+      break;
+    }
+    __attribute__((fallthrough)); /* a loaded model is ready when the server is */
+  case ROUTE_V2_READY:
     if (ready)
       respond_text(req, 200, JSON_TYPE, NULL);
     else
@@ -177,8 +222,8 @@ void kserve_answer(request_t *req, bool ready) {
 const char *kserve_status_message(route_t route, unsigned status) {
   switch (status) {
   case 404:
-    return route == ROUTE_V2_NO_MODEL ? "unknown model or version: this server serves model \""
-                                        MODEL "\", version \"" VERSION "\""
+    return route == ROUTE_V2_NO_MODEL ? "unknown model or version: no model of that name is "
+                                        "served (each is version \"" VERSION "\")"
                                       : "unknown route under /v2";
   case 405: return "method not allowed (Allow says which)";
   case 400: return "bad request: a body of 1 byte or more, and Inference-Header-Content-Length, "
@@ -191,16 +236,16 @@ const char *kserve_status_message(route_t route, unsigned status) {
 
 /* ---- the head of an inference request ----------------------------------------------------- */
 
-size_t kserve_body_max(const server_t *s) {
+size_t kserve_body_max(const model_t *m) {
   /* JSON spells a float in up to about 16 characters, its comma included; 32 leaves room for
    * spaces and the rest of the document */
-  return (size_t)s->max_batch * MLP_IN * 32 + (64u << 10);
+  return (m && m->ready ? (size_t)m->max_batch * in_dim(m) * 32 : 0) + (64u << 10);
 }
 
-unsigned kserve_head(const server_t *s, request_t *req, const http_head_t *h) {
+unsigned kserve_head(request_t *req, const http_head_t *h) {
   if (h->chunked || !h->has_length)
     return 411;
-  if (h->content_length > kserve_body_max(s))
+  if (h->content_length > kserve_body_max(req->model))
     return 413;
   if (h->content_length == 0 || h->infer_header_len == -2 ||
       (h->infer_header_len >= 0 && (uint64_t)h->infer_header_len > h->content_length))
@@ -213,7 +258,7 @@ unsigned kserve_head(const server_t *s, request_t *req, const http_head_t *h) {
 /* ---- parsing an inference request --------------------------------------------------------- */
 
 typedef struct parse {
-  const server_t *srv;
+  const model_t *m;
   json_t *doc;
   char *why;
   size_t why_len;
@@ -236,16 +281,16 @@ static bool is_uint(const json_t *n) {
   return json_is_number(n) && v >= 0 && v <= 9007199254740992.0 && v == floor(v);
 }
 
-/* shape [N, 64], 1 <= N <= max batch */
+/* shape [N, the model's inputs], 1 <= N <= its max batch */
 static int check_shape(parse_t *p, const json_t *shape) {
   const json_t *n0 = json_array_get(shape, 0), *n1 = json_array_get(shape, 1);
-  unsigned max = p->srv->max_batch;
+  unsigned max = p->m->max_batch, in = in_dim(p->m);
   if (json_array_size(shape) != 2 || !is_uint(n0) || !is_uint(n1))
-    return bad(p, "input " INPUT ": shape must be [N, %u], two non-negative integers", MLP_IN);
+    return bad(p, "input " INPUT ": shape must be [N, %u], two non-negative integers", in);
   double rows = json_number_value(n0), cols = json_number_value(n1);
-  if (cols != MLP_IN || rows < 1 || rows > max)
+  if (cols != in || rows < 1 || rows > max)
     return bad(p, "input " INPUT ": shape [%.0f, %.0f]: this model takes [N, %u] with N from "
-               "1 to %u", rows, cols, MLP_IN, max);
+               "1 to %u", rows, cols, in, max);
   p->rows = (unsigned)rows;
   return 0;
 }
@@ -255,9 +300,9 @@ static int check_data(parse_t *p, const json_t *in) {
   const json_t *size = json_object_get(json_object_get(in, "parameters"), "binary_data_size");
   p->data = json_object_get(in, "data");
   if (size) {
-    if (!is_uint(size) || json_number_value(size) != (double)p->rows * ROW_IN)
+    if (!is_uint(size) || json_number_value(size) != (double)p->rows * row_in(p->m))
       return bad(p, "input " INPUT ": binary_data_size must be %zu bytes for %u rows",
-                 p->rows * ROW_IN, p->rows);
+                 p->rows * row_in(p->m), p->rows);
     if (p->data)
       return bad(p, "input " INPUT ": both data and binary_data_size");
     p->binary_in = true;
@@ -330,9 +375,9 @@ static int flatten(parse_t *p, const json_t *n, float *out, size_t want, size_t 
   return 0;
 }
 
-/* The rows, from data or from the binary part, into rows (rows x 64 floats). */
+/* The rows, from data or from the binary part, into rows (rows x the model's inputs). */
 static int fill_rows(parse_t *p, const char *binary, size_t binary_len, float *rows) {
-  size_t want = (size_t)p->rows * MLP_IN, got = 0;
+  size_t want = (size_t)p->rows * in_dim(p->m), got = 0;
   if (p->binary_in) {
     if (binary_len != p->binary_size)
       return bad(p, "binary data of %zu bytes after the JSON header: the input declares %zu",
@@ -367,13 +412,15 @@ static int check_request(parse_t *p, const char *json, size_t json_len, char **i
 }
 
 int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
-  parse_t p = {.srv = lp->srv, .why = why, .why_len = why_len};
+  parse_t p = {.m = req->model, .why = why, .why_len = why_len};
+  if (!p.m->ready)
+    return bad(&p, "model \"%s\" is not ready (UNAVAILABLE): %s", p.m->name, p.m->why);
   size_t json_len = req->infer_header_len >= 0 ? (size_t)req->infer_header_len : req->body_len;
   char *id = NULL, *rows = NULL;
   struct kserve_req *ks = NULL;
   int rc = check_request(&p, req->body, json_len, &id);
   if (rc == 0 && (!(ks = calloc(1, sizeof *ks)) ||
-                  !(rows = body_alloc(lp, (size_t)p.rows * ROW_IN))))
+                  !(rows = body_alloc(lp, (size_t)p.rows * row_in(p.m)))))
     rc = bad(&p, "out of memory");
   if (rc == 0)
     rc = fill_rows(&p, req->body + json_len, req->body_len - json_len, (float *)(void *)rows);
@@ -381,13 +428,13 @@ int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
   if (rc != 0) {
     free(id);
     free(ks);
-    body_free(lp, rows, (size_t)p.rows * ROW_IN);
+    body_free(lp, rows, (size_t)p.rows * row_in(p.m));
     return -1;
   }
   *ks = (struct kserve_req){.id = id, .binary_out = p.binary_out};
   body_free(lp, req->body, req->body_cap); /* the HTTP body; the rows take its place */
   req->body = rows;
-  req->body_cap = req->body_len = (size_t)p.rows * ROW_IN;
+  req->body_cap = req->body_len = (size_t)p.rows * row_in(p.m);
   req->batch = p.rows;
   req->infer_header_len = -1;
   req->kserve = ks;
@@ -399,19 +446,22 @@ int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
 /* The JSON part: the model, the id, the output's shape and its data (or its binary size). */
 static void result_json(FILE *f, const request_t *req, const float *out) {
   const struct kserve_req *ks = req->kserve;
-  fputs("{\"model_name\":\"" MODEL "\",\"model_version\":\"" VERSION "\"", f);
+  fputs("{\"model_name\":", f);
+  json_put_string(f, req->model->name, strlen(req->model->name));
+  fputs(",\"model_version\":\"" VERSION "\"", f);
   if (ks->id) {
     fputs(",\"id\":", f);
     json_put_string(f, ks->id, strlen(ks->id));
   }
   fprintf(f, ",\"outputs\":[{\"name\":\"" OUTPUT "\",\"datatype\":\"FP32\",\"shape\":[%u,%u]",
-          req->batch, MLP_OUT);
+          req->batch, out_dim(req->model));
   if (ks->binary_out) {
-    fprintf(f, ",\"parameters\":{\"binary_data_size\":%zu}}]}", req->batch * ROW_OUT);
+    fprintf(f, ",\"parameters\":{\"binary_data_size\":%zu}}]}",
+            req->batch * row_out(req->model));
     return;
   }
   fputs(",\"data\":[", f);
-  for (size_t i = 0; i < (size_t)req->batch * MLP_OUT; i++) {
+  for (size_t i = 0; i < (size_t)req->batch * out_dim(req->model); i++) {
     if (i)
       fputc(',', f);
     json_put_float(f, out[i]);
@@ -434,7 +484,7 @@ void kserve_infer_result(request_t *req) {
   }
   text_t t;
   char *body = NULL;
-  size_t binary = req->kserve->binary_out ? req->batch * ROW_OUT : 0, json_len = 0;
+  size_t binary = req->kserve->binary_out ? req->batch * row_out(req->model) : 0, json_len = 0;
   if (text_open(&t)) {
     result_json(t.f, req, req->out.data);
     fflush(t.f);

@@ -68,6 +68,10 @@ static void usage(FILE *f) {
           "                    print their medians and p99 at exit (default 0: off)\n"
           "  --help, --version\n",
           MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
+  fputs("  --model-dir DIR   serve the models of a repository, one folder each (config.json,\n"
+        "                    model.safetensors; README: A model repository) instead of the\n"
+        "                    seeded MLP (KServe's spelling --model_dir too; --http_port N is\n"
+        "                    --port N)\n", f);
 }
 
 /* --coalesce's optional ROWS, as "--coalesce=ROWS" or as the next argument when it is a number. */
@@ -156,6 +160,7 @@ static bool option(int ch, void *arg) {
   case 'D': return cli_unsigned("--sim-delay-us", optarg, 0, 60000000, &o->sim_delay_us);
   case 'c': o->cublas = true; return true;
   case 'x': o->ptx = optarg; return true;
+  case 'M': o->model_dir = optarg; return true;
   case 'I': o->isolate = true; return true;
   case 'F': o->debug_fault = true; return true;
   case 'W': o->worker = true; return true;
@@ -202,6 +207,11 @@ static int check(options_t *o) {
   if (o->npreferred && o->preferred[o->npreferred - 1] > o->coalesce)
     return cli_usage_error("--preferred-batch: %u rows is more than a batch holds (--coalesce %u)",
                            o->preferred[o->npreferred - 1], o->coalesce);
+  /* a repository's models run in the modes of one request per op, on the kernel: batching, the
+   * graphs, cuBLAS and the workers are the seeded MLP's */
+  if (o->model_dir && (o->coalesce || o->graph || o->cublas || o->isolate))
+    return cli_usage_error("--model-dir goes with none of --coalesce (its delay, its sizes), "
+                           "--graph, --cublas, --isolate");
   /* a worker's loop runs requests through its front's one loop: no other device to steal for */
   if (o->isolate && o->balance_steal)
     return cli_usage_error("--balance steal and --isolate: a worker serves its own loop; use "
@@ -218,6 +228,8 @@ static int check(options_t *o) {
 int options_parse(int argc, char **argv, options_t *o) {
   static const struct option longs[] = {
       {"port", required_argument, NULL, 'p'},       {"baseline", no_argument, NULL, 'b'},
+      {"http_port", required_argument, NULL, 'p'}, /* KServe's spellings */
+      {"model-dir", required_argument, NULL, 'M'},  {"model_dir", required_argument, NULL, 'M'},
       {"duration", required_argument, NULL, 'd'},   {"max-batch", required_argument, NULL, 'm'},
       {"workspaces", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"sim-delay-us", required_argument, NULL, 'D'}, {"cublas", no_argument, NULL, 'c'},

@@ -31,6 +31,7 @@ typedef struct options {
   unsigned stage_sample;              /* --stage-sample N (stages.c); 0: off */
   uint64_t seed;
   const char *ptx;
+  const char *model_dir; /* --model-dir DIR: a model repository (repo.c); NULL: the seeded MLP */
   /* a server on a network: connections at most, a request head's bytes at most, the head's,
    * body's and idle keep-alive's timeouts (0: none) */
   unsigned max_connections, max_header_bytes;

@@ -27,6 +27,7 @@
 #include "cublas.h"
 #include "model.h"
 #include "options.h"
+#include "repo.h"
 #include "server.h"
 #include "timeouts.h"
 #include "worker.h"
@@ -191,12 +192,32 @@ static int pick_devices(server_t *s, const options_t *o) {
   return EXIT_SUCCESS;
 }
 
+/* The models: a repository's (--model-dir; each model refused says why on stderr, and the
+ * others are served), or the seeded MLP; the workspaces are sized for the largest. An exit
+ * status. */
+static int load_models(server_t *s, const options_t *o) {
+  char why[512];
+  if (!o->model_dir && repo_seeded(&s->models, &s->nmodels, o->seed, o->max_batch) != 0)
+    return fail("making the seeded model", CUV_ENOMEM);
+  if (o->model_dir && repo_load(o->model_dir, &s->models, &s->nmodels, why, sizeof why) != 0) {
+    fprintf(stderr, "tcp-infer: --model-dir: %s\n", why);
+    return EXIT_FAILURE;
+  }
+  s->repository = o->model_dir != NULL;
+  s->bounds = repo_bounds(s->models, s->nmodels);
+  if (s->bounds.in == 0) /* no model loaded: workspaces of one value, never run */
+    s->bounds = (repo_bounds_t){.in = 1, .out = 1, .rows = 1};
+  if (s->repository)
+    s->max_batch = s->bounds.rows; /* each model's own; the workspaces hold the largest */
+  return EXIT_SUCCESS;
+}
+
 /* One device and its copy of the model (kernels, weights; cuBLAS when asked and found). */
 static int open_device(gpu_t *g, const options_t *o, bool *cublas) {
   int rc = cuv_device_open(&g->dev, g->ordinal);
   if (rc != 0)
     return fail("cuv_device_open", rc);
-  if ((rc = model_init(g, o->ptx, o->seed)) != 0)
+  if ((rc = model_init(g, o->ptx)) != 0)
     return fail("loading the model", rc);
   *cublas = o->cublas && model_cublas_open(g) == 0;
   return EXIT_SUCCESS;
@@ -251,10 +272,35 @@ static int start_loops(server_t *s, listen_addr_t *where) {
   return EXIT_SUCCESS;
 }
 
+/* A repository's models, one line each: its layers, or why it is not served. */
+static void print_models(const server_t *s) {
+  for (unsigned i = 0; s->repository && i < s->nmodels; i++) {
+    const model_t *m = &s->models[i];
+    if (!m->ready) {
+      printf("tcp-infer: model \"%s\": UNAVAILABLE (%s)\n", m->name, m->why);
+      continue;
+    }
+    printf("tcp-infer: model \"%s\": READY, layers %u", m->name, m->dims[0]);
+    for (unsigned k = 1; k <= m->nlayers; k++)
+      printf("-%u", m->dims[k]);
+    printf(" (%s), max batch %u\n", m->relu ? "ReLU" : "no activation", m->max_batch);
+  }
+}
+
 static void print_banner(const server_t *s, const options_t *o, bool cublas,
                          const listen_addr_t *where) {
-  printf("tcp-infer: %s%s mode on %s (%s), %u loop%s per device, MLP %u-%u-%u (ReLU) with %s, "
-         "seed %llu, max batch %u, %u workspaces per loop\n",
+  char model[128];
+  unsigned ready = 0;
+  for (unsigned i = 0; i < s->nmodels; i++)
+    ready += s->models[i].ready;
+  if (s->repository)
+    snprintf(model, sizeof model, "%u model%s of the repository (%u ready)", s->nmodels,
+             s->nmodels == 1 ? "" : "s", ready);
+  else
+    snprintf(model, sizeof model, "MLP %u-%u-%u (ReLU) with %s, seed %llu, max batch %u", MLP_IN,
+             MLP_HIDDEN, MLP_OUT, cublas ? "cuBLAS" : "its own kernel",
+             (unsigned long long)o->seed, o->max_batch);
+  printf("tcp-infer: %s%s mode on %s (%s), %u loop%s per device, %s, %u workspaces per loop\n",
          s->isolate ? "isolated (worker processes), " : "",
          s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
          : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
@@ -262,9 +308,8 @@ static void print_banner(const server_t *s, const options_t *o, bool cublas,
                       : "cuv (cuv_uv_submit)",
          cuv_driver_is_sim() ? "the simulator" : "the GPU",
          s->gpus[0].dev ? cuv_device_name(s->gpus[0].dev) : "device 0", o->loops,
-         o->loops > 1 ? "s" : "", MLP_IN, MLP_HIDDEN, MLP_OUT,
-         cublas ? "cuBLAS" : "its own kernel", (unsigned long long)o->seed, o->max_batch,
-         o->workspaces);
+         o->loops > 1 ? "s" : "", model, o->workspaces);
+  print_models(s);
   if (s->ndevices > 1)
     printf("tcp-infer: %u devices, %u loops in all; balance: %s\n", s->ndevices, s->nloops,
            s->balance == BALANCE_STEAL ? "steal (a less busy device runs a busy one's work)"
@@ -349,6 +394,9 @@ static void server_close(server_t *s) {
       cuv_device_unref(s->gpus[i].dev);
     s->gpus[i].dev = NULL;
   }
+  repo_free(s->models, s->nmodels);
+  s->models = NULL;
+  s->nmodels = 0;
 }
 
 int main(int argc, char **argv) {
@@ -361,7 +409,9 @@ int main(int argc, char **argv) {
 
   server_t srv = server_config(&o, argc, argv);
   bool cublas = false;
-  int status = open_gpu(&srv, &o, &cublas);
+  int status = load_models(&srv, &o);
+  if (status == EXIT_SUCCESS)
+    status = open_gpu(&srv, &o, &cublas);
   if (status != EXIT_SUCCESS) {
     server_close(&srv); /* what the start-up made before it failed (the kernels' module) */
     return status;

@@ -41,6 +41,7 @@
 #include "counters.h"
 #include "histogram.h"
 #include "mlp.h"
+#include "repo.h"
 #include "request.h"
 #include "stages.h"
 
@@ -64,6 +65,7 @@ typedef struct workspace workspace_t;
 struct workspace {
   gpu_t *gpu; /* the device its buffers are on */
   cuv_buffer_t *in, *hidden, *out;
+  cuv_buffer_t *hidden2; /* a model of three layers or more: the inner layers take turns */
   cuv_host_buffer_t *host_in, *host_out;
   unsigned rows; /* what it holds */
   cuv_graph_t *graphs[GRAPH_BUCKETS];
@@ -123,7 +125,8 @@ struct gpu {
   cuv_device_t *dev; /* NULL in --isolate's front: its workers open it */
   struct mlp_module *kernels; /* mlp.cu's, loaded by model.c (generated mlp_launchers.h) */
   cuv_kernel_t *bias_act;     /* kernels->mlp_bias_act (borrowed): the --cublas epilogue */
-  cuv_buffer_t *w1, *b1, *w2, *b2;
+  cuv_buffer_t *w1, *b1, *w2, *b2; /* the seeded MLP's layers (--cublas's gemms) */
+  struct model_buffers *models;     /* model.c: each ready model's weights, by model_t.index */
   void *cublas_ctx; /* cublas.c's state when --cublas found the library */
   _Atomic unsigned busy; /* its workspaces in use, by every loop (pool.c: --balance steal) */
   /* inferences answered from its GPU work and their rows; executions it ran for another
@@ -137,6 +140,12 @@ typedef enum { BALANCE_HASH, BALANCE_STEAL } balance_t;
 /* What every loop shares, read-only once serving. */
 struct server {
   gpu_t gpus[MAX_DEVICES];
+  /* the models served (repo.c): the repository's (--model-dir) or the seeded MLP; the
+   * workspaces are sized for the largest (bounds) */
+  model_t *models;
+  unsigned nmodels;
+  bool repository;
+  repo_bounds_t bounds;
   unsigned ndevices, loops_per_device; /* loop i serves gpus[i / loops_per_device] */
   balance_t balance;
   unsigned max_batch, workspaces_per_loop, nloops;

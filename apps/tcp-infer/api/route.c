@@ -37,12 +37,16 @@ static const char *error_message(unsigned status) {
 
 /* ---- the head ----------------------------------------------------------------------------- */
 
-static route_t route_of(const char *url) {
+/* The route of url, and the model it runs or asks about (req->model). POST /infer runs the
+ * seeded MLP, the only model without a repository: with one, the models are KServe's to name. */
+static route_t route_of(const server_t *s, request_t *req, const char *url) {
   size_t len = strcspn(url, "?#");
   if (len >= 3 && !strncmp(url, "/v2", 3))
-    return kserve_route_of(url, len);
-  if (len == 6 && !strncmp(url, "/infer", 6))
+    return kserve_route_of(s, url, len, &req->model);
+  if (len == 6 && !strncmp(url, "/infer", 6) && !s->repository && s->nmodels) {
+    req->model = &s->models[0];
     return ROUTE_INFER;
+  }
   if ((len == 6 && !strncmp(url, "/stats", 6)) || (len == 8 && !strncmp(url, "/metrics", 8)))
     return ROUTE_STATS;
   if (len == 12 && !strncmp(url, "/debug/fault", 12))
@@ -88,7 +92,7 @@ static bool get_route(route_t route) {
 static void too_large(loop_t *lp, request_t *req, const http_head_t *h) {
   char message[128];
   size_t max = req->route == ROUTE_INFER ? lp->srv->max_batch * ROW_BYTES
-                                         : kserve_body_max(lp->srv);
+                                         : kserve_body_max(req->model);
   snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
            (unsigned long long)h->content_length, max, lp->srv->max_batch);
   req->keep_alive = false;
@@ -99,7 +103,7 @@ static void too_large(loop_t *lp, request_t *req, const http_head_t *h) {
 }
 
 bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
-  req->route = h->url_long ? ROUTE_NONE : route_of(h->url);
+  req->route = h->url_long ? ROUTE_NONE : route_of(lp->srv, req, h->url);
   req->head_only = h->method == HTTP_HEAD;
   req->infer_header_len = -1;
   bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
@@ -114,7 +118,7 @@ bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
   if (status == 0 && req->route == ROUTE_INFER)
     status = infer_body(lp, req, h);
   else if (status == 0 && req->route == ROUTE_V2_INFER)
-    status = kserve_head(lp->srv, req, h);
+    status = kserve_head(req, h);
   req->status = status;
   if (status != 413)
     return true;

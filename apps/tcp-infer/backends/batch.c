@@ -192,7 +192,7 @@ static cuv_op_t *graph_op(batch_t *bt) { return model_graph_op(bt->lp, bt->ws, b
 
 static cuv_op_t *rows_op(batch_t *bt) {
   cuv_op_t *upload = cuv_upload(bt->ws->in, 0, bt->ws->host_in, 0, bt->rows * ROW_IN);
-  return model_rows_op(bt->ws, upload, bt->rows);
+  return model_rows_op(bt->ws, &bt->lp->srv->models[0], upload, bt->rows); /* the seeded MLP */
 }
 
 /* --baseline: a thread-pool worker builds the op and blocks until the GPU is done. */

@@ -36,9 +36,16 @@ typedef struct direct_req {
 
 static direct_req_t *dreq(const request_t *req) { return req->priv; }
 
+/* The request's model; one from --isolate's front carries none: the seeded MLP, the only model
+ * --isolate serves (options.c). */
+static const model_t *model_of(const request_t *req) {
+  return req->model ? req->model : &req->lp->srv->models[0];
+}
+
 static cuv_op_t *infer_op(request_t *req) {
-  size_t bytes = (size_t)req->batch * MLP_IN * sizeof(float);
-  return model_rows_op(dreq(req)->ws,
+  const model_t *m = model_of(req);
+  size_t bytes = (size_t)req->batch * m->dims[0] * sizeof(float);
+  return model_rows_op(dreq(req)->ws, m,
                        cuv_memcpy_htod(dreq(req)->ws->in, 0, req->body, bytes, CUV_COPY_STAGE),
                        req->batch);
 }

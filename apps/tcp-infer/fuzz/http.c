@@ -248,6 +248,11 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv.gpus[0] = (gpu_t){.srv = &srv};
   lp.gpu = &srv.gpus[0];
   srv.max_batch = MAX_BATCH;
+  /* the seeded MLP's shape (no weights: the GPU part is this file's stand-in) */
+  static model_t mlp = {.name = "mlp", .ready = true, .nlayers = 2, .relu = true,
+                        .dims = {MLP_IN, MLP_HIDDEN, MLP_OUT}, .max_batch = MAX_BATCH};
+  srv.models = &mlp;
+  srv.nmodels = 1;
   srv.workspaces_per_loop = 4;
   srv.max_header_bytes = 512; /* small: heads over it (431) are within the inputs' reach */
   srv.max_connections = 16;

@@ -1,9 +1,12 @@
 /* tcp-infer: the model on the GPU, knowing no request.
  *
- * The kernels and the weights are loaded and uploaded once at start-up and shared by every loop
- * (cuv buffers, read by kernels on any stream). A workspace (input, hidden and output buffers)
- * holds the rows of one op in flight; model_rows_op is that op:
+ * The kernels and each model's weights (server_t.models: the seeded MLP, or a repository's) are
+ * loaded and uploaded once at start-up and shared by every loop (cuv buffers, read by kernels on
+ * any stream). Every model runs on the same mlp_dense kernel, whose sizes are its parameters,
+ * not compiled in. A workspace (input, inner and output buffers, sized for the largest model)
+ * holds the rows of one op in flight; model_rows_op is that op, for the seeded MLP:
  *   upload(in) ; dense(in -> hidden, ReLU) ; dense(hidden -> out) ; download(out)
+ * and for a model of more layers, the inner ones alternate between hidden and hidden2.
  * (with --cublas the layers are cublas.c's). Who runs the op, and when a workspace may be reused,
  * is the caller's: infer.c for one request, batch.c for a batch of them.
  *
@@ -70,17 +73,39 @@ static cuv_op_t *dense(gpu_t *g, unsigned rows, unsigned in, unsigned out, cuv_b
                           out, x, w, b, y, relu);
 }
 
-static cuv_op_t *layers(gpu_t *g, workspace_t *ws, cuv_op_t *upload, unsigned rows) {
-  cuv_op_t *op = upload;
-  if (g->cublas_ctx)
-    return cuv_seq(op, model_cublas_layers(g, ws, rows));
-  op = cuv_seq(op, dense(g, rows, MLP_IN, MLP_HIDDEN, ws->in, g->w1, g->b1, ws->hidden, 1));
-  return cuv_seq(op, dense(g, rows, MLP_HIDDEN, MLP_OUT, ws->hidden, g->w2, g->b2, ws->out, 0));
+/* A model's weights on one device, one buffer per layer's weight and bias. */
+struct model_buffers {
+  cuv_buffer_t *weight[MODEL_MAX_LAYERS], *bias[MODEL_MAX_LAYERS];
+};
+
+/* Where layer i of m writes: the output for the last, else the inner buffers in turn. */
+static cuv_buffer_t *layer_dst(const workspace_t *ws, const model_t *m, unsigned i) {
+  if (i + 1 == m->nlayers)
+    return ws->out;
+  return i % 2 ? ws->hidden2 : ws->hidden;
 }
 
-cuv_op_t *model_rows_op(workspace_t *ws, cuv_op_t *upload, unsigned rows) {
-  return cuv_seq(layers(ws->gpu, ws, upload, rows),
-                 cuv_download(ws->out, 0, (size_t)rows * MLP_OUT * sizeof(float)));
+/* m's dense layers over ws's rows, ReLU after each but the last when m says so: for the seeded
+ * MLP, in -> hidden (ReLU) -> out, as mlp_forward on the host. */
+static cuv_op_t *layers(gpu_t *g, workspace_t *ws, const model_t *m, cuv_op_t *upload,
+                        unsigned rows) {
+  cuv_op_t *op = upload;
+  if (g->cublas_ctx) /* only ever with the seeded MLP (options.c) */
+    return cuv_seq(op, model_cublas_layers(g, ws, rows));
+  const struct model_buffers *mb = &g->models[m->index];
+  cuv_buffer_t *src = ws->in;
+  for (unsigned i = 0; i < m->nlayers; i++) {
+    cuv_buffer_t *dst = layer_dst(ws, m, i);
+    op = cuv_seq(op, dense(g, rows, m->dims[i], m->dims[i + 1], src, mb->weight[i], mb->bias[i],
+                           dst, m->relu && i + 1 < m->nlayers));
+    src = dst;
+  }
+  return op;
+}
+
+cuv_op_t *model_rows_op(workspace_t *ws, const model_t *m, cuv_op_t *upload, unsigned rows) {
+  return cuv_seq(layers(ws->gpu, ws, m, upload, rows),
+                 cuv_download(ws->out, 0, (size_t)rows * m->dims[m->nlayers] * sizeof(float)));
 }
 
 cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
@@ -93,8 +118,9 @@ cuv_op_t *model_graph_op(loop_t *lp, workspace_t *ws, unsigned rows) {
   if (!ws->graphs[k]) {
     unsigned n = (1u << k) < ws->rows ? 1u << k : ws->rows;
     cuv_op_t *op = cuv_upload(ws->in, 0, ws->host_in, 0, (size_t)n * MLP_IN * sizeof(float));
-    op = cuv_seq(layers(g, ws, op, n), cuv_download_into(ws->host_out, 0, ws->out, 0,
-                                                          (size_t)n * MLP_OUT * sizeof(float)));
+    op = layers(g, ws, &g->srv->models[0], op, n); /* the seeded MLP: --graph serves no other */
+    op = cuv_seq(op, cuv_download_into(ws->host_out, 0, ws->out, 0,
+                                       (size_t)n * MLP_OUT * sizeof(float)));
     int rc = cuv_graph_capture(&ws->graphs[k], op, lp->capture[g->index], NULL);
     if (rc != 0)
       return cuv_fail(rc); /* captured again by the next request of this bucket */
@@ -116,55 +142,70 @@ static int load_kernels(gpu_t *g, const char *ptx) {
   return rc;
 }
 
-/* The weights, made from the seed and uploaded once (one blocking cuv_sync at start-up). */
-static int upload_weights(gpu_t *g, uint64_t seed) {
-  mlp_weights_t *w = malloc(sizeof *w);
-  if (!w)
-    return CUV_ENOMEM;
-  mlp_weights_init(w, seed);
-  struct {
-    cuv_buffer_t **buf;
-    const float *host;
-    size_t bytes;
-  } parts[] = {{&g->w1, w->w1, sizeof w->w1},
-               {&g->b1, w->b1, sizeof w->b1},
-               {&g->w2, w->w2, sizeof w->w2},
-               {&g->b2, w->b2, sizeof w->b2}};
-  cuv_op_t *copies[4];
+/* One model's weights, uploaded once (one blocking cuv_sync at start-up). */
+static int upload_model(gpu_t *g, const model_t *m, struct model_buffers *mb) {
+  cuv_op_t *copies[2 * MODEL_MAX_LAYERS];
+  unsigned n = 2 * m->nlayers;
   int rc = 0;
-  for (size_t i = 0; i < 4; i++) {
+  for (unsigned i = 0; i < n; i++) {
+    unsigned layer = i / 2, out = m->dims[layer + 1];
+    size_t bytes = (i % 2 ? out : (size_t)out * m->dims[layer]) * sizeof(float);
+    cuv_buffer_t **buf = i % 2 ? &mb->bias[layer] : &mb->weight[layer];
+    const float *host = i % 2 ? m->bias[layer] : m->weight[layer];
     if (rc == 0)
-      rc = cuv_buffer_create(parts[i].buf, g->dev, parts[i].bytes);
-    copies[i] = rc == 0 ? cuv_memcpy_htod(*parts[i].buf, 0, parts[i].host, parts[i].bytes,
-                                          CUV_COPY_STAGE)
-                        : NULL;
+      rc = cuv_buffer_create(buf, g->dev, bytes);
+    copies[i] = rc == 0 ? cuv_memcpy_htod(*buf, 0, host, bytes, CUV_COPY_STAGE) : NULL;
   }
   if (rc == 0)
-    rc = cuv_sync(cuv_zip(copies, 4), NULL);
+    rc = cuv_sync(cuv_zip(copies, n), NULL);
   else
-    for (size_t i = 0; i < 4; i++)
+    for (unsigned i = 0; i < n; i++)
       cuv_op_destroy(copies[i]);
   /* Read-only from now on, by every request on every stream: nothing to order, so no tracking
    * (tracking would cost each submission a walk over every other request in flight). */
-  for (size_t i = 0; rc == 0 && i < 4; i++)
-    rc = cuv_buffer_set_hazard_mode(*parts[i].buf, CUV_HAZARD_NONE);
-  free(w);
+  for (unsigned i = 0; rc == 0 && i < m->nlayers; i++)
+    if ((rc = cuv_buffer_set_hazard_mode(mb->weight[i], CUV_HAZARD_NONE)) == 0)
+      rc = cuv_buffer_set_hazard_mode(mb->bias[i], CUV_HAZARD_NONE);
   return rc;
 }
 
-int model_init(gpu_t *g, const char *ptx, uint64_t seed) {
+/* Every ready model's weights; the seeded MLP's are also --cublas's (g->w1 ...). */
+static int upload_weights(gpu_t *g) {
+  const server_t *s = g->srv;
+  if (!(g->models = calloc(s->nmodels ? s->nmodels : 1, sizeof *g->models)))
+    return CUV_ENOMEM;
+  int rc = 0;
+  for (unsigned i = 0; rc == 0 && i < s->nmodels; i++)
+    if (s->models[i].ready)
+      rc = upload_model(g, &s->models[i], &g->models[i]);
+  if (rc == 0 && !s->repository) {
+    g->w1 = g->models[0].weight[0];
+    g->b1 = g->models[0].bias[0];
+    g->w2 = g->models[0].weight[1];
+    g->b2 = g->models[0].bias[1];
+  }
+  return rc;
+}
+
+int model_init(gpu_t *g, const char *ptx) {
   int rc = load_kernels(g, ptx);
   if (rc == 0)
-    rc = upload_weights(g, seed);
+    rc = upload_weights(g);
   return rc;
 }
 
 void model_free(gpu_t *g) {
   model_cublas_close(g);
-  cuv_buffer_t *weights[] = {g->w1, g->b1, g->w2, g->b2};
-  for (size_t i = 0; i < 4; i++)
-    if (weights[i])
-      cuv_buffer_unref(weights[i]);
+  for (unsigned i = 0; g->models && i < g->srv->nmodels; i++)
+    for (unsigned k = 0; k < MODEL_MAX_LAYERS; k++) {
+      if (g->models[i].weight[k])
+        cuv_buffer_unref(g->models[i].weight[k]);
+      if (g->models[i].bias[k])
+        cuv_buffer_unref(g->models[i].bias[k]);
+    }
+  free(g->models);
+  g->models = NULL;
+  g->w1 = g->b1 = g->w2 = g->b2 = NULL; /* the seeded model's, unreferenced above */
   mlp_module_destroy(g->kernels);
   free(g->kernels);
   g->kernels = NULL;
@@ -189,19 +230,24 @@ static int host_buffer(cuv_host_buffer_t **buf, cuv_device_t *dev, size_t bytes)
   return rc;
 }
 
+/* Sized for the largest model (server_t.bounds): its inputs, inner widths and outputs. */
 int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows) {
+  const repo_bounds_t *b = &g->srv->bounds;
   int rc;
   ws->gpu = g;
   ws->rows = (unsigned)rows;
-  if ((rc = buffer(&ws->in, g->dev, rows * MLP_IN * sizeof(float))) != 0 ||
-      (rc = buffer(&ws->hidden, g->dev, rows * MLP_HIDDEN * sizeof(float))) != 0 ||
-      (rc = buffer(&ws->out, g->dev, rows * MLP_OUT * sizeof(float))) != 0)
+  if ((rc = buffer(&ws->in, g->dev, rows * b->in * sizeof(float))) != 0 ||
+      (rc = buffer(&ws->out, g->dev, rows * b->out * sizeof(float))) != 0)
     return rc; /* model_workspace_free frees what was made */
+  if (b->hidden && (rc = buffer(&ws->hidden, g->dev, rows * b->hidden * sizeof(float))) != 0)
+    return rc;
+  if (b->two_hidden && (rc = buffer(&ws->hidden2, g->dev, rows * b->hidden * sizeof(float))) != 0)
+    return rc;
   if ((g->srv->coalesce || g->srv->graph) &&
-      (rc = host_buffer(&ws->host_in, g->dev, rows * MLP_IN * sizeof(float))) != 0)
+      (rc = host_buffer(&ws->host_in, g->dev, rows * b->in * sizeof(float))) != 0)
     return rc;
   if (g->srv->graph &&
-      (rc = host_buffer(&ws->host_out, g->dev, rows * MLP_OUT * sizeof(float))) != 0)
+      (rc = host_buffer(&ws->host_out, g->dev, rows * b->out * sizeof(float))) != 0)
     return rc;
   return 0;
 }
@@ -209,8 +255,8 @@ int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows) {
 void model_workspace_free(workspace_t *ws) {
   for (size_t k = 0; k < GRAPH_BUCKETS; k++)
     cuv_graph_unref(ws->graphs[k]); /* replays in flight hold theirs */
-  cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->out};
-  for (size_t j = 0; j < 3; j++)
+  cuv_buffer_t *bufs[] = {ws->in, ws->hidden, ws->hidden2, ws->out};
+  for (size_t j = 0; j < 4; j++)
     if (bufs[j])
       cuv_buffer_unref(bufs[j]);
   cuv_host_buffer_t *host[] = {ws->host_in, ws->host_out};

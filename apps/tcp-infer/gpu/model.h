@@ -6,16 +6,16 @@
 
 /* model.c: the model on the GPU. */
 /* The kernels (from the PTX file ptx, or NULL: the PTX embedded in the program) and the weights
- * (uploaded once). */
-int model_init(gpu_t *g, const char *ptx, uint64_t seed);
+ * of every ready model of g->srv->models (uploaded once). */
+int model_init(gpu_t *g, const char *ptx);
 void model_free(gpu_t *g);
 /* A workspace's buffers for `rows` rows on g; model_workspace_free frees what was made. */
 int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows);
 void model_workspace_free(workspace_t *ws);
-/* The GPU work of `rows` rows of input through ws (on ws's device), as one op whose output is
- * the rows x MLP_OUT outputs: `upload` (which fills ws->in with the rows x MLP_IN input floats),
- * the layers, the download. */
-cuv_op_t *model_rows_op(workspace_t *ws, cuv_op_t *upload, unsigned rows);
+/* The GPU work of `rows` rows of input through model m on ws (on ws's device), as one op whose
+ * output is the rows x m's outputs: `upload` (which fills ws->in with the rows x m->dims[0]
+ * input floats), the layers, the download. m is one of ws->gpu->srv->models, ready. */
+cuv_op_t *model_rows_op(workspace_t *ws, const model_t *m, cuv_op_t *upload, unsigned rows);
 /* --graph: the op that replays ws's graph for `rows` rows (captured now on first use, on the
  * loop's capture stream of ws's device: a stream that other work shares may see an enqueue, or a
  * query of the reactor's, while it captures, which fails that call and invalidates the

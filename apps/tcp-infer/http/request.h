@@ -16,6 +16,7 @@ typedef struct conn conn_t;
 typedef struct gpu gpu_t;
 typedef struct request request_t;
 typedef struct workspace workspace_t;
+struct model;
 
 typedef enum {
   REQ_PARSING, /* its message is being parsed */
@@ -72,6 +73,7 @@ struct request {
   char *body;      /* POST /infer: the input batch */
   size_t body_len, body_cap;
   unsigned batch;
+  const struct model *model; /* the model it runs or asks about (repo.h), set with its route */
   gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
   int gpu_status;     /* the GPU work's result */
   cuv_output_t out;   /* POST /infer: the downloaded outputs */
