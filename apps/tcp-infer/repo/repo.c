@@ -192,6 +192,9 @@ static int folder_names(const char *dir, char **names, unsigned *n) {
     if ((names[*n] = strdup(e->d_name)))
       (*n)++;
   }
+  if (e)
+    fprintf(stderr, "tcp-infer: %s: %u model folders read, the most served; any more skipped\n",
+            dir, REPO_MAX_MODELS);
   closedir(d);
   qsort(names, *n, sizeof *names, by_name);
   return 0;
