@@ -79,6 +79,8 @@ static int read_shape(reader_t *r, const char *name, const json_t *shape, size_t
       return bad(r, "tensor %s: shape[%u] is not a size", name, i);
     dims[i] = (size_t)json_integer_value(d);
     *count *= dims[i];
+    if (*count > (size_t)1 << 36) /* more than any file read here holds; no overflow below */
+      return bad(r, "tensor %s: shape of more than 2^36 values", name);
   }
   return 0;
 }
