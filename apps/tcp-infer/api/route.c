@@ -38,13 +38,13 @@ static const char *error_message(unsigned status) {
 /* ---- the head ----------------------------------------------------------------------------- */
 
 /* The route of url, and the model it runs or asks about (req->model). POST /infer runs the
- * seeded MLP, the only model without a repository: with one, the models are KServe's to name. */
+ * seeded MLP (none with a repository: route_head refuses it). */
 static route_t route_of(const server_t *s, request_t *req, const char *url) {
   size_t len = strcspn(url, "?#");
   if (len >= 3 && !strncmp(url, "/v2", 3))
     return kserve_route_of(s, url, len, &req->model);
-  if (len == 6 && !strncmp(url, "/infer", 6) && !s->repository && s->nmodels) {
-    req->model = &s->models[0];
+  if (len == 6 && !strncmp(url, "/infer", 6)) {
+    req->model = !s->repository && s->nmodels ? &s->models[0] : NULL;
     return ROUTE_INFER;
   }
   if ((len == 6 && !strncmp(url, "/stats", 6)) || (len == 8 && !strncmp(url, "/metrics", 8)))
@@ -115,7 +115,9 @@ bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
     status = 404;
   else
     status = check_method(req, h->method, get_route(req->route));
-  if (status == 0 && req->route == ROUTE_INFER)
+  if (status == 0 && req->route == ROUTE_INFER && !req->model)
+    status = 404; /* a repository's models are KServe's to name */
+  else if (status == 0 && req->route == ROUTE_INFER)
     status = infer_body(lp, req, h);
   else if (status == 0 && req->route == ROUTE_V2_INFER)
     status = kserve_head(req, h);
@@ -158,6 +160,9 @@ static void start_v2_infer(loop_t *lp, request_t *req) {
 void route_message(loop_t *lp, request_t *req) {
   if (req->status && route_is_v2(req->route)) {
     kserve_error(req, req->status, kserve_status_message(req->route, req->status));
+  } else if (req->status == 404 && req->route == ROUTE_INFER) {
+    respond_error(req, 404, "POST /infer runs the seeded MLP, which --model-dir replaces: "
+                            "POST /v2/models/{name}/infer runs a repository's model");
   } else if (req->status) {
     respond_error(req, req->status, error_message(req->status));
   } else if (req->route == ROUTE_V2_INFER) {

@@ -190,8 +190,9 @@ def client(port, state_path):
     for path in ("/v2/models/mlp", "/v2/models/nosuch/ready", "/v2/models/small/versions/2"):
         status, out = cl.json("GET", path)
         cl.check(status == 404 and "unknown model" in out["error"], f"{path}: {status} {out}")
-    status, _, _ = cl.request("POST", "/infer", b"\0" * 256)
-    cl.check(status == 404, f"POST /infer with a repository: {status}")
+    status, _, raw = cl.request("POST", "/infer", b"\0" * 256)
+    cl.check(status == 404 and b"/v2/models/{name}/infer" in raw,
+             f"POST /infer with a repository: {status} {raw[:200]}")
     status, _, _ = cl.request("GET", "/v2/health/ready")
     cl.check(status == 200, f"server ready: {status}")
     print(f"model-repo: {cl.checks - cl.failed} of {cl.checks} checks passed", flush=True)
