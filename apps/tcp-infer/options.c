@@ -49,10 +49,14 @@ static void usage(FILE *f) {
           "                    (default 10000; 0: never)\n"
           "  --isolate-start-timeout MS  kill a worker not ready this long after its start\n"
           "                    (default 60000; 0: never)\n"
+          "  --isolate-deadline-ms MS  retry an inference on the next worker until answered or\n"
+          "                    this long after it came in (default 30000)\n"
           "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
           "                    POST /debug/hang a kernel that never ends\n"
           "  --debug-start-hang N  with --debug-fault: each loop's first N workers hang (60 s)\n"
-          "                    before they are ready, as a worker stuck in its start-up would\n"
+          "                    before they are ready, as a worker stuck in its start-up would\n",
+          MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED);
+  fprintf(f, /* in two: a string literal past 4095 bytes is not portable C */
           "  --coalesce [ROWS] dynamic batching: requests become batches of up to ROWS rows, one\n"
           "                    GPU submission each (default %u; at least --max-batch)\n"
           "  --max-queue-delay-us N  with batching: a batch waits for more requests until its\n"
@@ -67,7 +71,7 @@ static void usage(FILE *f) {
           "  --stage-sample N  time the stages of one request in N (cuv and --graph modes) and\n"
           "                    print their medians and p99 at exit (default 0: off)\n"
           "  --help, --version\n",
-          MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED, COALESCE_DEFAULT_ROWS);
+          COALESCE_DEFAULT_ROWS);
   fputs("  --model-dir DIR   serve the models of a repository, one folder each (config.json,\n"
         "                    model.safetensors; README: A model repository) instead of the\n"
         "                    seeded MLP (KServe's spelling --model_dir too; --http_port N is\n"
@@ -175,6 +179,8 @@ static bool option(int ch, void *arg) {
   case 'A':
     return cli_unsigned("--isolate-start-timeout", optarg, 0, 86400000,
                         &o->isolate_start_timeout_ms);
+  case 'e' + 256:
+    return cli_unsigned("--isolate-deadline-ms", optarg, 1, 86400000, &o->isolate_deadline_ms);
   case 'H': return cli_unsigned("--debug-start-hang", optarg, 0, 1000, &o->debug_start_hang);
   case 'K': return cli_unsigned("--worker-start", optarg, 1, UINT32_MAX, &o->worker_start);
   case 'L': return cli_unsigned("--stream-stall-ms", optarg, 0, 3600000, &o->stream_stall_ms);
@@ -244,6 +250,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"preferred-batch", required_argument, NULL, 'P'},
       {"streams", required_argument, NULL, 'n'},
       {"isolate-start-timeout", required_argument, NULL, 'A'},
+      {"isolate-deadline-ms", required_argument, NULL, 'e' + 256},
       {"debug-start-hang", required_argument, NULL, 'H'},
       {"worker-start", required_argument, NULL, 'K'},
       {"listen", required_argument, NULL, 'E'},
@@ -264,7 +271,8 @@ int options_parse(int argc, char **argv, options_t *o) {
                    .idle_timeout_ms = 60000,
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
-                   .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000};
+                   .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000,
+                   .isolate_deadline_ms = 30000};
   line.argc = argc;
   line.argv = argv;
   int rc = cli_parse(argc, argv, "", longs, option, usage, o); /* exits after --help, --version */

@@ -7,18 +7,23 @@
  * The front never opens the device. A request is a frame to the worker (frames.h) and stays on
  * the worker's outstanding list (in send order, linked by next_wait) until its reply frame comes
  * back, or until the worker is gone (its pipe at EOF and its exit seen: every reply it wrote has
- * been read by then). Inference is idempotent, so a request its worker could not answer (the
- * worker is gone, or replied with an error: the sticky fault that ended its context, or another
- * that the fault caused before the worker saw it, an allocation refused by the dead context say)
- * runs again on another ready worker, once (retry_or_fail): the front keeps its body until it is
- * answered. Only the debug requests, and an inference whose
- * second run failed too, are answered with the error (503 with Retry-After when the worker was
- * lost). A request is on one list at a time and each reply takes it off, so it is answered once,
- * and only from a whole reply frame. Requests that arrive while no worker is ready wait in a
- * bounded queue (--isolate-queue; beyond it 503; replays go first and are never refused), sent
- * in order once the new worker's ready frame arrives. A worker that dies before it was ready
- * takes the queue with it (503s, not an unbounded wait) and the next one starts after a back-off,
- * so a worker that cannot start does not spin.
+ * been read by then). Inference is idempotent (the same rows give the same answer, and running
+ * them twice changes nothing), so a request its worker could not answer runs again on the next
+ * ready worker (retry_or_fail), as many times as it takes, until it is answered or its deadline
+ * (--isolate-deadline-ms, from its arrival) passes: the front keeps its body until then. So the
+ * active worker and its spare dying together, or a second worker dying during the failover,
+ * cost no client-visible error while a new worker can start. A worker lost, or one that reported
+ * its fault, is no fault of the request's; an error answered by a worker that reported none (an
+ * error the fault caused before its "faulted" frame, or maybe the request's own) is run again a
+ * few times only (ISOLATE_ERROR_RUNS), so that a request that fails everywhere does not go round
+ * the workers until its deadline. Only the debug requests, and an inference past its deadline or
+ * its error runs, are answered with the error (503 with Retry-After when the worker was lost). A
+ * request is on one list at a time and each reply takes it off, so it is answered once, and only
+ * from a whole reply frame. Requests that arrive while no worker is ready wait in a bounded queue
+ * (--isolate-queue; beyond it 503; replays go first and are never refused), sent in order once
+ * the new worker's ready frame arrives, or answered 503 at their deadline. A worker that dies
+ * before it was ready takes the queue with it (503s, not an unbounded wait) and the next one
+ * starts after a back-off, so a worker that cannot start does not spin.
  *
  * Starting a worker costs a process, a CUDA context, the module and the weights: hundreds of ms
  * on a GPU, during which its loop answers nothing. So (--isolate-spares 1, the default) each loop
@@ -51,15 +56,17 @@
  * tcp-infer --isolate). */
 #define STOP_GRACE_MS 15000
 #define RETRY_AFTER "Retry-After: 1\r\n"
-#define ISOLATE_REPLAYS 1 /* a request runs on at most 1 + this many workers */
+/* Runs of a request that a worker answered with an error without having reported a fault. */
+#define ISOLATE_ERROR_RUNS 3
 
 typedef enum { AS_CUR, AS_SPARE } role_t;
 
 /* The backend's state of a request (request_t.priv): its frame id at the worker it went to, when
- * it went (the hang watchdog), and the workers it was sent to (a replay is the second). */
+ * it went (the hang watchdog), the workers it was sent to (a replay is the second), and the
+ * errors it got from workers that reported no fault. */
 typedef struct iso_req {
   uint64_t id, sent_ns;
-  unsigned attempts;
+  unsigned attempts, error_runs;
 } iso_req_t;
 
 static iso_req_t *ireq(const request_t *req) { return req->priv; }
@@ -73,6 +80,7 @@ static const char LOST[] = "GPU worker lost: it ended before answering (a new on
 static const char FULL[] = "GPU worker restarting: too many requests are waiting for it";
 static const char NOT_STARTED[] = "GPU worker could not start";
 static const char STOPPING[] = "server shutting down";
+static const char EXPIRED[] = "no GPU worker could take it before its deadline";
 
 /* A request the front answers itself, as failed GPU work: counted as submitted (once, however
  * many workers it went to) so that the in-flight gauge (submitted - completed - failed) stays
@@ -205,28 +213,52 @@ static void queue_push(isolate_t *iso, request_t *req, bool head) {
   iso->lp->n.waiting++;
 }
 
-/* Where a replay goes: a ready worker other than the one that failed it, the active one or else
+/* Whether the worker is known to be ending: killed by the front, or its exit seen. */
+static bool dying(const wproc_t *w) { return w->killed || w->exited || w->gone; }
+
+/* Whether a worker can take a request now: ready, not draining, not known to be dying. */
+static bool usable(const wproc_t *w) { return w && w->ready && !w->draining && !dying(w); }
+
+/* Where a replay goes: a usable worker other than the one that failed it, the active one or else
  * the spare (a worker that faulted may still be the active one until its "faulted" frame comes);
- * NULL: none is ready, the replay waits in the queue. */
+ * NULL: none is, the replay waits in the queue. */
 static wproc_t *replay_target(isolate_t *iso, const wproc_t *from) {
-  if (iso->cur && iso->cur != from && iso->cur->ready && !iso->cur->draining)
+  if (iso->cur != from && usable(iso->cur))
     return iso->cur;
-  if (iso->spare && iso->spare != from && iso->spare->ready)
+  if (iso->spare != from && usable(iso->spare))
     return iso->spare;
   return NULL;
 }
 
-/* A request its worker could not answer (the worker is gone, or answered an error): an inference
- * runs again on another ready worker (or waits for one at the head of the queue), once; a debug
- * request, an inference on its last run, an orphan, or anything at shutdown gets the error. */
-static void retry_or_fail(isolate_t *iso, request_t *req, int status, const char *why,
+static uint64_t deadline_ns(const isolate_t *iso) {
+  return (uint64_t)iso->lp->srv->isolate_deadline_ms * 1000000u;
+}
+
+/* Whether the request's deadline passed: it counts from its arrival (its first send if none). */
+static bool past_deadline(const isolate_t *iso, const request_t *req, uint64_t now) {
+  uint64_t since = req->t_begin ? req->t_begin : req->t_start;
+  return since && now - since >= deadline_ns(iso);
+}
+
+/* Whether a request its worker could not answer runs again: an inference still wanted before its
+ * deadline, whose worker was lost (`lost`) or reported its fault, or that has error runs left. */
+static bool retry_wanted(const isolate_t *iso, request_t *req, bool lost, const wproc_t *from) {
+  if (!route_runs_model(req->route) || req->orphan || iso->stopping ||
+      past_deadline(iso, req, uv_hrtime()))
+    return false;
+  return lost || from->draining || ++ireq(req)->error_runs < ISOLATE_ERROR_RUNS;
+}
+
+/* A request its worker could not answer (the worker is gone: `lost`, or it answered an error):
+ * an inference runs again on another usable worker (or waits for one at the head of the queue);
+ * a debug request, an inference past its deadline or its error runs, an orphan, or anything at
+ * shutdown gets the error. */
+static void retry_or_fail(isolate_t *iso, request_t *req, int status, bool lost,
                           const wproc_t *from) {
-  bool again = route_runs_model(req->route) && ireq(req)->attempts <= ISOLATE_REPLAYS &&
-               !req->orphan && !iso->stopping;
-  if (!again) {
-    if (status == CUV_ECLOSED)
+  if (!retry_wanted(iso, req, lost, from)) {
+    if (lost)
       iso->lost++;
-    fail_request(iso->lp, req, status, why);
+    fail_request(iso->lp, req, status, lost ? LOST : NULL);
     return;
   }
   iso->replays++;
@@ -319,10 +351,11 @@ static void set_cur(isolate_t *iso, wproc_t *w) {
 }
 
 /* The active worker failed (cur is NULL): the spare takes over, ready or still starting (it is
- * further on than a new one would be), or a new worker starts. */
+ * further on than a new one would be), or a new worker starts (no spare, or one known to be
+ * dying: it died with the active one, and its end comes as a spare's). */
 static void replace_cur(isolate_t *iso) {
   wproc_t *s = iso->spare;
-  if (!s) {
+  if (!s || dying(s)) {
     spawn(iso, AS_CUR);
     return;
   }
@@ -425,8 +458,8 @@ static int on_reply(wproc_t *w, const frame_t *f) {
     return -1;
   w->replies++;
   count_behind(w->iso);
-  if (f->status != 0 && route_runs_model(req->route)) { /* on another worker, once */
-    retry_or_fail(w->iso, req, f->status, NULL, w);
+  if (f->status != 0 && route_runs_model(req->route)) { /* on another worker (retry_wanted) */
+    retry_or_fail(w->iso, req, f->status, false, w);
     return 0;
   }
   uint32_t rows = route_runs_model(req->route) ? req->batch : 0;
@@ -497,7 +530,7 @@ static void log_end(const wproc_t *w, bool spare, unsigned lost) {
 /* What comes after the active worker's end: its successor now (it had served, or a ready spare
  * waits), or after a back-off (it never got ready: maybe none can, and the queue it held goes). */
 static void after_cur_end(isolate_t *iso, bool was_ready) {
-  if (was_ready || (iso->spare && iso->spare->ready)) {
+  if (was_ready || usable(iso->spare)) { /* not a dying spare: a failed spawn would come back */
     replace_cur(iso);
     return;
   }
@@ -576,7 +609,7 @@ static void maybe_gone(wproc_t *w) {
   while (req) { /* the list is detached: the answers may close connections, not touch it */
     request_t *next = req->next_wait;
     req->next_wait = NULL;
-    retry_or_fail(iso, req, CUV_ECLOSED, LOST, w);
+    retry_or_fail(iso, req, CUV_ECLOSED, true, w);
     held++;
     req = next;
   }
@@ -649,11 +682,33 @@ static bool stuck_starting(const wproc_t *w, uint64_t now, uint64_t limit) {
          now - w->started_ns > limit;
 }
 
+/* The first queued request past its deadline, taken off the queue; NULL if none is. */
+static request_t *queue_take_expired(isolate_t *iso, uint64_t now) {
+  for (request_t *req = iso->q_head; req; req = req->next_wait)
+    if (past_deadline(iso, req, now)) {
+      isolate_forget(iso->lp, req);
+      return req;
+    }
+  return NULL;
+}
+
+/* Queued requests past their deadline: 503 (no worker was ready for them in time). One at a
+ * time, the queue kept whole between them: an answer may close a connection, whose other queued
+ * requests then leave the queue (isolate_forget). */
+static void expire_queue(isolate_t *iso, uint64_t now) {
+  request_t *req;
+  while ((req = queue_take_expired(iso, now)) != NULL) {
+    iso->expired++;
+    fail_request(iso->lp, req, CUV_ECLOSED, EXPIRED);
+  }
+}
+
 static void on_watchdog(uv_timer_t *timer) {
   isolate_t *iso = timer->data;
   const server_t *s = iso->lp->srv;
   uint64_t now = uv_hrtime(), limit = (uint64_t)s->isolate_timeout_ms * 1000000u;
   uint64_t start_limit = (uint64_t)s->isolate_start_timeout_ms * 1000000u;
+  expire_queue(iso, now);
   for (wproc_t *w = iso->live; w; w = w->next_live) {
     if (hung(w, now, limit)) {
       fprintf(stderr, "tcp-infer: worker %d left a request unanswered for %u ms: killed\n",
@@ -670,11 +725,15 @@ static void on_watchdog(uv_timer_t *timer) {
   }
 }
 
-/* Checks a few times per timeout (the shorter of the two): a hung worker is killed between 1 and
- * 1.25 timeouts. */
+/* The shortest nonzero of the limits the watchdog checks; 0 when all are off. */
+static unsigned shortest(unsigned a, unsigned b) { return !a ? b : !b ? a : a < b ? a : b; }
+
+/* Checks a few times per limit (the shortest: the hang timeout, the start timeout, the
+ * deadline): a hung worker is killed between 1 and 1.25 timeouts. */
 static void start_watchdog(isolate_t *iso) {
-  unsigned a = iso->lp->srv->isolate_timeout_ms, b = iso->lp->srv->isolate_start_timeout_ms;
-  unsigned ms = a && b ? (a < b ? a : b) : a ? a : b;
+  const server_t *s = iso->lp->srv;
+  unsigned ms = shortest(shortest(s->isolate_timeout_ms, s->isolate_start_timeout_ms),
+                         s->isolate_deadline_ms);
   uv_timer_init(&iso->lp->loop, &iso->watchdog);
   iso->watchdog.data = iso;
   if (ms) {

@@ -50,6 +50,7 @@ struct isolate {
   /* GET /stats, read on any loop's thread */
   _Atomic uint64_t restarts, promotions, fault_exits, crashes, hangs, lost, refused;
   _Atomic uint64_t replays; /* requests sent again to another worker */
+  _Atomic uint64_t expired; /* requests answered 503 at --isolate-deadline-ms */
   _Atomic uint64_t start_timeouts; /* workers killed for not getting ready */
   _Atomic uint64_t last_exit_unix_us, last_recovery_us;
   _Atomic int pid, spare_pid;
