@@ -16,7 +16,7 @@ typedef struct options {
   bool baseline, offload, cublas, graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
-  unsigned isolate_deadline_ms; /* --isolate-deadline-ms */
+  unsigned isolate_deadline_ms, hang_suspect_ms; /* --isolate-deadline-ms, --hang-suspect-ms */
   unsigned debug_start_hang; /* --debug-start-hang N: the first N workers of a loop hang at start */
   unsigned worker_start;     /* --worker-start K: this worker is its loop's K-th (isolate.c) */
   unsigned worker_device;    /* --worker-device D: the device this worker opens (isolate.c) */

@@ -38,7 +38,11 @@
  * request waited that long, and one that is still not ready --isolate-start-timeout after its
  * start (stuck in its start-up); its end is then handled like any other. It looks at the oldest
  * request and not at the last reply, because one kernel that spins holds its own request while
- * the others keep completing on other streams. Everything runs on the loop's thread; the
+ * the others keep completing on other streams. Long before that, an inference unanswered for
+ * --hang-suspect-ms (queued behind the hung kernel on its stream) moves to the other ready worker
+ * (the spare, or the active one for a request at the spare), once: the worker it left is only
+ * suspected, keeps its role and may still answer it (that late reply is dropped), and the
+ * watchdog still judges it. Everything runs on the loop's thread; the
  * counters are atomics for GET /metrics on any loop. */
 #include <signal.h>
 #include <stdlib.h>
@@ -58,15 +62,17 @@
 #define RETRY_AFTER "Retry-After: 1\r\n"
 /* Runs of a request that a worker answered with an error without having reported a fault. */
 #define ISOLATE_ERROR_RUNS 3
+#define FROM_SPARE "X-Worker: spare\r\n" /* an answer the spare computed (moved, or replayed) */
 
 typedef enum { AS_CUR, AS_SPARE } role_t;
 
 /* The backend's state of a request (request_t.priv): its frame id at the worker it went to, when
- * it went (the hang watchdog), the workers it was sent to (a replay is the second), and the
- * errors it got from workers that reported no fault. */
+ * it went (the hang watchdog), the workers it was sent to (a replay is the second), the errors
+ * it got from workers that reported no fault, and whether it was moved off a suspected hang. */
 typedef struct iso_req {
   uint64_t id, sent_ns;
   unsigned attempts, error_runs;
+  bool moved;
 } iso_req_t;
 
 static iso_req_t *ireq(const request_t *req) { return req->priv; }
@@ -437,6 +443,16 @@ static void publish_reports(isolate_t *iso) {
   count_behind(iso);
 }
 
+/* Whether id is a request moved off w (a suspected hang); forgotten as its late reply came. */
+static bool moved_away_take(wproc_t *w, uint64_t id) {
+  for (unsigned i = 0; i < w->nmoved; i++)
+    if (w->moved[i].id == id) {
+      w->moved[i] = w->moved[--w->nmoved];
+      return true;
+    }
+  return false;
+}
+
 /* One reply frame; -1 when it makes no sense (the worker is then killed). */
 static int on_reply(wproc_t *w, const frame_t *f) {
   if (f->id == FRAME_CONTROL_ID && f->rows == FRAME_ROWS_STATS) {
@@ -454,10 +470,12 @@ static int on_reply(wproc_t *w, const frame_t *f) {
     return 0;
   }
   request_t *req = outstanding_take(w, f->id);
-  if (!req)
+  if (!req && !moved_away_take(w, f->id))
     return -1;
   w->replies++;
   count_behind(w->iso);
+  if (!req) /* the late reply of a request moved off this worker (answered elsewhere) */
+    return 0;
   if (f->status != 0 && route_runs_model(req->route)) { /* on another worker (retry_wanted) */
     retry_or_fail(w->iso, req, f->status, false, w);
     return 0;
@@ -466,6 +484,8 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   req->gpu_status = f->status;
   if (f->status == 0 && f->rows != rows)
     req->gpu_status = CUV_EINVAL; /* never answer with the wrong shape */
+  if (req->gpu_status == 0 && w == w->iso->spare)
+    req->extra_header = FROM_SPARE; /* it runs only moves and replays: the client can tell */
   if (req->gpu_status == 0 && f->payload_len) {
     void *data = malloc(f->payload_len);
     if (data) {
@@ -486,6 +506,7 @@ static void on_handle_closed(uv_handle_t *handle) {
   if (--w->handles > 0)
     return;
   frame_reader_free(&w->rd);
+  free(w->moved);
   free(w);
 }
 
@@ -667,11 +688,16 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 /* ---- the hang watchdog -------------------------------------------------------------------- */
 
-/* Whether the worker counts as hung: its oldest outstanding request waited the timeout (a worker
- * still starting holds no request; its start-up has a limit of its own, below). */
+/* Whether the worker counts as hung: its oldest outstanding request waited the timeout, or the
+ * oldest of those moved off it is still not answered there (a worker still starting holds no
+ * request; its start-up has a limit of its own, below). */
 static bool hung(const wproc_t *w, uint64_t now, uint64_t limit) {
-  return limit && !w->gone && !w->killed && !w->exited && w->head &&
-         now - ireq(w->head)->sent_ns > limit;
+  if (!limit || w->gone || w->killed || w->exited)
+    return false;
+  bool moved_hung = false;
+  for (unsigned i = 0; i < w->nmoved && !moved_hung; i++)
+    moved_hung = now - w->moved[i].sent_ns > limit;
+  return moved_hung || (w->head && now - ireq(w->head)->sent_ns > limit);
 }
 
 /* Whether the worker is stuck in its start-up: not ready that long after it was spawned. The
@@ -680,6 +706,60 @@ static bool hung(const wproc_t *w, uint64_t now, uint64_t limit) {
 static bool stuck_starting(const wproc_t *w, uint64_t now, uint64_t limit) {
   return limit && !w->ready && !w->gone && !w->killed && !w->exited &&
          now - w->started_ns > limit;
+}
+
+/* An inference at its worker that long without an answer, not moved yet: it may sit behind a
+ * hung kernel. */
+static bool suspect(const request_t *req, uint64_t now, uint64_t limit) {
+  return route_runs_model(req->route) && !req->orphan && !ireq(req)->moved &&
+         now - ireq(req)->sent_ns > limit;
+}
+
+/* Remembers the request's id at w (its late reply is dropped); false without memory. */
+static bool moved_away_add(wproc_t *w, const request_t *req) {
+  if (w->nmoved == w->moved_cap) {
+    unsigned cap = w->moved_cap ? 2 * w->moved_cap : 16;
+    struct moved_away *m = realloc(w->moved, cap * sizeof *m);
+    if (!m)
+      return false;
+    w->moved = m;
+    w->moved_cap = cap;
+  }
+  w->moved[w->nmoved++] = (struct moved_away){ireq(req)->id, ireq(req)->sent_ns};
+  return true;
+}
+
+/* The request leaves w's list for `to`'s; w's reply to it, if one comes, is dropped. Without the
+ * memory to remember it, it stays. */
+static bool move_request(wproc_t *w, request_t *req, request_t *prev, wproc_t *to) {
+  if (!moved_away_add(w, req))
+    return false;
+  if (prev)
+    prev->next_wait = req->next_wait;
+  else
+    w->head = req->next_wait;
+  if (w->tail == req)
+    w->tail = prev;
+  req->next_wait = NULL;
+  ireq(req)->moved = true;
+  w->iso->moved++;
+  send_to(to, req);
+  return true;
+}
+
+/* --hang-suspect-ms: the worker's inferences unanswered that long go to another usable worker
+ * (the spare, or the active one from the spare), each once. The worker keeps its role. */
+static void move_suspects(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t limit) {
+  wproc_t *to = replay_target(iso, w);
+  if (!limit || !to || w->gone || w->killed || w->exited)
+    return;
+  request_t *prev = NULL, *req = w->head;
+  while (req) {
+    request_t *next = req->next_wait;
+    if (!suspect(req, now, limit) || !move_request(w, req, prev, to))
+      prev = req;
+    req = next;
+  }
 }
 
 /* The first queued request past its deadline, taken off the queue; NULL if none is. */
@@ -719,6 +799,7 @@ static void on_watchdog(uv_timer_t *timer) {
               w->proc.pid, s->isolate_start_timeout_ms);
       iso->start_timeouts++;
     } else {
+      move_suspects(iso, w, now, (uint64_t)s->hang_suspect_ms * 1000000u);
       continue;
     }
     kill_worker(w); /* its end comes through maybe_gone: replays, the spare promoted */
@@ -728,12 +809,12 @@ static void on_watchdog(uv_timer_t *timer) {
 /* The shortest nonzero of the limits the watchdog checks; 0 when all are off. */
 static unsigned shortest(unsigned a, unsigned b) { return !a ? b : !b ? a : a < b ? a : b; }
 
-/* Checks a few times per limit (the shortest: the hang timeout, the start timeout, the
- * deadline): a hung worker is killed between 1 and 1.25 timeouts. */
+/* Checks a few times per limit (the shortest: the hang timeout, the start timeout, the hang
+ * suspicion, the deadline): a hung worker is killed between 1 and 1.25 timeouts. */
 static void start_watchdog(isolate_t *iso) {
   const server_t *s = iso->lp->srv;
   unsigned ms = shortest(shortest(s->isolate_timeout_ms, s->isolate_start_timeout_ms),
-                         s->isolate_deadline_ms);
+                         shortest(s->hang_suspect_ms, s->isolate_deadline_ms));
   uv_timer_init(&iso->lp->loop, &iso->watchdog);
   iso->watchdog.data = iso;
   if (ms) {
