@@ -3,36 +3,54 @@
  * thread).
  *
  *   tcp-infer-fault-client --port N [--connections 8] [--depth 8] [--batch 1-8] [--faults 2]
- *                          [--hangs 0] [--kills 1] [--spare] [--warmup 200] [--seed 42]
- *                          [--timeout 60]
+ *                          [--hangs 0] [--kills 1] [--double-kills 0] [--second-kills 0]
+ *                          [--spare] [--moves] [--warmup 200] [--seed 42] [--timeout 60]
  *
  * Keeps `depth` verified requests pipelined on each connection (inputs from a pool whose outputs
  * were computed on the host, as tcp-infer-client does). For each event in turn (the faults, the
- * hangs, then the kills), once `warmup` correct answers came since the last one, it reads
- * GET /stats (the workers' pids, one per loop; the counters so far) and triggers it:
+ * hangs, the kills, the double kills, then the second kills), once `warmup` correct answers came
+ * since the last one, it reads GET /stats (the workers' pids, one per loop; the counters so far)
+ * and triggers it:
  *   fault: POST /debug/fault on a control connection (one loop's worker faults);
  *   hang: POST /debug/hang (one loop's worker runs a kernel that never ends; the server's
  *         watchdog, --isolate-timeout, must kill it: the request's answer is then a 503);
- *   kill: SIGKILL to every loop's active worker (cuv_infer_worker_pid{loop="N"}).
+ *   kill: SIGKILL to every loop's active worker (cuv_infer_worker_pid{loop="N"});
+ *   double-kill: SIGKILL to every loop's active worker and its ready spare together
+ *         (cuv_infer_worker_spare_pid): a new process must take over;
+ *   second-kill: SIGKILL to every loop's active worker, then, once GET /stats shows each loop's
+ *         spare promoted (re-read every 10 ms), SIGKILL to those too, while they replay what the
+ *         first ones held.
  * With --spare it first waits until every loop's spare is ready (cuv_infer_worker_spare_ready),
- * and then requires each replacement to be a promotion (cuv_infer_worker_promotions_total).
+ * and then requires each replacement of a fault, hang or kill to be a promotion
+ * (cuv_infer_worker_promotions_total); the double and second kills always wait for the spares.
+ * The server marks an answer its loop's spare computed (a request it moved there, --hang-suspect-
+ * ms) with `X-Worker: spare`: with --moves, each hang must see such answers, all correct, before
+ * the hung request's 503 (the watchdog's kill): the requests stuck behind the hung kernel were
+ * moved to the spare rather than waiting for the watchdog.
  * The requests in flight at that moment are marked. The event is over when every marked request
  * was answered, the debug request was answered (with an error status), and a request sent after
  * the worker was certainly replaced (after the debug request's reply, or after the kill) was
  * answered correctly; then GET /stats must count one restart per worker replaced
- * (cuv_infer_worker_restarts_total: one per fault or hang, one per loop per kill; read again
- * while it is short, as a loop may not have seen its worker's end yet).
+ * (cuv_infer_worker_restarts_total: one per fault or hang, one per loop per kill, two per loop
+ * per second kill; read again while it is short, as a loop may not have seen its worker's end
+ * yet). A double kill counts one or two per loop (two when the spare was promoted before its
+ * death was seen): its count is read once every loop has a ready worker that is neither of the
+ * two killed.
  *
  * Every load answer must be 200 with the host's result: the server replays on the next worker
- * what a faulted, killed or hung worker held, so no error may reach a load request, in flight at
- * an event or sent during one; only the debug request answers an error. No connection
+ * what a faulted, killed or hung worker held, as often as it takes, so no error may reach a load
+ * request, in flight at an event or sent during one, even one caught by two events; only the
+ * debug request answers an error. No connection
  * may lose a request. Exit 0, or 1 with the reason. Per event one line:
  *   RESULT event=fault n=1 inflight=N inflight_ok=A inflight_err=B answered_us=T1
  *          first_correct_us=T2 debug_status=S restarts=R promoted=P
  * (times from the debug request's send, or the kill; promoted: the replacements of this event
  * that were spares' promotions; a hang adds window_us, window_answers and window_rps: the
- * correct answers from the hang's start until the watchdog killed its worker, and their rate),
- * then a RESULT summary line. */
+ * correct answers from the hang's start until the watchdog killed its worker, and their rate,
+ * window_spare: how many of them the spare computed, first_spare_us: when the first came, and
+ * spare_max_latency_us: the longest any of them took from its send (a moved request's wait);
+ * a second kill adds second_kill_us, when its second kill went), then a RESULT summary line
+ * (spare_answers: all the answers marked as the spare's). */
 #include <getopt.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,6 +59,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <llhttp.h>
 #include <uv.h>
@@ -55,7 +74,9 @@
 typedef struct config {
   int port;
   unsigned connections, depth, batch_min, batch_max, faults, hangs, kills, warmup;
+  unsigned double_kills, second_kills;
   bool spare; /* wait for ready spares before each event; every replacement a promotion */
+  bool moves; /* each hang: answers from the spare before the watchdog's kill */
   uint64_t seed;
   double timeout;
 } config_t;
@@ -75,6 +96,9 @@ typedef struct reader {
   unsigned status;
   char *body;
   size_t len, cap;
+  char field[16], value[16]; /* the header being read (truncated: only X-Worker matters) */
+  size_t flen, vlen;
+  bool from_spare; /* X-Worker: spare */
 } reader_t;
 
 typedef struct lconn { /* a load connection */
@@ -88,8 +112,8 @@ typedef struct lconn { /* a load connection */
 
 typedef enum { PH_WARM, PH_PRE, PH_TRIGGERED, PH_STATS, PH_DRAIN, PH_DONE } phase_t;
 
-typedef enum { EV_FAULT, EV_HANG, EV_KILL } ev_kind_t;
-static const char *const kind_names[] = {"fault", "hang", "kill"};
+typedef enum { EV_FAULT, EV_HANG, EV_KILL, EV_DOUBLE, EV_SECOND } ev_kind_t;
+static const char *const kind_names[] = {"fault", "hang", "kill", "double-kill", "second-kill"};
 
 #define MAX_LOOPS 64
 
@@ -101,6 +125,9 @@ typedef struct event {
   int debug_status;   /* the debug request's HTTP status */
   long restarts, promotions_before, promoted;
   unsigned window_ok; /* a hang: correct answers while it lasted (until its worker was killed) */
+  unsigned window_spare;  /* of those, the ones the spare computed */
+  uint64_t first_spare_ns, spare_max_ns; /* the first of those; their longest latency */
+  uint64_t second_ns; /* a second kill: when its second kill went (0: not yet) */
 } event_t;
 
 static struct {
@@ -124,7 +151,9 @@ static struct {
   event_t events[MAX_EVENTS];
   uint64_t sent, correct, errors, status_counts[6];
   long pids[MAX_LOOPS];   /* the loops' active workers, from GET /stats */
+  long spare_pids[MAX_LOOPS]; /* their spares */
   unsigned nloops;
+  uint64_t spare_answers; /* answers marked X-Worker: spare */
   long restarts_expected; /* so far */
   bool repoll;            /* GET /stats again at repoll_at */
   uint64_t repoll_at;
@@ -171,6 +200,43 @@ static int on_body(llhttp_t *p, const char *at, size_t n) {
   }
   memcpy(r->body + r->len, at, n);
   r->len += n;
+  return 0;
+}
+
+static int on_message_begin(llhttp_t *p) {
+  reader_t *r = p->data;
+  r->from_spare = false;
+  r->flen = r->vlen = 0;
+  return 0;
+}
+
+/* Appends a piece of a header's name or value, cut at the buffer's size (NUL-terminated). */
+static void append(char *dst, size_t cap, size_t *len, const char *at, size_t n) {
+  size_t room = cap - 1 - *len;
+  n = n < room ? n : room;
+  memcpy(dst + *len, at, n);
+  *len += n;
+  dst[*len] = '\0';
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n) {
+  reader_t *r = p->data;
+  append(r->field, sizeof r->field, &r->flen, at, n);
+  return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n) {
+  reader_t *r = p->data;
+  append(r->value, sizeof r->value, &r->vlen, at, n);
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p) {
+  reader_t *r = p->data;
+  r->from_spare |= r->flen && r->vlen && !strcasecmp(r->field, "x-worker") &&
+                   !strcmp(r->value, "spare");
+  r->flen = r->vlen = 0;
+  r->field[0] = r->value[0] = '\0';
   return 0;
 }
 
@@ -262,11 +328,17 @@ static void on_load_answer(lconn_t *c) {
          p->mark >= 0 ? " in flight at an event" : "", (int)(c->rd.len < 120 ? c->rd.len : 120),
          c->rd.body ? c->rd.body : "");
   ok ? g.correct++ : g.errors++;
+  g.spare_answers += ok && c->rd.from_spare;
   if (p->mark >= 0)
     mark_answered(p, ok, now);
   event_t *e = &g.events[g.ev];
-  if (ok && g.phase == PH_TRIGGERED && e->kind == EV_HANG && e->debug_status < 0)
+  if (ok && g.phase == PH_TRIGGERED && e->kind == EV_HANG && e->debug_status < 0) {
     e->window_ok++; /* answered while the hung kernel still ran */
+    if (c->rd.from_spare && !e->window_spare++) /* a request moved off the hung worker */
+      e->first_spare_ns = now;
+    if (c->rd.from_spare && now - p->sent_ns > e->spare_max_ns)
+      e->spare_max_ns = now - p->sent_ns;
+  }
   if (ok && g.phase == PH_TRIGGERED && !e->first_correct_ns && p->sent_ns > e->marker_ns)
     e->first_correct_ns = now;
   if (ok)
@@ -423,18 +495,36 @@ static bool stats_pending(void) {
 
 /* ---- the events ----------------------------------------------------------------------------- */
 
-/* Marks every request in flight now with the current event. */
+/* Marks every request in flight now with the current event (those it did not mark yet: a second
+ * kill marks again); how many it marked. */
 static unsigned mark_in_flight(void) {
   unsigned n = 0;
   for (unsigned i = 0; i < g.cfg.connections; i++) {
     lconn_t *c = &g.conns[i];
     for (unsigned k = 0; k < c->count; k++) {
-      c->ring[(c->head + k) % g.cfg.depth].mark = (int)g.ev;
-      n++;
+      pending_t *p = &c->ring[(c->head + k) % g.cfg.depth];
+      if (p->mark != (int)g.ev) {
+        p->mark = (int)g.ev;
+        n++;
+      }
     }
   }
   return n;
 }
+
+static bool is_kill(ev_kind_t kind) {
+  return kind == EV_KILL || kind == EV_DOUBLE || kind == EV_SECOND;
+}
+
+/* SIGKILL to each loop's process in pids (its active worker, or its spare). */
+static void kill_loops(const long *pids, const char *role) {
+  for (unsigned i = 0; i < g.nloops; i++)
+    if (pids[i] <= 0 || kill((pid_t)pids[i], SIGKILL) != 0)
+      fail("cannot kill loop %u's %s (pid %ld)", i, role, pids[i]);
+}
+
+/* Workers an event replaces per loop (a double kill: at least). */
+static unsigned replaced_per_loop(ev_kind_t kind) { return kind == EV_SECOND ? 2 : 1; }
 
 static void trigger(void) {
   event_t *e = &g.events[g.ev];
@@ -442,16 +532,40 @@ static void trigger(void) {
   e->t0 = uv_hrtime();
   e->marker_ns = UINT64_MAX; /* a debug request: set when its reply comes (the old worker done) */
   e->debug_status = -1;
-  e->replaced = e->kind == EV_KILL ? g.nloops : 1;
+  e->replaced = is_kill(e->kind) ? g.nloops * replaced_per_loop(e->kind) : 1;
   g.phase = PH_TRIGGERED;
-  if (e->kind == EV_KILL) {
-    for (unsigned i = 0; i < g.nloops; i++)
-      if (kill((pid_t)g.pids[i], SIGKILL) != 0)
-        fail("cannot kill loop %u's worker (pid %ld)", i, g.pids[i]);
-    e->marker_ns = e->t0;
-  } else {
+  if (!is_kill(e->kind)) {
     control("POST", e->kind == EV_HANG ? "/debug/hang" : "/debug/fault");
+    return;
   }
+  kill_loops(g.pids, "worker");
+  if (e->kind == EV_DOUBLE)
+    kill_loops(g.spare_pids, "spare");
+  if (e->kind == EV_SECOND)
+    control("GET", "/stats"); /* until the spares took over (step_second) */
+  else
+    e->marker_ns = e->t0;
+}
+
+/* A second kill: once GET /stats shows every loop's spare promoted, it is killed too (while it
+ * replays what the first held); its answers after that count as the recovery. */
+static void step_second(event_t *e) {
+  if (stats_pending())
+    return;
+  long pids[MAX_LOOPS];
+  unsigned n = stat_values("cuv_infer_worker_pid", pids, MAX_LOOPS);
+  bool promoted = g.ctl_rd.status == 200 && n == g.nloops;
+  for (unsigned i = 0; promoted && i < n; i++)
+    promoted = pids[i] == g.spare_pids[i];
+  if (!promoted) {
+    repoll();
+    return;
+  }
+  kill_loops(g.spare_pids, "promoted spare");
+  e->second_ns = e->marker_ns = uv_hrtime();
+  unsigned more = mark_in_flight();
+  e->inflight += more;
+  e->left += more;
 }
 
 static void report(const event_t *e, unsigned n) {
@@ -463,10 +577,15 @@ static void report(const event_t *e, unsigned n) {
          e->restarts, e->promoted);
   if (e->kind == EV_HANG) { /* the loop's rate while a kernel hung, until the watchdog's kill */
     double s = (double)(e->marker_ns - e->t0) / 1e9;
-    printf(" window_us=%llu window_answers=%u window_rps=%.1f",
+    printf(" window_us=%llu window_answers=%u window_rps=%.1f window_spare=%u first_spare_us=%llu "
+           "spare_max_latency_us=%llu",
            (unsigned long long)(e->marker_ns - e->t0) / 1000u, e->window_ok,
-           s > 0 ? e->window_ok / s : 0.0);
+           s > 0 ? e->window_ok / s : 0.0, e->window_spare,
+           e->window_spare ? (unsigned long long)(e->first_spare_ns - e->t0) / 1000u : 0ull,
+           (unsigned long long)e->spare_max_ns / 1000u);
   }
+  if (e->kind == EV_SECOND)
+    printf(" second_kill_us=%llu", (unsigned long long)(e->second_ns - e->t0) / 1000u);
   putchar('\n');
 }
 
@@ -476,45 +595,74 @@ static void next_phase(phase_t ph) {
   g.correct_in_phase = 0;
 }
 
+/* A double kill's count is final once every loop has a ready worker that is neither of the two
+ * killed (the spare may have been promoted before its death was seen, and replaced again). */
+static bool double_settled(void) {
+  long pids[MAX_LOOPS], ready[MAX_LOOPS];
+  unsigned n = stat_values("cuv_infer_worker_pid", pids, MAX_LOOPS);
+  if (n != g.nloops || stat_values("cuv_infer_worker_ready", ready, MAX_LOOPS) != n)
+    return false;
+  for (unsigned i = 0; i < n; i++)
+    if (ready[i] != 1 || pids[i] <= 0 || pids[i] == g.pids[i] || pids[i] == g.spare_pids[i])
+      return false;
+  return true;
+}
+
 /* The event's answers are all in: the restart count must reach one per worker replaced (read
- * again while short: a loop may not have seen its worker's end yet), never more. */
+ * again while short: a loop may not have seen its worker's end yet), never more (a double kill:
+ * one more per loop at most, read once settled). */
 static void step_stats(void) {
   if (stats_pending())
     return;
   event_t *e = &g.events[g.ev];
   long want = g.restarts_expected + (long)e->replaced;
+  long most = want + (e->kind == EV_DOUBLE ? (long)g.nloops : 0);
   e->restarts = stat_value("cuv_infer_worker_restarts_total");
-  if (g.ctl_rd.status != 200 || e->restarts > want) {
-    fail("GET /stats: cuv_infer_worker_restarts_total is %ld, want %ld", e->restarts, want);
+  if (g.ctl_rd.status != 200 || e->restarts > most) {
+    fail("GET /stats: cuv_infer_worker_restarts_total is %ld, want %ld to %ld", e->restarts, want,
+         most);
     return;
   }
-  if (e->restarts < want) {
+  if (e->restarts < want || (e->kind == EV_DOUBLE && !double_settled())) {
     repoll();
     return;
   }
   e->promoted = stat_value("cuv_infer_worker_promotions_total") - e->promotions_before;
-  if (g.cfg.spare && e->promoted != (long)e->replaced) {
+  bool single = e->kind == EV_FAULT || e->kind == EV_HANG || e->kind == EV_KILL;
+  if ((g.cfg.spare && single && e->promoted != (long)e->replaced) ||
+      (e->kind == EV_SECOND && e->promoted < (long)g.nloops)) {
     fail("%s %u: %ld of its %u replacements were spares' promotions", kind_names[e->kind],
          g.ev + 1, e->promoted, e->replaced);
     return;
   }
-  g.restarts_expected = want;
+  g.restarts_expected = e->restarts;
   report(e, g.ev + 1);
   g.ev++;
   next_phase(g.ev == g.nev ? PH_DRAIN : PH_WARM);
 }
 
+/* The debug request's answer: a hang ends with its worker killed (503), a fault answers its
+ * error (500, or 503); with --moves, the spare answered during the hang. */
+static void debug_answered(event_t *e) {
+  e->debug_status = (int)g.ctl_rd.status;
+  e->marker_ns = uv_hrtime();
+  if (e->debug_status != 503 && (e->kind == EV_HANG || e->debug_status != 500))
+    fail("POST /debug/%s answered %d (want %s)", kind_names[e->kind], e->debug_status,
+         e->kind == EV_HANG ? "503: its worker killed" : "an error status");
+  if (g.cfg.moves && e->kind == EV_HANG && !e->window_spare)
+    fail("hang %u: no answer came from the spare before the watchdog's kill (nothing stuck "
+         "behind the hung kernel was moved)", g.ev + 1);
+}
+
 static void step_triggered(void) {
   event_t *e = &g.events[g.ev];
-  if (e->kind != EV_KILL && e->debug_status < 0 && g.ctl_done && !g.ctl_busy) {
-    e->debug_status = (int)g.ctl_rd.status;
-    e->marker_ns = uv_hrtime();
-    /* a hang ends with its worker killed (503); a fault answers its error (500, or 503) */
-    if (e->debug_status != 503 && (e->kind == EV_HANG || e->debug_status != 500))
-      fail("POST /debug/%s answered %d (want %s)", kind_names[e->kind], e->debug_status,
-           e->kind == EV_HANG ? "503: its worker killed" : "an error status");
+  if (e->kind == EV_SECOND && !e->second_ns) {
+    step_second(e);
+    return;
   }
-  bool debug_in = e->kind == EV_KILL || e->debug_status >= 0;
+  if (!is_kill(e->kind) && e->debug_status < 0 && g.ctl_done && !g.ctl_busy)
+    debug_answered(e);
+  bool debug_in = is_kill(e->kind) || e->debug_status >= 0;
   if (debug_in && e->left == 0 && e->first_correct_ns && !g.ctl_busy) {
     next_phase(PH_STATS);
     control("GET", "/stats");
@@ -528,40 +676,26 @@ static void step_warm(void) {
   control("GET", "/stats");
 }
 
-/* Whether every request in flight was sent after the last event's first correct answer: one
- * sent before may have been replayed already, and the server replays a request once, so a second
- * event that caught it would answer it an error by design (a slow machine, TSan, let the events
- * come that close). */
-static bool clear_of_last_event(void) {
-  if (g.ev == 0)
-    return true;
-  uint64_t recovered = g.events[g.ev - 1].first_correct_ns;
-  for (unsigned i = 0; i < g.cfg.connections; i++) {
-    const lconn_t *c = &g.conns[i];
-    for (unsigned k = 0; k < c->count; k++)
-      if (c->ring[(c->head + k) % g.cfg.depth].sent_ns <= recovered)
-        return false;
-  }
-  return true;
-}
-
 /* Before an event: the loops' workers (every one running), the counters so far; with --spare,
- * every loop's spare ready (read again until they are). */
+ * or for a double or second kill, every loop's spare ready (read again until they are). No wait
+ * for the requests the last event caught: the server replays a request as often as it takes. */
 static void step_pre(void) {
   if (stats_pending())
     return;
   long spares[MAX_LOOPS];
   unsigned n = stat_values("cuv_infer_worker_pid", g.pids, MAX_LOOPS);
   unsigned nspares = stat_values("cuv_infer_worker_spare_ready", spares, MAX_LOOPS);
+  stat_values("cuv_infer_worker_spare_pid", g.spare_pids, MAX_LOOPS);
+  bool spare = g.cfg.spare || g.events[g.ev].kind == EV_DOUBLE || g.events[g.ev].kind == EV_SECOND;
   long restarts = stat_value("cuv_infer_worker_restarts_total");
   if (g.ctl_rd.status != 200 || n == 0 || n > MAX_LOOPS || restarts != g.restarts_expected) {
     fail("GET /stats before event %u: %u worker pids, %ld restarts (want %ld)", g.ev + 1, n,
          restarts, g.restarts_expected);
     return;
   }
-  bool waiting = !clear_of_last_event();
+  bool waiting = false;
   for (unsigned i = 0; i < n; i++)
-    waiting |= g.pids[i] <= 0 || (g.cfg.spare && (nspares != n || spares[i] != 1));
+    waiting |= g.pids[i] <= 0 || (spare && (nspares != n || spares[i] != 1));
   if (waiting) {
     repoll();
     return;
@@ -617,8 +751,9 @@ static void on_tick(uv_timer_t *timer) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: tcp-infer-fault-client --port N [--connections C] [--depth D] "
-             "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--spare] [--warmup N] "
-             "[--seed S] [--timeout SECONDS]\n"
+             "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--double-kills K] "
+             "[--second-kills K] [--spare] [--moves] [--warmup N] [--seed S] "
+             "[--timeout SECONDS]\n"
              "  drives a tcp-infer --isolate --debug-fault server through worker faults, hangs and "
              "kills under\n  verified load; --help, --version\n");
 }
@@ -636,6 +771,9 @@ static bool option(int ch, void *arg) {
   case 'k': return cli_unsigned("--kills", optarg, 0, MAX_EVENTS, &c->kills);
   case 'H': return cli_unsigned("--hangs", optarg, 0, MAX_EVENTS, &c->hangs);
   case 'S': c->spare = true; return true;
+  case 'M': c->moves = true; return true;
+  case 'D': return cli_unsigned("--double-kills", optarg, 0, MAX_EVENTS, &c->double_kills);
+  case '2': return cli_unsigned("--second-kills", optarg, 0, MAX_EVENTS, &c->second_kills);
   case 'w': return cli_unsigned("--warmup", optarg, 0, 1000000, &c->warmup);
   case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &c->seed);
   case 't': return cli_seconds("--timeout", optarg, 0.001, 86400, &c->timeout);
@@ -650,6 +788,8 @@ static int parse(int argc, char **argv) {
       {"depth", required_argument, NULL, 'd'}, {"batch", required_argument, NULL, 'b'},
       {"faults", required_argument, NULL, 'f'}, {"kills", required_argument, NULL, 'k'},
       {"hangs", required_argument, NULL, 'H'},  {"spare", no_argument, NULL, 'S'},
+      {"moves", no_argument, NULL, 'M'},       {"double-kills", required_argument, NULL, 'D'},
+      {"second-kills", required_argument, NULL, '2'},
       {"warmup", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
@@ -660,8 +800,9 @@ static int parse(int argc, char **argv) {
     return CLI_USAGE;
   if (optind != argc)
     return cli_usage_error("unexpected argument '%s'", argv[optind]);
-  if (g.cfg.faults + g.cfg.hangs + g.cfg.kills > MAX_EVENTS)
-    return cli_usage_error("--faults, --hangs and --kills: %d events at most", MAX_EVENTS);
+  if (g.cfg.faults + g.cfg.hangs + g.cfg.kills + g.cfg.double_kills + g.cfg.second_kills >
+      MAX_EVENTS)
+    return cli_usage_error("--faults, --hangs and the kills: %d events at most", MAX_EVENTS);
   return 0;
 }
 
@@ -696,6 +837,10 @@ static int open_connections(void) {
 
 static void settings(llhttp_settings_t *s, llhttp_cb complete) {
   llhttp_settings_init(s);
+  s->on_message_begin = on_message_begin;
+  s->on_header_field = on_header_field;
+  s->on_header_value = on_header_value;
+  s->on_header_value_complete = on_header_value_complete;
   s->on_headers_complete = on_headers;
   s->on_body = on_body;
   s->on_message_complete = complete;
@@ -709,11 +854,11 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   make_pool();
   g.rng = 0x9e3779b97f4a7c15ull;
-  g.nev = g.cfg.faults + g.cfg.hangs + g.cfg.kills;
-  for (unsigned i = 0; i < g.nev; i++)
-    g.events[i].kind = i < g.cfg.faults                ? EV_FAULT
-                       : i < g.cfg.faults + g.cfg.hangs ? EV_HANG
-                                                        : EV_KILL;
+  const unsigned counts[] = {g.cfg.faults, g.cfg.hangs, g.cfg.kills, g.cfg.double_kills,
+                            g.cfg.second_kills}; /* in ev_kind_t's order */
+  for (unsigned k = 0; k < sizeof counts / sizeof counts[0]; k++)
+    for (unsigned i = 0; i < counts[k]; i++)
+      g.events[g.nev++].kind = (ev_kind_t)k;
   settings(&g.settings, on_load_complete);
   settings(&g.ctl_settings, on_ctl_complete);
   uv_loop_init(&g.loop);
@@ -724,9 +869,11 @@ int main(int argc, char **argv) {
     fail("cannot open the connections");
   uv_timer_start(&g.tick, on_tick, 1, 1);
   uv_run(&g.loop, UV_RUN_DEFAULT);
-  printf("RESULT summary events=%u sent=%llu correct=%llu errors=%llu 5xx=%llu\n", g.ev,
-         (unsigned long long)g.sent, (unsigned long long)g.correct,
-         (unsigned long long)g.errors, (unsigned long long)g.status_counts[5]);
+  printf("RESULT summary events=%u sent=%llu correct=%llu errors=%llu 5xx=%llu "
+         "spare_answers=%llu\n",
+         g.ev, (unsigned long long)g.sent, (unsigned long long)g.correct,
+         (unsigned long long)g.errors, (unsigned long long)g.status_counts[5],
+         (unsigned long long)g.spare_answers);
   if (g.failure) {
     fprintf(stderr, "tcp-infer-fault-client: FAILED: %s\n", g.failure);
     return 1;
