@@ -10,13 +10,18 @@
 # many an error (issue 16's bar: none, since the server replays what a lost worker held on the
 # next one; the client fails on any error, and on any wrong answer); whether the ready spare was
 # promoted (promoted=1) or a new process had to start (promoted=0); for a hang, the correct
-# answers per second while the hung kernel ran (streams.c routes around its stream). With
+# answers per second while the hung kernel ran (streams.c routes around its stream), and those
+# the spare gave before the watchdog's kill (the requests stuck behind the hung kernel, moved to
+# it after --hang-suspect-ms: the first after how long, the longest latency of them). With
 # nvidia-smi, the GPU memory each worker process holds (a CUDA context, the module, the weights,
 # the workspaces): what the spare costs.
 #
-# Two runs: "spare" (the default --isolate-spares 1; before each event the client waits until the
-# spare is ready, and every recovery must be its promotion) and "no-spare" (--isolate-spares 0,
-# fewer events: each recovery waits for a new worker process), for comparison.
+# Three runs: "spare" (the default --isolate-spares 1; before each event the client waits until
+# the spare is ready, and every recovery must be its promotion; each hang must see answers from
+# the spare before the watchdog's kill), "no-spare" (--isolate-spares 0, fewer events: each
+# recovery waits for a new worker process), for comparison, and "double" (the active worker and
+# its spare killed together, then the active one and, as soon as it took over, the promoted
+# spare: each recovery waits for a new worker process, with no error).
 #
 #   apps/tcp-infer/bench/tcp-infer-fault.sh [BUILD_DIR]  from the source tree (default: build)
 #   apps/tcp-infer/tcp-infer-fault-bench         from the build tree (its copy; scripts/gpu runs it)
@@ -25,9 +30,12 @@
 #   TCP_INFER_FAULT_FAULTS     debug faults (default 5)
 #   TCP_INFER_FAULT_HANGS      debug hangs (default 1), each found after TCP_INFER_FAULT_TIMEOUT
 #   TCP_INFER_FAULT_TIMEOUT    the server's --isolate-timeout in ms (default 1000)
+#   TCP_INFER_FAULT_SUSPECT    the server's --hang-suspect-ms (default 100, the server's default)
 #   TCP_INFER_FAULT_KILLS      kills of the worker (default 2)
 #   TCP_INFER_FAULT_NOSPARE    0: skip the no-spare run; else its faults and kills (default 2: 2
 #                              faults and 2 kills)
+#   TCP_INFER_FAULT_DOUBLE     0: skip the double run; else its double kills and second kills
+#                              (default 2: 2 of each)
 #   TCP_INFER_FAULT_CONNS      the verifying client's connections (default 16), depth 8 each
 #   TCP_INFER_FAULT_BATCH      rows per request (default 8)
 #   TCP_INFER_FAULT_WRK        0: no wrk even when installed; else its connections (default 32)
@@ -42,8 +50,10 @@ tcp_infer_bin "tcp-infer-fault bench" "${1:-}"
 faults=${TCP_INFER_FAULT_FAULTS:-5}
 hangs=${TCP_INFER_FAULT_HANGS:-1}
 timeout_ms=${TCP_INFER_FAULT_TIMEOUT:-1000}
+suspect_ms=${TCP_INFER_FAULT_SUSPECT:-100}
 kills=${TCP_INFER_FAULT_KILLS:-2}
 nospare=${TCP_INFER_FAULT_NOSPARE:-2}
+double=${TCP_INFER_FAULT_DOUBLE:-2}
 conns=${TCP_INFER_FAULT_CONNS:-16}
 batch=${TCP_INFER_FAULT_BATCH:-8}
 wrk_conns=${TCP_INFER_FAULT_WRK:-32}
@@ -71,11 +81,16 @@ trap 'rm -rf "$log"' EXIT
 summarize() {
   awk '
     /^RESULT event/ {
+      delete r # the fields of this line alone (those a hang adds must not stay)
       for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
       k = r["event"]; n[k]++
       a[k, n[k]] = r["answered_us"]; f[k, n[k]] = r["first_correct_us"]
       ok[k] += r["inflight_ok"]; err[k] += r["inflight_err"]; pr[k] += r["promoted"] > 0
       if ("window_rps" in r) { wr[k] += r["window_rps"]; wn[k]++ }
+      if ("window_spare" in r) {
+        ws[k] += r["window_spare"]; fs[k, n[k]] = r["first_spare_us"]
+        if (r["spare_max_latency_us"] > sl[k]) sl[k] = r["spare_max_latency_us"]
+      }
     }
     function sort(x, m, k,   i, j, t) {
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
@@ -87,14 +102,16 @@ summarize() {
     }
     END {
       for (k in n) {
-        sort(a, n[k], k); sort(f, n[k], k)
+        sort(a, n[k], k); sort(f, n[k], k); if (wn[k]) sort(fs, n[k], k)
         printf "  %-5s x%d: in flight answered %.1f ms median, %.1f worst; first correct answer " \
                "%.1f ms median, %.1f worst; in flight %d correct, %d errors; spare promoted %d " \
                "of %d\n", k, n[k], median(a, n[k], k) / 1000, a[k, n[k]] / 1000,
                median(f, n[k], k) / 1000, f[k, n[k]] / 1000, ok[k], err[k], pr[k], n[k]
         if (wn[k])
-          printf "        correct answers per second while the kernel hung: %.1f (mean)\n",
-                 wr[k] / wn[k]
+          printf "        correct answers per second while the kernel hung: %.1f (mean); " \
+                 "from the spare before the kill: %d, the first after %.1f ms median, the " \
+                 "longest latency %.1f ms\n", wr[k] / wn[k], ws[k], median(fs, n[k], k) / 1000,
+                 sl[k] / 1000
       }
     }' "$1"
 }
@@ -160,8 +177,8 @@ run() {
 
 echo "tcp-infer-fault bench: $conns verified connections x 8 in flight, batch $batch," \
   "$([ "$wrk_conns" = 0 ] && echo "no wrk" || echo "wrk on $wrk_conns more connections")"
-run spare --isolate-timeout "$timeout_ms" -- --faults "$faults" --hangs "$hangs" \
-  --kills "$kills" --spare
+run spare --isolate-timeout "$timeout_ms" --hang-suspect-ms "$suspect_ms" -- --faults "$faults" \
+  --hangs "$hangs" --kills "$kills" --spare --moves
 rc=$?
 if [ $rc -eq 77 ]; then
   echo "tcp-infer-fault bench: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
@@ -169,6 +186,10 @@ if [ $rc -eq 77 ]; then
 fi
 if [ "$nospare" != 0 ]; then
   run no-spare --isolate-spares 0 -- --faults "$nospare" --hangs 0 --kills "$nospare" || rc=1
+fi
+if [ "$double" != 0 ] && [ $rc -ne 77 ]; then
+  run double -- --faults 0 --hangs 0 --kills 0 --double-kills "$double" \
+    --second-kills "$double" || rc=1
 fi
 echo "tcp-infer-fault bench: $(cat "$log/device.txt" 2>/dev/null)"
 exit $rc
