@@ -8,24 +8,29 @@
 # answered 503 with Retry-After. With --start-hang, against an --isolate server whose first worker
 # hangs in its start-up (--debug-start-hang 1): it becomes ready once the front killed that one
 # (cuv_infer_worker_start_timeouts_total counts it) and the next worker started, then serves.
+# With --deadline as well, an inference sent while that first worker hangs (its
+# --isolate-deadline-ms far below the --isolate-start-timeout) must first be answered 503 for its
+# deadline (cuv_infer_worker_expired_total counts it), not for the worker that never started.
 #
-#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready | --start-hang]
+#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready | --start-hang
+#                  [--deadline]]
 #
 # Exit status 0 when every check passed, 1 at the first that failed (it says which), 2 on a
 # usage error.
 set -uo pipefail
 
 usage() {
-  echo "usage: kserve-curl.sh --port N --client PATH [--not-ready | --start-hang]"
+  echo "usage: kserve-curl.sh --port N --client PATH [--not-ready | --start-hang [--deadline]]"
   echo "       (run by tcp-infer-run, which starts the server)"
 }
-port='' client='' not_ready=0 start_hang=0
+port='' client='' not_ready=0 start_hang=0 deadline=0
 while [ $# -gt 0 ]; do
   case $1 in
   --port) port=${2:-}; shift 2 || true ;;
   --client) client=${2:-}; shift 2 || true ;;
   --not-ready) not_ready=1; shift ;;
   --start-hang) start_hang=1; shift ;;
+  --deadline) deadline=1; shift ;;
   --help) usage; exit 0 ;;
   --version) echo "kserve-curl.sh (tcp-infer's tests)"; exit 0 ;;
   *) echo "kserve-curl.sh: '$1': no such option" >&2; usage >&2; exit 2 ;;
@@ -63,6 +68,19 @@ if [ "$not_ready" = 1 ]; then
   [ "$(header Retry-After)" = 1 ] || fail "503 without Retry-After: 1"
   echo "kserve-curl: not ready, as it should be"
   exit 0
+fi
+
+if [ "$deadline" = 1 ]; then # while the first worker hangs in its start-up
+  "$client" --make-request 2 --out "$tmp/json" >/dev/null || fail "--make-request"
+  expect 503 POST /v2/models/mlp/infer --data-binary "@$tmp/json.body"
+  json_error
+  grep -q 'before its deadline' "$tmp/out" ||
+    fail "503, but not for its deadline: $(cat "$tmp/out")"
+  [ "$(header Retry-After)" = 1 ] || fail "503 without Retry-After: 1"
+  expect 200 GET /metrics
+  n=$(sed -n 's/^cuv_infer_worker_expired_total //p' "$tmp/out")
+  [ "${n:-0}" -ge 1 ] ||
+    fail "answered at its deadline, but cuv_infer_worker_expired_total is ${n:-absent}"
 fi
 
 # Readiness first: workers may still be starting (the runner's timeout bounds the wait).
