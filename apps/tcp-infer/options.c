@@ -24,7 +24,16 @@ static void usage(FILE *f) {
           "  --header-timeout-ms MS  a request's head must come within this (default 10000)\n"
           "  --body-timeout-ms MS    its body within this after its head (default 30000)\n"
           "  --idle-timeout-ms MS    an idle keep-alive connection is closed (default 60000)\n"
-          "                    (each: 0 for none; a late request is answered 408)\n"
+          "                    (each: 0 for none; a late request is answered 408)\n");
+  fputs("  --max-conn-requests N  requests queued on a connection before it is not read\n"
+          "                    until they are answered (default 64)\n"
+          "  --max-conn-unsent BYTES  a connection's responses not yet sent before it is not\n"
+          "                    read until they are (default 4194304)\n"
+          "  --max-buffered BYTES  request bodies, answers and responses held over every\n"
+          "                    connection before the server reads only from connections that\n"
+          "                    hold nothing (default 67108864; each loop holds its share)\n",
+        f);
+  fprintf(f,
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
           "  --offload         enqueue the GPU work from libuv's thread pool (no waiting there)\n"
           "  --duration S      stop after S seconds (default: none, until SIGINT/SIGTERM)\n"
@@ -153,6 +162,12 @@ static bool option(int ch, void *arg) {
     return cli_unsigned("--body-timeout-ms", optarg, 0, 86400000, &o->body_timeout_ms);
   case 'i' + 256:
     return cli_unsigned("--idle-timeout-ms", optarg, 0, 86400000, &o->idle_timeout_ms);
+  case 'r' + 256:
+    return cli_unsigned("--max-conn-requests", optarg, 1, 65536, &o->max_conn_requests);
+  case 'u' + 256:
+    return cli_uint("--max-conn-unsent", optarg, 4096, UINT64_C(1) << 40, &o->max_conn_unsent);
+  case 'M' + 256:
+    return cli_uint("--max-buffered", optarg, 65536, UINT64_C(1) << 44, &o->max_buffered);
   case 'b': o->baseline = true; return true;
   case 'o': o->offload = true; return true;
   case 'd':
@@ -265,6 +280,9 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"header-timeout-ms", required_argument, NULL, 'h' + 256},
       {"body-timeout-ms", required_argument, NULL, 'b' + 256},
       {"idle-timeout-ms", required_argument, NULL, 'i' + 256},
+      {"max-conn-requests", required_argument, NULL, 'r' + 256},
+      {"max-conn-unsent", required_argument, NULL, 'u' + 256},
+      {"max-buffered", required_argument, NULL, 'M' + 256},
       {"stream-stall-ms", required_argument, NULL, 'L'},
       {"devices", required_argument, NULL, 'v'},
       {"balance", required_argument, NULL, 'y'},
@@ -273,7 +291,8 @@ int options_parse(int argc, char **argv, options_t *o) {
   *o = (options_t){.listen = {"127.0.0.1", 8080}, .max_batch = MLP_DEFAULT_MAX_BATCH,
                    .workspaces = 64, .max_connections = 10000, .max_header_bytes = 16384,
                    .header_timeout_ms = 10000, .body_timeout_ms = 30000,
-                   .idle_timeout_ms = 60000,
+                   .idle_timeout_ms = 60000, .max_conn_requests = 64,
+                   .max_conn_unsent = 4u << 20, .max_buffered = 64u << 20,
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
                    .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000,

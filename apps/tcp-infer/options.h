@@ -37,6 +37,10 @@ typedef struct options {
    * body's and idle keep-alive's timeouts (0: none) */
   unsigned max_connections, max_header_bytes;
   unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms;
+  /* flow control (http/flow.c): a connection's requests queued and bytes unsent before it is not
+   * read, the bytes the server holds over every connection */
+  unsigned max_conn_requests;
+  uint64_t max_conn_unsent, max_buffered;
 } options_t;
 
 /* 0, or CLI_USAGE after a usage error's message; --help and --version print and exit 0. */

@@ -166,6 +166,8 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
                 .header_timeout_ms = o->header_timeout_ms, .body_timeout_ms = o->body_timeout_ms,
                 .idle_timeout_ms = o->idle_timeout_ms,
+                .max_conn_requests = o->max_conn_requests,
+                .max_conn_unsent = o->max_conn_unsent, .max_buffered = o->max_buffered,
                 .balance = o->balance_steal ? BALANCE_STEAL : BALANCE_HASH};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
   return s;

@@ -111,6 +111,8 @@ struct loop {
   uv_idle_t flush_idle;
   uv_timer_t limits; /* timeouts.c: the sweep over the connections' timeouts */
   conn_t *dirty;
+  /* flow.c: the loop's cap paused connections; conn.c: resume them at the next check */
+  bool cap_paused, resume_all;
   char *body_cache[BODY_CLASSES];
   unsigned body_cached[BODY_CLASSES];
   char read_buf[65536]; /* the loop reads one connection at a time */
@@ -178,6 +180,10 @@ struct server {
   _Atomic unsigned connections; /* open now, over every loop */
   unsigned max_connections, max_header_bytes;
   unsigned header_timeout_ms, body_timeout_ms, idle_timeout_ms; /* 0: none */
+  /* flow.c: a connection's requests queued and bytes unsent before it is not read; the bytes
+   * held over every connection (each loop its share) */
+  unsigned max_conn_requests;
+  size_t max_conn_unsent, max_buffered;
 };
 
 #endif

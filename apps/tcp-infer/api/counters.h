@@ -33,6 +33,11 @@ typedef struct counters {
   /* conn.c, timeouts.c: connections refused (over --max-connections), accepts that failed (out of
    * descriptors), requests timed out in their head or body, idle connections closed */
   _Atomic uint64_t connections_refused, accept_errors, timeouts_head, timeouts_body, timeouts_idle;
+  /* flow.c, conn.c: bytes the loop's connections hold (gauge), connections not read now for
+   * want of room (gauge), and the times one stopped, by reason (queue, unsent, server) */
+  _Atomic uint64_t buffered_bytes;
+  _Atomic unsigned paused_conns;
+  _Atomic uint64_t read_pauses[3];
   histogram_t latency, exec_rows;
 } counters_t;
 

@@ -46,6 +46,7 @@ typedef struct totals {
   uint64_t success, failure, rows_done, execs, request_us, queue_us, input_us, infer_us, output_us;
   uint64_t stalled_picks, streams_added;
   uint64_t refused_conns, accept_errors, timeouts[3]; /* head, body, idle */
+  uint64_t buffered, paused, read_pauses[3]; /* flow control (http/flow.c) */
   hist_sum_t latency, exec_rows;
 } totals_t;
 
@@ -68,6 +69,28 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   t->timeouts[0] += n->timeouts_head;
   t->timeouts[1] += n->timeouts_body;
   t->timeouts[2] += n->timeouts_idle;
+  t->buffered += n->buffered_bytes;
+  t->paused += n->paused_conns;
+  for (int i = 0; i < 3; i++)
+    t->read_pauses[i] += n->read_pauses[i];
+}
+
+/* Flow control (http/flow.c): what the connections hold, and the connections not read for it. */
+static void flow_metrics(FILE *f, const server_t *s, const totals_t *n) {
+  metric(f, "cuv_infer_buffered_bytes", "gauge",
+         "Bytes the connections hold: request bodies, answers, responses unsent, input kept.",
+         n->buffered);
+  metric(f, "cuv_infer_buffered_limit_bytes", "gauge",
+         "Bytes held before only connections that hold nothing are read (--max-buffered).",
+         s->max_buffered);
+  metric(f, "cuv_infer_connections_paused", "gauge",
+         "Connections not read now: their requests queued, responses unsent, or the server's cap.",
+         n->paused);
+  family(f, "cuv_infer_read_pauses_total", "counter",
+         "Times a connection stopped being read, by the limit it reached.");
+  static const char *const reasons[] = {"queue", "unsent", "server"};
+  for (int i = 0; i < 3; i++)
+    sample(f, "cuv_infer_read_pauses_total", "reason", reasons[i], n->read_pauses[i]);
 }
 
 /* The limits of a server on a network: the connection cap, refusals, timeouts (timeouts.c). */
@@ -314,6 +337,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_streams_added_total", "counter",
          "Streams made because every stream of a loop was stalled.", n->streams_added);
   limit_metrics(f, s, n);
+  flow_metrics(f, s, n);
   device_metrics(f, s);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */

@@ -256,6 +256,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
   srv.workspaces_per_loop = 4;
   srv.max_header_bytes = 512; /* small: heads over it (431) are within the inputs' reach */
   srv.max_connections = 16;
+  srv.max_conn_requests = 8; /* small: flow control's pauses within the inputs' reach too */
+  srv.max_conn_unsent = 16384;
+  srv.max_buffered = 1u << 20;
   conn_settings_init(&lp.settings);
   llhttp_settings_init(&peer.settings);
   peer.settings.on_headers_complete = on_response_headers;

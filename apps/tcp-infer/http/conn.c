@@ -29,13 +29,12 @@
 #include "bodies.h"
 #include "conn.h"
 #include "backend.h"
+#include "flow.h"
 #include "kserve.h"
 #include "metrics.h"
 #include "route.h"
 #include "server.h"
 
-#define MAX_QUEUED 64            /* requests per connection before reading pauses */
-#define MAX_WRITE_QUEUE (4u << 20) /* bytes not yet sent before reading pauses */
 #define LINGER_MS 2000           /* after a closing response: wait this long for the peer's EOF */
 #define HEAD_MAX 512             /* a response's status line and headers, at most */
 
@@ -63,6 +62,12 @@ struct conn {
   bool reading;
   bool lingering;
   bool parsing; /* inside llhttp_execute: no writes, no closing */
+  /* flow control (flow.c): its serialized responses not yet taken by the socket; the parser
+   * paused after a request with the input it did not parse kept; not read for want of room */
+  size_t unsent;
+  char *kept;
+  size_t kept_len;
+  bool parse_paused, resuming, flow_paused;
   request_t *head, *tail; /* requests in arrival order, not yet handed to a write */
   unsigned queued;
   unsigned writing; /* writes in flight */
@@ -107,6 +112,40 @@ static void conn_unref(conn_t *c) {
 
 static void on_handle_closed(uv_handle_t *handle) { conn_unref(handle->data); }
 
+/* ---- flow control (flow.c decides) -------------------------------------------------------- */
+
+static void on_flush_check(uv_check_t *check);
+static void on_flush_idle(uv_idle_t *idle);
+
+/* Bytes a connection of the loop let go of; when that brought the loop under its cap's low-water
+ * mark, the connections it paused are resumed at the loop's check (not here: this may run inside
+ * a parse or a close). */
+static void loop_release(loop_t *lp, size_t bytes) {
+  if (!flow_release(lp, bytes))
+    return;
+  lp->resume_all = true;
+  if (lp->flush_check.loop && !uv_is_closing((uv_handle_t *)&lp->flush_check)) {
+    uv_check_start(&lp->flush_check, on_flush_check);
+    uv_idle_start(&lp->flush_idle, on_flush_idle);
+  }
+}
+
+/* The connection stops reading for want of room (counted once until it reads again). */
+static void conn_pause(conn_t *c, flow_reason_t why) {
+  if (c->flow_paused)
+    return;
+  c->flow_paused = true;
+  c->lp->n.paused_conns++;
+  c->lp->n.read_pauses[why]++;
+}
+
+static void conn_unpause(conn_t *c) {
+  if (!c->flow_paused)
+    return;
+  c->flow_paused = false;
+  c->lp->n.paused_conns--;
+}
+
 /* ---- requests ----------------------------------------------------------------------------- */
 
 static void request_gpu_done(request_t *req);
@@ -132,6 +171,7 @@ static request_t *request_new(conn_t *c) {
 
 static void request_free(request_t *req) {
   conn_t *c = req->conn;
+  loop_release(c->lp, req->held);
   body_free(c->lp, req->body, req->body_cap);
   kserve_req_free(req->kserve);
   free(req->text);
@@ -161,6 +201,7 @@ static void queue_remove(conn_t *c, request_t *req) {
 static void conn_close(conn_t *c);
 static void conn_maybe_finish(conn_t *c);
 static void conn_resume_reading(conn_t *c);
+static void conn_resume(conn_t *c);
 
 /* The buffer's responses were written (status 0) or lost; the buffer is kept as the spare. */
 static void outbuf_done(conn_t *c, outbuf_t *ob, int status) {
@@ -171,6 +212,8 @@ static void outbuf_done(conn_t *c, outbuf_t *ob, int status) {
     for (int i = 0; i < 6; i++)
       lp->n.responses_by_status[i] += ob->by_status[i];
   c->active_ms = uv_now(&lp->loop);
+  c->unsent -= ob->len;
+  loop_release(lp, ob->len);
   ob->len = ob->responses = 0;
   memset(ob->by_status, 0, sizeof ob->by_status);
   if (!c->spare && !c->closing && ob != c->out) {
@@ -188,7 +231,7 @@ static void on_write(uv_write_t *w, int status) {
   if (status < 0)
     conn_close(c);
   else {
-    conn_resume_reading(c);
+    conn_resume(c);
     conn_maybe_finish(c);
   }
   conn_unref(c); /* the write's */
@@ -305,23 +348,41 @@ static char *put_head(char *p, const request_t *req, size_t body_len, const char
   return PUT_LITERAL(p, "\r\n");
 }
 
+/* The response's body: the outputs of POST /infer, or the text. */
+static const char *response_body(const request_t *req, size_t *len) {
+  if (req->route == ROUTE_INFER && req->status == 200) {
+    *len = (size_t)req->batch * MLP_OUT * sizeof(float);
+    return req->out.data;
+  }
+  *len = req->text_len;
+  return req->text_len ? req->text : NULL;
+}
+
+/* Bytes appended to the output buffer: unsent, held by the loop. */
+static void hold_unsent(conn_t *c, size_t bytes) {
+  c->unsent += bytes;
+  flow_hold(c->lp, bytes);
+}
+
+/* A request's answer is ready: its bytes are held until the request is freed. */
+static void hold_answer(request_t *req) {
+  size_t len;
+  response_body(req, &len);
+  req->held += len;
+  flow_hold(req->lp, len);
+}
+
 /* Appends the response to the output buffer; false without memory. */
 static bool serialize(conn_t *c, const request_t *req) {
-  const char *body = NULL;
-  size_t body_len = 0;
-  if (req->route == ROUTE_INFER && req->status == 200) {
-    body = req->out.data;
-    body_len = (size_t)req->batch * MLP_OUT * sizeof(float);
-  } else if (req->text_len) {
-    body = req->text;
-    body_len = req->text_len;
-  }
+  size_t body_len;
+  const char *body = response_body(req, &body_len);
   outbuf_t *ob = outbuf_reserve(c, HEAD_MAX + body_len);
   if (!ob)
     return false;
   char *p = put_head(ob->data + ob->len, req, body_len, http_date(c->lp));
   if (body_len && !req->head_only) /* HEAD: the head GET would have, no body */
     p = put(p, body, body_len);
+  hold_unsent(c, (size_t)(p - ob->data) - ob->len);
   ob->len = (size_t)(p - ob->data);
   ob->responses++;
   ob->by_status[req->status / 100 % 6]++;
@@ -383,6 +444,7 @@ static void conn_flush(conn_t *c) {
     request_free(req);
   }
   conn_send(c);
+  conn_resume(c); /* what it sent may make room */
   conn_maybe_finish(c);
   conn_unref(c);
 }
@@ -404,6 +466,12 @@ static void on_flush_check(uv_check_t *check) {
     conn_unref(c); /* the dirty list's */
     c = next;
   }
+  if (!lp->resume_all)
+    return;
+  lp->resume_all = false; /* the cap's low-water mark: the connections it paused read again */
+  for (c = lp->conns; c; c = c->next)
+    if (c->flow_paused)
+      conn_resume(c); /* a closed one stays listed until its handles' callbacks */
 }
 
 static void on_flush_idle(uv_idle_t *idle) { (void)idle; }
@@ -438,9 +506,17 @@ static void conn_close(conn_t *c) {
   uv_close((uv_handle_t *)&c->linger, on_handle_closed);
   if (c->out) { /* serialized, never handed to the socket */
     lp->n.responses_dropped += c->out->responses;
+    c->unsent -= c->out->len;
+    loop_release(lp, c->out->len);
     free(c->out);
     c->out = NULL;
   }
+  loop_release(lp, c->kept_len);
+  free(c->kept);
+  c->kept = NULL;
+  c->kept_len = 0;
+  c->parse_paused = false;
+  conn_unpause(c);
   free(c->spare);
   c->spare = NULL;
   request_t *req = c->head;
@@ -598,6 +674,7 @@ static void send_continue(conn_t *c) {
     return;
   memcpy(ob->data + ob->len, line, sizeof line - 1);
   ob->len += sizeof line - 1;
+  hold_unsent(c, sizeof line - 1);
 }
 
 /* route.c decides the request's fate from its head: a body to read (into a buffer of the loop's
@@ -619,9 +696,13 @@ static int on_headers_complete(llhttp_t *p) {
   if (req->status || !req->body_cap)
     return 0;
   req->body = body_alloc(c->lp, req->body_cap);
-  if (!req->body)
+  if (!req->body) {
     req->status = 503;
-  else if (c->expect_continue)
+    return 0;
+  }
+  req->held += req->body_cap;
+  flow_hold(c->lp, req->body_cap);
+  if (c->expect_continue)
     send_continue(c);
   return 0;
 }
@@ -645,9 +726,18 @@ static int on_message_complete(llhttp_t *p) {
   req->keep_alive = llhttp_should_keep_alive(p);
   req->http10 = p->http_major == 1 && p->http_minor == 0;
   route_message(c->lp, req);
-  if (req->keep_alive)
+  if (req->state == REQ_READY)
+    hold_answer(req);
+  if (!req->keep_alive) {
+    c->read_done = true;
+    return HPE_PAUSED;
+  }
+  /* Flow control while parsing: one read may hold many requests (1 600 GET /metrics in 64 KiB) */
+  flow_reason_t why = flow_over(c->lp, c->queued, c->unsent);
+  if (why == FLOW_OK)
     return 0;
-  c->read_done = true;
+  conn_pause(c, why);
+  c->parse_paused = true; /* on_read keeps the rest of its input */
   return HPE_PAUSED;
 }
 
@@ -702,6 +792,67 @@ static void upgrade_refused(conn_t *c) {
     c->tail->keep_alive = false;
 }
 
+/* Parses input; returns the bytes parsed: all of them, unless flow control paused the parser
+ * after a request (c->parse_paused). */
+static size_t conn_parse(conn_t *c, const char *data, size_t len) {
+  c->parsing = true;
+  llhttp_errno_t err = llhttp_execute(&c->parser, data, len);
+  c->parsing = false;
+  if (err == HPE_PAUSED && c->parse_paused)
+    return (size_t)(llhttp_get_error_pos(&c->parser) - data);
+  if (err == HPE_PAUSED_UPGRADE) /* an Upgrade or CONNECT request: answered, then closed */
+    upgrade_refused(c);
+  else if (err != HPE_OK && err != HPE_PAUSED)
+    parse_error(c, err);
+  return len;
+}
+
+/* The parser paused with input left: kept (the loop's read buffer is the next read's) until the
+ * connection has room again. */
+static void keep_input(conn_t *c, const char *at, size_t n) {
+  if (!n)
+    return;
+  c->kept = malloc(n);
+  if (!c->kept) {
+    conn_close(c);
+    return;
+  }
+  memcpy(c->kept, at, n);
+  c->kept_len = n;
+  flow_hold(c->lp, n);
+}
+
+/* The kept input parsed, as far as flow control lets it go this time; what is left stays kept. */
+static void parse_kept(conn_t *c) {
+  size_t n = c->kept_len, used = n ? conn_parse(c, c->kept, n) : 0;
+  if (!c->kept) /* closed meanwhile: freed */
+    return;
+  if (c->parse_paused && used < n) {
+    memmove(c->kept, c->kept + used, n - used);
+    c->kept_len = n - used;
+    loop_release(c->lp, used);
+    return;
+  }
+  free(c->kept); /* all parsed, or after a closing request: the rest is not read */
+  c->kept = NULL;
+  c->kept_len = 0;
+  loop_release(c->lp, n);
+}
+
+/* After a read: a connection over a limit (the request being parsed not counted: one request of
+ * each connection always gets in) stops reading until it has room. */
+static void stop_if_over(conn_t *c) {
+  flow_reason_t why = FLOW_OK;
+  if (!c->parse_paused && !c->read_done)
+    why = flow_over(c->lp, c->queued - (c->cur != NULL), c->unsent);
+  if (!c->parse_paused && why == FLOW_OK)
+    return;
+  if (why != FLOW_OK)
+    conn_pause(c, why);
+  uv_read_stop((uv_stream_t *)&c->tcp);
+  c->reading = false;
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_t *c = stream->data;
   if (c->closing)
@@ -709,18 +860,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_ref(c);
   c->active_ms = uv_now(&c->lp->loop);
   if (nread > 0 && !c->read_done) {
-    c->parsing = true;
-    llhttp_errno_t err = llhttp_execute(&c->parser, buf->base, (size_t)nread);
-    c->parsing = false;
-    if (err == HPE_PAUSED_UPGRADE) /* an Upgrade or CONNECT request: answered, then closed */
-      upgrade_refused(c);
-    else if (err != HPE_OK && err != HPE_PAUSED)
-      parse_error(c, err);
-    /* Back-pressure: a client that pipelines faster than it reads waits. */
-    if (c->queued >= MAX_QUEUED || uv_stream_get_write_queue_size(stream) > MAX_WRITE_QUEUE) {
-      uv_read_stop(stream);
-      c->reading = false;
-    }
+    size_t used = conn_parse(c, buf->base, (size_t)nread);
+    if (c->parse_paused)
+      keep_input(c, buf->base + used, (size_t)nread - used);
+    if (!c->closing)
+      stop_if_over(c);
     conn_flush(c);
   } else if (nread == UV_EOF) {
     c->peer_eof = true;
@@ -742,14 +886,36 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   conn_unref(c);
 }
 
+/* Reads again unless something holds it back: its parser paused, or (when it still parses) the
+ * connection over its low-water marks. */
 static void conn_resume_reading(conn_t *c) {
   if (c->reading || c->closing || c->peer_eof)
     return;
-  if (!c->read_done && (c->queued > MAX_QUEUED / 2 ||
-                        uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > MAX_WRITE_QUEUE))
+  if (!c->read_done &&
+      (c->parse_paused || !flow_under(c->lp, c->queued - (c->cur != NULL), c->unsent)))
     return;
+  conn_unpause(c);
   if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0)
     c->reading = true;
+}
+
+/* The connection may have room again: its kept input parsed (each request flushed as it goes)
+ * while it stays under its low-water marks, then its socket read. Not reentered: conn_flush,
+ * which it calls, calls it. */
+static void conn_resume(conn_t *c) {
+  if (c->resuming || c->parsing || c->closing)
+    return;
+  c->resuming = true;
+  conn_ref(c);
+  while (c->parse_paused && !c->closing && flow_under(c->lp, c->queued, c->unsent)) {
+    c->parse_paused = false;
+    llhttp_resume(&c->parser);
+    parse_kept(c);
+    conn_flush(c);
+  }
+  c->resuming = false;
+  conn_resume_reading(c);
+  conn_unref(c);
 }
 
 /* A new connection of the loop: its handles initialized, its socket not open yet. */
@@ -910,6 +1076,7 @@ static void request_gpu_done(request_t *req) {
     return;
   }
   route_gpu_result(req);
+  hold_answer(req);
   metrics_request_done(lp, req);
   conn_schedule_flush(c); /* with the other responses of this loop iteration */
 }

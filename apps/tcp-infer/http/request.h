@@ -90,6 +90,7 @@ struct request {
    * submitted and ended; and the time its input took to read before (KServe's JSON) */
   uint64_t t_begin, t_start, t_submitted, t_done, input_ns;
   struct stage_times *stage; /* stages.c: a sampled request's stage times, else NULL */
+  size_t held; /* conn.c: its body's and answer's bytes, counted in its loop's (flow.c) */
 };
 
 /* What conn.c's parser gathered of a request's head (route.c and kserve.c decide from it). */
