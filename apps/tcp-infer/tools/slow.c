@@ -1,13 +1,16 @@
 /* tcp-infer-slow: many connections that take a server's resources without using them, as a
  * slowloris attack or a crowd of idle keep-alive clients would (libuv, one thread).
  *
- *   tcp-infer-slow --port N [--host ADDR] [--connections 1000] [--mode mix|idle|head|body]
- *                  [--interval-ms 1000] [--duration S]
+ *   tcp-infer-slow --port N [--host ADDR] [--connections 1000]
+ *                  [--mode mix|idle|head|body|noread] [--interval-ms 1000] [--requests 1900]
+ *                  [--duration S]
  *
  * idle connections connect and send nothing; head ones send a request's head one byte per
  * interval; body ones send a whole head, then its body one byte per interval; mix: a third of
- * each. Runs for --duration seconds, or until SIGINT or SIGTERM. Prints "slow: N connections
- * open" once they all connected (a script waits for that line), and at the end:
+ * each; noread ones pipeline --requests GET /metrics at once and never read (the server must
+ * stop reading them rather than hold every answer). Runs for --duration seconds, or until SIGINT
+ * or SIGTERM. Prints "slow: N connections open" once they all connected (a script waits for that
+ * line), and at the end:
  *   RESULT slow connections=N opened=O answered_408=A answered_503=R other=X closed=C
  * (answered: the first response's status; closed: the server ended the connection). A
  * connection the server closed is not opened again. Exit 0, 1 when none could connect, 2 on a
@@ -25,7 +28,7 @@
 
 static const char REQUEST[] = "POST /infer HTTP/1.1\r\nHost: slow\r\nContent-Length: 256\r\n\r\n";
 
-typedef enum { MODE_IDLE, MODE_HEAD, MODE_BODY, MODE_MIX } mode_t_;
+typedef enum { MODE_IDLE, MODE_HEAD, MODE_BODY, MODE_MIX, MODE_NOREAD } mode_t_;
 
 typedef struct sconn {
   uv_tcp_t tcp;
@@ -38,7 +41,7 @@ typedef struct sconn {
 static struct {
   const char *host;
   int port;
-  unsigned connections, interval_ms;
+  unsigned connections, interval_ms, requests;
   double duration;
   mode_t_ mode;
   uv_loop_t *loop;
@@ -48,7 +51,7 @@ static struct {
   unsigned connected, pending, a408, a503, other, closed;
   bool stopping, announced;
 } g = {.host = "127.0.0.1", .port = -1, .connections = 1000, .interval_ms = 1000,
-       .mode = MODE_MIX};
+       .requests = 1900, .mode = MODE_MIX};
 
 static void on_closed(uv_handle_t *handle) { (void)handle; }
 
@@ -99,6 +102,19 @@ static void send_bytes(sconn_t *c, const char *data, size_t n) {
     free(w);
 }
 
+/* --mode noread: every request at once, back to back; nothing is read. */
+static void send_pipelined(sconn_t *c) {
+  static const char get[] = "GET /metrics HTTP/1.1\r\nHost: slow\r\n\r\n";
+  size_t n = sizeof get - 1, total = n * g.requests;
+  char *wire = malloc(total);
+  if (!wire)
+    return;
+  for (unsigned i = 0; i < g.requests; i++)
+    memcpy(wire + i * n, get, n);
+  send_bytes(c, wire, total);
+  free(wire);
+}
+
 static void on_connect(uv_connect_t *req, int status) {
   sconn_t *c = req->data;
   g.pending--;
@@ -108,7 +124,10 @@ static void on_connect(uv_connect_t *req, int status) {
   } else {
     c->open = true;
     g.connected++;
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (c->mode == MODE_NOREAD)
+      send_pipelined(c);
+    else
+      uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
     if (c->mode == MODE_BODY) { /* the whole head at once, the body slowly */
       send_bytes(c, REQUEST, sizeof REQUEST - 1);
       c->sent = sizeof REQUEST - 1;
@@ -126,7 +145,7 @@ static void on_tick(uv_timer_t *timer) {
   (void)timer;
   for (unsigned i = 0; i < g.connections; i++) {
     sconn_t *c = &g.conns[i];
-    if (!c->open || c->mode == MODE_IDLE)
+    if (!c->open || c->mode == MODE_IDLE || c->mode == MODE_NOREAD)
       continue;
     char byte = c->sent < sizeof REQUEST - 1 ? REQUEST[c->sent] : 'x';
     if (c->sent < sizeof REQUEST - 1 + 256) {
@@ -161,19 +180,21 @@ static void on_signal(uv_signal_t *handle, int signum) {
 
 static void usage(FILE *f) {
   fprintf(f, "usage: tcp-infer-slow --port N [--host ADDR] [--connections N] "
-             "[--mode mix|idle|head|body] [--interval-ms MS] [--duration S]\n"
-             "  connections that hold a server's resources: idle ones, and ones that send a\n"
-             "  request one byte per interval (its head, or its body); --help, --version\n");
+             "[--mode mix|idle|head|body|noread] [--interval-ms MS] [--requests N] "
+             "[--duration S]\n"
+             "  connections that hold a server's resources: idle ones, ones that send a\n"
+             "  request one byte per interval (its head, or its body), and ones that pipeline\n"
+             "  N GET /metrics and never read (noread); --help, --version\n");
 }
 
 static bool parse_mode(const char *arg) {
-  static const char *const names[] = {"idle", "head", "body", "mix"};
-  for (int i = 0; i < 4; i++)
+  static const char *const names[] = {"idle", "head", "body", "mix", "noread"};
+  for (int i = 0; i < 5; i++)
     if (!strcmp(arg, names[i])) {
       g.mode = (mode_t_)i;
       return true;
     }
-  cli_usage_error("--mode: '%s' is none of mix, idle, head, body", arg);
+  cli_usage_error("--mode: '%s' is none of mix, idle, head, body, noread", arg);
   return false;
 }
 
@@ -188,6 +209,7 @@ static bool option(int ch, void *arg) {
   case 'm': return parse_mode(optarg);
   case 'i': return cli_unsigned("--interval-ms", optarg, 1, 3600000, &g.interval_ms);
   case 'd': return cli_seconds("--duration", optarg, 0.001, 1e9, &g.duration);
+  case 'r': return cli_unsigned("--requests", optarg, 1, 1000000, &g.requests);
   default: return false;
   }
 }
@@ -197,6 +219,7 @@ static int parse(int argc, char **argv) {
       {"host", required_argument, NULL, 'H'},     {"port", required_argument, NULL, 'p'},
       {"connections", required_argument, NULL, 'c'}, {"mode", required_argument, NULL, 'm'},
       {"interval-ms", required_argument, NULL, 'i'}, {"duration", required_argument, NULL, 'd'},
+      {"requests", required_argument, NULL, 'r'},
       {"help", no_argument, NULL, 'h'},           {"version", no_argument, NULL, 'V'},
       {NULL, 0, NULL, 0}};
   if (cli_parse(argc, argv, "", longs, option, usage, NULL) != 0)
