@@ -341,5 +341,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   CHECK(!lp.conns && lp.n.open_conns == 0);
   CHECK(!lp.wait_head && !lp.wait_tail && lp.n.waiting == 0);
   CHECK(gpu.nrunning == 0);
+  CHECK(lp.n.buffered_bytes == 0 && lp.n.paused_conns == 0); /* flow control's counts */
   return 0;
 }
