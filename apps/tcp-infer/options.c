@@ -31,7 +31,9 @@ static void usage(FILE *f) {
           "                    read until they are (default 4194304)\n"
           "  --max-buffered BYTES  request bodies, answers and responses held over every\n"
           "                    connection before the server reads only from connections that\n"
-          "                    hold nothing (default 67108864; each loop holds its share)\n",
+          "                    hold nothing (default 67108864; each loop holds its share)\n"
+        "  --max-queue-size N  inferences of a loop that may wait for a workspace; more are\n"
+        "                    answered 503 with Retry-After (default 0: any number)\n",
         f);
   fprintf(f,
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
@@ -168,6 +170,8 @@ static bool option(int ch, void *arg) {
     return cli_uint("--max-conn-unsent", optarg, 4096, UINT64_C(1) << 40, &o->max_conn_unsent);
   case 'M' + 256:
     return cli_uint("--max-buffered", optarg, 65536, UINT64_C(1) << 44, &o->max_buffered);
+  case 'q' + 256:
+    return cli_unsigned("--max-queue-size", optarg, 0, 1u << 24, &o->max_queue_size);
   case 'b': o->baseline = true; return true;
   case 'o': o->offload = true; return true;
   case 'd':
@@ -283,6 +287,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"max-conn-requests", required_argument, NULL, 'r' + 256},
       {"max-conn-unsent", required_argument, NULL, 'u' + 256},
       {"max-buffered", required_argument, NULL, 'M' + 256},
+      {"max-queue-size", required_argument, NULL, 'q' + 256},
       {"stream-stall-ms", required_argument, NULL, 'L'},
       {"devices", required_argument, NULL, 'v'},
       {"balance", required_argument, NULL, 'y'},

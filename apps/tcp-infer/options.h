@@ -41,6 +41,7 @@ typedef struct options {
    * read, the bytes the server holds over every connection */
   unsigned max_conn_requests;
   uint64_t max_conn_unsent, max_buffered;
+  unsigned max_queue_size; /* --max-queue-size N: inferences waiting per loop; 0: any */
 } options_t;
 
 /* 0, or CLI_USAGE after a usage error's message; --help and --version print and exit 0. */

@@ -184,6 +184,7 @@ struct server {
    * held over every connection (each loop its share) */
   unsigned max_conn_requests;
   size_t max_conn_unsent, max_buffered;
+  unsigned max_queue_size; /* route.c: inferences waiting for a workspace, per loop; 0: any */
 };
 
 #endif

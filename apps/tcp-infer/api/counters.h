@@ -38,6 +38,7 @@ typedef struct counters {
   _Atomic uint64_t buffered_bytes;
   _Atomic unsigned paused_conns;
   _Atomic uint64_t read_pauses[3];
+  _Atomic uint64_t queue_rejected; /* route.c: inferences answered 503 over --max-queue-size */
   histogram_t latency, exec_rows;
 } counters_t;
 

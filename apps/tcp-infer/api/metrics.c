@@ -47,6 +47,7 @@ typedef struct totals {
   uint64_t stalled_picks, streams_added;
   uint64_t refused_conns, accept_errors, timeouts[3]; /* head, body, idle */
   uint64_t buffered, paused, read_pauses[3]; /* flow control (http/flow.c) */
+  uint64_t queue_rejected;                   /* --max-queue-size (route.c) */
   hist_sum_t latency, exec_rows;
 } totals_t;
 
@@ -73,9 +74,11 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   t->paused += n->paused_conns;
   for (int i = 0; i < 3; i++)
     t->read_pauses[i] += n->read_pauses[i];
+  t->queue_rejected += n->queue_rejected;
 }
 
-/* Flow control (http/flow.c): what the connections hold, and the connections not read for it. */
+/* Flow control (http/flow.c): what the connections hold, the connections not read for it; the
+ * inferences the queue policy refused (route.c). */
 static void flow_metrics(FILE *f, const server_t *s, const totals_t *n) {
   metric(f, "cuv_infer_buffered_bytes", "gauge",
          "Bytes the connections hold: request bodies, answers, responses unsent, input kept.",
@@ -91,6 +94,9 @@ static void flow_metrics(FILE *f, const server_t *s, const totals_t *n) {
   static const char *const reasons[] = {"queue", "unsent", "server"};
   for (int i = 0; i < 3; i++)
     sample(f, "cuv_infer_read_pauses_total", "reason", reasons[i], n->read_pauses[i]);
+  metric(f, "cuv_infer_queue_rejected_total", "counter",
+         "Inferences answered 503 at once: the queue for a workspace was full (--max-queue-size).",
+         n->queue_rejected);
 }
 
 /* The limits of a server on a network: the connection cap, refusals, timeouts (timeouts.c). */

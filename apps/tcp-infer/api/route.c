@@ -136,8 +136,28 @@ static bool ready(const loop_t *lp) {
   return lp->backend->ready ? lp->backend->ready(lp->srv) : true;
 }
 
+/* --max-queue-size, Triton's queue policy: an inference that would wait behind that many others
+ * of its loop for a workspace is answered 503 with Retry-After at once, rather than queued. */
+static bool queue_full(loop_t *lp, request_t *req) {
+  unsigned max = lp->srv->max_queue_size;
+  if (!max || !route_runs_model(req->route) || lp->n.waiting < max)
+    return false;
+  lp->n.queue_rejected++;
+  char message[96];
+  snprintf(message, sizeof message, "queue full: %u requests wait for the GPU (--max-queue-size)",
+           max);
+  if (route_is_v2(req->route))
+    kserve_error(req, 503, message);
+  else
+    respond_error(req, 503, message);
+  req->extra_header = "Retry-After: 1\r\n";
+  return true;
+}
+
 /* A complete request with GPU work: to the loop's backend, whichever it is (backend.h). */
 static void start_work(loop_t *lp, request_t *req) {
+  if (queue_full(lp, req))
+    return;
   if (route_runs_model(req->route))
     lp->n.infer_rows_total += req->batch;
   lp->backend->submit(lp, req);

@@ -14,6 +14,10 @@
  *     at once: those within the cap served, the others answered 503 or, once the descriptors
  *     ran out, closed (libuv's reserved descriptor accepts and closes them): none left hanging,
  *     and the server serves after.
+ *   --cases queue      tcp-infer --workspaces 1 --max-queue-size 2 --sim-delay-us 20000
+ *     5 inferences pipelined in one send: the first runs, 2 wait, the last 2 are answered 503
+ *     with Retry-After at once, in their turn (cuv_infer_queue_rejected_total); the 3 that ran
+ *     answered right, and the connection served again once the queue drained.
  *
  * No case asserts how long anything took: each waits for what the server does (its answer, its
  * close); the runner's timeout bounds the waits. */
@@ -240,20 +244,68 @@ static void test_descriptor_limit(void **state) {
   await_serving();
 }
 
+/* ---- the queue policy (--max-queue-size) ---------------------------------------------------- */
+
+static void expect_queue_full(client_t *c) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 503);
+  assert_string_equal(r.retry_after, "1");
+  assert_non_null(strstr(r.body, "queue full"));
+  assert_true(r.keep_alive);
+  free_response(&r);
+}
+
+/* 5 requests in one send, so that the server parses them in one read, before any GPU work of
+ * theirs can complete: 1 runs, 2 wait, 2 are refused. */
+static void test_queue_full(void **state) {
+  double before = wire_metric("cuv_infer_queue_rejected_total", "");
+  client_t *c = dial();
+  batch_t b[5];
+  size_t bytes = MLP_IN * sizeof(float), len = 0;
+  char *wire = malloc(5 * (128 + bytes));
+  assert_non_null(wire);
+  for (unsigned i = 0; i < 5; i++) {
+    b[i] = make_batch(1);
+    len += (size_t)snprintf(wire + len, 128,
+                            "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                            bytes);
+    memcpy(wire + len, b[i].in, bytes);
+    len += bytes;
+  }
+  send_all(c, wire, len);
+  for (unsigned i = 0; i < 3; i++)
+    wire_expect_ok(c, &b[i]);
+  expect_queue_full(c);
+  expect_queue_full(c);
+  assert_true(wire_metric("cuv_infer_queue_rejected_total", "") == before + 2);
+  /* the queue drained: the same connection is served again */
+  wire_send_infer(c, &b[4]);
+  wire_expect_ok(c, &b[4]);
+  for (unsigned i = 0; i < 5; i++)
+    free_batch(&b[i]);
+  free(wire);
+  hang_up(c);
+}
+
 int main(int argc, char **argv) {
   const char *cases = NULL;
-  wire_init(argc, argv, "a server's limits as cmocka cases, --cases timeouts|cap|fds", &cases);
+  wire_init(argc, argv, "a server's limits as cmocka cases, --cases timeouts|cap|fds|queue",
+            &cases);
   const struct CMUnitTest timeouts_cases[] = {
       cmocka_unit_test(test_slow_head), cmocka_unit_test(test_slow_body),
       cmocka_unit_test(test_idle),      cmocka_unit_test(test_head_cap),
   };
   const struct CMUnitTest cap_cases[] = {cmocka_unit_test(test_connection_cap)};
   const struct CMUnitTest fds_cases[] = {cmocka_unit_test(test_descriptor_limit)};
+  const struct CMUnitTest queue_cases[] = {cmocka_unit_test(test_queue_full)};
   if (!strcmp(cases, "timeouts"))
     return cmocka_run_group_tests(timeouts_cases, NULL, NULL);
   if (!strcmp(cases, "cap"))
     return cmocka_run_group_tests(cap_cases, NULL, NULL);
   if (!strcmp(cases, "fds"))
     return cmocka_run_group_tests(fds_cases, NULL, NULL);
-  return cli_usage_error("--cases: '%s' is none of timeouts, cap, fds", cases);
+  if (!strcmp(cases, "queue"))
+    return cmocka_run_group_tests(queue_cases, NULL, NULL);
+  return cli_usage_error("--cases: '%s' is none of timeouts, cap, fds, queue", cases);
 }

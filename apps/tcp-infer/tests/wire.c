@@ -92,6 +92,8 @@ static int on_header_value_complete(llhttp_t *p) {
     snprintf(r->date, sizeof r->date, "%s", r->value);
   else if (!strcasecmp(r->field, "Allow"))
     snprintf(r->allow, sizeof r->allow, "%s", r->value);
+  else if (!strcasecmp(r->field, "Retry-After"))
+    snprintf(r->retry_after, sizeof r->retry_after, "%s", r->value);
   else if (!strcasecmp(r->field, "Content-Type"))
     snprintf(r->content_type, sizeof r->content_type, "%s", r->value);
   else if (!strcasecmp(r->field, "Inference-Header-Content-Length"))

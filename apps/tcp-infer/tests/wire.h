@@ -30,7 +30,7 @@ typedef struct response {
   bool keep_alive;
   bool done;
   long x_batch, content_length, infer_header_len;
-  char date[64], allow[64], content_type[64];
+  char date[64], allow[64], content_type[64], retry_after[64];
   char field[64], value[64]; /* the header being read (in pieces) */
 } response_t;
 
