@@ -1,5 +1,5 @@
 # Sourced by the tcp-infer benches (tcp-infer.sh, tcp-infer-fault.sh, tcp-infer-batching.sh,
-# tcp-infer-slowloris.sh, tcp-infer-callgrind.sh), which run from the source tree
+# tcp-infer-slowloris.sh, tcp-infer-nonreaders.sh, tcp-infer-callgrind.sh), which run from the source tree
 # (apps/tcp-infer/bench/) or as their copies in the build tree, beside the programs (meson copies
 # this file there too).
 #
@@ -41,6 +41,25 @@ tcp_infer_run_status() {
   echo "$1: $3 failed (status $2):"
   tail -n 20 "$4" "$5"
   return 1
+}
+
+# tcp_infer_points OUT: the verifying client's two points in OUT (its RESULT requests lines: alone,
+# then under load) into rps0 p990 bad0 and rps1 p991 bad1 (req/s, p99 in ms, errors).
+tcp_infer_points() {
+  local points
+  mapfile -t points < <(awk '/^RESULT requests/ {
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
+      printf "%s %s %d\n", r["rps"], r["p99_us"] / 1000, r["errors"] + r["mismatches"] }' "$1")
+  read -r rps0 p990 bad0 <<<"${points[0]:-}"
+  read -r rps1 p991 bad1 <<<"${points[1]:-}"
+}
+
+# tcp_infer_p99_ratio BAR: the loaded point's p99 over the one alone (tcp_infer_points), against
+# the bar.
+tcp_infer_p99_ratio() {
+  [ -n "${p991:-}" ] && [ -n "${p990:-}" ] || return 0
+  awk -v a="$p991" -v b="$p990" -v bar="$1" 'BEGIN { r = b > 0 ? a / b : 0
+    printf "  p99 ratio %.2f: %s (bar: %sx)\n", r, r <= bar ? "MET" : "not met", bar }'
 }
 
 # tcp_infer_bin WHO [BUILD_DIR] sets bin to the programs' folder: the script's own ($here) when

@@ -77,13 +77,9 @@ if [ $rc -eq 77 ]; then
   echo "tcp-infer-nonreaders-bench: no CUDA driver (CUV_DRIVER=sim runs it on the simulator)"
   exit 77
 fi
-mapfile -t points < <(awk '/^RESULT requests/ {
-    for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
-    printf "%s %s %d\n", r["rps"], r["p99_us"] / 1000, r["errors"] + r["mismatches"] }' "$log/out.txt")
+tcp_infer_points "$log/out.txt"
 echo "tcp-infer nonreaders bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/err.txt")," \
   "$conns client connections, 1 request of 8 rows in flight each, $secs s per point"
-read -r rps0 p990 bad0 <<<"${points[0]:-}"
-read -r rps1 p991 bad1 <<<"${points[1]:-}"
 echo "  alone:                    ${rps0:-?} req/s, p99 ${p990:-?} ms, ${bad0:-?} errors"
 echo "  with $nonreaders non-readers: ${rps1:-?} req/s, p99 ${p991:-?} ms, ${bad1:-?} errors"
 # The bound (README, Limits): the cap, and per connection one read kept (64 KiB) and one answer
@@ -97,9 +93,6 @@ awk -v n="$nonreaders" -v c="$conns" '/^RESULT memory/ {
       r["buffered"] / 1048576, bound / 1048576, r["buffered"] <= bound ? "within" : "OVER",
       r["buffered_after"] / 1048576, (r["hwm_kib"] - r["rss_quiet_kib"]) / 1024 }' "$log/out.txt"
 grep -h '^RESULT slow' "$log/slow.txt" 2>/dev/null | sed 's/^/  /'
-if [ -n "${p991:-}" ] && [ -n "${p990:-}" ]; then
-  awk -v a="$p991" -v b="$p990" 'BEGIN { r = b > 0 ? a / b : 0
-    printf "  p99 ratio %.2f: %s (bar: 2x)\n", r, r <= 2 ? "MET" : "not met" }'
-fi
+tcp_infer_p99_ratio 2
 [ $rc -eq 0 ] || { echo "tcp-infer-nonreaders-bench: FAILED (status $rc)"; tail -n 20 "$log/err.txt"; }
 exit $((rc == 0 ? 0 : 1))

@@ -51,19 +51,12 @@ if [ $rc -eq 77 ]; then
   echo "tcp-infer-slowloris-bench: no CUDA driver (CUV_DRIVER=sim runs it on the simulator)"
   exit 77
 fi
-mapfile -t points < <(awk '/^RESULT requests/ {
-    for (i = 2; i <= NF; i++) { split($i, kv, "="); r[kv[1]] = kv[2] }
-    printf "%s %s %d\n", r["rps"], r["p99_us"] / 1000, r["errors"] + r["mismatches"] }' "$log/out.txt")
+tcp_infer_points "$log/out.txt"
 echo "tcp-infer slowloris bench: $(grep -m 1 -o 'on the [a-zA-Z]* ([^)]*)' "$log/err.txt"), $conns" \
   "client connections, 1 request of 8 rows in flight each, $secs s per point"
-read -r rps0 p990 bad0 <<<"${points[0]:-}"
-read -r rps1 p991 bad1 <<<"${points[1]:-}"
 echo "  alone:                          ${rps0:-?} req/s, p99 ${p990:-?} ms, ${bad0:-?} errors"
 echo "  with $slow_conns slow connections: ${rps1:-?} req/s, p99 ${p991:-?} ms, ${bad1:-?} errors"
 grep -h '^RESULT slow' "$log/slow.txt" 2>/dev/null | sed 's/^/  /'
-if [ -n "${p991:-}" ] && [ -n "${p990:-}" ]; then
-  awk -v a="$p991" -v b="$p990" 'BEGIN { r = b > 0 ? a / b : 0
-    printf "  p99 ratio %.2f: %s (bar: 1.5x)\n", r, r <= 1.5 ? "MET" : "not met" }'
-fi
+tcp_infer_p99_ratio 1.5
 [ $rc -eq 0 ] || { echo "tcp-infer-slowloris-bench: FAILED (status $rc)"; tail -n 20 "$log/err.txt"; }
 exit $((rc == 0 ? 0 : 1))
