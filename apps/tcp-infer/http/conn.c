@@ -907,7 +907,8 @@ static void conn_resume(conn_t *c) {
     return;
   c->resuming = true;
   conn_ref(c);
-  while (c->parse_paused && !c->closing && flow_under(c->lp, c->queued, c->unsent)) {
+  while (c->parse_paused && !c->closing && !c->read_done &&
+         flow_under(c->lp, c->queued, c->unsent)) {
     c->parse_paused = false;
     llhttp_resume(&c->parser);
     parse_kept(c);
