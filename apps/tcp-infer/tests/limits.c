@@ -17,7 +17,8 @@
  *   --cases queue      tcp-infer --workspaces 1 --max-queue-size 2 --sim-delay-us 20000
  *     5 inferences pipelined in one send: the first runs, 2 wait, the last 2 are answered 503
  *     with Retry-After at once, in their turn (cuv_infer_queue_rejected_total); the 3 that ran
- *     answered right, and the connection served again once the queue drained.
+ *     answered right, and the connection served again once the queue drained; the same through
+ *     KServe's inference, refused in the protocol's JSON form.
  *
  * No case asserts how long anything took: each waits for what the server does (its answer, its
  * close); the runner's timeout bounds the waits. */
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "v2-client.h"
 #include "wire.h"
 
 static double timeouts(const char *stage) {
@@ -246,47 +248,78 @@ static void test_descriptor_limit(void **state) {
 
 /* ---- the queue policy (--max-queue-size) ---------------------------------------------------- */
 
-static void expect_queue_full(client_t *c) {
+static void expect_queue_full(client_t *c, bool v2) {
   response_t r;
   assert_true(read_response(c, &r));
   assert_int_equal(r.status, 503);
   assert_string_equal(r.retry_after, "1");
-  assert_non_null(strstr(r.body, "queue full"));
+  assert_non_null(strstr(r.body, v2 ? "{\"error\":\"queue full" : "queue full"));
   assert_true(r.keep_alive);
   free_response(&r);
 }
 
+/* A KServe inference's answer: 200, the batch's outputs. */
+static void expect_v2_ok(client_t *c, const batch_t *b) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  float out[MLP_OUT];
+  char why[128];
+  assert_int_equal(v2_response_outputs(r.body, r.len, r.infer_header_len, 1, NULL, out, why,
+                                       sizeof why),
+                   0);
+  assert_true(mlp_close_enough(out, b->want, MLP_OUT));
+  free_response(&r);
+}
+
+/* Request i of the 5 (1 row each), appended to the wire: POST /infer's, or KServe's JSON. */
+static void append_request(char **wire, size_t *len, const batch_t *b, bool v2) {
+  size_t body_len = MLP_IN * sizeof(float), json_len;
+  v2_request_opts_t o = {0};
+  char *body = v2 ? v2_request(b->in, 1, &o, &body_len, &json_len) : (char *)b->in;
+  assert_non_null(body);
+  *wire = realloc(*wire, *len + 160 + body_len);
+  assert_non_null(*wire);
+  *len += (size_t)snprintf(*wire + *len, 160,
+                           "POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
+                           v2 ? V2_INFER_PATH : "/infer", body_len);
+  memcpy(*wire + *len, body, body_len);
+  *len += body_len;
+  if (v2)
+    free(body);
+}
+
 /* 5 requests in one send, so that the server parses them in one read, before any GPU work of
- * theirs can complete: 1 runs, 2 wait, 2 are refused. */
-static void test_queue_full(void **state) {
+ * theirs can complete: 1 runs, 2 wait, 2 are refused, each in its turn; then, the queue drained,
+ * the connection is served again. */
+static void queue_full(bool v2) {
   double before = wire_metric("cuv_infer_queue_rejected_total", "");
   client_t *c = dial();
   batch_t b[5];
-  size_t bytes = MLP_IN * sizeof(float), len = 0;
-  char *wire = malloc(5 * (128 + bytes));
-  assert_non_null(wire);
+  char *wire = NULL;
+  size_t len = 0;
   for (unsigned i = 0; i < 5; i++) {
     b[i] = make_batch(1);
-    len += (size_t)snprintf(wire + len, 128,
-                            "POST /infer HTTP/1.1\r\nHost: x\r\nContent-Length: %zu\r\n\r\n",
-                            bytes);
-    memcpy(wire + len, b[i].in, bytes);
-    len += bytes;
+    append_request(&wire, &len, &b[i], v2);
   }
   send_all(c, wire, len);
   for (unsigned i = 0; i < 3; i++)
-    wire_expect_ok(c, &b[i]);
-  expect_queue_full(c);
-  expect_queue_full(c);
+    v2 ? expect_v2_ok(c, &b[i]) : wire_expect_ok(c, &b[i]);
+  expect_queue_full(c, v2);
+  expect_queue_full(c, v2);
   assert_true(wire_metric("cuv_infer_queue_rejected_total", "") == before + 2);
-  /* the queue drained: the same connection is served again */
-  wire_send_infer(c, &b[4]);
-  wire_expect_ok(c, &b[4]);
+  len = 0;
+  append_request(&wire, &len, &b[4], v2);
+  send_all(c, wire, len);
+  v2 ? expect_v2_ok(c, &b[4]) : wire_expect_ok(c, &b[4]);
   for (unsigned i = 0; i < 5; i++)
     free_batch(&b[i]);
   free(wire);
   hang_up(c);
 }
+
+static void test_queue_full(void **state) { queue_full(false); }
+static void test_queue_full_v2(void **state) { queue_full(true); }
 
 int main(int argc, char **argv) {
   const char *cases = NULL;
@@ -298,7 +331,8 @@ int main(int argc, char **argv) {
   };
   const struct CMUnitTest cap_cases[] = {cmocka_unit_test(test_connection_cap)};
   const struct CMUnitTest fds_cases[] = {cmocka_unit_test(test_descriptor_limit)};
-  const struct CMUnitTest queue_cases[] = {cmocka_unit_test(test_queue_full)};
+  const struct CMUnitTest queue_cases[] = {cmocka_unit_test(test_queue_full),
+                                           cmocka_unit_test(test_queue_full_v2)};
   if (!strcmp(cases, "timeouts"))
     return cmocka_run_group_tests(timeouts_cases, NULL, NULL);
   if (!strcmp(cases, "cap"))
