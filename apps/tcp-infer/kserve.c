@@ -24,6 +24,11 @@
 #define INPUT "INPUT0"
 #define OUTPUT "OUTPUT0"
 #define JSON_TYPE "application/json"
+/* The least double that float32's round-to-nearest makes infinite: halfway between FLT_MAX
+ * (2^128 - 2^104) and 2^128, a tie that goes to the even neighbour, 2^128. Every value below it
+ * rounds to a finite float: 3.4028235e38, FLT_MAX as numpy, Go and Rust print it (9 digits, the
+ * shortest that reads back), is a little above FLT_MAX and reads back as FLT_MAX. */
+#define FP32_OVERFLOW 0x1.ffffffp127
 
 /* What a parsed inference request asks of its response. */
 struct kserve_req {
@@ -243,7 +248,15 @@ size_t kserve_body_max(const model_t *m) {
 }
 
 unsigned kserve_head(request_t *req, const http_head_t *h) {
-  if (h->chunked || !h->has_length)
+  if (h->chunked) { /* its size is known once it is in (kserve_infer_parse checks the rest) */
+    if (h->infer_header_len == -2)
+      return 400;
+    req->infer_header_len = h->infer_header_len;
+    req->body_max = kserve_body_max(req->model);
+    req->body_cap = 4096;
+    return 0;
+  }
+  if (!h->has_length)
     return 411;
   if (h->content_length > kserve_body_max(req->model))
     return 413;
@@ -367,8 +380,8 @@ static int flatten(parse_t *p, const json_t *n, float *out, size_t want, size_t 
   if (!json_is_number(n))
     return bad(p, "input " INPUT ": data must hold numbers only");
   double v = json_number_value(n);
-  if (!(fabs(v) <= 3.4028234663852886e38))
-    return bad(p, "input " INPUT ": %g is not a finite FP32", v);
+  if (!(fabs(v) < FP32_OVERFLOW))
+    return bad(p, "input " INPUT ": %.9g is not a finite FP32", v);
   if (*got < want)
     out[*got] = (float)v;
   (*got)++;
@@ -416,6 +429,9 @@ int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
   if (!p.m->ready)
     return bad(&p, "model \"%s\" is not ready (UNAVAILABLE): %s", p.m->name, p.m->why);
   size_t json_len = req->infer_header_len >= 0 ? (size_t)req->infer_header_len : req->body_len;
+  if (json_len > req->body_len) /* a chunked body shorter than its header (else: kserve_head) */
+    return bad(&p, "Inference-Header-Content-Length %zu: the body is %zu bytes", json_len,
+               req->body_len);
   char *id = NULL, *rows = NULL;
   struct kserve_req *ks = NULL;
   int rc = check_request(&p, req->body, json_len, &id);
@@ -469,7 +485,24 @@ static void result_json(FILE *f, const request_t *req, const float *out) {
   fputs("]}]}", f);
 }
 
+/* Whether every output is finite: JSON has no spelling for the infinities (FP32 inputs near
+ * FLT_MAX can overflow the model), which binary outputs carry as they are. */
+static bool outputs_finite(const request_t *req) {
+  const float *out = req->out.data;
+  for (size_t i = 0; i < (size_t)req->batch * MLP_OUT; i++)
+    if (!isfinite(out[i]))
+      return false;
+  return true;
+}
+
 void kserve_infer_result(request_t *req) {
+  if (req->gpu_status == 0 && req->kserve && req->out.data && !req->kserve->binary_out &&
+      !outputs_finite(req)) {
+    cuv_output_release(&req->out);
+    kserve_error(req, 500, "output " OUTPUT " holds a value that is not finite (the model "
+                           "overflowed FP32), which JSON cannot spell: ask for binary_data");
+    return;
+  }
   if (req->gpu_status != 0 || !req->kserve || !req->out.data) {
     char message[160];
     unsigned status = req->gpu_status == CUV_ECLOSED ? 503 : 500;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "backend.h"
 #include "kserve.h"
@@ -20,6 +21,7 @@
 #define ROW_BYTES (MLP_IN * sizeof(float))
 #define ALLOW_GET "Allow: GET, HEAD\r\n"
 #define ALLOW_POST "Allow: POST\r\n"
+#define CHUNKED_FIRST 4096 /* a chunked body's first buffer; conn.c doubles it as chunks come */
 
 /* ---- error messages ----------------------------------------------------------------------- */
 
@@ -37,9 +39,22 @@ static const char *error_message(unsigned status) {
 
 /* ---- the head ----------------------------------------------------------------------------- */
 
-/* The route of url, and the model it runs or asks about (req->model). POST /infer runs the
- * seeded MLP (none with a repository: route_head refuses it). */
-static route_t route_of(const server_t *s, request_t *req, const char *url) {
+/* The path of a request target: origin-form as it is; absolute-form (RFC 9112 3.2.2,
+ * "http://host:port/path?query", what a proxy is sent and a server must take too) from the
+ * first '/' after its authority, the scheme's letters in any case. */
+static const char *target_path(const char *url) {
+  const char *rest = !strncasecmp(url, "http://", 7)    ? url + 7
+                     : !strncasecmp(url, "https://", 8) ? url + 8
+                                                        : NULL;
+  if (!rest)
+    return url;
+  return rest + strcspn(rest, "/?#");
+}
+
+/* The route of a request target, and the model it runs or asks about (req->model). POST /infer
+ * runs the seeded MLP (none with a repository: route_head refuses it). */
+static route_t route_of(const server_t *s, request_t *req, const char *target) {
+  const char *url = target_path(target);
   size_t len = strcspn(url, "?#");
   if (len >= 3 && !strncmp(url, "/v2", 3))
     return kserve_route_of(s, url, len, &req->model);
@@ -65,21 +80,44 @@ static unsigned check_method(request_t *req, uint8_t method, bool get_route) {
   return 405;
 }
 
-/* POST /infer's body: batch x 64 float32. 0 and req->batch, or an error status. */
-static unsigned infer_body(const loop_t *lp, request_t *req, const http_head_t *h) {
-  if (h->chunked || !h->has_length)
-    return 411;
-  if (h->content_length > (uint64_t)lp->srv->max_batch * ROW_BYTES)
+/* POST /infer's body of `bytes`: batch x 64 float32, X-Batch (when sent, >= 0) the batch. 0 and
+ * req->batch, or an error status. */
+static unsigned infer_rows(const loop_t *lp, request_t *req, uint64_t bytes, long x_batch) {
+  if (bytes > (uint64_t)lp->srv->max_batch * ROW_BYTES)
     return 413;
-  if (h->content_length == 0 || h->content_length % ROW_BYTES)
+  if (bytes == 0 || bytes % ROW_BYTES || (x_batch >= 0 && (uint64_t)x_batch != bytes / ROW_BYTES))
     return 400;
-  uint64_t batch = h->content_length / ROW_BYTES;
-  if ((h->x_in_dim != -1 && h->x_in_dim != MLP_IN) ||
-      (h->x_batch != -1 && (uint64_t)h->x_batch != batch))
-    return 400;
-  req->batch = (unsigned)batch;
-  req->body_cap = (size_t)h->content_length;
+  req->batch = (unsigned)(bytes / ROW_BYTES);
   return 0;
+}
+
+/* POST /infer's head: the body's size from Content-Length, or a chunked body that may grow to
+ * the largest batch (conn.c; its rows are counted once it is in, X-Batch kept in req->batch
+ * until then). 0, or an error status. */
+static unsigned infer_body(const loop_t *lp, request_t *req, const http_head_t *h) {
+  if (!h->chunked && !h->has_length)
+    return 411;
+  if (h->chunked) {
+    if ((h->x_in_dim != -1 && h->x_in_dim != MLP_IN) || h->x_batch == -2 || h->x_batch == 0 ||
+        h->x_batch > (long)lp->srv->max_batch)
+      return 400;
+    req->batch = h->x_batch > 0 ? (unsigned)h->x_batch : 0;
+    req->body_max = (size_t)lp->srv->max_batch * ROW_BYTES;
+    req->body_cap = req->body_max < CHUNKED_FIRST ? req->body_max : CHUNKED_FIRST;
+    return 0;
+  }
+  unsigned status = infer_rows(lp, req, h->content_length, h->x_batch == -2 ? 0 : h->x_batch);
+  if (status == 0 && h->x_in_dim != -1 && h->x_in_dim != MLP_IN)
+    status = 400;
+  if (status == 0)
+    req->body_cap = (size_t)h->content_length;
+  return status;
+}
+
+/* A chunked POST /infer is in: its rows counted as Content-Length's would have been. */
+static unsigned chunked_rows(const loop_t *lp, request_t *req) {
+  long x_batch = req->batch ? (long)req->batch : -1;
+  return infer_rows(lp, req, req->body_len, x_batch);
 }
 
 /* The routes that GET (and HEAD) serve; the others take POST. */
@@ -88,13 +126,12 @@ static bool get_route(route_t route) {
          route == ROUTE_V2_READY || route == ROUTE_V2_MODEL || route == ROUTE_V2_MODEL_READY;
 }
 
-/* 413: answered now, before the body is read; the connection then stops reading. */
-static void too_large(loop_t *lp, request_t *req, const http_head_t *h) {
+void route_too_large(loop_t *lp, request_t *req, uint64_t bytes) {
   char message[128];
   size_t max = req->route == ROUTE_INFER ? lp->srv->max_batch * ROW_BYTES
                                          : kserve_body_max(req->model);
-  snprintf(message, sizeof message, "body of %llu bytes: at most %zu (max batch %u)",
-           (unsigned long long)h->content_length, max, lp->srv->max_batch);
+  snprintf(message, sizeof message, "body of %s%llu bytes: at most %zu (max batch %u)",
+           req->body_max ? "more than " : "", (unsigned long long)bytes, max, lp->srv->max_batch);
   req->keep_alive = false;
   if (route_is_v2(req->route))
     kserve_error(req, 413, message);
@@ -102,8 +139,36 @@ static void too_large(loop_t *lp, request_t *req, const http_head_t *h) {
     respond_error(req, 413, message);
 }
 
+/* RFC 9112's rules on the head that llhttp leaves to the server: exactly one Host (HTTP/1.1
+ * needs one, no version may send two: which names the target would be a guess, 3.2) and no
+ * whitespace between a field's name and its colon (5.1); NULL, or why the head is refused. */
+static const char *head_refused(const http_head_t *h) {
+  if (h->field_space)
+    return "bad request: whitespace between a header field's name and its colon";
+  if (h->hosts > 1)
+    return "bad request: more than one Host header";
+  if (h->hosts == 0 && h->http_major == 1 && h->http_minor >= 1)
+    return "bad request: an HTTP/1.1 request needs a Host header";
+  return NULL;
+}
+
+/* 400 now: the connection then stops reading, as after any malformed head. */
+static void refuse_head(request_t *req, const char *why) {
+  req->keep_alive = false;
+  if (route_is_v2(req->route))
+    kserve_error(req, 400, why);
+  else
+    respond_error(req, 400, why);
+}
+
 bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
   req->route = h->url_long ? ROUTE_NONE : route_of(lp->srv, req, h->url);
+  const char *refused = head_refused(h);
+  if (refused) {
+    lp->n.parse_errors++;
+    refuse_head(req, refused);
+    return false;
+  }
   req->head_only = h->method == HTTP_HEAD;
   req->infer_header_len = -1;
   bool debug = req->route == ROUTE_FAULT || req->route == ROUTE_HANG;
@@ -124,7 +189,7 @@ bool route_head(loop_t *lp, request_t *req, const http_head_t *h) {
   req->status = status;
   if (status != 413)
     return true;
-  too_large(lp, req, h);
+  route_too_large(lp, req, h->content_length);
   return false;
 }
 
@@ -178,6 +243,8 @@ static void start_v2_infer(loop_t *lp, request_t *req) {
 /* ---- the message -------------------------------------------------------------------------- */
 
 void route_message(loop_t *lp, request_t *req) {
+  if (!req->status && req->body_max && req->route == ROUTE_INFER)
+    req->status = chunked_rows(lp, req);
   if (req->status && route_is_v2(req->route)) {
     kserve_error(req, req->status, kserve_status_message(req->route, req->status));
   } else if (req->status == 404 && req->route == ROUTE_INFER) {

@@ -62,3 +62,19 @@ void bodies_free(loop_t *lp) {
     lp->body_cached[k] = 0;
   }
 }
+
+char *body_grow(loop_t *lp, char *body, size_t len, size_t *cap, size_t need, size_t max) {
+  size_t grown = *cap ? *cap : 256;
+  while (grown < need)
+    grown *= 2;
+  if (grown > max && need <= max)
+    grown = max;
+  char *bigger = body_alloc(lp, grown);
+  if (!bigger)
+    return NULL;
+  if (len)
+    memcpy(bigger, body, len);
+  body_free(lp, body, *cap);
+  *cap = grown;
+  return bigger;
+}

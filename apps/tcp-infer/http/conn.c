@@ -79,6 +79,7 @@ struct conn {
   /* the head being parsed: the header being read, and what route.c is told */
   char field[32], value[64];
   size_t field_len, value_len;
+  char field_last; /* the field name's last byte */
   bool field_done;
   char url[128];
   size_t url_len;
@@ -633,11 +634,18 @@ static int on_header_value_complete(llhttp_t *p) {
     c->expect_continue = !strcasecmp(c->value, "100-continue");
   else if (c->field_len == 31 && !strcasecmp(c->field, "Inference-Header-Content-Length"))
     c->msg.infer_header_len = parse_long(c->value);
+  else if (c->field_len == 4 && !strcasecmp(c->field, "Host"))
+    c->msg.hosts++;
   return 0;
 }
 
+/* llhttp takes "Host : x" with the space in the field's name ("Host "), which RFC 9112 refuses:
+ * noted for route.c's 400. */
 static int on_header_field_complete(llhttp_t *p) {
-  ((conn_t *)p->data)->field_done = true;
+  conn_t *c = p->data;
+  c->field_done = true;
+  if (c->field_last == ' ' || c->field_last == '\t')
+    c->msg.field_space = true;
   return 0;
 }
 
@@ -652,6 +660,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
     c->field_done = false;
   }
   append(c->field, sizeof c->field, &c->field_len, at, n);
+  c->field_last = n ? at[n - 1] : c->field_last; /* past what field keeps, if long */
   return 0;
 }
 
@@ -683,6 +692,8 @@ static int on_headers_complete(llhttp_t *p) {
   conn_t *c = p->data;
   request_t *req = c->cur;
   c->msg.method = p->method;
+  c->msg.http_major = p->http_major;
+  c->msg.http_minor = p->http_minor;
   c->msg.chunked = (p->flags & F_CHUNKED) != 0;
   c->msg.has_length = (p->flags & F_CONTENT_LENGTH) != 0;
   c->msg.content_length = p->content_length;
@@ -707,9 +718,31 @@ static int on_headers_complete(llhttp_t *p) {
   return 0;
 }
 
+/* A chunked body's next n bytes: room made for them up to the route's limit (req->body_max);
+ * past it 413 at once, and the connection stops reading (true: the parse stops). */
+static bool chunked_over(conn_t *c, request_t *req, size_t n) {
+  if (!req->body_max || !req->body || req->status || n <= req->body_cap - req->body_len)
+    return false;
+  size_t need = req->body_len + n;
+  if (need > req->body_max) {
+    route_too_large(c->lp, req, need);
+    c->cur = NULL;
+    c->read_done = true;
+    return true;
+  }
+  char *grown = body_grow(c->lp, req->body, req->body_len, &req->body_cap, need, req->body_max);
+  if (grown)
+    req->body = grown;
+  else
+    req->status = 503; /* out of memory: the rest is read and dropped */
+  return false;
+}
+
 static int on_body(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
   request_t *req = c->cur;
+  if (chunked_over(c, req, n))
+    return HPE_PAUSED;
   if (req->body && req->status == 0) {
     if (n > req->body_cap - req->body_len)
       n = req->body_cap - req->body_len;

@@ -72,6 +72,7 @@ struct request {
   unsigned status; /* HTTP status of the response */
   char *body;      /* POST /infer: the input batch */
   size_t body_len, body_cap;
+  size_t body_max; /* a chunked body: what it may grow to (route.c), 0 otherwise */
   unsigned batch;
   const struct model *model; /* the model it runs or asks about (repo.h), set with its route */
   gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
@@ -102,6 +103,9 @@ typedef struct http_head {
   uint64_t content_length;
   long x_in_dim, x_batch; /* -1: not sent; -2: not a non-negative number */
   long infer_header_len;  /* Inference-Header-Content-Length, the same way */
+  uint8_t http_major, http_minor;
+  unsigned hosts;   /* Host header lines (RFC 9112 3.2: one, and in HTTP/1.1 at least one) */
+  bool field_space; /* a field name followed by whitespace before its colon (RFC 9112 5.1) */
 } http_head_t;
 
 /* A zeroed request with room after it for the backend's state (req->priv: priv bytes, NULL when

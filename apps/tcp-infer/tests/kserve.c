@@ -17,6 +17,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <float.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,6 +473,72 @@ static void test_json_reader(void **state) {
   hang_up(c);
 }
 
+/* An inference of `rows` random rows whose last value is spelled `last`, read as float32 `as`:
+ * answered with the host's outputs, or 500 when those overflow (JSON has no infinity). */
+static void send_last_value(client_t *c, unsigned rows, const char *last, float as) {
+  batch_t b = make_batch(rows);
+  size_t all = (size_t)b.rows * MLP_IN;
+  char extra[64];
+  snprintf(extra, sizeof extra, ",%s", last);
+  b.in[all - 1] = as;
+  mlp_forward(&wire_weights, b.rows, b.in, b.want);
+  bool finite = true;
+  for (size_t i = 0; i < (size_t)b.rows * MLP_OUT; i++)
+    finite &= isfinite(b.want[i]) != 0;
+  send_text(c, json_request(&b, "\"max\"", 0, all - 1, extra));
+  if (finite)
+    expect_outputs(c, &b, "max", false);
+  else
+    assert_true(expect_error(c, 500));
+  free_batch(&b);
+}
+
+/* FP32's edge: what rounds to FLT_MAX under round-to-nearest is finite (3.4028235e38 is how
+ * numpy, Go and Rust print FLT_MAX), what rounds past it is refused (from the midpoint between
+ * FLT_MAX and 2^128 up, the midpoint itself a tie that goes to 2^128); outputs that overflow
+ * are a 500 in JSON and their bits in binary. */
+static void test_fp32_limits(void **state) {
+  client_t *c = dial();
+  static const char *const finite[] = {"3.4028235e38", "-3.4028235e38", "3.40282356e38",
+                                       "340282346638528859811704183484516925440",
+                                       "3.4028235677973e38", "-3.4028235677973e+38"};
+  for (size_t i = 0; i < sizeof finite / sizeof finite[0]; i++)
+    send_last_value(c, 2, finite[i], finite[i][0] == '-' ? -FLT_MAX : FLT_MAX);
+  static const char *const past[] = {"3.4028236e38", "-3.4028236e38",
+                                     "340282356779733661637539395458142568448", "3.5e38"};
+  batch_t b = make_batch(2);
+  size_t all = (size_t)b.rows * MLP_IN;
+  for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
+    char extra[64];
+    snprintf(extra, sizeof extra, ",%s", past[i]);
+    send_text(c, json_request(&b, NULL, 0, all - 1, extra));
+    assert_true(expect_error(c, 400));
+  }
+  /* a row of FLT_MAX overflows the first layer: no JSON answer, the bits in binary */
+  for (size_t i = 0; i < MLP_IN; i++)
+    b.in[i] = FLT_MAX;
+  mlp_forward(&wire_weights, b.rows, b.in, b.want);
+  send_text(c, json_request(&b, NULL, 0, all, ""));
+  assert_true(expect_error(c, 500));
+  v2_request_opts_t binary = {.binary_out = true};
+  send_infer_v2(c, &b, &binary);
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  assert_int_equal(r.len - (size_t)r.infer_header_len, b.rows * ROW_OUT);
+  const float *got = (const float *)(const void *)(r.body + r.infer_header_len);
+  size_t overflowed = 0;
+  for (size_t i = 0; i < (size_t)b.rows * MLP_OUT; i++) {
+    assert_int_equal(isfinite(got[i]) != 0, isfinite(b.want[i]) != 0);
+    overflowed += !isfinite(got[i]);
+  }
+  assert_true(overflowed > 0);
+  free_response(&r);
+  free_batch(&b);
+  assert_serves(c);
+  hang_up(c);
+}
+
 /* The binary extension's framing: declared sizes that the bytes do not match. */
 static void test_invalid_binary(void **state) {
   client_t *c = dial();
@@ -531,8 +599,9 @@ static void test_invalid_head(void **state) {
       {"POST /v2/health/ready HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
       {"DELETE /v2/models/mlp HTTP/1.1\r\nHost: x\r\n\r\n", 405},
       {"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 400},
+      {"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\n\r\n", 411},
       {"POST /v2/models/mlp/infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-       "\r\n2\r\n{}\r\n0\r\n\r\n", 411},
+       "\r\n2\r\n{}\r\n0\r\n\r\n", 400},
   };
   client_t *c = dial();
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -551,6 +620,50 @@ static void test_invalid_head(void **state) {
   hang_up(c);
 }
 
+/* Chunked bodies and absolute-form targets: a JSON inference of the largest batch in chunks
+ * (its buffer grown past the first), a binary one with Inference-Header-Content-Length, one to
+ * "http://host/v2/..." (RFC 9112 3.2.2); a header length past a chunked body 400, a chunked body
+ * past the largest taken 413 at once and the connection closed. */
+static void test_chunked_and_absolute(void **state) {
+  client_t *c = dial();
+  batch_t b = make_batch(MLP_DEFAULT_MAX_BATCH);
+  v2_request_opts_t json = {.id = "chunks"}, binary = {.binary_in = true, .binary_out = true};
+  size_t len, json_len;
+  char *body = v2_request(b.in, b.rows, &json, &len, &json_len);
+  assert_non_null(body);
+  static const char chunked[] = "POST " V2_INFER_PATH " HTTP/1.1\r\nHost: x\r\n"
+                                "Transfer-Encoding: chunked\r\n\r\n";
+  send_chunked(c, chunked, body, len, 10007);
+  expect_outputs(c, &b, "chunks", false);
+  send_v2(c, "http://x:8000" V2_INFER_PATH, body, len, -1);
+  expect_outputs(c, &b, "chunks", false);
+  free(body);
+  body = v2_request(b.in, b.rows, &binary, &len, &json_len);
+  assert_non_null(body);
+  char head[256];
+  snprintf(head, sizeof head, "POST " V2_INFER_PATH " HTTP/1.1\r\nHost: x\r\n"
+           "Inference-Header-Content-Length: %zu\r\nTransfer-Encoding: chunked\r\n\r\n",
+           json_len);
+  send_chunked(c, head, body, len, 333);
+  expect_outputs(c, &b, NULL, true);
+  send_chunked(c, head, body, json_len - 1, 333);
+  assert_true(expect_error(c, 400));
+  free(body);
+  size_t huge = (size_t)MLP_DEFAULT_MAX_BATCH * MLP_IN * 32 + (128u << 10);
+  char *junk = malloc(huge);
+  assert_non_null(junk);
+  memset(junk, ' ', huge);
+  send_chunked(c, chunked, junk, huge, 1 << 16);
+  assert_false(expect_error(c, 413));
+  assert_closed(c);
+  free(junk);
+  free_batch(&b);
+  hang_up(c);
+  c = dial();
+  assert_serves(c);
+  hang_up(c);
+}
+
 int main(int argc, char **argv) {
   wire_init(argc, argv, "the KServe v2 endpoints' conformance, as cmocka cases", NULL);
   const struct CMUnitTest tests[] = {
@@ -559,6 +672,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_infer_binary),   cmocka_unit_test(test_pipelined_mixed),
       cmocka_unit_test(test_invalid_json),   cmocka_unit_test(test_json_reader),
       cmocka_unit_test(test_invalid_binary), cmocka_unit_test(test_invalid_head),
+      cmocka_unit_test(test_fp32_limits),    cmocka_unit_test(test_chunked_and_absolute),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

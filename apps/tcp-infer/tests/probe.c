@@ -276,13 +276,110 @@ static void test_routes_and_methods(void **state) {
   assert_true(expect_status(c, 405));
   send_str(c, "POST /stats HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc");
   assert_true(expect_status(c, 405));
-  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+  send_str(c, "POST /infer HTTP/1.1\r\nHost: x\r\n\r\n"); /* neither length nor chunks */
   assert_true(expect_status(c, 411));
   batch_t b = make_batch(2);
   send_infer(c, &b, NULL);
   assert_infer_ok(c, &b);
   free_batch(&b);
   hang_up(c);
+}
+
+/* RFC 9112's head rules that llhttp leaves to the server, each a 400 that closes the
+ * connection and counts as a malformed request: an HTTP/1.1 request without Host, two Host
+ * lines (any case, any version), whitespace between a field's name and its colon (llhttp takes
+ * "Host : x" as a field "Host "; a name longer than the server keeps too). HTTP/1.0 needs no
+ * Host. */
+static void test_host_rules(void **state) {
+  static const char *const refused[] = {
+      "GET /metrics HTTP/1.1\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nhost: a\r\nX-Other: 1\r\nHOST: b\r\n\r\n",
+      "GET /metrics HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nHost : x\r\n\r\n",
+      "GET /metrics HTTP/1.1\r\nHost: x\r\nX-A-Field-Name-Longer-Than-Kept-By-The-Server : 1"
+      "\r\n\r\n",
+      "POST /infer HTTP/1.1\r\nContent-Length: 256\r\n\r\n",
+  };
+  size_t n = sizeof refused / sizeof refused[0];
+  char *before = get_stats();
+  double errors = metric(before, "cuv_infer_parse_errors_total");
+  free(before);
+  for (size_t i = 0; i < n; i++) {
+    client_t *c = dial();
+    send_str(c, refused[i]);
+    assert_false(expect_status(c, 400));
+    assert_closed(c);
+    hang_up(c);
+  }
+  char *after = get_stats();
+  assert_true(metric(after, "cuv_infer_parse_errors_total") == errors + (double)n);
+  free(after);
+  client_t *c = dial();
+  send_str(c, "GET /metrics HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  assert_true(expect_status(c, 200));
+  send_str(c, "GET /metrics HTTP/1.1\r\nHost:\r\n\r\n"); /* empty: RFC 9112 allows it */
+  assert_true(expect_status(c, 200));
+  hang_up(c);
+  assert_serving();
+}
+
+/* Absolute-form targets (RFC 9112 3.2.2, "http://host/path"): routed by their path, the scheme
+ * in any case, the query left out; no path is no route. */
+static void test_absolute_form(void **state) {
+  client_t *c = dial();
+  batch_t b = make_batch(4);
+  char head[256];
+  size_t bytes = (size_t)b.rows * MLP_IN * sizeof(float);
+  snprintf(head, sizeof head, "POST http://127.0.0.1:%d/infer HTTP/1.1\r\nHost: 127.0.0.1:%d"
+           "\r\nContent-Length: %zu\r\n\r\n", wire_port, wire_port, bytes);
+  send_str(c, head);
+  send_all(c, b.in, bytes);
+  assert_infer_ok(c, &b);
+  send_str(c, "GET HTTP://x/metrics?q=1 HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 200));
+  send_str(c, "GET https://x:1/v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 200));
+  send_str(c, "GET http://x/nope HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 404));
+  send_str(c, "GET http://x HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 404));
+  send_str(c, "GET http://x/http://y/metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  assert_true(expect_status(c, 404));
+  free_batch(&b);
+  hang_up(c);
+}
+
+/* Chunked request bodies (llhttp parses the framing): a batch in chunks of odd sizes, one byte
+ * at a time, and one that outgrows the first buffer, each answered right; a body that is no
+ * whole number of rows or disagrees with X-Batch 400 on a connection that serves on; one row
+ * past the largest batch 413 at once, the connection then closed. */
+static void test_chunked(void **state) {
+  static const char head[] = "POST /infer HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+                             "\r\n\r\n";
+  client_t *c = dial();
+  const struct {
+    unsigned rows;
+    size_t piece;
+  } ok[] = {{3, 100}, {1, 1}, {200, 4093}, {MLP_DEFAULT_MAX_BATCH, 65536}};
+  for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+    batch_t b = make_batch(ok[i].rows);
+    send_chunked(c, head, b.in, (size_t)b.rows * MLP_IN * sizeof(float), ok[i].piece);
+    assert_infer_ok(c, &b);
+    free_batch(&b);
+  }
+  batch_t b = make_batch(MLP_DEFAULT_MAX_BATCH + 1);
+  send_chunked(c, head, b.in, 100, 7);
+  assert_true(expect_status(c, 400));
+  send_chunked(c, "POST /infer HTTP/1.1\r\nHost: x\r\nX-Batch: 2\r\nTransfer-Encoding: chunked"
+                  "\r\n\r\n", b.in, 3 * MLP_IN * sizeof(float), 256);
+  assert_true(expect_status(c, 400));
+  send_chunked(c, head, b.in, (size_t)b.rows * MLP_IN * sizeof(float), 1000);
+  assert_false(expect_status(c, 413));
+  assert_closed(c);
+  free_batch(&b);
+  hang_up(c);
+  assert_serving();
 }
 
 /* Every response has a Date: HTTP's IMF-fixdate in GMT, the weekday right, the server's clock
@@ -592,7 +689,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_oversized),         cmocka_unit_test(test_wrong_dimension),
       cmocka_unit_test(test_malformed),         cmocka_unit_test(test_routes_and_methods),
       cmocka_unit_test(test_date_header),       cmocka_unit_test(test_head),
-      cmocka_unit_test(test_upgrade_refused),
+      cmocka_unit_test(test_upgrade_refused),   cmocka_unit_test(test_host_rules),
+      cmocka_unit_test(test_absolute_form),     cmocka_unit_test(test_chunked),
       cmocka_unit_test(test_disconnect_abrupt), cmocka_unit_test(test_disconnect_orderly),
       cmocka_unit_test(test_disconnect_mid_batch),
       cmocka_unit_test(test_metrics_format),    cmocka_unit_test(test_metrics_counts),

@@ -171,6 +171,20 @@ void send_all(client_t *c, const void *data, size_t len) {
 
 void send_str(client_t *c, const char *s) { send_all(c, s, strlen(s)); }
 
+void send_chunked(client_t *c, const char *head, const void *body, size_t len, size_t piece) {
+  send_str(c, head);
+  const char *p = body;
+  for (size_t off = 0; off < len; off += piece) {
+    size_t n = len - off < piece ? len - off : piece;
+    char line[48];
+    snprintf(line, sizeof line, off ? "%zx\r\n" : "%zX;piece=first\r\n", n);
+    send_str(c, line);
+    send_all(c, p + off, n);
+    send_str(c, "\r\n");
+  }
+  send_str(c, "0\r\nX-Trailer: end\r\n\r\n");
+}
+
 /* Reads one response; false when the connection ended first. */
 bool read_response(client_t *c, response_t *r) {
   memset(r, 0, sizeof *r);

@@ -50,6 +50,10 @@ void hang_up(client_t *c);
 void reset(client_t *c);
 void send_all(client_t *c, const void *data, size_t len);
 void send_str(client_t *c, const char *s);
+/* A request whose head (ending with its blank line) says Transfer-Encoding: chunked: the body in
+ * chunks of `piece` bytes (the first with a chunk extension), then the last chunk and a
+ * trailer field. */
+void send_chunked(client_t *c, const char *head, const void *body, size_t len, size_t piece);
 /* Reads one response; false when the connection ended first (or the bytes were not HTTP). */
 bool read_response(client_t *c, response_t *r);
 void free_response(response_t *r);
