@@ -6,6 +6,12 @@
 
 #include "histogram.h"
 
+/* Why an inference request failed, Triton's reason label of nv_inference_request_failure:
+ * refused before it ran (a queue full, shutting down, the submission refused), its client gone
+ * before it ran, its GPU work failed or its worker was lost, and anything else (a KServe request
+ * refused by the protocol's rules). */
+typedef enum { FAIL_REJECTED, FAIL_CANCELED, FAIL_BACKEND, FAIL_OTHER, FAIL_REASONS } fail_reason_t;
+
 /* Each loop's own counters: written by its thread, summed by GET /stats on any loop. */
 typedef struct counters {
   _Atomic uint64_t connections_total;
@@ -26,7 +32,7 @@ typedef struct counters {
   /* GET /metrics, Triton's model metrics: inferences answered from GPU work that gave outputs
    * (success) or not, their rows; model executions (a request, or a batch) and their rows; the
    * inferences' durations summed in microseconds (metrics.c says what each covers) */
-  _Atomic uint64_t infer_success, infer_failure, infer_rows_done, execs;
+  _Atomic uint64_t infer_success, infer_failure[FAIL_REASONS], infer_rows_done, execs;
   _Atomic uint64_t request_us, queue_us, input_us, infer_us, output_us;
   /* streams.c: submissions that found a stream stalled (and went to another), streams added */
   _Atomic uint64_t stalled_picks, streams_added;

@@ -43,7 +43,8 @@ typedef struct totals {
   uint64_t connections_total, requests_total, responses_by_status[6], infer_rows_total;
   uint64_t gpu_submitted, gpu_completed, gpu_failed, responses_dropped, truncated, parse_errors;
   uint64_t open_conns, free_workspaces, waiting, graphs;
-  uint64_t success, failure, rows_done, execs, request_us, queue_us, input_us, infer_us, output_us;
+  uint64_t success, failure[FAIL_REASONS], rows_done, execs, pending;
+  uint64_t request_us, queue_us, input_us, infer_us, output_us;
   uint64_t stalled_picks, streams_added;
   uint64_t refused_conns, accept_errors, timeouts[3]; /* head, body, idle */
   uint64_t buffered, paused, read_pauses[3]; /* flow control (http/flow.c) */
@@ -53,7 +54,9 @@ typedef struct totals {
 
 static void sum_triton(const counters_t *n, totals_t *t) {
   t->success += n->infer_success;
-  t->failure += n->infer_failure;
+  for (int k = 0; k < FAIL_REASONS; k++)
+    t->failure[k] += n->infer_failure[k];
+  t->pending += n->waiting + n->batch_pending;
   t->rows_done += n->infer_rows_done;
   t->execs += n->execs;
   t->request_us += n->request_us;
@@ -164,11 +167,27 @@ static void triton(FILE *f, const char *name, const char *help, uint64_t v) {
           name, (unsigned long long)v);
 }
 
+/* nv_inference_request_failure by Triton's reasons (its labels in Triton's order). */
+static void triton_failures(FILE *f, const totals_t *n) {
+  static const char *const reasons[FAIL_REASONS] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
+  family(f, "nv_inference_request_failure", "counter",
+         "Inference requests that failed, by reason: REJECTED refused before running (a queue "
+         "full, shutting down), CANCELED their client gone before they ran, BACKEND their GPU "
+         "work failed or their worker was lost, OTHER refused by the protocol's rules.");
+  for (int k = 0; k < FAIL_REASONS; k++)
+    fprintf(f, "nv_inference_request_failure{model=\"mlp\",reason=\"%s\",version=\"1\"} %llu\n",
+            reasons[k], (unsigned long long)n->failure[k]);
+}
+
 static void triton_metrics(FILE *f, const totals_t *n) {
   triton(f, "nv_inference_request_success", "Inference requests whose GPU work gave outputs.",
          n->success);
-  triton(f, "nv_inference_request_failure",
-         "Inference requests whose GPU work failed, was refused or was lost.", n->failure);
+  triton_failures(f, n);
+  fprintf(f, "# HELP nv_inference_pending_request_count Inference requests complete and waiting "
+             "to execute: for a workspace, in a pending batch, for a worker process.\n"
+             "# TYPE nv_inference_pending_request_count gauge\n"
+             "nv_inference_pending_request_count{" MODEL_LABELS "} %llu\n",
+          (unsigned long long)n->pending);
   triton(f, "nv_inference_count", "Inferences performed (rows of the successful requests).",
          n->rows_done);
   triton(f, "nv_inference_exec_count", "Model executions (a request, or a batch of them).",
@@ -210,7 +229,7 @@ void metrics_request_done(loop_t *lp, const request_t *req) {
     g->requests++;
     g->rows += req->batch;
   } else {
-    n->infer_failure++;
+    n->infer_failure[req->rejected ? FAIL_REJECTED : FAIL_BACKEND]++;
   }
   n->request_us += us(req->t_begin, now);
   n->queue_us += us(req->t_begin + req->input_ns, start);
@@ -218,6 +237,16 @@ void metrics_request_done(loop_t *lp, const request_t *req) {
   n->infer_us += us(submitted, done);
   n->output_us += us(done, now);
   histogram_observe(&n->latency, HIST_LATENCY, us(req->t_begin, now));
+}
+
+void metrics_request_canceled(loop_t *lp, const request_t *req) {
+  if (lp && req && route_runs_model(req->route) && req->t_begin)
+    lp->n.infer_failure[FAIL_CANCELED]++;
+}
+
+void metrics_request_refused(loop_t *lp, const request_t *req) {
+  if (lp && req && route_runs_model(req->route))
+    lp->n.infer_failure[FAIL_OTHER]++;
 }
 
 /* Per device (label device="N", the index among those serving): how the balance went. */

@@ -233,6 +233,7 @@ static void start_v2_infer(loop_t *lp, request_t *req) {
   char why[192];
   req->t_begin = uv_hrtime();
   if (kserve_infer_parse(lp, req, why, sizeof why) != 0) {
+    metrics_request_refused(lp, req);
     kserve_error(req, 400, why);
     return;
   }

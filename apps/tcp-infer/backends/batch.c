@@ -284,6 +284,8 @@ static int flush(loop_t *lp, trigger_t why) {
   int rc = batcher_of(lp)->send(lp, bt);
   if (rc != 0) {
     lp->n.refused += bt->nreqs;
+    for (request_t *req = bt->reqs; req; req = req->next_wait)
+      req->rejected = true;
     batch_done(bt, rc, NULL); /* every request gets the error */
     return 0;
   }
@@ -480,14 +482,16 @@ void batch_metrics(const server_t *s, FILE *f) {
       {"cuv_infer_batch_requests_total", "counter", "Requests submitted in batches."},
       {"cuv_infer_batch_rows_total", "counter", "Rows submitted in batches."},
       {"cuv_infer_batch_pending", "gauge", "Requests in the pending batches, not submitted yet."},
-      {"cuv_infer_batch_queue_delay_us", "gauge",
-       "How long a batch waits for more requests at most (--max-queue-delay-us; 0: one loop "
-       "iteration)."},
   };
-  const uint64_t v[] = {s->coalesce, batches, requests, rows, pending, s->queue_delay_us};
+  const uint64_t v[] = {s->coalesce, batches, requests, rows, pending};
   for (size_t i = 0; i < sizeof m / sizeof m[0]; i++)
     fprintf(f, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", m[i].name, m[i].help, m[i].name,
             m[i].type, m[i].name, (unsigned long long)v[i]);
+  /* in seconds, Prometheus' base unit (the option counts microseconds, as Triton's does) */
+  fprintf(f, "# HELP cuv_infer_batch_queue_delay_seconds How long a batch waits for more "
+             "requests at most (--max-queue-delay-us; 0: one loop iteration).\n"
+             "# TYPE cuv_infer_batch_queue_delay_seconds gauge\n"
+             "cuv_infer_batch_queue_delay_seconds %.6f\n", s->queue_delay_us / 1e6);
   trigger_metrics(s, f);
   fprintf(f, "# HELP cuv_infer_batches_by_rows_total Batches submitted, by their rows (a range "
              "of powers of two).\n# TYPE cuv_infer_batches_by_rows_total counter\n");

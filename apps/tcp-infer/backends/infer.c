@@ -128,6 +128,7 @@ static void offload_after(uv_work_t *work, int status) {
     return;
   streams_done(req->lp, dreq(req)->stream);
   req->lp->n.refused++;
+  req->rejected = true;
   req->gpu_status = rc;
   req->done(req);
 }
@@ -206,6 +207,7 @@ static void run(loop_t *lp, request_t *req) {
   streams_done(lp, dreq(req)->stream);
   req->gpu_status = rc;
   lp->n.refused++;
+  req->rejected = true;
   req->done(req); /* refused: answered with the error */
 }
 

@@ -290,6 +290,7 @@ static void isolate_start(loop_t *lp, request_t *req) {
   } else if (iso->stopping || iso->queued >= lp->srv->isolate_queue) {
     iso->refused++;
     lp->n.refused++;
+    req->rejected = true;
     fail_request(lp, req, CUV_ECLOSED, iso->stopping ? STOPPING : FULL);
   } else {
     queue_push(iso, req, false);

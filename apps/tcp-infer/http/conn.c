@@ -531,8 +531,10 @@ static void conn_close(conn_t *c) {
     if (req->state == REQ_RUNNING) {
       req->orphan = true; /* its completion frees it */
     } else {
-      if (req->state == REQ_WAITING)
+      if (req->state == REQ_WAITING) {
         lp->backend->forget(lp, req);
+        metrics_request_canceled(lp, req);
+      }
       request_free(req);
     }
     req = next;

@@ -68,6 +68,7 @@ struct request {
   bool keep_alive;
   bool http10;
   bool head_only; /* HEAD: the head of the GET response, no body */
+  bool rejected;  /* refused before its work ran (a queue full, the submission refused) */
   route_t route;
   unsigned status; /* HTTP status of the response */
   char *body;      /* POST /infer: the input batch */

@@ -39,7 +39,7 @@ static double trigger(const prom_t *p, const char *name) {
 static counts_t counts(void) {
   prom_t p;
   wire_metrics(&p, "/metrics", NULL);
-  assert_int_equal(wire_value(&p, "cuv_infer_batch_queue_delay_us", ""), DELAY_US);
+  assert_true(wire_value(&p, "cuv_infer_batch_queue_delay_seconds", "") == DELAY_US / 1e6);
   counts_t c = {.execs = wire_value(&p, "nv_inference_exec_count", WIRE_MODEL),
                 .rows = wire_value(&p, "cuv_infer_exec_rows_sum", WIRE_MODEL),
                 .full = trigger(&p, "full"),
@@ -116,11 +116,61 @@ static void test_delay(void **state) {
   assert_true(waited >= DELAY_US / 1e6);
 }
 
+/* Triton's pending-request gauge and its CANCELED failures: requests waiting in the pending
+ * batch (the delay is long) count as pending, one by one; a client that resets while its request
+ * waits takes it out: no longer pending, counted CANCELED, never executed. The others are
+ * answered once the delay passed, and nothing is pending after. */
+static double pending(void) {
+  return wire_metric("nv_inference_pending_request_count", WIRE_MODEL);
+}
+
+static double canceled(void) {
+  return wire_metric("nv_inference_request_failure",
+                     "model=\"mlp\",reason=\"CANCELED\",version=\"1\"");
+}
+
+static void wait_pending(double want) {
+  while (pending() != want) {
+    struct timespec ts = {0, 5000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void test_pending_and_canceled(void **state) {
+  counts_t a = counts();
+  double canceled_before = canceled();
+  assert_true(pending() == 0);
+  client_t *c[3];
+  batch_t b[3];
+  for (unsigned i = 0; i < 3; i++) {
+    c[i] = dial();
+    b[i] = make_batch(2);
+    wire_send_infer(c[i], &b[i]);
+    wait_pending(i + 1);
+  }
+  reset(c[1]);
+  wait_pending(2);
+  assert_true(canceled() == canceled_before + 1);
+  assert_true(counts().execs == a.execs);
+  for (unsigned i = 0; i < 3; i += 2) {
+    wire_expect_ok(c[i], &b[i]);
+    hang_up(c[i]);
+  }
+  for (unsigned i = 0; i < 3; i++)
+    free_batch(&b[i]);
+  assert_true(pending() == 0);
+  counts_t z = counts();
+  assert_true(z.execs - a.execs == 1);
+  assert_true(z.rows - a.rows == 4);
+  assert_true(canceled() == canceled_before + 1);
+}
+
 int main(int argc, char **argv) {
   wire_init(argc, argv, "when a batch leaves (Triton's dynamic batching), as cmocka cases", NULL);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_preferred_size), cmocka_unit_test(test_largest_preferred),
       cmocka_unit_test(test_full),           cmocka_unit_test(test_delay),
+      cmocka_unit_test(test_pending_and_canceled),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -350,11 +350,21 @@ static char *one_row(unsigned values, const char *rest) {
   return text;
 }
 
+static double failed_other(void) {
+  return wire_metric("nv_inference_request_failure",
+                     "model=\"mlp\",reason=\"OTHER\",version=\"1\"");
+}
+
+/* Every body refused here counts as a failure of Triton's reason OTHER (and only those: the
+ * correct answer at the end counts none). */
 static void test_invalid_json(void **state) {
+  double other = failed_other();
+  size_t refused = 0;
   client_t *c = dial();
   for (size_t i = 0; i < sizeof bad_json / sizeof bad_json[0]; i++) {
     send_v2(c, V2_INFER_PATH, bad_json[i], strlen(bad_json[i]), -1);
     assert_true(expect_error(c, 400));
+    refused++;
   }
   /* a valid input with bad outputs or parameters, and 65 values where 64 go */
   static const char *const rests[] = {
@@ -368,13 +378,16 @@ static void test_invalid_json(void **state) {
     send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
     free(body);
     assert_true(expect_error(c, 400));
+    refused++;
   }
   char *body = one_row(MLP_IN + 1, ""); /* 65 values */
   send_v2(c, V2_INFER_PATH, body, strlen(body), -1);
   free(body);
   assert_true(expect_error(c, 400));
+  refused++;
   assert_serves(c);
   hang_up(c);
+  assert_true(failed_other() == other + (double)refused);
 }
 
 /* An inference of b's rows in JSON: `id` the id member's JSON text (NULL: none), the first

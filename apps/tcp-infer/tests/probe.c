@@ -562,11 +562,23 @@ static void family_of(const char *text, const char *name, char *out, size_t cap)
   }
 }
 
+/* nv_inference_request_failure summed over Triton's four reasons, each of which must be there. */
+static double failures(const prom_t *p) {
+  static const char *const reasons[] = {"REJECTED", "CANCELED", "BACKEND", "OTHER"};
+  double sum = 0;
+  for (size_t i = 0; i < 4; i++) {
+    char labels[96];
+    snprintf(labels, sizeof labels, "model=\"mlp\",reason=\"%s\",version=\"1\"", reasons[i]);
+    sum += wire_value(p, "nv_inference_request_failure", labels);
+  }
+  return sum;
+}
+
 /* GET /metrics and its alias /stats parse as Prometheus text; every family has its HELP and
  * TYPE, cuv's own prefix or Triton's; Triton's model metrics and the histograms are there. */
 static void test_metrics_format(void **state) {
   static const char *const triton[] = {
-      "nv_inference_request_success",           "nv_inference_request_failure",
+      "nv_inference_request_success",           "nv_inference_pending_request_count",
       "nv_inference_count",                     "nv_inference_exec_count",
       "nv_inference_request_duration_us",       "nv_inference_queue_duration_us",
       "nv_inference_compute_input_duration_us", "nv_inference_compute_infer_duration_us",
@@ -578,7 +590,8 @@ static void test_metrics_format(void **state) {
     for (size_t i = 0; i < p.n; i++) {
       char fam[128], help[160], type[160];
       family_of(text, p.samples[i].name, fam, sizeof fam);
-      assert_true(!strncmp(fam, "cuv_", 4) || !strncmp(fam, "nv_inference_", 13));
+      assert_true(!strncmp(fam, "cuv_", 4) || !strncmp(fam, "nv_inference_", 13) ||
+                  !strncmp(fam, "nv_gpu_", 7));
       snprintf(help, sizeof help, "# HELP %s ", fam);
       snprintf(type, sizeof type, "# TYPE %s ", fam);
       assert_non_null(strstr(text, help));
@@ -586,6 +599,7 @@ static void test_metrics_format(void **state) {
     }
     for (size_t i = 0; i < sizeof triton / sizeof triton[0]; i++)
       wire_value(&p, triton[i], WIRE_MODEL);
+    failures(&p); /* each of Triton's reasons */
     wire_value(&p, "cuv_infer_request_duration_seconds_count", WIRE_MODEL);
     wire_value(&p, "cuv_infer_exec_rows_bucket", WIRE_MODEL ",le=\"+Inf\"");
     assert_true(p.n >= 60);
@@ -606,7 +620,7 @@ static snapshot_t snapshot(void) {
   wire_metrics(&p, "/metrics", NULL);
   snapshot_t s = {
       .success = wire_value(&p, "nv_inference_request_success", WIRE_MODEL),
-      .failure = wire_value(&p, "nv_inference_request_failure", WIRE_MODEL),
+      .failure = failures(&p),
       .count = wire_value(&p, "nv_inference_count", WIRE_MODEL),
       .execs = wire_value(&p, "nv_inference_exec_count", WIRE_MODEL),
       .exec_rows = wire_value(&p, "cuv_infer_exec_rows_sum", WIRE_MODEL),
