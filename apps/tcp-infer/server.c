@@ -26,6 +26,7 @@
 #include "conn.h"
 #include "cublas.h"
 #include "model.h"
+#include "nvml.h"
 #include "options.h"
 #include "repo.h"
 #include "server.h"
@@ -393,6 +394,8 @@ static int serve(server_t *s, const options_t *o, bool cublas, const listen_addr
 
 static void server_close(server_t *s) {
   free(s->loops);
+  nvml_close(s->nvml);
+  s->nvml = NULL;
   for (unsigned i = 0; i < s->ndevices; i++) {
     model_free(&s->gpus[i]);
     if (s->gpus[i].dev)
@@ -423,6 +426,8 @@ int main(int argc, char **argv) {
   }
   if (o.worker)
     return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
+  if (!cuv_driver_is_sim()) /* the simulator's GPU is no GPU of the machine's */
+    srv.nvml = nvml_open("libnvidia-ml.so.1");
   listen_addr_t where = o.listen;
   unsigned room = listen_fd_room(srv.nloops);
   if (room && srv.max_connections > room)

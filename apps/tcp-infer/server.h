@@ -185,6 +185,7 @@ struct server {
   unsigned max_conn_requests;
   size_t max_conn_unsent, max_buffered;
   unsigned max_queue_size; /* route.c: inferences waiting for a workspace, per loop; 0: any */
+  struct nvml *nvml; /* nvml.c: the GPUs' own metrics for GET /metrics; NULL: absent */
 };
 
 #endif

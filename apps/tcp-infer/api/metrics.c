@@ -20,6 +20,7 @@
 #include "batch.h"
 #include "isolate-metrics.h"
 #include "metrics.h"
+#include "nvml.h"
 #include "server.h"
 
 #define MODEL_LABELS "model=\"mlp\",version=\"1\""
@@ -376,6 +377,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   device_metrics(f, s);
   isolate_metrics(s, f); /* --isolate: the worker processes (cuv_infer_worker_*) */
   batch_metrics(s, f); /* --coalesce: cuv_infer_batch* */
+  nvml_render(s->nvml, f); /* Triton's nv_gpu_*, where NVML loaded */
   if (fclose(f) != 0) {
     free(text);
     return NULL;

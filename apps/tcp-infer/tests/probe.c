@@ -574,6 +574,32 @@ static double failures(const prom_t *p) {
   return sum;
 }
 
+/* Triton's GPU metrics (NVML): none on the simulator (absent, not zeros); on a GPU, where NVML
+ * is, each value in its range (a ratio, used memory within the total, power above zero). */
+static void check_gpu_metrics(const prom_t *p) {
+  const char *driver = getenv("CUV_DRIVER");
+  bool sim = driver && !strcmp(driver, "sim");
+  size_t n = 0;
+  for (size_t i = 0; i < p->n; i++) {
+    const prom_sample_t *s = &p->samples[i];
+    if (strncmp(s->name, "nv_gpu_", 7))
+      continue;
+    n++;
+    assert_non_null(strstr(s->labels, "gpu_uuid=\""));
+    if (!strcmp(s->name, "nv_gpu_utilization"))
+      assert_true(s->value >= 0 && s->value <= 1);
+    else if (!strcmp(s->name, "nv_gpu_memory_used_bytes")) {
+      const prom_sample_t *total = prom_find(p, "nv_gpu_memory_total_bytes", s->labels);
+      assert_non_null(total);
+      assert_true(s->value <= total->value);
+    } else
+      assert_true(s->value > 0);
+  }
+  print_message("# %zu GPU metric samples (NVML)\n", n);
+  if (sim)
+    assert_int_equal(n, 0);
+}
+
 /* GET /metrics and its alias /stats parse as Prometheus text; every family has its HELP and
  * TYPE, cuv's own prefix or Triton's; Triton's model metrics and the histograms are there. */
 static void test_metrics_format(void **state) {
@@ -600,6 +626,7 @@ static void test_metrics_format(void **state) {
     for (size_t i = 0; i < sizeof triton / sizeof triton[0]; i++)
       wire_value(&p, triton[i], WIRE_MODEL);
     failures(&p); /* each of Triton's reasons */
+    check_gpu_metrics(&p);
     wire_value(&p, "cuv_infer_request_duration_seconds_count", WIRE_MODEL);
     wire_value(&p, "cuv_infer_exec_rows_bucket", WIRE_MODEL ",le=\"+Inf\"");
     assert_true(p.n >= 60);
