@@ -21,6 +21,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "accept.h"
 #include "backend.h"
 #include "cli.h"
 #include "conn.h"
@@ -54,8 +55,7 @@ static void loop_stop(uv_async_t *async) {
   loop_t *lp = async->data;
   lp->stopping = true;
   uv_close((uv_handle_t *)&lp->stop, NULL);
-  if (lp->listener.data)
-    uv_close((uv_handle_t *)&lp->listener, NULL);
+  accept_stop(lp);
   timeouts_stop(lp);
   conn_loop_close(lp);
   if (lp->bridge)
@@ -69,11 +69,7 @@ static int loop_setup(loop_t *lp) {
   int rc = lp->backend->init(lp); /* the bridge too, where the backend submits through one */
   if (rc != 0)
     return rc;
-  uv_tcp_init(&lp->loop, &lp->listener);
-  lp->listener.data = lp;
-  int uv_rc = uv_tcp_open(&lp->listener, lp->listen_fd);
-  if (uv_rc == 0)
-    uv_rc = uv_listen((uv_stream_t *)&lp->listener, 1024, conn_on_connection);
+  int uv_rc = accept_start(lp);
   if (uv_rc != 0) {
     fprintf(stderr, "tcp-infer: cannot listen: %s\n", uv_strerror(uv_rc));
     return CUV_EINVAL;

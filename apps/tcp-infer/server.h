@@ -81,8 +81,8 @@ struct loop {
   unsigned index;
   uv_loop_t loop;
   uv_thread_t thread;
-  uv_tcp_t listener;
-  int listen_fd;
+  uv_poll_t listener; /* accept.c: the listening socket, accepted from on the loop */
+  int listen_fd, reserve_fd; /* reserve_fd: accept.c's spare, for when descriptors run out */
   uv_async_t stop;
   cuv_uv_t *bridge; /* NULL in --baseline */
   struct stage_log *stages; /* stages.c: its sampled stage times (--stage-sample) */

@@ -47,7 +47,7 @@ typedef struct totals {
   uint64_t success, failure[FAIL_REASONS], rows_done, execs, pending;
   uint64_t request_us, queue_us, input_us, infer_us, output_us;
   uint64_t stalled_picks, streams_added;
-  uint64_t refused_conns, accept_errors, timeouts[3]; /* head, body, idle */
+  uint64_t refused_conns, refused_fds, accept_errors, timeouts[3]; /* head, body, idle */
   uint64_t buffered, paused, read_pauses[3]; /* flow control (http/flow.c) */
   uint64_t queue_rejected;                   /* --max-queue-size (route.c) */
   hist_sum_t latency, exec_rows;
@@ -71,6 +71,7 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   t->streams_added += n->streams_added;
   t->refused_conns += n->connections_refused;
   t->accept_errors += n->accept_errors;
+  t->refused_fds += n->connections_refused_fds;
   t->timeouts[0] += n->timeouts_head;
   t->timeouts[1] += n->timeouts_body;
   t->timeouts[2] += n->timeouts_idle;
@@ -110,8 +111,11 @@ static void limit_metrics(FILE *f, const server_t *s, const totals_t *n) {
          s->max_connections);
   metric(f, "cuv_infer_connections_refused_total", "counter",
          "Connections answered 503 at once: over the limit.", n->refused_conns);
+  metric(f, "cuv_infer_connections_refused_fds_total", "counter",
+         "Connections closed at once, a 503 line sent if the socket took it: out of descriptors "
+         "(accepted with the one kept in reserve).", n->refused_fds);
   metric(f, "cuv_infer_accept_errors_total", "counter",
-         "Accepts that failed (out of descriptors: libuv closed the waiting connections).",
+         "Accepts that failed for another reason, or out of descriptors with none in reserve.",
          n->accept_errors);
   family(f, "cuv_infer_timeouts_total", "counter",
          "Requests answered 408 (their head or body too slow) and idle connections closed.");

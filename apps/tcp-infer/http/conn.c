@@ -1005,28 +1005,8 @@ static void conn_refuse(conn_t *c) {
   conn_flush(c);
 }
 
-/* A connection to accept. libuv keeps a descriptor in reserve for when accept fails for want of
- * descriptors (EMFILE, ENFILE): it accepts and closes the waiting connections with it and tells
- * us the error, and the loop goes on; the connection cap (server.c lowers it under the
- * descriptor limit) answers 503 before that happens. */
-void conn_on_connection(uv_stream_t *listener, int status) {
-  loop_t *lp = listener->data;
-  if (status < 0) {
-    lp->n.accept_errors++;
-    return;
-  }
-  conn_t *c = conn_new(lp);
-  if (!c)
-    return;
-  if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0 || lp->stopping) {
-    conn_close(c);
-    return;
-  }
-  conn_start(c);
-  if (lp->srv->connections > lp->srv->max_connections)
-    conn_refuse(c);
-}
-
+/* An accepted connection (accept.c; fuzz/http.c's socketpair): served, or over the connection
+ * cap (server.c lowers it under the descriptor limit) answered 503. */
 int conn_open(loop_t *lp, uv_os_sock_t sock) {
   conn_t *c = conn_new(lp);
   if (!c)
@@ -1037,6 +1017,8 @@ int conn_open(loop_t *lp, uv_os_sock_t sock) {
     return rc;
   }
   conn_start(c);
+  if (lp->srv->connections > lp->srv->max_connections)
+    conn_refuse(c);
   return 0;
 }
 

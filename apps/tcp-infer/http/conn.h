@@ -5,9 +5,8 @@
 #include "server.h"
 
 void conn_settings_init(llhttp_settings_t *settings);
-void conn_on_connection(uv_stream_t *listener, int status);
-/* Serves a connected stream socket accepted elsewhere (fuzz/http.c: one end of a socketpair); the
- * loop owns and closes it once this returns 0. */
+/* Serves a connected stream socket (accept.c's; fuzz/http.c: one end of a socketpair), or answers
+ * it 503 over --max-connections; the loop owns and closes it once this returns 0. */
 int conn_open(loop_t *lp, uv_os_sock_t sock);
 void conn_close_all(loop_t *lp);
 /* Shutdown: closes the connections and the loop's own handles of conn.c, frees its caches. */

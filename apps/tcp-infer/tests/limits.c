@@ -12,8 +12,11 @@
  *   --cases fds        the server under a descriptor limit of 256 (ulimit -n)
  *     its connection cap fitted under the limit (cuv_infer_connections_limit), 300 connections
  *     at once: those within the cap served, the others answered 503 or, once the descriptors
- *     ran out, closed (libuv's reserved descriptor accepts and closes them): none left hanging,
- *     and the server serves after.
+ *     ran out, closed (accept.c's reserved descriptor accepts and closes them): none left
+ *     hanging, each refusal counted, and the server serves after.
+ *   --cases fds-used   the same, with 120 of the server's descriptors taken before it starts
+ *     (inherited), so that its cap is above what is left: the descriptors run out first, and
+ *     the connections refused then are counted (cuv_infer_connections_refused_fds_total).
  *   --cases queue      tcp-infer --workspaces 1 --max-queue-size 2 --sim-delay-us 20000
  *     5 inferences pipelined in one send: the first runs, 2 wait, the last 2 are answered 503
  *     with Retry-After at once, in their turn (cuv_infer_queue_rejected_total); the 3 that ran
@@ -213,9 +216,17 @@ static void test_connection_cap(void **state) {
 
 /* ---- the descriptor limit ------------------------------------------------------------------- */
 
-static void test_descriptor_limit(void **state) {
+/* Connections refused so far: over the cap (a 503 in turn) and out of descriptors (accept.c). */
+static double refusals(void) {
+  return wire_metric("cuv_infer_connections_refused_total", "") +
+         wire_metric("cuv_infer_connections_refused_fds_total", "");
+}
+
+static void descriptor_limit(bool run_out) {
   enum { N = 300 };
   double limit = wire_metric("cuv_infer_connections_limit", "");
+  double refused_before = refusals();
+  double fds_before = wire_metric("cuv_infer_connections_refused_fds_total", "");
   print_message("# the server's connection cap under its descriptor limit: %.0f\n", limit);
   assert_true(limit >= 1 && limit < 256);
   client_t *c[N];
@@ -244,7 +255,18 @@ static void test_descriptor_limit(void **state) {
     hang_up(c[i]);
   free_batch(&b);
   await_serving();
+  /* every connection not served was counted, by the cap or at the descriptor limit (those of
+   * await_serving's tries that were refused too) */
+  double counted = refusals() - refused_before;
+  double fds = wire_metric("cuv_infer_connections_refused_fds_total", "") - fds_before;
+  print_message("# refusals counted: %.0f, out of descriptors %.0f\n", counted, fds);
+  assert_true(counted >= refused + closed);
+  if (run_out)
+    assert_true(fds >= 1);
 }
+
+static void test_descriptor_limit(void **state) { descriptor_limit(false); }
+static void test_descriptors_used(void **state) { descriptor_limit(true); }
 
 /* ---- the queue policy (--max-queue-size) ---------------------------------------------------- */
 
@@ -323,8 +345,8 @@ static void test_queue_full_v2(void **state) { queue_full(true); }
 
 int main(int argc, char **argv) {
   const char *cases = NULL;
-  wire_init(argc, argv, "a server's limits as cmocka cases, --cases timeouts|cap|fds|queue",
-            &cases);
+  wire_init(argc, argv,
+            "a server's limits as cmocka cases, --cases timeouts|cap|fds|fds-used|queue", &cases);
   const struct CMUnitTest timeouts_cases[] = {
       cmocka_unit_test(test_slow_head), cmocka_unit_test(test_slow_body),
       cmocka_unit_test(test_idle),      cmocka_unit_test(test_head_cap),
@@ -333,6 +355,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest fds_cases[] = {cmocka_unit_test(test_descriptor_limit)};
   const struct CMUnitTest queue_cases[] = {cmocka_unit_test(test_queue_full),
                                            cmocka_unit_test(test_queue_full_v2)};
+  const struct CMUnitTest fds_used_cases[] = {cmocka_unit_test(test_descriptors_used)};
   if (!strcmp(cases, "timeouts"))
     return cmocka_run_group_tests(timeouts_cases, NULL, NULL);
   if (!strcmp(cases, "cap"))
@@ -341,5 +364,7 @@ int main(int argc, char **argv) {
     return cmocka_run_group_tests(fds_cases, NULL, NULL);
   if (!strcmp(cases, "queue"))
     return cmocka_run_group_tests(queue_cases, NULL, NULL);
-  return cli_usage_error("--cases: '%s' is none of timeouts, cap, fds, queue", cases);
+  if (!strcmp(cases, "fds-used"))
+    return cmocka_run_group_tests(fds_used_cases, NULL, NULL);
+  return cli_usage_error("--cases: '%s' is none of timeouts, cap, fds, fds-used, queue", cases);
 }
