@@ -7,6 +7,7 @@
  * Calls go one way, from the top (a file calls only files below it):
  *   server.c                    options, start-up, the loops (one thread each), shutdown
  *   http/timeouts.c             a loop's connection timeouts (slow heads and bodies, idle)
+ *   http/accept.c               a loop's accepts; connections refused when descriptors run out
  *   http/conn.c                 connections: HTTP/1.1 parsing (llhttp), requests answered in order
  *   api/route.c                 what a request asks for, its answer or its start
  *   api/metrics.c, kserve.c     GET /metrics (and /stats); the KServe v2 protocol (kserve_json.c)
@@ -15,7 +16,7 @@
  *                               each worker process), batch.c (coalesce), infer.c (cuv, offload,
  *                               baseline)
  *   gpu/                        workspaces (pool.c), streams (streams.c, stall.c), the model
- *                               (model.c, cublas.c)
+ *                               (model.c, cublas.c); NVML's readings (nvml.c, for metrics.c)
  *   http/request.c, bodies.c, api/stages.c   a request's response; bodies; stage times
  * A request's answer never calls upward: the layer that made the request (conn.c, or worker.c in
  * the worker process) sets its completion callback (request_t.done), and the backend that ran its
