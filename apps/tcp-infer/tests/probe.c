@@ -336,16 +336,17 @@ static void test_absolute_form(void **state) {
   send_str(c, head);
   send_all(c, b.in, bytes);
   assert_infer_ok(c, &b);
-  send_str(c, "GET HTTP://x/metrics?q=1 HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_status(c, 200));
-  send_str(c, "GET https://x:1/v2/health/live HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_status(c, 200));
-  send_str(c, "GET http://x/nope HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_status(c, 404));
-  send_str(c, "GET http://x HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_status(c, 404));
-  send_str(c, "GET http://x/http://y/metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  assert_true(expect_status(c, 404));
+  static const struct {
+    const char *target;
+    unsigned status;
+  } gets[] = {{"HTTP://x/metrics?q=1", 200}, {"https://x:1/v2/health/live", 200},
+              {"http://x/nope", 404},        {"http://x", 404},
+              {"http://x/http://y/metrics", 404}};
+  for (size_t i = 0; i < sizeof gets / sizeof gets[0]; i++) {
+    snprintf(head, sizeof head, "GET %s HTTP/1.1\r\nHost: x\r\n\r\n", gets[i].target);
+    send_str(c, head);
+    assert_true(expect_status(c, gets[i].status));
+  }
   free_batch(&b);
   hang_up(c);
 }
