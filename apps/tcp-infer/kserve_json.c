@@ -83,16 +83,41 @@ bool json_string_is(const json_t *v, const char *s) {
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* The bytes of the UTF-8 sequence at s (RFC 3629: no overlong form, no surrogate, nothing past
+ * U+10FFFF), or 0 when it is none; s[0] >= 0x80, `left` bytes there. */
+static size_t utf8_sequence(const unsigned char *s, size_t left) {
+  size_t n = s[0] >= 0xc2 && s[0] <= 0xdf ? 2 : s[0] >= 0xe0 && s[0] <= 0xef ? 3
+             : s[0] >= 0xf0 && s[0] <= 0xf4                                ? 4
+                                                                            : 0;
+  if (!n || n > left)
+    return 0;
+  for (size_t i = 1; i < n; i++)
+    if ((s[i] & 0xc0) != 0x80)
+      return 0;
+  /* the second byte's range where the first allows an overlong form, a surrogate or too much */
+  if ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f) ||
+      (s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f))
+    return 0;
+  return n;
+}
+
 void json_put_string(FILE *f, const char *s, size_t len) {
   fputc('"', f);
   for (size_t i = 0; i < len; i++) {
     unsigned char ch = (unsigned char)s[i];
-    if (ch == '"' || ch == '\\')
+    size_t n;
+    if (ch == '"' || ch == '\\') {
       fprintf(f, "\\%c", ch);
-    else if (ch < 0x20)
+    } else if (ch < 0x20) {
       fprintf(f, "\\u%04x", ch);
-    else
+    } else if (ch < 0x80) {
       fputc(ch, f);
+    } else if ((n = utf8_sequence((const unsigned char *)s + i, len - i)) != 0) {
+      fwrite(s + i, 1, n, f);
+      i += n - 1;
+    } else {
+      fputs("\\ufffd", f); /* not UTF-8: the replacement character, so the text stays JSON */
+    }
   }
   fputc('"', f);
 }

@@ -28,7 +28,8 @@ json_t *json_read(const char *text, size_t len, char why[JSON_WHY_LEN]);
 /* Whether v is a string equal to s. */
 bool json_string_is(const json_t *v, const char *s);
 
-/* "s" with what JSON escapes escaped (quotes, backslash, control characters). */
+/* "s" with what JSON escapes escaped (quotes, backslash, control characters), and each byte that
+ * begins no valid UTF-8 sequence written as U+FFFD: the text is valid JSON whatever s holds. */
 void json_put_string(FILE *f, const char *s, size_t len);
 /* A float32's shortest text that reads back exactly (%.9g; finite values only). */
 void json_put_float(FILE *f, float v);

@@ -329,6 +329,39 @@ static void test_string_round_trip(void **state) {
   free(text);
 }
 
+/* Bytes that are no UTF-8 (a stray continuation, a lone lead, overlong, a surrogate, past
+ * U+10FFFF, cut short at the end) are written as U+FFFD, one per byte, so that the text reads
+ * back as JSON; the valid sequences around them are kept as they are. */
+static void test_string_invalid_utf8(void **state) {
+  static const struct {
+    const char *raw, *want;
+  } cases[] = {
+      {"a\x80" "b", "a\xef\xbf\xbd" "b"},
+      {"\xff", "\xef\xbf\xbd"},
+      {"\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xed\xa0\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xf4\x90\x80\x80", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xc3\xa9\xe2\x82", "\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd"},
+      {"\xf0\x9f\x98\x80\xe2\x82\xac\xf4\x8f\xbf\xbf",
+       "\xf0\x9f\x98\x80\xe2\x82\xac\xf4\x8f\xbf\xbf"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    assert_non_null(f);
+    json_put_string(f, cases[i].raw, strlen(cases[i].raw));
+    assert_int_equal(fclose(f), 0);
+    char why[JSON_WHY_LEN];
+    json_t *doc = json_read(text, len, why);
+    if (!doc)
+      fail_msg("case %zu: %s: %s", i, text, why);
+    assert_string_equal(json_string_value(doc), cases[i].want);
+    json_decref(doc);
+    free(text);
+  }
+}
+
 int main(int argc, char **argv) {
   cli_no_options(argc, argv, "the JSON reader and writer's cases (cmocka)");
   const struct CMUnitTest tests[] = {
@@ -337,6 +370,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_depth),          cmocka_unit_test(test_numbers),
       cmocka_unit_test(test_utf8),           cmocka_unit_test(test_big_arrays),
       cmocka_unit_test(test_float_round_trip), cmocka_unit_test(test_string_round_trip),
+      cmocka_unit_test(test_string_invalid_utf8),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
