@@ -5,30 +5,32 @@
 # --make-request and --check; curl sends its bodies with Expect: 100-continue), and invalid ones
 # answered 4xx in the protocol's JSON error form. With --not-ready, against an --isolate server
 # whose workers cannot start: live, not ready (400 on both readiness routes), and an inference
-# answered 503 with Retry-After. With --start-hang, against an --isolate server whose first worker
-# hangs in its start-up (--debug-start-hang 1): it becomes ready once the front killed that one
+# answered 503 with Retry-After and counted as a failure of reason R (default BACKEND). With
+# --start-hang, against an --isolate server whose first worker hangs in its start-up
+# (--debug-start-hang 1): it becomes ready once the front killed that one
 # (cuv_infer_worker_start_timeouts_total counts it) and the next worker started, then serves.
 # With --deadline as well, an inference sent while that first worker hangs (its
 # --isolate-deadline-ms far below the --isolate-start-timeout) must first be answered 503 for its
 # deadline (cuv_infer_worker_expired_total counts it), not for the worker that never started.
 #
-#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready | --start-hang
-#                  [--deadline]]
+#   kserve-curl.sh --port N --client PATH/tcp-infer-client [--not-ready [--reason R] |
+#                  --start-hang [--deadline]]
 #
 # Exit status 0 when every check passed, 1 at the first that failed (it says which), 2 on a
 # usage error.
 set -uo pipefail
 
 usage() {
-  echo "usage: kserve-curl.sh --port N --client PATH [--not-ready | --start-hang [--deadline]]"
+  echo "usage: kserve-curl.sh --port N --client PATH [--not-ready [--reason R] | --start-hang [--deadline]]"
   echo "       (run by tcp-infer-run, which starts the server)"
 }
-port='' client='' not_ready=0 start_hang=0 deadline=0
+port='' client='' not_ready=0 start_hang=0 deadline=0 reason=BACKEND
 while [ $# -gt 0 ]; do
   case $1 in
   --port) port=${2:-}; shift 2 || true ;;
   --client) client=${2:-}; shift 2 || true ;;
   --not-ready) not_ready=1; shift ;;
+  --reason) reason=${2:-}; shift 2 || true ;;
   --start-hang) start_hang=1; shift ;;
   --deadline) deadline=1; shift ;;
   --help) usage; exit 0 ;;
@@ -66,6 +68,11 @@ if [ "$not_ready" = 1 ]; then
   expect 503 POST /v2/models/mlp/infer --data-binary "@$tmp/json.body"
   json_error
   [ "$(header Retry-After)" = 1 ] || fail "503 without Retry-After: 1"
+  # counted once, with Triton's reason: BACKEND (its worker could not start), or REJECTED (the
+  # queue for a worker had no room: --isolate-queue 0)
+  failed=$(curl -s "$url/metrics" |
+    sed -n "s/^nv_inference_request_failure{model=\"mlp\",reason=\"$reason\",version=\"1\"} //p")
+  [ "$failed" = 1 ] || fail "nv_inference_request_failure{reason=\"$reason\"} is '$failed', want 1"
   echo "kserve-curl: not ready, as it should be"
   exit 0
 fi
