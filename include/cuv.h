@@ -534,9 +534,14 @@ CUV_EXTERN cuv_op_t *cuv_memcpy_dtoh(void *dst, cuv_buffer_t *src, size_t src_of
  *
  * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
  *          (cuv_op_error).
+ * Unique storage: the destination range may not share a byte of device memory with the source
+ * range (the same buffer, or two adopted over one allocation); disjoint ranges of one buffer are
+ * fine.
+ *
  * @errors CUV_EINVAL: dst or src is NULL.
  *         CUV_ERANGE: either range is past its buffer's end.
  *         CUV_EDEVICE: dst and src are buffers of two devices (use cuv_memcpy_peer).
+ *         CUV_EOVERLAP: the two ranges overlap (bytes > 0).
  *         CUV_ENOMEM: no memory for the op.
  *         At execution: CUV_EDEVICE, CUV_ECONFLICT, CUV_ENOMEM, or the driver's error.
  * @threads Any thread.

@@ -89,6 +89,12 @@ int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes
   return 0;
 }
 
+bool cuv__buffer_ranges_overlap(const cuv_buffer_t *a, size_t a_offset, size_t a_bytes,
+                                const cuv_buffer_t *b, size_t b_offset, size_t b_bytes) {
+  CUdeviceptr a_start = a->ptr + a_offset, b_start = b->ptr + b_offset;
+  return a_bytes && b_bytes && a_start < b_start + b_bytes && b_start < a_start + a_bytes;
+}
+
 int cuv__buffer_alloc_async(cuv_buffer_t **out, cuv_device_t *dev, size_t bytes,
                             cuv_stream_t *stream) {
   CUdeviceptr ptr = 0;

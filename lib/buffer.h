@@ -22,6 +22,11 @@ struct cuv_buffer_s {
 
 /* Checks [offset, offset + bytes) lies in buf. */
 int cuv__buffer_check_range(const cuv_buffer_t *buf, size_t offset, size_t bytes);
+/* Whether bytes [a_offset, a_offset + a_bytes) of a and [b_offset, b_offset + b_bytes) of b share
+ * device memory, compared by address: two buffers adopted over one allocation overlap too. Empty
+ * ranges overlap nothing. The ranges must lie in their buffers (cuv__buffer_check_range). */
+bool cuv__buffer_ranges_overlap(const cuv_buffer_t *a, size_t a_offset, size_t a_bytes,
+                                const cuv_buffer_t *b, size_t b_offset, size_t b_bytes);
 /* The release function of every output that is a buffer (cuv_output_buffer recognises it). */
 void cuv__buffer_release(void *buf);
 /* A new buffer from stream-ordered allocation on `stream` (of dev: else CUV_EDEVICE), freed on that

@@ -67,15 +67,36 @@ static void custom_touches(const cuv_op_t *op, cuv__touches_t *t) {
 
 static const cuv__op_vt_t custom_vt = {"custom", custom_execute, custom_drop, custom_touches};
 
+/* The bytes an access names (bytes 0: to the buffer's end). */
+static size_t access_bytes(const cuv_access_t *a) {
+  return a->bytes ? a->bytes : a->buffer->size - a->offset;
+}
+
 static int check_access(const cuv_access_t *a, int *device) {
   if (!a->buffer || (a->kind != CUV_ARG_KIND_READ && a->kind != CUV_ARG_KIND_WRITE &&
                      a->kind != CUV_ARG_KIND_RW))
     return CUV_EINVAL;
   if (a->offset > a->buffer->size)
     return CUV_ERANGE;
-  size_t bytes = a->bytes ? a->bytes : a->buffer->size - a->offset;
-  int rc = cuv__buffer_check_range(a->buffer, a->offset, bytes);
+  int rc = cuv__buffer_check_range(a->buffer, a->offset, access_bytes(a));
   return rc < 0 ? rc : cuv__op_join_device(device, a->buffer->dev->ordinal);
+}
+
+static bool overlap(const cuv_access_t *a, const cuv_access_t *b) {
+  return cuv__buffer_ranges_overlap(a->buffer, a->offset, access_bytes(a), b->buffer, b->offset,
+                                    access_bytes(b));
+}
+
+/* Unique storage: what the op writes is no other declared access's (work that reads and writes
+ * the same bytes declares them once, RW). Ops declare a handful of accesses: every pair is
+ * compared. */
+static int check_unique(const cuv_access_t *accesses, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if ((accesses[i].kind != CUV_ARG_KIND_READ || accesses[j].kind != CUV_ARG_KIND_READ) &&
+          overlap(&accesses[i], &accesses[j]))
+        return CUV_EOVERLAP;
+  return 0;
 }
 
 static int check_accesses(const cuv_access_t *accesses, size_t n, int *device) {
@@ -86,7 +107,7 @@ static int check_accesses(const cuv_access_t *accesses, size_t n, int *device) {
   int rc = 0;
   for (size_t i = 0; rc == 0 && i < n; i++)
     rc = check_access(&accesses[i], device);
-  return rc;
+  return rc < 0 ? rc : check_unique(accesses, n);
 }
 
 CUV_EXTERN cuv_op_t *cuv_custom(cuv_custom_fn execute, void *arg, cuv_release_fn drop,

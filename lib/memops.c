@@ -99,6 +99,9 @@ static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_off
     return cuv__op_fail(rc);
   if (dst && src && dst->dev != src->dev)
     return cuv__op_fail(CUV_EDEVICE);
+  /* Unique storage: the driver leaves an overlapping copy undefined. */
+  if (dst && src && cuv__buffer_ranges_overlap(dst, dst_offset, bytes, src, src_offset, bytes))
+    return cuv__op_fail(CUV_EOVERLAP);
   copy_op_t *c = (copy_op_t *)cuv__op_new(&copy_vt, sizeof *c);
   if (!c)
     return cuv__op_fail(CUV_ENOMEM);

@@ -39,7 +39,9 @@ extern "C" {
 /** A buffer a custom op's work touches, with its access.
  *
  * The range is checked against the buffer, while hazards are tracked per buffer, so a range
- * narrows no ordering. Build accesses with the CUV_ACCESS_* macros. */
+ * narrows no ordering. Unique storage: a WRITE or RW access may not share a byte of device memory
+ * with another access of the same op (work that reads and writes the same bytes declares them
+ * once, RW); reads may overlap each other. Build accesses with the CUV_ACCESS_* macros. */
 typedef struct cuv_access {
   cuv_buffer_t *buffer;   /**< The buffer (the op takes its own reference). */
   enum cuv_arg_kind kind; /**< CUV_ARG_KIND_READ, _WRITE or _RW. */
@@ -88,6 +90,7 @@ typedef int (*cuv_custom_fn)(cuv_custom_ctx_t *ctx, cuv_output_t *out, void *arg
  *         is NULL or its kind is not CUV_ARG_KIND_READ, _WRITE or _RW.
  *         CUV_ERANGE: an access's range reaches past its buffer.
  *         CUV_EDEVICE: the accesses name buffers of two devices.
+ *         CUV_EOVERLAP: a WRITE or RW access overlaps another access (cuv_access_t).
  *         CUV_ENOMEM: no memory for the op (or naccesses too large for one).
  *         At execution: CUV_EDEVICE (a stream of another device than the buffers'),
  *         CUV_ECONFLICT (a CUV_HAZARD_STRICT buffer in flight on another stream), CUV_ENOMEM

@@ -43,6 +43,7 @@
  * | CUV_EDEVICE    | -9009      | objects of different devices used together                   |
  * | CUV_ETHREAD    | -9010      | cannot start a thread                                        |
  * | CUV_ENONCCL    | -9011      | no usable NCCL library (collectives need NCCL 2.19 or later) |
+ * | CUV_EOVERLAP   | -9012      | an op's written bytes overlap another of its accesses        |
  */
 
 #include <errno.h>
@@ -73,7 +74,9 @@
   XX(EDEVICE, -9009, "objects of different devices used together")                              \
   XX(ETHREAD, -9010, "cannot start a thread")                                                    \
   XX(ENONCCL, -9011, "no usable NCCL library (cuv_nccl_error says which and why): collectives "  \
-                     "need NCCL 2.19 or later")
+                     "need NCCL 2.19 or later")                                                  \
+  XX(EOVERLAP, -9012, "the bytes an op writes overlap another of its accesses (unique storage: "  \
+                      "a copy's source and destination, a custom op's declared accesses)")
 
 /** The error codes: 0 or a negative value, see this file's description for the ranges. */
 typedef enum {
