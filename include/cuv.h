@@ -470,9 +470,9 @@ CUV_EXTERN int cuv_buffer_set_hazard_mode(cuv_buffer_t *buf, int mode);
  * @errors CUV_EINVAL: dev is NULL, or bytes is 0.
  *         CUV_ENOMEM: no memory for the op or the buffer object.
  *         CUV_EDEVICE: executed on a stream of another device.
+ *         CUV_ENOTSUP: executed inside a graph capture (cuv_graph_capture).
  *         A driver error when cuMemAllocAsync fails.
  * @threads Any thread.
- * @notes Not inside a graph capture.
  */
 CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
 /** Stream-ordered free: consumes the caller's reference.
@@ -484,6 +484,8 @@ CUV_EXTERN cuv_op_t *cuv_alloc(cuv_device_t *dev, size_t bytes);
  * @errors CUV_EINVAL: buf is NULL.
  *         CUV_ENOMEM: no memory for the op.
  *         CUV_EDEVICE: executed on a stream of another device (the reference is dropped).
+ *         CUV_ENOTSUP: executed inside a graph capture (the reference is dropped once the
+ *         capture ended, so that nothing is freed into it).
  * @threads Any thread.
  * @notes The reference passes to the op when it is built.
  */
@@ -700,7 +702,8 @@ CUV_EXTERN cuv_op_t *cuv_download_into(cuv_host_buffer_t *dst, size_t dst_offset
  * cuv_buffer_t *: cuv_output_buffer), which the submission holds as written, so another stream's
  * use of it is ordered after the fill as for cuv_memset32. count is in elements: 0, or
  * count * element size past SIZE_MAX, is CUV_EINVAL; so is a NULL device or buffer. Executed on a
- * stream of another device: CUV_EDEVICE. Like cuv_alloc, not inside a graph capture. */
+ * stream of another device: CUV_EDEVICE. Like cuv_alloc, refused inside a graph capture
+ * (CUV_ENOTSUP). */
 /** A new buffer of `count` bytes, each set to value.
  *
  * @returns A new op, never NULL, whose output is the new buffer; a failure is carried by the op
@@ -1625,7 +1628,28 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *queue, cuv_ticket_t ticket);
 /** A captured, instantiated CUDA graph and the stream it replays on. */
 typedef struct cuv_graph_s cuv_graph_t;
 
-/** Captures op into a graph on `stream`, in relaxed mode, then instantiates and uploads it.
+/** How a graph's stream capture treats the driver calls CUDA calls potentially unsafe during a
+ * capture (a synchronize or query, cuMemAlloc, cuMemHostAlloc, a module unload), as
+ * cuStreamBeginCapture's mode does. */
+typedef enum cuv_capture_mode {
+  /** The default: such calls are allowed, on every thread (CU_STREAM_CAPTURE_MODE_RELAXED). */
+  CUV_CAPTURE_RELAXED = 0,
+  /** The capturing thread may not make them: they fail, and the capture with them
+   * (CU_STREAM_CAPTURE_MODE_THREAD_LOCAL). Other threads are unaffected. */
+  CUV_CAPTURE_THREAD_LOCAL,
+  /** No thread may make them while the capture runs: they fail, and the capture with them
+   * (CU_STREAM_CAPTURE_MODE_GLOBAL), including the polls of cuv's own threads for work in flight
+   * elsewhere in the process. */
+  CUV_CAPTURE_GLOBAL,
+} cuv_capture_mode_t;
+
+/** Options of cuv_graph_capture_opts; NULL stands for all zero. */
+typedef struct cuv_graph_opts {
+  cuv_capture_mode_t capture_mode; /**< CUV_CAPTURE_RELAXED (0) unless set */
+} cuv_graph_opts_t;
+
+/** Captures op into a graph on `stream`, in relaxed mode, then instantiates and uploads it: the
+ * same as cuv_graph_capture_opts with NULL options.
  *
  * stream NULL takes a stream of the op device's default policy, which the submission engine's
  * threads may be using meanwhile: pass a stream of your own whenever other threads submit.
@@ -1641,18 +1665,38 @@ typedef struct cuv_graph_s cuv_graph_t;
  *         inside it.
  *         op's own error, when op is an error op, or any error of its execution.
  *         CUV_EDEVICE: op's device is not the stream's.
- *         CUV_ENOTSUP: the tree spans several devices.
+ *         CUV_ENOTSUP: the tree spans several devices, or the captured op allocates or frees
+ *         device memory (cuv_alloc, cuv_free, the buffer helpers: cuv_zeros, cuv_dup, ...), or is
+ *         a peer copy.
  *         A driver error (a CUresult as a negative code) when capture, instantiation or upload
  *         fails.
  * @threads Any thread not under the execution lock; the op's callbacks run on it and do not wait.
  * @notes Consumes op. The graph holds what the capture touched (buffers, kernels, staged host
- *        data) for its lifetime. Do not allocate (cuv_alloc) inside a capture; use buffers made
- *        before. A given stream must carry nothing else during the capture (no submissions
+ *        data) for its lifetime. Allocations and frees are refused inside a capture; use buffers
+ *        made before. A given stream must carry nothing else during the capture (no submissions
  *        through a policy that may pick it: the submission engine's threads enqueue
  *        concurrently).
  */
 CUV_EXTERN int cuv_graph_capture(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
                                  cuv_output_t *out);
+/** Captures op into a graph on `stream` in the capture mode opts names, then instantiates and
+ * uploads it: cuv_graph_capture with options.
+ *
+ * With CUV_CAPTURE_THREAD_LOCAL or CUV_CAPTURE_GLOBAL, an op whose execution makes a potentially
+ * unsafe call fails with the driver's error (CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, or
+ * CUDA_ERROR_STREAM_CAPTURE_INVALIDATED from the end of the capture): for instance a cuv_download
+ * whose pinned block the staging pool does not hold yet (cuMemHostAlloc). With
+ * CUV_CAPTURE_GLOBAL, another thread's unsafe call fails and makes the capture fail too: capture
+ * while nothing else of the process is in flight.
+ *
+ * @returns 0, and *graph holds the caller's first reference.
+ * @errors CUV_EINVAL: graph or op is NULL, or opts->capture_mode is not a cuv_capture_mode_t.
+ *         Otherwise those of cuv_graph_capture.
+ * @threads Any thread not under the execution lock; the op's callbacks run on it and do not wait.
+ * @notes Consumes op, as cuv_graph_capture.
+ */
+CUV_EXTERN int cuv_graph_capture_opts(cuv_graph_t **graph, cuv_op_t *op, cuv_stream_t *stream,
+                                      cuv_output_t *out, const cuv_graph_opts_t *opts);
 /** An op that replays the graph on the executing stream. Usable with every executor and
  * combinator.
  *

@@ -69,10 +69,17 @@ static int fill(const make_op_t *m, cuv__exec_t *ex, CUdeviceptr dst) {
   return CUV_EINVAL;
 }
 
+/* A graph replays what its capture enqueued, and a captured cuMemAllocAsync or cuMemFreeAsync
+ * would become a node of the graph that cuv's buffers do not model (the same memory again at each
+ * replay, a free behind the graph's back): allocating and freeing ops refuse to be captured. */
+static int refuse_capture(const cuv__exec_t *ex) {
+  return cuv__hazard_capturing(ex->sub) ? CUV_ENOTSUP : 0;
+}
+
 static int make_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   make_op_t *m = (make_op_t *)op;
   cuv_buffer_t *buf = NULL;
-  int rc = m->dev == ex->stream->dev ? 0 : CUV_EDEVICE;
+  int rc = m->dev == ex->stream->dev ? refuse_capture(ex) : CUV_EDEVICE;
   if (rc == 0)
     rc = cuv__buffer_alloc_async(&buf, m->dev, m->count * m->width, ex->stream);
   if (rc == 0)
@@ -167,7 +174,9 @@ static void alloc_drop(cuv_op_t *op) { cuv__device_unref(((alloc_op_t *)op)->dev
 static int alloc_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   alloc_op_t *a = (alloc_op_t *)op;
   cuv_buffer_t *buf = NULL;
-  int rc = cuv__buffer_alloc_async(&buf, a->dev, a->bytes, ex->stream);
+  int rc = refuse_capture(ex);
+  if (rc == 0)
+    rc = cuv__buffer_alloc_async(&buf, a->dev, a->bytes, ex->stream);
   if (rc == 0)
     *out = cuv__output(buf, cuv__buffer_release, buf);
   alloc_drop(op);
@@ -215,6 +224,13 @@ static int free_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   if (buf->dev != ex->stream->dev) {
     cuv_buffer_unref(buf);
     return CUV_EDEVICE;
+  }
+  if (refuse_capture(ex) < 0) {
+    /* Released once the capture ended (with the graph or its failure), so that a last reference
+     * frees nothing into the capture; without memory for that, now. */
+    if (cuv__sub_hold(ex->sub, cuv__buffer_release, buf) < 0)
+      cuv_buffer_unref(buf);
+    return CUV_ENOTSUP;
   }
   if (buf->adopted)
     return free_adopted(buf, ex);

@@ -1,4 +1,5 @@
-/* CUDA graphs: an op captured once (relaxed stream capture), instantiated and uploaded, then
+/* CUDA graphs: an op captured once (a stream capture in the mode the options name, relaxed by
+ * default), instantiated and uploaded, then
  * replayed through an op. The capture's submission never runs anything; it is kept by the graph
  * as the holder of what the captured work touches, and retired with the graph. The buffers the
  * capture touched are not tracked by it (hazard.c): each replay holds them instead. */
@@ -35,12 +36,22 @@ static void graph_unref(void *arg) {
   free(g);
 }
 
+/* The driver's mode for a cuv_capture_mode_t (their values differ: relaxed is cuv's 0). */
+static CUstreamCaptureMode driver_mode(cuv_capture_mode_t mode) {
+  switch (mode) {
+  case CUV_CAPTURE_THREAD_LOCAL: return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
+  case CUV_CAPTURE_GLOBAL: return CU_STREAM_CAPTURE_MODE_GLOBAL;
+  case CUV_CAPTURE_RELAXED: break;
+  }
+  return CU_STREAM_CAPTURE_MODE_RELAXED;
+}
+
 /* Begins capture, executes op into *output, ends capture: always, whatever failed. */
-static int capture_op(cuv_op_t *op, cuv__exec_t *ex, CUgraph *graph, cuv_output_t *output,
-                      cuv__uses_t **uses) {
+static int capture_op(cuv_op_t *op, cuv__exec_t *ex, cuv_capture_mode_t mode, CUgraph *graph,
+                      cuv_output_t *output, cuv__uses_t **uses) {
   int rc = cuv__hazard_capture_begin(ex->sub, uses);
   if (rc == 0)
-    rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, CU_STREAM_CAPTURE_MODE_RELAXED));
+    rc = cuv__cu(cuv__drv.cuStreamBeginCapture(ex->stream->cu, driver_mode(mode)));
   if (rc < 0) {
     cuv__hazard_capture_end();
     cuv_op_destroy(op);
@@ -68,14 +79,20 @@ static int instantiate(cuv_graph_t *g, CUgraph graph) {
   return rc;
 }
 
-CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stream_t *stream,
-                                 cuv_output_t *out) {
+static bool known_mode(cuv_capture_mode_t mode) {
+  return mode == CUV_CAPTURE_RELAXED || mode == CUV_CAPTURE_THREAD_LOCAL ||
+         mode == CUV_CAPTURE_GLOBAL;
+}
+
+CUV_EXTERN int cuv_graph_capture_opts(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stream_t *stream,
+                                      cuv_output_t *out, const cuv_graph_opts_t *opts) {
   if (out)
     *out = (cuv_output_t){0};
-  cuv_graph_t *g = out_graph ? calloc(1, sizeof *g) : NULL;
+  cuv_capture_mode_t mode = opts ? opts->capture_mode : CUV_CAPTURE_RELAXED;
+  cuv_graph_t *g = out_graph && known_mode(mode) ? calloc(1, sizeof *g) : NULL;
   if (!g) {
     cuv_op_destroy(op);
-    return out_graph ? CUV_ENOMEM : CUV_EINVAL;
+    return out_graph && known_mode(mode) ? CUV_ENOMEM : CUV_EINVAL;
   }
   cuv__exec_t ex;
   int rc = cuv__exec_begin(op, NULL, stream, &ex);
@@ -93,7 +110,7 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
   if (rc < 0)
     cuv__op_drop(op);
   else
-    rc = capture_op(op, &ex, &graph, &output, &uses);
+    rc = capture_op(op, &ex, mode, &graph, &output, &uses);
   g->stream = cuv__stream_ref(ex.stream);
   if (rc == 0)
     rc = instantiate(g, graph);
@@ -114,6 +131,11 @@ CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stre
     cuv_output_release(&output);
   *out_graph = g;
   return 0;
+}
+
+CUV_EXTERN int cuv_graph_capture(cuv_graph_t **out_graph, cuv_op_t *op, cuv_stream_t *stream,
+                                 cuv_output_t *out) {
+  return cuv_graph_capture_opts(out_graph, op, stream, out, NULL);
 }
 
 typedef struct launch_graph_op {
