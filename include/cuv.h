@@ -106,6 +106,20 @@ CUV_EXTERN const char *cuv_driver_name(void);
  * @threads Any thread.
  */
 CUV_EXTERN bool cuv_driver_is_sim(void);
+/** Whether the loaded driver takes a host-task mode with a host function (it resolves
+ * cuLaunchHostFunc_v2: CUDA 13.2 and later, and libcuv-sim), looked for once, when it was loaded.
+ *
+ * Where it does, the host functions cuv launches under CUV_HOST_SYNC=spin carry
+ * CU_HOST_TASK_SPINWAIT and under block CU_HOST_TASK_BLOCKING (how the driver's callback thread
+ * waits for the next one); elsewhere, and with CUV_HOST_SYNC=off, they are cuLaunchHostFunc's, as
+ * before (docs/completion.md).
+ *
+ * It initializes nothing.
+ *
+ * @returns true when a successful init loaded such a driver, false otherwise and before an init.
+ * @threads Any thread.
+ */
+CUV_EXTERN bool cuv_driver_has_host_task_modes(void);
 /** The driver's CUDA version (13000 for 13.0).
  *
  * It must ask the driver, so it initializes the process as cuv_init() does if nothing did.

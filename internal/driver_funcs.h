@@ -81,6 +81,17 @@
 #define CUV__DRIVER_VERSION(name)                                                                 \
   (__builtin_strcmp((name), "cuCtxSynchronize") == 0 && CUDA_VERSION > 12000 ? 12000 : CUDA_VERSION)
 
+/* cuLaunchHostFunc with the host-task sync mode of the driver's callback thread (CUDA 13.2+),
+ * newer than the cuda.h cuv may build against: declared here, resolved by its own name at
+ * CUV__LAUNCH_HOST_FUNC_V2_VERSION apart from the list above (lib/driver.c), and NULL where the
+ * driver lacks it. The modes' values are cuda.h's CU_HOST_TASK_BLOCKING and _SPINWAIT: after the
+ * function, the callback thread blocks, or spin-waits, until the next host function is ready. */
+CUresult CUDAAPI cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData,
+                                     unsigned int syncMode);
+#define CUV__LAUNCH_HOST_FUNC_V2_VERSION 13020
+#define CUV__HOST_TASK_BLOCKING 0u
+#define CUV__HOST_TASK_SPINWAIT 1u
+
 /* Entry points cuv can live without (older drivers): a missing one leaves its member NULL. */
 #define CUV__DRIVER_OPTIONAL(name) (__builtin_strcmp((name), "cuFuncGetParamInfo") == 0)
 

@@ -2,9 +2,10 @@
  * 1. inline spin on the submitting thread for the spin budget (cuv_config_t.spin_budget_us; plain
  *    loads of the stream's timeline word, so no driver call while spinning);
  * 2. the timeline reactor (reactor.c), which the submission joins when the spin did not see it;
- * 3. a host function (cuLaunchHostFunc) when the stream's word cannot be written (a driver or
- *    device without stream memory operations), or always with cuv_config_t.host_sync spin or
- *    block. The host function only marks and notifies.
+ * 3. a host function (cuLaunchHostFunc, or with host_sync's mode cuLaunchHostFunc_v2: host_task.c)
+ *    when the stream's word cannot be written (a driver or device without stream memory
+ *    operations), or always with cuv_config_t.host_sync spin or block. The host function only
+ *    marks and notifies.
  * Whichever path sees the end first claims the submission; it is delivered to its queue once.
  * The blocking executors use an event instead (spin on it, then block), or with host_sync a host
  * function whose mark they spin on (spin) or sleep on (block). */
@@ -12,6 +13,7 @@
 
 #include "internal.h"
 #include "completion.h"
+#include "host_task.h"
 #include "queue.h"
 #include "reactor.h"
 
@@ -121,7 +123,7 @@ static void arm_hostfn(cuv__submission_t *sub) {
                               .also = sub->across,
                               .n_also = sub->n_across};
   cuv__reactor_watch(&sub->watch); /* before the launch: the function may run at once */
-  CUresult r = cuv__drv.cuLaunchHostFunc(sub->stream->cu, hostfn_done, sub);
+  CUresult r = cuv__launch_host_func(sub->stream->cu, hostfn_done, sub);
   if (r == CUDA_SUCCESS)
     return;
   cuv__reactor_unwatch(&sub->watch);
@@ -257,7 +259,7 @@ static int wait_host_function(cuv__submission_t *sub) {
   pthread_mutex_init(&mark->lock, NULL);
   pthread_cond_init(&mark->cond, NULL);
   int rc = 1;
-  if (cuv__drv.cuLaunchHostFunc(sub->stream->cu, host_mark_set, mark) == CUDA_SUCCESS) {
+  if (cuv__launch_host_func(sub->stream->cu, host_mark_set, mark) == CUDA_SUCCESS) {
     bool spin = cuv__config.host_sync == CUV_HOST_SYNC_SPIN;
     for (rc = 0; rc == 0 && !wait_mark(mark, spin);)
       rc = sub_fault(sub, sub->stream); /* then the mark may never be set */

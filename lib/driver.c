@@ -99,6 +99,17 @@ static int resolve_all(cuv__driver_t *table, get_proc_fn get_proc, const char **
   return 0;
 }
 
+/* The optional entry point newer than cuv's cuda.h (driver_funcs.h), looked for once per load. */
+static void resolve_host_func_v2(cuv__driver_t *table, get_proc_fn get_proc) {
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  void *ptr = NULL;
+  if (get_proc("cuLaunchHostFunc_v2", &ptr, CUV__LAUNCH_HOST_FUNC_V2_VERSION,
+               CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+      found != CU_GET_PROC_ADDRESS_SUCCESS)
+    ptr = NULL;
+  memcpy(&table->cuLaunchHostFunc_v2, &ptr, sizeof ptr);
+}
+
 /* Loads path into table; on failure, a sentence naming what was tried goes into why[n]. */
 static int load(cuv__driver_t *table, const char *path, char *why, size_t n) {
   memset(table, 0, sizeof *table);
@@ -122,6 +133,7 @@ static int load(cuv__driver_t *table, const char *path, char *why, size_t n) {
     memset(table, 0, sizeof *table);
     return rc;
   }
+  resolve_host_func_v2(table, get_proc);
   table->handle = handle;
   return 0;
 }
@@ -262,6 +274,10 @@ CUV_EXTERN unsigned cuv_spin_budget_us(void) {
 CUV_EXTERN const char *cuv_driver_name(void) { return initialized() ? cuv__drv.name : NULL; }
 
 CUV_EXTERN bool cuv_driver_is_sim(void) { return initialized() && cuv__drv.is_sim; }
+
+CUV_EXTERN bool cuv_driver_has_host_task_modes(void) {
+  return initialized() && cuv__drv.cuLaunchHostFunc_v2;
+}
 
 CUV_EXTERN int cuv_driver_version(int *version) {
   if (!version)

@@ -10,6 +10,7 @@ typedef struct cuv__driver {
 #define CUV__DRIVER_MEMBER(name) __typeof__(name) *name;
   CUV__DRIVER_FUNCS(CUV__DRIVER_MEMBER)
 #undef CUV__DRIVER_MEMBER
+  __typeof__(cuLaunchHostFunc_v2) *cuLaunchHostFunc_v2; /* NULL where the driver lacks it */
   void *handle;
   int is_sim;
   int version;

@@ -1,4 +1,4 @@
-/* The driver callback thread, on which host functions (cuLaunchHostFunc, hostfn.c) run. As in
+/* The driver callback thread, on which host functions (cuLaunchHostFunc, _v2: hostfn.c) run. As in
  * the real driver, every host function of the process runs on one driver callback thread,
  * serialized, in the order the streams reach them, and the stream does not continue until its
  * function returned. The worker of the stream hands a job on its own stack to the callback thread
@@ -8,14 +8,22 @@
  * tests/engine/conformance.c test_fault_runs_queued_host_work), although cuda.h says they "will
  * not be called in the event of an error in the CUDA context". None runs once a reset began. */
 
+#include <sched.h>
+
 #include "callback.h"
 #include "util.h"
+
+/* How long the thread spin-waits after a CU_HOST_TASK_SPINWAIT function. The driver spins until
+ * the next host function; the simulator shares the machine with the program it runs, so it spins
+ * a bounded while (long enough for a stream's next function to come) and then blocks. */
+#define SIM_HOST_SPIN_NS 1000000ull
 
 struct sim_hostjob {
   CUhostFn fn;
   void *data;
   struct sim_ctx *ctx;
   bool done;
+  bool spin; /* spin-wait for the next job afterwards */
   struct sim_hostjob *next;
 };
 
@@ -24,18 +32,31 @@ static struct sim_hostjob *jobs_tail;
 static pthread_cond_t jobs_wake = PTHREAD_COND_INITIALIZER;
 static bool callback_started;
 
+/* Waits for a job (lock held): polling for a while first after a spin-wait job, else blocked. */
+static void wait_for_job(bool spin) {
+  uint64_t until = spin ? sim_now_ns() + SIM_HOST_SPIN_NS : 0;
+  while (!jobs_head && sim_now_ns() < until) {
+    sim_unlock();
+    sched_yield();
+    sim_lock();
+  }
+  while (!jobs_head)
+    sim_wait_on(&jobs_wake);
+}
+
 /* The callback thread; started on first use, lives until the process exits. */
 static void *callback_main(void *arg) {
   pthread_setname_np(pthread_self(), "cuv-sim-cb");
+  bool spin = false;
   sim_lock();
   for (;;) {
-    while (!jobs_head)
-      sim_wait_on(&jobs_wake);
+    wait_for_job(spin);
     struct sim_hostjob *job = jobs_head;
     jobs_head = job->next;
     if (!jobs_head)
       jobs_tail = NULL;
     bool run = !job->ctx->resetting;
+    spin = job->spin;
     sim_unlock();
     if (run)
       job->fn(job->data);
@@ -46,8 +67,8 @@ static void *callback_main(void *arg) {
   return NULL;
 }
 
-void sim_callback_run(struct sim_ctx *ctx, CUhostFn fn, void *data) {
-  struct sim_hostjob job = {.fn = fn, .data = data, .ctx = ctx};
+void sim_callback_run(struct sim_ctx *ctx, CUhostFn fn, void *data, bool spin) {
+  struct sim_hostjob job = {.fn = fn, .data = data, .ctx = ctx, .spin = spin};
   sim_lock();
   if (ctx->resetting) {
     sim_unlock();

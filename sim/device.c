@@ -48,7 +48,7 @@ CUresult CUDAAPI cuDriverGetVersion(int *driverVersion) {
   SIM_ENTER_NOINIT(cuDriverGetVersion);
   if (!driverVersion)
     return CUDA_ERROR_INVALID_VALUE;
-  *driverVersion = CUDA_VERSION;
+  *driverVersion = SIM_DRIVER_VERSION;
   return CUDA_SUCCESS;
 }
 

@@ -8,8 +8,9 @@
 
 /* Every base name the simulator answers to, for call counting and failure injection: the names of
  * internal/driver_funcs.h plus the variants the real driver also resolves
- * (cuGraphInstantiateWithFlags) and cuGetProcAddress itself, and the NCCL entry points of
- * internal/nccl_funcs.h (sim/nccl.c; an injected result is their ncclResult_t). Kept separate
+ * (cuGraphInstantiateWithFlags), the newer cuLaunchHostFunc_v2 and cuGetProcAddress itself, and
+ * the NCCL entry points of internal/nccl_funcs.h (sim/nccl.c; an injected result is their
+ * ncclResult_t). Kept separate
  * from CUV__DRIVER_FUNCS so that renaming an entry there does not change the ids used inside the
  * simulator. */
 #define SIM_ENTRY_POINTS(X)                                                                      \
@@ -26,6 +27,7 @@
   X(cuMemsetD8Async) X(cuMemsetD16Async) X(cuMemsetD32Async) X(cuModuleLoadData)                 \
   X(cuModuleUnload)                                                                              \
   X(cuModuleGetFunction) X(cuFuncGetParamInfo) X(cuLaunchKernel) X(cuLaunchHostFunc)             \
+  X(cuLaunchHostFunc_v2)                                                                         \
   X(cuStreamWriteValue32) X(cuStreamWriteValue64) X(cuStreamWaitValue32)                         \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)     \
   X(cuGraphInstantiateWithFlags) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphDestroy)             \

@@ -1,7 +1,12 @@
-/* cuLaunchHostFunc: a stream command that hands its function to the driver callback thread
- * (callback.c) and waits until it returned. */
+/* cuLaunchHostFunc and cuLaunchHostFunc_v2: a stream command that hands its function to the
+ * driver callback thread (callback.c) and waits until it returned. _v2's sync mode says how that
+ * thread waits for the next host function afterwards: blocked (CU_HOST_TASK_BLOCKING, as
+ * cuLaunchHostFunc's) or spinning (CU_HOST_TASK_SPINWAIT); any other mode is invalid. */
+
+#include <stdatomic.h>
 
 #include "callback.h"
+#include "driver_funcs.h"
 #include "cmd.h"
 #include "enter.h"
 #include "submit.h"
@@ -10,18 +15,21 @@ struct hostfn_cmd {
   struct sim_cmd base;
   CUhostFn fn;
   void *data;
+  bool spin;
 };
+
+/* cuLaunchHostFunc_v2 calls accepted, by sync mode (cuv_sim_host_funcs). */
+static atomic_ulong launched_with[2];
 
 static void hostfn_run(struct sim_cmd *cmd, struct sim_stream *s) {
   struct hostfn_cmd *c = (struct hostfn_cmd *)cmd;
-  sim_callback_run(s->obj.ctx, c->fn, c->data);
+  sim_callback_run(s->obj.ctx, c->fn, c->data, c->spin);
 }
 
 static const struct sim_cmd_ops hostfn_ops = {
     .run = hostfn_run, .app_code = true, .after_fault = true};
 
-CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
-  SIM_ENTER(cuLaunchHostFunc);
+static CUresult launch(CUstream hStream, CUhostFn fn, void *userData, bool spin) {
   if (!fn)
     return CUDA_ERROR_INVALID_VALUE;
   struct hostfn_cmd *c = sim_cmd_new(&hostfn_ops, sizeof *c);
@@ -29,5 +37,26 @@ CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
     return CUDA_ERROR_OUT_OF_MEMORY;
   c->fn = fn;
   c->data = userData;
+  c->spin = spin;
   return sim_submit(hStream, &c->base);
+}
+
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData) {
+  SIM_ENTER(cuLaunchHostFunc);
+  return launch(hStream, fn, userData, false);
+}
+
+CUresult CUDAAPI cuLaunchHostFunc_v2(CUstream hStream, CUhostFn fn, void *userData,
+                                     unsigned int syncMode) {
+  SIM_ENTER(cuLaunchHostFunc_v2);
+  if (syncMode != CUV__HOST_TASK_BLOCKING && syncMode != CUV__HOST_TASK_SPINWAIT)
+    return CUDA_ERROR_INVALID_VALUE;
+  CUresult r = launch(hStream, fn, userData, syncMode == CUV__HOST_TASK_SPINWAIT);
+  if (r == CUDA_SUCCESS)
+    atomic_fetch_add(&launched_with[syncMode], 1);
+  return r;
+}
+
+CUV_SIM_EXTERN unsigned long cuv_sim_host_funcs(unsigned sync_mode) {
+  return sync_mode < 2 ? atomic_load(&launched_with[sync_mode]) : 0;
 }

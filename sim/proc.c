@@ -29,6 +29,7 @@ static const struct sim_entry versioned[] = {
     {"cuCtxSynchronize", 13000, (sim_fn)sim_cuCtxSynchronize_v2},
     {"cuGraphInstantiate", 0, (sim_fn)sim_cuGraphInstantiate_v2},
     {"cuGraphInstantiateWithFlags", 11040, (sim_fn)cuGraphInstantiateWithFlags},
+    {"cuLaunchHostFunc_v2", CUV__LAUNCH_HOST_FUNC_V2_VERSION, (sim_fn)cuLaunchHostFunc_v2},
 };
 
 /* Every entry point of internal/driver_funcs.h. #name is the base name (the string is not
@@ -53,12 +54,20 @@ static sim_fn entry_resolve(const char *name, int cudaVersion) {
   return best ? best->fn : NULL;
 }
 
+/* Whether `name` is one of `versioned` that only a later CUDA version than asked resolves. */
+static bool entry_needs_later_version(const char *name) {
+  for (size_t i = 0; i < sizeof versioned / sizeof versioned[0]; i++)
+    if (strcmp(versioned[i].name, name) == 0)
+      return true;
+  return false;
+}
+
 /* ---- cuGetProcAddress ------------------------------------------------------------------------ */
 
 /* Like the real driver, works before cuInit, and an unknown name is not an error: CUDA_SUCCESS
  * with *pfn NULL and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND (as cuda.h documents and the driver
  * does). Apart from the names in `versioned`, a name resolves to the version cuda.h 13.0 maps it
- * to whatever cudaVersion (<= 13000) asks; older ABI variants are not simulated. */
+ * to whatever cudaVersion (<= SIM_DRIVER_VERSION) asks; older ABI variants are not simulated. */
 CUV_SIM_EXTERN CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
                                                  cuuint64_t flags,
                                                  CUdriverProcAddressQueryResult *symbolStatus) {
@@ -66,14 +75,17 @@ CUV_SIM_EXTERN CUresult CUDAAPI cuGetProcAddress(const char *symbol, void **pfn,
   if (!symbol || !pfn)
     return CUDA_ERROR_INVALID_VALUE;
   *pfn = NULL;
-  if (cudaVersion > CUDA_VERSION ||
+  if (cudaVersion > SIM_DRIVER_VERSION ||
       (flags & ~(cuuint64_t)(CU_GET_PROC_ADDRESS_LEGACY_STREAM |
                              CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM)) != 0)
     return CUDA_ERROR_INVALID_VALUE;
   sim_fn fn = sim_entry_hidden(symbol) ? NULL : entry_resolve(symbol, cudaVersion);
   if (!fn) {
+    /* A name the driver has, asked for at a version before it (as cuda.h documents). */
+    bool later = !sim_entry_hidden(symbol) && entry_needs_later_version(symbol);
     if (symbolStatus)
-      *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+      *symbolStatus = later ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                            : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
     return CUDA_SUCCESS;
   }
   memcpy(pfn, &fn, sizeof *pfn);

@@ -31,6 +31,11 @@
 
 #define SIM_HIDDEN __attribute__((visibility("hidden")))
 
+/* The CUDA version the simulator reports (cuDriverGetVersion) and resolves up to
+ * (cuGetProcAddress): 13.2, whose cuLaunchHostFunc_v2 it implements (hostfn.c); every other entry
+ * point keeps the ABI of the cuda.h it was built with (13.0: proc.c). */
+#define SIM_DRIVER_VERSION 13020
+
 /* ---- Handle registry (handle.c) -------------------------------------------------------------- */
 
 enum sim_obj_type {

@@ -61,7 +61,9 @@ cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t fla
                  CUdriverProcAddressQueryResult *symbolStatus) {
   (void)flags;
   cuvt_fake_lookups++;
-  if (cudaVersion != CUV__DRIVER_VERSION(symbol))
+  int version = strcmp(symbol, "cuLaunchHostFunc_v2") == 0 ? CUV__LAUNCH_HOST_FUNC_V2_VERSION
+                                                            : CUV__DRIVER_VERSION(symbol);
+  if (cudaVersion != version)
     cuvt_fake_wrong_versions++;
   *pfn = NULL;
   if (!resolves(symbol)) {

@@ -33,8 +33,12 @@ extern "C" {
 /** How a submission's completion reaches cuv (docs/completion.md). */
 typedef enum cuv_host_sync {
   CUV_HOST_SYNC_OFF = 0, /**< stream timelines and the reactor, host functions as their fallback */
-  CUV_HOST_SYNC_SPIN,    /**< always a host function; a blocking executor spins on its mark */
-  CUV_HOST_SYNC_BLOCK    /**< always a host function; a blocking executor sleeps until it ran */
+  /** always a host function (CU_HOST_TASK_SPINWAIT where the driver has cuLaunchHostFunc_v2:
+   * cuv_driver_has_host_task_modes); a blocking executor spins on its mark */
+  CUV_HOST_SYNC_SPIN,
+  /** always a host function (CU_HOST_TASK_BLOCKING where the driver has cuLaunchHostFunc_v2);
+   * a blocking executor sleeps until it ran */
+  CUV_HOST_SYNC_BLOCK
 } cuv_host_sync_t;
 
 /** Who makes an asynchronous submission's driver calls (docs/engine.md). */

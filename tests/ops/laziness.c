@@ -15,6 +15,7 @@ static const char *const stream_entries[] = {
     "cuMemsetD8Async",      "cuMemsetD16Async",     "cuMemsetD32Async",  "cuStreamWriteValue32",
     "cuStreamWriteValue64", "cuEventRecord",        "cuStreamWaitEvent", "cuLaunchHostFunc",
     "cuMemAllocAsync",      "cuMemFreeAsync",       "cuGraphLaunch",     "cuStreamBeginCapture",
+    "cuLaunchHostFunc_v2",
 };
 #define N_ENTRIES (sizeof stream_entries / sizeof stream_entries[0])
 

@@ -271,12 +271,17 @@ static void test_before_init(void) {
   OK(cuGetProcAddress("cuCtxSynchronize", &v12, 12000, 0, NULL));
   OK(cuGetProcAddress("cuCtxSynchronize", &v13, 13000, 0, NULL));
   CHECK(v12 && v13 && v12 != v13);
-  CHECK_CU(cuGetProcAddress("cuInit", &p, CUDA_VERSION + 10, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  CHECK_CU(cuGetProcAddress("cuInit", &p, 13030, 0, NULL), CUDA_ERROR_INVALID_VALUE);
+  /* 13.2's host functions with a sync mode: at 13.2 only. */
+  OK(cuGetProcAddress("cuLaunchHostFunc_v2", &p, 13020, 0, &status));
+  CHECK(p != NULL && status == CU_GET_PROC_ADDRESS_SUCCESS);
+  OK(cuGetProcAddress("cuLaunchHostFunc_v2", &p, 13010, 0, &status));
+  CHECK(p == NULL && status == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
   resolve_all();
   int count = -1, version = 0;
   CHECK_CU(d.cuDeviceGetCount(&count), CUDA_ERROR_NOT_INITIALIZED);
   OK(d.cuDriverGetVersion(&version));
-  CHECK(version == 13000);
+  CHECK(version == 13020);
   const char *s;
   OK(d.cuGetErrorName(CUDA_ERROR_ILLEGAL_ADDRESS, &s));
   CHECK(strcmp(s, "CUDA_ERROR_ILLEGAL_ADDRESS") == 0);
