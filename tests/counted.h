@@ -75,6 +75,26 @@ static inline cuv_buffer_t *cuvt_buffer_of(const float *host, size_t n) {
   return buf;
 }
 
+/* A buffer of `words` random words, and its host copy in *host (malloc'd: the caller frees it). */
+static inline cuv_buffer_t *cuvt_random_words(size_t words, uint32_t **host) {
+  *host = malloc(words * 4);
+  assert_non_null(*host);
+  for (size_t i = 0; i < words; i++)
+    (*host)[i] = cuvt_random_u32();
+  cuv_buffer_t *buf = cuvt_buffer(words * 4);
+  cuvt_upload(buf, 0, *host, words * 4);
+  return buf;
+}
+
+/* The buffer's first `words` words are want's. */
+static inline void cuvt_expect_words(cuv_buffer_t *buf, const uint32_t *want, size_t words) {
+  uint32_t *got = malloc(words * 4);
+  assert_non_null(got);
+  cuvt_read(got, buf, 0, words * 4);
+  assert_memory_equal(got, want, words * 4);
+  free(got);
+}
+
 static inline void cuvt_assert_floats_equal(const float *got, const float *want, size_t n) {
   for (size_t i = 0; i < n; i++) {
     if (got[i] != want[i])

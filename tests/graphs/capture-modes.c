@@ -4,10 +4,9 @@
  * the capturing thread and on another one; an unknown mode is CUV_EINVAL with the op consumed.
  * Allocating and freeing ops inside a capture are refused with CUV_ENOTSUP in every mode: the
  * capture fails, nothing captured runs, and a refused cuv_free drops its reference once. */
-#include <cuda.h>
-#include <dlfcn.h>
 #include <pthread.h>
 
+#include "driver-proc.h"
 #include "graph-chain.h"
 
 #define REPLAYS 10
@@ -28,18 +27,11 @@ static struct {
   __typeof__(cuCtxSetCurrent) *set_ctx;
 } drv;
 
-/* libcuda, or libcuv-sim (linked into the tests) on the simulator: both export only
- * cuGetProcAddress, which gives every other entry point. */
 static void resolve_driver(void) {
-  void *lib = cuvt_is_sim() ? dlopen(NULL, RTLD_NOW) : dlopen("libcuda.so.1", RTLD_NOW);
-  assert_non_null(lib);
-  __typeof__(cuGetProcAddress) *get_proc;
-  *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
-  assert_non_null(get_proc);
-  assert_int_equal(get_proc("cuMemAlloc", (void **)&drv.alloc, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuMemFree", (void **)&drv.free, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuCtxGetCurrent", (void **)&drv.get_ctx, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuCtxSetCurrent", (void **)&drv.set_ctx, CUDA_VERSION, 0, NULL), 0);
+  cuvt_driver_proc("cuMemAlloc", &drv.alloc);
+  cuvt_driver_proc("cuMemFree", &drv.free);
+  cuvt_driver_proc("cuCtxGetCurrent", &drv.get_ctx);
+  cuvt_driver_proc("cuCtxSetCurrent", &drv.set_ctx);
 }
 
 /* ---- every mode captures and replays ---- */

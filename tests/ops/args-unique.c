@@ -13,23 +13,6 @@ static cuv_op_t *fill_two(unsigned n, unsigned *a, cuv_arg_t x, unsigned *b, cuv
   return cuv_launch(cuvt_kernel_ok("fill_two_u32"), CUVT_GRID(n ? n : 1), CUVT_BLOCK, 0, args, 5);
 }
 
-/* A buffer of `words` random words, and its host copy. */
-static cuv_buffer_t *random_buffer(size_t words, uint32_t **host) {
-  *host = malloc(words * 4);
-  for (size_t i = 0; i < words; i++)
-    (*host)[i] = cuvt_random_u32();
-  cuv_buffer_t *buf = cuvt_buffer(words * 4);
-  cuvt_upload(buf, 0, *host, words * 4);
-  return buf;
-}
-
-static void expect_contents(cuv_buffer_t *buf, const uint32_t *want, size_t words) {
-  uint32_t *got = malloc(words * 4);
-  cuvt_read(got, buf, 0, words * 4);
-  assert_memory_equal(got, want, words * 4);
-  free(got);
-}
-
 static cuv_arg_t writable(bool rw, cuv_buffer_t *buf, size_t offset, size_t length) {
   return rw ? CUV_ARG_RW_RANGE(buf, offset, length) : CUV_ARG_WRITE_RANGE(buf, offset, length);
 }
@@ -39,7 +22,7 @@ static cuv_arg_t writable(bool rw, cuv_buffer_t *buf, size_t offset, size_t leng
 static void test_random_writable_ranges(void **state) {
   enum { WORDS = 512, TRIALS = 200 };
   uint32_t *want;
-  cuv_buffer_t *buf = random_buffer(WORDS, &want);
+  cuv_buffer_t *buf = cuvt_random_words(WORDS, &want);
   unsigned refused = 0, accepted = 0;
   for (int t = 0; t < TRIALS; t++) {
     size_t off[2], len[2];
@@ -67,7 +50,7 @@ static void test_random_writable_ranges(void **state) {
       want[off[1] + i] = b;
     }
   }
-  expect_contents(buf, want, WORDS); /* refused launches wrote nothing */
+  cuvt_expect_words(buf, want, WORDS); /* refused launches wrote nothing */
   printf("# %u refused, %u accepted\n", refused, accepted);
   assert_true(refused > 0 && accepted > 0);
   cuv_buffer_unref(buf);
@@ -78,14 +61,14 @@ static void test_random_writable_ranges(void **state) {
 static void test_whole_buffer_twice_refused(void **state) {
   uint32_t *want;
   size_t words = 64 + cuvt_random_u32() % 1024;
-  cuv_buffer_t *buf = random_buffer(words, &want);
+  cuv_buffer_t *buf = cuvt_random_words(words, &want);
   unsigned a = 1, b = 2, n = (unsigned)words / 2;
   cuv_arg_t kinds[] = {CUV_ARG_WRITE(buf), CUV_ARG_RW(buf), CUV_ARG_WRITE_AT(buf, 4),
                        CUV_ARG_RW_AT(buf, (words - 1) * 4)};
   for (size_t i = 0; i < 4; i++)
     for (size_t j = 0; j < 4; j++)
       assert_int_equal(cuv_sync(fill_two(n, &a, kinds[i], &b, kinds[j]), NULL), CUV_EARGS);
-  expect_contents(buf, want, words);
+  cuvt_expect_words(buf, want, words);
   cuv_buffer_unref(buf);
   free(want);
 }
@@ -94,7 +77,7 @@ static void test_whole_buffer_twice_refused(void **state) {
 static void test_disjoint_halves_written(void **state) {
   uint32_t *want;
   size_t half = 1 + cuvt_random_u32() % 2048;
-  cuv_buffer_t *buf = random_buffer(2 * half, &want);
+  cuv_buffer_t *buf = cuvt_random_words(2 * half, &want);
   unsigned a = cuvt_random_u32(), b = cuvt_random_u32(), n = (unsigned)half;
   assert_cuv_ok(cuv_sync(
       fill_two(n, &a, CUV_ARG_WRITE_RANGE(buf, 0, half * 4), &b, CUV_ARG_RW_AT(buf, half * 4)),
@@ -103,7 +86,7 @@ static void test_disjoint_halves_written(void **state) {
     want[i] = a;
     want[half + i] = b;
   }
-  expect_contents(buf, want, 2 * half);
+  cuvt_expect_words(buf, want, 2 * half);
   /* The second half first, the first as a range of its own. */
   assert_cuv_ok(cuv_sync(
       fill_two(n, &b, CUV_ARG_RW_AT(buf, half * 4), &a, CUV_ARG_RW_RANGE(buf, 0, half * 4)), NULL));
@@ -111,7 +94,7 @@ static void test_disjoint_halves_written(void **state) {
     want[i] = a;
     want[half + i] = b;
   }
-  expect_contents(buf, want, 2 * half);
+  cuvt_expect_words(buf, want, 2 * half);
   cuv_buffer_unref(buf);
   free(want);
 }
@@ -140,7 +123,7 @@ static void test_read_overlapping_write_accepted(void **state) {
 static void test_may_alias_opts_out(void **state) {
   uint32_t *want;
   size_t words = 1 + cuvt_random_u32() % 4096;
-  cuv_buffer_t *buf = random_buffer(words, &want);
+  cuv_buffer_t *buf = cuvt_random_words(words, &want);
   unsigned n = (unsigned)words;
   for (int which = 0; which < 2; which++) {
     unsigned a = cuvt_random_u32(), b = cuvt_random_u32();
@@ -153,7 +136,7 @@ static void test_may_alias_opts_out(void **state) {
     assert_cuv_ok(cuv_sync(fill_two(n, &a, x, &b, y), NULL));
     for (size_t i = 0; i < words; i++)
       want[i] = b;
-    expect_contents(buf, want, words);
+    cuvt_expect_words(buf, want, words);
   }
   cuv_buffer_unref(buf);
   free(want);

@@ -11,8 +11,8 @@
  * - adopted memory (a raw cuMemAlloc) works with copies, launches and graphs, and its release
  *   runs once, only after the work in flight, also through cuv_free. */
 #include <cuda.h>
-#include <dlfcn.h>
 
+#include "driver-proc.h"
 #include "gate.h"
 #include "uvt.h"
 
@@ -31,19 +31,12 @@ static struct {
   __typeof__(cuMemFree) *free;
 } drv;
 
-/* libcuda, or libcuv-sim (linked into the tests) on the simulator: both export only
- * cuGetProcAddress, which gives every other entry point. */
 static void resolve_driver(void) {
-  void *lib = cuvt_is_sim() ? dlopen(NULL, RTLD_NOW) : dlopen("libcuda.so.1", RTLD_NOW);
-  assert_non_null(lib);
-  __typeof__(cuGetProcAddress) *get_proc;
-  *(void **)&get_proc = dlsym(lib, "cuGetProcAddress_v2");
-  assert_non_null(get_proc);
-  assert_int_equal(get_proc("cuMemsetD32Async", (void **)&drv.memset32, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuMemcpyDtoDAsync", (void **)&drv.dtod, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuMemcpyDtoHAsync", (void **)&drv.dtoh, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuMemAlloc", (void **)&drv.alloc, CUDA_VERSION, 0, NULL), 0);
-  assert_int_equal(get_proc("cuMemFree", (void **)&drv.free, CUDA_VERSION, 0, NULL), 0);
+  cuvt_driver_proc("cuMemsetD32Async", &drv.memset32);
+  cuvt_driver_proc("cuMemcpyDtoDAsync", &drv.dtod);
+  cuvt_driver_proc("cuMemcpyDtoHAsync", &drv.dtoh);
+  cuvt_driver_proc("cuMemAlloc", &drv.alloc);
+  cuvt_driver_proc("cuMemFree", &drv.free);
 }
 
 /* ---- a custom op of raw driver calls, and what its execute saw ---- */

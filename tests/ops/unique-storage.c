@@ -9,23 +9,6 @@
 
 enum { WORDS = 256, TRIALS = 200 };
 
-/* A buffer of `words` random words, and its host copy. */
-static cuv_buffer_t *random_buffer(size_t words, uint32_t **host) {
-  *host = malloc(words * 4);
-  for (size_t i = 0; i < words; i++)
-    (*host)[i] = cuvt_random_u32();
-  cuv_buffer_t *buf = cuvt_buffer(words * 4);
-  cuvt_upload(buf, 0, *host, words * 4);
-  return buf;
-}
-
-static void expect_contents(cuv_buffer_t *buf, const uint32_t *want, size_t words) {
-  uint32_t *got = malloc(words * 4);
-  cuvt_read(got, buf, 0, words * 4);
-  assert_memory_equal(got, want, words * 4);
-  free(got);
-}
-
 static bool words_overlap(size_t a, size_t a_len, size_t b, size_t b_len) {
   return a_len && b_len && a < b + b_len && b < a + a_len;
 }
@@ -37,7 +20,7 @@ static void set_strict(cuv_buffer_t *buf, bool strict) {
 /* Random copies within one buffer: refused exactly when the ranges share a word, else copied. */
 static void test_random_copies_in_one_buffer(void **state) {
   uint32_t *want;
-  cuv_buffer_t *buf = random_buffer(WORDS, &want);
+  cuv_buffer_t *buf = cuvt_random_words(WORDS, &want);
   unsigned refused = 0, copied = 0;
   for (int t = 0; t < TRIALS; t++) {
     set_strict(buf, t % 2);
@@ -55,7 +38,7 @@ static void test_random_copies_in_one_buffer(void **state) {
     copied++;
     memmove(&want[dst], &want[src], len * 4);
   }
-  expect_contents(buf, want, WORDS); /* refused copies wrote nothing */
+  cuvt_expect_words(buf, want, WORDS); /* refused copies wrote nothing */
   printf("# %u refused, %u copied\n", refused, copied);
   assert_true(refused > 0 && copied > 0);
   cuv_buffer_unref(buf);
@@ -66,7 +49,7 @@ static void test_random_copies_in_one_buffer(void **state) {
  * refused when the device addresses overlap, though the buffers differ. */
 static void test_copies_between_adopted_aliases(void **state) {
   uint32_t *want;
-  cuv_buffer_t *base = random_buffer(WORDS, &want);
+  cuv_buffer_t *base = cuvt_random_words(WORDS, &want);
   size_t shift = 1 + cuvt_random_u32() % (WORDS / 2); /* b starts `shift` words into a */
   cuv_buffer_t *a = NULL, *b = NULL;
   assert_cuv_ok(cuv_buffer_adopt(&a, cuvt_device(), cuv_buffer_ptr(base), WORDS * 4, NULL, NULL));
@@ -89,7 +72,7 @@ static void test_copies_between_adopted_aliases(void **state) {
     else if (!overlap)
       memmove(&want[in_a], &want[shift + in_b], len * 4);
   }
-  expect_contents(base, want, WORDS);
+  cuvt_expect_words(base, want, WORDS);
   printf("# %u refused, %u copied\n", refused, copied);
   assert_true(refused > 0 && copied > 0);
   cuv_buffer_unref(a);
