@@ -3,8 +3,9 @@
  * replays, a writer on one stream read from another, a fork, a tree over two devices with a peer
  * copy, a submission from a new thread, a module's load and launch, a launch whose arguments are
  * ops, and queries) runs clean to learn how many calls each of its steps makes to each entry
- * point of CUV__DRIVER_FUNCS. Then, for each entry point, step and call k of that step (the first
- * PER_STEP and the last), the workload runs again with that call failing, and must:
+ * point of CUV__DRIVER_FUNCS (and cuLaunchHostFunc_v2). Then, for each entry point, step and
+ * call k of that step (the first PER_STEP and the last), the workload runs again with that call
+ * failing, and must:
  *   - report the failure as an error of that step, every other step succeeding; or absorb it
  *     (every step succeeds with right results: a fallback took over);
  *   - never report success with wrong results; run every completion callback exactly once and
@@ -30,8 +31,10 @@
 #define PER_STEP 4      /* calls injected per entry point and step: the first ones, and the last */
 #define SLOW_MS 3       /* a kernel that outlasts the inline spin and the reactor's first probe */
 
+/* The list, and the optional cuLaunchHostFunc_v2 resolved beside it (lib/driver.c): the
+ * host functions of CUV_HOST_SYNC=spin on the simulator. */
 #define SWEEP_NAME(name) #name,
-static const char *const entries[] = {CUV__DRIVER_FUNCS(SWEEP_NAME)};
+static const char *const entries[] = {CUV__DRIVER_FUNCS(SWEEP_NAME) "cuLaunchHostFunc_v2"};
 #undef SWEEP_NAME
 #define NENTRIES (sizeof entries / sizeof entries[0])
 
