@@ -1,8 +1,9 @@
 /* CUDA graphs: an op captured once (a stream capture in the mode the options name, relaxed by
- * default), instantiated and uploaded, then
- * replayed through an op. The capture's submission never runs anything; it is kept by the graph
- * as the holder of what the captured work touches, and retired with the graph. The buffers the
- * capture touched are not tracked by it (hazard.c): each replay holds them instead. */
+ * default), instantiated and uploaded, then replayed through an op. The capture's submission
+ * never runs anything; it is kept by the graph as the holder of what the captured work touches,
+ * and retired with the graph. The buffers the capture touched are not tracked by it (hazard.c):
+ * each replay holds them instead. Ops that allocate or free refuse to be captured
+ * (buffer_ops.c). */
 #include "internal.h"
 #include "hazard.h"
 
