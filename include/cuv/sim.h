@@ -123,10 +123,11 @@ CUV_SIM_EXTERN void cuv_sim_fail_clear(void);
  * @threads Any thread.
  */
 CUV_SIM_EXTERN unsigned long cuv_sim_calls(const char *entry);
-/** The cuLaunchHostFunc_v2 calls accepted so far with host-task sync mode `sync_mode`
- * (CU_HOST_TASK_BLOCKING, 0, or CU_HOST_TASK_SPINWAIT, 1; any other: 0), since the process
- * started. After a SPINWAIT function the simulator's callback thread spin-waits for the next one
- * for up to a millisecond, then blocks; after a BLOCKING one it blocks at once.
+/** The host functions launched with cuLaunchHostFunc_v2 and host-task sync mode `sync_mode`
+ * (CU_HOST_TASK_BLOCKING, 0, or CU_HOST_TASK_SPINWAIT, 1; any other: 0) that ran since the
+ * process started (counted as each starts, so before anything it makes visible; a captured one
+ * at each replay). After a SPINWAIT function the simulator's callback thread spin-waits for the
+ * next one for up to a millisecond, then blocks; after a BLOCKING one it blocks at once.
  *
  * @returns The count.
  * @threads Any thread.

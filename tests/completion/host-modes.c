@@ -27,7 +27,7 @@ static bool v2_hidden(void) {
   return hide && strstr(hide, "cuLaunchHostFunc_v2");
 }
 
-/* What the simulator counted: host functions without a mode, and with each. */
+/* What the simulator counted: cuLaunchHostFunc calls, and host functions of each mode that ran. */
 typedef struct counts {
   unsigned long plain, blocking, spinwait;
 } counts_t;
@@ -37,8 +37,8 @@ static counts_t counted(void) {
                     cuv_sim_host_funcs(1)};
 }
 
-/* `calls` host functions were launched since `before`, each the way the setting and the driver
- * say (on the simulator; nothing to count on a GPU). */
+/* `calls` host functions were launched and ran since `before`, each the way the setting and the
+ * driver say (on the simulator; nothing to count on a GPU). */
 static void expect_launched(counts_t before, unsigned long calls) {
   if (!cuvt_is_sim())
     return;
