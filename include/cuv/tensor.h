@@ -1,0 +1,273 @@
+#ifndef CUV_TENSOR_H
+#define CUV_TENSOR_H
+
+/** @file
+ * Typed tensors: an element type, a shape and strides over a cuv buffer (docs/tensors.md).
+ *
+ * A tensor is a view: it holds a reference on its buffer, and the buffer's memory lives while any
+ * tensor, buffer reference or submission holds it. Tensors are reference counted like buffers
+ * (cuv_tensor_ref, cuv_tensor_unref) and immutable once made, so they may be shared between
+ * threads. Strides are in elements, row-major by default (the last dimension is contiguous).
+ *
+ * The lazy constructors (cuv_tensor_zeros, cuv_tensor_ones, cuv_tensor_dup) are ops whose output
+ * is a new tensor (cuv_output_tensor). Include it after or instead of cuv.h
+ * (it includes cuv.h). */
+
+#include <cuv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** The most dimensions a tensor has. */
+#define CUV_TENSOR_MAX_DIMS 8
+
+/** A tensor's element type. */
+typedef enum cuv_dtype {
+  CUV_DTYPE_F32,  /**< float */
+  CUV_DTYPE_F64,  /**< double */
+  CUV_DTYPE_F16,  /**< __half, by its bits (cuv_half_t) */
+  CUV_DTYPE_BF16, /**< __nv_bfloat16, by its bits (cuv_bfloat16_t) */
+  CUV_DTYPE_I8,   /**< int8_t */
+  CUV_DTYPE_U8,   /**< uint8_t */
+  CUV_DTYPE_I32,  /**< int32_t */
+  CUV_DTYPE_U32,  /**< uint32_t */
+  CUV_DTYPE_I64,  /**< int64_t */
+  CUV_DTYPE_U64,  /**< uint64_t */
+  CUV_DTYPE_COUNT /**< The number of element types (not a type). */
+} cuv_dtype_t;
+
+/** A typed view of a buffer: reference counted, immutable. */
+typedef struct cuv_tensor_s cuv_tensor_t;
+
+/** The size of one element of `dtype`, in bytes.
+ *
+ * @returns The size, or 0 when dtype is not a cuv_dtype_t.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_dtype_size(cuv_dtype_t dtype);
+
+/** A contiguous row-major tensor of `shape` over buf, from `offset` bytes into it.
+ *
+ * @returns 0, and *out holds the caller's first reference.
+ * @errors CUV_EINVAL: out, buf or shape is NULL, ndim is 0 or past CUV_TENSOR_MAX_DIMS, dtype is
+ *         unknown, a dimension is 0, the element count overflows, or offset is not a multiple of
+ *         the element size.
+ *         CUV_ERANGE: the elements reach past the buffer's end.
+ *         CUV_ENOMEM: no memory for the tensor.
+ * @threads Any thread.
+ * @notes The tensor holds a reference on buf until its last unref.
+ */
+CUV_EXTERN int cuv_tensor_create(cuv_tensor_t **out, cuv_buffer_t *buf, size_t offset,
+                                 cuv_dtype_t dtype, const size_t *shape, size_t ndim);
+/** A tensor over buf with explicit strides, in elements, from `offset` bytes into it.
+ *
+ * @returns 0, and *out holds the caller's first reference.
+ * @errors The codes of cuv_tensor_create; also CUV_EINVAL when strides is NULL or a stride is 0.
+ * @threads Any thread.
+ * @notes Strides may make elements share storage (a broadcast); such a tensor is never writable
+ *        in cuv_tensor_launch (CUV_EARGS).
+ */
+CUV_EXTERN int cuv_tensor_create_strided(cuv_tensor_t **out, cuv_buffer_t *buf, size_t offset,
+                                         cuv_dtype_t dtype, const size_t *shape,
+                                         const size_t *strides, size_t ndim);
+/** Takes one more reference on t.
+ *
+ * @returns t, or NULL when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_tensor_t *cuv_tensor_ref(cuv_tensor_t *t);
+/** Drops a reference; the last one drops the tensor's reference on its buffer. NULL is ignored.
+ *
+ * @threads Any thread.
+ */
+CUV_EXTERN void cuv_tensor_unref(cuv_tensor_t *t);
+
+/** The tensor's element type.
+ *
+ * @returns The type, or CUV_DTYPE_COUNT when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_dtype_t cuv_tensor_dtype(const cuv_tensor_t *t);
+/** The tensor's number of dimensions.
+ *
+ * @returns The count, or 0 when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_ndim(const cuv_tensor_t *t);
+/** The extent of dimension `dim`.
+ *
+ * @returns The extent, or 0 when t is NULL or dim is not below its ndim.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_shape(const cuv_tensor_t *t, size_t dim);
+/** The stride of dimension `dim`, in elements.
+ *
+ * @returns The stride, or 0 when t is NULL or dim is not below its ndim.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_stride(const cuv_tensor_t *t, size_t dim);
+/** The tensor's element count (the product of its shape).
+ *
+ * @returns The count, or 0 when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_numel(const cuv_tensor_t *t);
+/** The tensor's size in bytes when contiguous: numel times the element size.
+ *
+ * @returns The size, or 0 when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_bytes(const cuv_tensor_t *t);
+/** Whether the tensor is contiguous and row-major (no gaps, the last dimension's stride 1).
+ *
+ * @returns true or false; false when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN bool cuv_tensor_is_contiguous(const cuv_tensor_t *t);
+/** The tensor's buffer.
+ *
+ * @returns The buffer (borrowed: it lives as long as the tensor), or NULL when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_buffer_t *cuv_tensor_buffer(const cuv_tensor_t *t);
+/** Where the tensor's first element lies in its buffer, in bytes.
+ *
+ * @returns The offset, or 0 when t is NULL.
+ * @threads Any thread.
+ */
+CUV_EXTERN size_t cuv_tensor_offset(const cuv_tensor_t *t);
+/** The device address of the tensor's first element (its buffer's address plus offset).
+ *
+ * @returns The address, or 0 when t is NULL.
+ * @threads Any thread.
+ * @notes Valid while the tensor is referenced.
+ */
+CUV_EXTERN cuv_deviceptr_t cuv_tensor_ptr(const cuv_tensor_t *t);
+
+/** The same elements in another shape: a new view sharing t's buffer, no GPU work.
+ *
+ * @returns 0, and *out holds the caller's first reference.
+ * @errors CUV_EINVAL: out, t or shape is NULL, ndim is 0 or past CUV_TENSOR_MAX_DIMS, a
+ *         dimension is 0, or the element count differs from t's.
+ *         CUV_ENOTSUP: t is not contiguous (cuv_tensor_is_contiguous): copy it first
+ *         (cuv_tensor_dup).
+ *         CUV_ENOMEM: no memory for the tensor.
+ * @threads Any thread.
+ */
+CUV_EXTERN int cuv_tensor_reshape(cuv_tensor_t **out, const cuv_tensor_t *t, const size_t *shape,
+                                  size_t ndim);
+/** The sub-tensor of `shape` that starts at index `start` of t: the same strides, no copy.
+ *
+ * @returns 0, and *out holds the caller's first reference.
+ * @errors CUV_EINVAL: out, t, start or shape is NULL, ndim differs from t's, or a dimension of
+ *         shape is 0.
+ *         CUV_ERANGE: start + shape passes t's extent in a dimension.
+ *         CUV_ENOMEM: no memory for the tensor.
+ * @threads Any thread.
+ * @notes Sub-tensors of one tensor keep their place in it, so cuv_tensor_launch tells exactly
+ *        whether two of them share elements.
+ */
+CUV_EXTERN int cuv_tensor_slice(cuv_tensor_t **out, const cuv_tensor_t *t, const size_t *start,
+                                const size_t *shape, size_t ndim);
+
+/* ---- lazy ops producing tensors ---------------------------------------------------------- */
+
+/* Each allocates a buffer on the executing stream (stream-ordered, as cuv_alloc), fills it there,
+ * and outputs a contiguous tensor over it (cuv_output_tensor). Like cuv_alloc, not inside a graph
+ * capture. Executed on a stream of another device: CUV_EDEVICE. */
+/** A new tensor of `shape` whose elements are zero.
+ *
+ * @returns A new op, never NULL, whose output is the tensor; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dev or shape is NULL, ndim is 0 or past CUV_TENSOR_MAX_DIMS, dtype is
+ *         unknown, a dimension is 0, or the byte count overflows.
+ *         CUV_ENOMEM: no memory for the op, the buffer or the tensor.
+ *         CUV_EDEVICE: executed on a stream of another device.
+ *         A driver error when the allocation or the set fails.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_zeros(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
+                                      size_t ndim);
+/** A new tensor of `shape` whose elements are one in their type (1.0 for the float types).
+ *
+ * @returns A new op, never NULL, whose output is the tensor; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors The codes of cuv_tensor_zeros.
+ * @threads Any thread.
+ * @notes 8-byte types are filled by a staged copy of host-built ones, the others by a memset.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_ones(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
+                                     size_t ndim);
+/** A new contiguous tensor holding a copy of t's elements, of t's shape.
+ *
+ * t is read on the executing stream, ordered after writers of its buffer on other streams.
+ *
+ * @returns A new op, never NULL, whose output is the tensor; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: t is NULL.
+ *         CUV_ENOTSUP: t is not contiguous.
+ *         CUV_ENOMEM: no memory for the op, the buffer or the tensor.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, or the driver's error.
+ * @threads Any thread.
+ * @notes The op holds a reference on t until the copy is proven complete.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_dup(cuv_tensor_t *t);
+/** Copies t's elements into new pinned host memory (cuv_download of its bytes).
+ *
+ * @returns A new op, never NULL, whose output is a pointer to cuv_tensor_bytes(t) bytes in
+ *          row-major order (valid after completion), released with the output; a failure is
+ *          carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: t is NULL.
+ *         CUV_ENOTSUP: t is not contiguous.
+ *         CUV_ENOMEM: no memory for the op, or no pinned memory at execution.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, or the driver's error.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_to_host(cuv_tensor_t *t);
+/** Copies t's elements into the host memory at dst (cuv_memcpy_dtoh): `bytes` must be
+ * cuv_tensor_bytes(t).
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: dst or t is NULL, or bytes differs from cuv_tensor_bytes(t).
+ *         CUV_ENOTSUP: t is not contiguous.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_EDEVICE, CUV_ECONFLICT, or the driver's error.
+ * @threads Any thread.
+ * @notes dst is valid once the submission completed (cuv.h's ownership rule 5).
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_to_host_into(void *dst, size_t bytes, cuv_tensor_t *t);
+/** The op's tensor output in another shape (cuv_tensor_reshape when it runs, on the host).
+ *
+ * @returns A new op, never NULL, whose output is the reshaped tensor; a failure is carried by the
+ *          op (cuv_op_error).
+ * @errors CUV_EINVAL: op or shape is NULL, or ndim is 0 or past CUV_TENSOR_MAX_DIMS.
+ *         CUV_ECONSUMED: op is already held by another combinator.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: op's own error; CUV_EARGS when op's output is not a tensor; the codes
+ *         of cuv_tensor_reshape.
+ * @threads Any thread.
+ * @notes Consumes op. The shape is copied.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_reshape_op(cuv_op_t *op, const size_t *shape, size_t ndim);
+/** The tensor an output holds (of cuv_tensor_zeros, _ones, _dup, _reshape_op, or a cuv_value
+ * made with cuv_tensor_output_release).
+ *
+ * @returns The tensor (borrowed: it lives as long as the output, or take a reference), or NULL
+ *          when out is NULL or holds none.
+ * @threads Any thread.
+ */
+CUV_EXTERN cuv_tensor_t *cuv_output_tensor(const cuv_output_t *out);
+/** The release function of a tensor output: cuv_value(cuv_tensor_ref(t),
+ * cuv_tensor_output_release) is an op whose output cuv_output_tensor recognises.
+ *
+ * @threads Any thread.
+ */
+CUV_EXTERN void cuv_tensor_output_release(void *tensor);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
