@@ -10,8 +10,10 @@
  * threads. Strides are in elements, row-major by default (the last dimension is contiguous).
  *
  * The lazy constructors (cuv_tensor_zeros, cuv_tensor_ones, cuv_tensor_dup) are ops whose output
- * is a new tensor (cuv_output_tensor). Include it after or instead of cuv.h
- * (it includes cuv.h). */
+ * is a new tensor (cuv_output_tensor). A partition (cuv_partition_t) splits a tensor into tiles of
+ * one shape; tensors and partitions are kernel arguments of cuv_tensor_launch with an access
+ * mode, and two writable ones that share elements are refused there. Include it after or
+ * instead of cuv.h (it includes cuv.h). */
 
 #include <cuv.h>
 
@@ -265,6 +267,95 @@ CUV_EXTERN cuv_tensor_t *cuv_output_tensor(const cuv_output_t *out);
  * @threads Any thread.
  */
 CUV_EXTERN void cuv_tensor_output_release(void *tensor);
+
+/* ---- partitions and launches -------------------------------------------------------------- */
+
+/** A tensor split into tiles of one shape. Made by cuv_tensor_partition, which takes a reference
+ * on the tensor; cuv_partition_release drops it. */
+typedef struct cuv_partition {
+  cuv_tensor_t *tensor;              /**< The tensor split (the partition's reference). */
+  size_t tile[CUV_TENSOR_MAX_DIMS];  /**< The tile's extent in each dimension. */
+  size_t tiles[CUV_TENSOR_MAX_DIMS]; /**< The number of tiles along each dimension. */
+} cuv_partition_t;
+
+/** Splits t into tiles of `tile` (one extent per dimension, each dividing t's).
+ *
+ * @returns 0, and *out holds a reference on t.
+ * @errors CUV_EINVAL: out, t or tile is NULL, ndim differs from t's, an extent is 0 or does not
+ *         divide t's extent in its dimension.
+ * @threads Any thread.
+ */
+CUV_EXTERN int cuv_tensor_partition(cuv_partition_t *out, cuv_tensor_t *t, const size_t *tile,
+                                    size_t ndim);
+/** Drops the partition's reference on its tensor and clears it; NULL and a cleared partition are
+ * ignored.
+ *
+ * @threads Any thread.
+ */
+CUV_EXTERN void cuv_partition_release(cuv_partition_t *part);
+/** One block per tile, one thread per tile element: the grid counts the tiles and the block is
+ * the tile, the last dimension in x, the one before in y, the product of the others in z.
+ *
+ * @returns The configuration; grid and block of 0 when part is NULL or cleared, or when a count
+ *          passes what a grid or block dimension holds (a launch with it fails with CUV_EINVAL).
+ * @threads Any thread; it only computes.
+ */
+CUV_EXTERN cuv_launch_config_t cuv_partition_launch_config(const cuv_partition_t *part);
+
+/** What a cuv_tensor_launch argument is. */
+enum cuv_targ_kind {
+  CUV_TARG_SCALAR,    /**< A value, as CUV_ARG_SCALAR. */
+  CUV_TARG_TENSOR,    /**< A tensor: the kernel receives its first element's address. */
+  CUV_TARG_PARTITION, /**< A partition: the kernel receives its tensor's first element's address
+                         and finds its tile from blockIdx (cuv_partition_launch_config). */
+};
+
+/** One argument of cuv_tensor_launch; build it with the CUV_TARG_* macros. */
+typedef struct cuv_targ {
+  enum cuv_targ_kind kind;          /**< Scalar, tensor or partition. */
+  enum cuv_arg_kind access;         /**< Tensors and partitions: READ, WRITE or RW. */
+  const cuv_tensor_t *tensor;       /**< CUV_TARG_TENSOR: the tensor. */
+  const cuv_partition_t *partition; /**< CUV_TARG_PARTITION: the partition. */
+  const void *scalar;               /**< CUV_TARG_SCALAR: the value, `size` bytes. */
+  size_t size;                      /**< CUV_TARG_SCALAR: the value's size. */
+} cuv_targ_t;
+
+/** A tensor the kernel reads. */
+#define CUV_TARG_READ(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_READ, (t), NULL, NULL, 0})
+/** A tensor the kernel writes. */
+#define CUV_TARG_WRITE(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_WRITE, (t), NULL, NULL, 0})
+/** A tensor the kernel reads and writes. */
+#define CUV_TARG_RW(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_RW, (t), NULL, NULL, 0})
+/** A partition the kernel accesses as `access` (CUV_ARG_KIND_READ, _WRITE or _RW). */
+#define CUV_TARG_PART(p, access) ((cuv_targ_t){CUV_TARG_PARTITION, (access), NULL, (p), NULL, 0})
+/** A scalar: the value of `lvalue`, sizeof(lvalue) bytes, copied when the launch is built. */
+#define CUV_TARG_VALUE(lvalue)                                                                     \
+  ((cuv_targ_t){CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, &(lvalue), sizeof(lvalue)})
+
+/** A kernel launch over tensors, partitions and scalars: cuv_launch with each tensor or partition
+ * passed as its first element's address, after checking unique storage element by element.
+ *
+ * Two writable arguments (WRITE or RW) may not share an element: sub-tensors of one tensor
+ * (cuv_tensor_slice) are compared by their index ranges, so disjoint tiles, rows or halves are
+ * accepted however their bytes interleave; other views of one buffer are compared by the bytes
+ * they span. A writable tensor whose strides let elements share storage is refused too. A read
+ * may overlap a write, as in cuv_launch.
+ *
+ * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: kernel is NULL, args is NULL with nargs > 0, an argument's kind or access
+ *         is unknown, a tensor or partition argument has none, or a scalar has no value or size
+ *         0; and cuv_launch's own (a grid or block dimension 0).
+ *         CUV_EARGS: two writable arguments share an element, a writable tensor shares storage
+ *         between its elements, or cuv_launch's checks against the kernel's parameters fail.
+ *         CUV_ENOMEM: no memory for the argument list or the op.
+ *         The other codes of cuv_launch (CUV_EDEVICE, a driver error).
+ * @threads Any thread builds it; it executes as cuv_launch's op.
+ * @notes The op holds the tensors' buffers with their access until its submission retires, so
+ *        the tensors and partitions may be released once it returns.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t config,
+                                       const cuv_targ_t *args, size_t nargs);
 
 #ifdef __cplusplus
 }

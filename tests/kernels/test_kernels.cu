@@ -13,6 +13,20 @@ __global__ void saxpy(unsigned n, float a, const float *x, float *y) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// Over a partition (tests/tensors): one block per tile, one thread per tile element; ldx and
+// ldy are the row strides of x and y in elements. y = a x + y.
+__global__ void tile_saxpy(unsigned ldx, unsigned ldy, float a, const float *x, float *y) {
+  unsigned row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  y[row * ldy + col] = a * x[row * ldx + col] + y[row * ldy + col];
+}
+
+// Two partitions of one shape written at once: y0 = a, y1 = b, both with row stride ld.
+__global__ void tile_set2(unsigned ld, float a, float *y0, float b, float *y1) {
+  unsigned row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  y0[row * ld + col] = a;
+  y1[row * ld + col] = b;
+}
+
 __global__ void fill_u32(unsigned n, unsigned value, unsigned *out) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = value;

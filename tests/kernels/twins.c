@@ -27,6 +27,32 @@ static int saxpy(const cuv_sim_launch_t *l, void **params) {
   return 0;
 }
 
+/* The (row, col) of each thread of a 2-D grid of 2-D blocks, as tile kernels compute it. */
+#define FOR_EACH_2D(l, row, col)                                                                   \
+  for (size_t row = 0; row < (size_t)(l)->grid[1] * (l)->block[1]; row++)                       \
+    for (size_t col = 0; col < (size_t)(l)->grid[0] * (l)->block[0]; col++)
+
+static int tile_saxpy(const cuv_sim_launch_t *l, void **params) {
+  unsigned ldx = P(0, unsigned), ldy = P(1, unsigned);
+  float a = P(2, float);
+  const float *x = PTR(3, const float);
+  float *y = PTR(4, float);
+  FOR_EACH_2D(l, row, col)
+  y[row * ldy + col] = a * x[row * ldx + col] + y[row * ldy + col];
+  return 0;
+}
+
+static int tile_set2(const cuv_sim_launch_t *l, void **params) {
+  unsigned ld = P(0, unsigned);
+  float a = P(1, float), b = P(3, float);
+  float *y0 = PTR(2, float), *y1 = PTR(4, float);
+  FOR_EACH_2D(l, row, col) {
+    y0[row * ld + col] = a;
+    y1[row * ld + col] = b;
+  }
+  return 0;
+}
+
 static int fill_u32(const cuv_sim_launch_t *l, void **params) {
   unsigned n = P(0, unsigned), value = P(1, unsigned);
   unsigned *out = PTR(2, unsigned);
@@ -232,5 +258,9 @@ void cuvt_register_twins(void) {
   static const size_t p_wait_flag[] = {8, 4, 8, 8};
   cuv_sim_register_kernel("wait_flag", wait_flag, 4, p_wait_flag);
   cuv_sim_register_kernel("set_flag", set_flag, 2, p_u4_ptr);
+  static const size_t p_tile_saxpy[] = {4, 4, 4, 8, 8};
+  static const size_t p_tile_set2[] = {4, 4, 8, 4, 8};
+  cuv_sim_register_kernel("tile_saxpy", tile_saxpy, 5, p_tile_saxpy);
+  cuv_sim_register_kernel("tile_set2", tile_set2, 5, p_tile_set2);
   register_over_aligned();
 }
