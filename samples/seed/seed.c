@@ -1,6 +1,7 @@
 /* seed: the README examples of the seed (NVIDIA's cuda-async), written with cuv and the typed
  * launchers that cuv-launchers generated from seed.cu (seed_launchers.h):
- *   1. saxpy on zeros and ones, on a stream of one's own (sync_on);
+ *   1. saxpy over a [4, 4] partition of a tensor of zeros, on a tensor of ones (cuv/tensor.h),
+ *      on a stream of one's own (sync_on);
  *   2. the first typed launch, vecadd with a launch configuration for n elements (sync);
  *   3. an MLP whose inputs come from with_context helpers (h2d and zeros: a stream-ordered
  *      allocation on the executing stream's device, then filled) and whose layers are typed
@@ -16,6 +17,7 @@
 #include <time.h>
 
 #include <cuv.h>
+#include <cuv/tensor.h>
 
 #include "seed.h"
 #include "seed_launchers.h"
@@ -82,31 +84,51 @@ static cuv_buffer_t *sync_buffer(cuv_stream_t *stream, cuv_op_t *op) {
   return rc == 0 ? cuv_output_take(&out).data : NULL;
 }
 
-/* ---- 1. saxpy: z = 2 x + z on zeros and ones ---- */
+/* ---- 1. saxpy: z = 2 x + z on zeros and ones, over a [4, 4] partition of z ---- */
+
+/* Runs op (which outputs a tensor) on stream and returns the tensor, or NULL. */
+static cuv_tensor_t *sync_tensor(cuv_stream_t *stream, cuv_op_t *op) {
+  cuv_output_t out = {0};
+  if (cuv_sync_on(stream, op, &out) != 0)
+    return NULL;
+  cuv_tensor_t *t = cuv_tensor_ref(cuv_output_tensor(&out));
+  cuv_output_release(&out);
+  return t;
+}
+
+/* saxpy((&mut z).partition([4, 4]), a, &x): z is written in place, x only read. */
+static cuv_op_t *saxpy_partition(cuv_partition_t *z, float a, cuv_tensor_t *x) {
+  unsigned ld = (unsigned)cuv_tensor_stride(x, 0);
+  cuv_targ_t args[] = {CUV_TARG_VALUE(ld), CUV_TARG_VALUE(a), CUV_TARG_READ(x),
+                       CUV_TARG_PART(z, CUV_ARG_KIND_RW)};
+  return cuv_tensor_launch(k.saxpy_tile, cuv_partition_launch_config(z), args, 4);
+}
 
 static int example_saxpy(cuv_device_t *dev) {
   enum { N = 16 * 16 };
-  float one = 1.0f, z[N], want[N];
-  uint32_t one_bits;
-  memcpy(&one_bits, &one, sizeof one_bits);
+  const size_t shape[] = {16, 16}, tile[] = {4, 4};
+  float z[N], want[N];
   cuv_stream_t *stream;
   int rc = cuv_stream_create(&stream, dev);
   if (rc != 0)
     return failed("cuv_stream_create", rc);
-  contents_t zeros = {N, NULL, 0}, ones = {N, NULL, one_bits};
-  cuv_buffer_t *dz = sync_buffer(stream, new_buffer(&zeros));
-  cuv_buffer_t *dx = sync_buffer(stream, new_buffer(&ones));
-  rc = cuv_sync_on(stream, saxpy_launch(&k, cuv_for_num_elems(N), N, 2.0f, dx, dz), NULL);
+  cuv_tensor_t *tz = sync_tensor(stream, cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 2));
+  cuv_tensor_t *tx = sync_tensor(stream, cuv_tensor_ones(dev, CUV_DTYPE_F32, shape, 2));
+  cuv_partition_t part = {0};
+  rc = tz && tx ? cuv_tensor_partition(&part, tz, tile, 2) : CUV_ENOMEM;
   if (rc == 0)
-    rc = cuv_sync_on(stream, cuv_memcpy_dtoh(z, dz, 0, sizeof z), NULL);
-  cuv_buffer_unref(dz);
-  cuv_buffer_unref(dx);
+    rc = cuv_sync_on(stream, saxpy_partition(&part, 2.0f, tx), NULL);
+  if (rc == 0) /* z already has the result */
+    rc = cuv_sync_on(stream, cuv_tensor_to_host_into(z, sizeof z, tz), NULL);
+  cuv_partition_release(&part);
+  cuv_tensor_unref(tz);
+  cuv_tensor_unref(tx);
   cuv_stream_destroy(stream);
   if (rc != 0)
     return failed("saxpy", rc);
   for (size_t i = 0; i < N; i++)
-    want[i] = 2.0f;
-  return check("saxpy on zeros and ones", z, want, N);
+    want[i] = 2.0f * 1.0f + 0.0f;
+  return check("saxpy over a partition of zeros, on ones", z, want, N);
 }
 
 /* ---- 2. the first typed launch: c = a + b, 1024 elements ---- */

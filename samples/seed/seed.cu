@@ -11,6 +11,13 @@ __global__ void saxpy(unsigned n, float a, const float *x, float *y) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 
+// y = a * x + y over a partition of y: one block per tile and one thread per tile element
+// (cuv_partition_launch_config); ld is the row stride of x and y, in elements.
+__global__ void saxpy_tile(unsigned ld, float a, const float *x, float *y) {
+  unsigned row = blockIdx.y * blockDim.y + threadIdx.y, col = blockIdx.x * blockDim.x + threadIdx.x;
+  y[row * ld + col] = a * x[row * ld + col] + y[row * ld + col];
+}
+
 // c = a + b
 __global__ void vecadd(const float *a, const float *b, CUV_OUT float *c, unsigned n) {
   unsigned i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -31,6 +31,20 @@ static int saxpy(const cuv_sim_launch_t *launch, void **params) {
   return 0;
 }
 
+/* Every (row, col) of the grid of tiles, as the kernel's threads compute them. */
+static int saxpy_tile(const cuv_sim_launch_t *launch, void **params) {
+  ARG(0, unsigned, ld);
+  ARG(1, float, a);
+  DEV(2, const float, x);
+  DEV(3, float, y);
+  size_t rows = (size_t)launch->grid[1] * launch->block[1];
+  size_t cols = (size_t)launch->grid[0] * launch->block[0];
+  for (size_t r = 0; r < rows; r++)
+    for (size_t c = 0; c < cols; c++)
+      y[r * ld + c] = a * x[r * ld + c] + y[r * ld + c];
+  return 0;
+}
+
 static int vecadd(const cuv_sim_launch_t *launch, void **params) {
   DEV(0, const float, a);
   DEV(1, const float, b);
@@ -62,8 +76,10 @@ static int relu(const cuv_sim_launch_t *launch, void **params) {
 void seed_register_twins(void) {
   const size_t u = sizeof(unsigned), f = sizeof(float), p = sizeof(cuv_deviceptr_t);
   const size_t saxpy_sizes[] = {u, f, p, p}, vecadd_sizes[] = {p, p, p, u};
+  const size_t saxpy_tile_sizes[] = {u, f, p, p};
   const size_t gemm_sizes[] = {u, u, u, p, p, p}, relu_sizes[] = {u, p};
   cuv_sim_register_kernel("saxpy", saxpy, 4, saxpy_sizes);
+  cuv_sim_register_kernel("saxpy_tile", saxpy_tile, 4, saxpy_tile_sizes);
   cuv_sim_register_kernel("vecadd", vecadd, 4, vecadd_sizes);
   cuv_sim_register_kernel("gemm", gemm, 6, gemm_sizes);
   cuv_sim_register_kernel("relu", relu, 2, relu_sizes);
