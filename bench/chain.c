@@ -14,6 +14,10 @@
  *   --typed                      with --chains: each launch through the typed launcher that
  *                                cuv-launchers generated (empty_kernel_launch) instead of
  *                                cuv_launch; the wall-time run always measures both, rep by rep
+ *   --buffer-args, --tensor-args with --chains: each op launches tile_saxpy over one 4 x 4 tile,
+ *                                through cuv_launch with buffer arguments, or through
+ *                                cuv_tensor_launch with a tensor and a partition of the same
+ *                                buffers: the difference is what the tensor layer costs
  *
  * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
 #include <stdio.h>
@@ -22,6 +26,7 @@
 
 #include <cuda.h>
 #include <cuv.h>
+#include <cuv/tensor.h>
 
 #include "raw.h"
 #include "test_kernels_launchers.h"
@@ -30,13 +35,25 @@
 #define CHAIN_OPS 100
 
 static const char *const usage =
-    "usage: cuv-bench-chain [--chains K [--typed] | --reps R] [--seq]\n";
+    "usage: cuv-bench-chain [--chains K [--typed | --buffer-args | --tensor-args] | --reps R] "
+    "[--seq]\n";
+
+/* What each op of a chain launches (--typed, --buffer-args, --tensor-args). */
+enum mode { MODE_PLAIN, MODE_TYPED, MODE_BUFFER_ARGS, MODE_TENSOR_ARGS };
 
 /* ---- the cuv side ---- */
 
 static cuv_device_t *dev;
 static cuv_kernel_t *empty;
 static test_kernels_module_t kernels; /* the typed launchers' module */
+/* tile_saxpy's arguments: x and y, 4 x 4 floats, as buffers and as a tensor and a partition */
+enum { TILE = 4 };
+static cuv_kernel_t *tile;
+static cuv_buffer_t *bx, *by;
+static cuv_tensor_t *tx, *ty;
+static cuv_partition_t py;
+static const unsigned ld = TILE;
+static const float alpha = 2.0f;
 
 static void die(const char *what, int rc) {
   fprintf(stderr, "cuv-bench-chain: %s: %s (%s)\n", what, cuv_err_name(rc), cuv_strerror(rc));
@@ -50,6 +67,30 @@ static void setup_cuv(void) {
     die("setup", rc);
 }
 
+static void setup_tensors(void) {
+  const size_t shape[] = {TILE, TILE};
+  tile = kernels.tile_saxpy; /* the typed launchers' module holds it */
+  int rc = cuv_buffer_create(&bx, dev, sizeof(float) * TILE * TILE);
+  if (rc == 0)
+    rc = cuv_buffer_create(&by, dev, sizeof(float) * TILE * TILE);
+  if (rc == 0)
+    rc = cuv_tensor_create(&tx, bx, 0, CUV_DTYPE_F32, shape, 2);
+  if (rc == 0)
+    rc = cuv_tensor_create(&ty, by, 0, CUV_DTYPE_F32, shape, 2);
+  if (rc == 0)
+    rc = cuv_tensor_partition(&py, ty, shape, 2);
+  if (rc < 0)
+    die("tensor setup", rc);
+}
+
+static void free_tensors(void) {
+  cuv_partition_release(&py);
+  cuv_tensor_unref(tx);
+  cuv_tensor_unref(ty);
+  cuv_buffer_unref(bx);
+  cuv_buffer_unref(by);
+}
+
 static cuv_op_t *empty_launch(void) {
   return cuv_launch(empty, CUV_DIM1(1), CUV_DIM1(1), 0, NULL, 0);
 }
@@ -59,20 +100,36 @@ static cuv_op_t *typed_launch(void) {
   return empty_kernel_launch(&kernels, one);
 }
 
+static cuv_op_t *buffer_launch(void) {
+  const cuv_arg_t args[] = {CUV_ARG_VALUE(ld), CUV_ARG_VALUE(ld), CUV_ARG_VALUE(alpha),
+                            CUV_ARG_READ(bx), CUV_ARG_RW(by)};
+  return cuv_launch(tile, CUV_DIM1(1), CUV_DIM3(TILE, TILE, 1), 0, args, 5);
+}
+
+static cuv_op_t *tensor_launch(void) {
+  const cuv_targ_t args[] = {CUV_TARG_VALUE(ld), CUV_TARG_VALUE(ld), CUV_TARG_VALUE(alpha),
+                             CUV_TARG_READ(tx), CUV_TARG_PART(&py, CUV_ARG_KIND_RW)};
+  return cuv_tensor_launch(tile, cuv_partition_launch_config(&py), args, 5);
+}
+
 static cuv_op_t *next_launch(cuv_output_t *input, void *arg) { return empty_launch(); }
 static cuv_op_t *next_typed(cuv_output_t *input, void *arg) { return typed_launch(); }
+static cuv_op_t *next_buffer(cuv_output_t *input, void *arg) { return buffer_launch(); }
+static cuv_op_t *next_tensor(cuv_output_t *input, void *arg) { return tensor_launch(); }
 
-/* CHAIN_OPS launches, each chained after the previous one, through cuv_launch or typed. */
-static cuv_op_t *build_chain(int use_seq, int typed) {
-  cuv_op_t *(*launch)(void) = typed ? typed_launch : empty_launch;
-  cuv_op_t *op = launch();
+/* CHAIN_OPS launches of one mode, each chained after the previous one. */
+static cuv_op_t *build_chain(int use_seq, enum mode mode) {
+  static cuv_op_t *(*const launches[])(void) = {empty_launch, typed_launch, buffer_launch,
+                                                tensor_launch};
+  static const cuv_then_fn nexts[] = {next_launch, next_typed, next_buffer, next_tensor};
+  cuv_op_t *op = launches[mode]();
   for (int i = 1; i < CHAIN_OPS; i++)
-    op = use_seq ? cuv_seq(op, launch()) : cuv_then(op, typed ? next_typed : next_launch, NULL);
+    op = use_seq ? cuv_seq(op, launches[mode]()) : cuv_then(op, nexts[mode], NULL);
   return op;
 }
 
-static void run_chain(int use_seq, int typed) {
-  int rc = cuv_sync(build_chain(use_seq, typed), NULL);
+static void run_chain(int use_seq, enum mode mode) {
+  int rc = cuv_sync(build_chain(use_seq, mode), NULL);
   if (rc < 0)
     die("cuv_sync", rc);
 }
@@ -120,8 +177,8 @@ static void wall(int reps, int use_seq) {
   for (int k = 0; k < 3; k++)
     us[k] = calloc((size_t)reps, sizeof *us[k]);
   for (int i = 0; i < 5; i++) { /* warm-up: streams, event pool, staging, caches */
-    run_chain(use_seq, 0);
-    run_chain(use_seq, 1);
+    run_chain(use_seq, MODE_PLAIN);
+    run_chain(use_seq, MODE_TYPED);
     run_raw(&raw);
   }
   for (int i = 0; i < reps; i++) {
@@ -140,12 +197,12 @@ static void wall(int reps, int use_seq) {
     p50[k] = percentile(us[k], reps, 0.5);
     p90[k] = percentile(us[k], reps, 0.9);
   }
-  printf("device %s, driver %s, %d-op %s-chain of empty_kernel, %d reps\n",
-         cuv_device_name(dev), cuv_driver_name(), CHAIN_OPS, use_seq ? "seq" : "then", reps);
+  printf("device %s, driver %s, %d-op %s-chain of empty_kernel, %d reps\n", cuv_device_name(dev),
+         cuv_driver_name(), CHAIN_OPS, use_seq ? "seq" : "then", reps);
   printf("cuv chain (build + cuv_sync)     p50 %8.3f us/op  p90 %8.3f us/op\n", p50[0], p90[0]);
   printf("typed chain (generated launcher) p50 %8.3f us/op  p90 %8.3f us/op\n", p50[1], p90[1]);
-  printf("raw cuLaunchKernel x%d + sync   p50 %8.3f us/op  p90 %8.3f us/op\n", CHAIN_OPS,
-         p50[2], p90[2]);
+  printf("raw cuLaunchKernel x%d + sync   p50 %8.3f us/op  p90 %8.3f us/op\n", CHAIN_OPS, p50[2],
+         p90[2]);
   printf("ratio cuv/raw (p50)              %8.3f\n", p50[0] / p50[2]);
   printf("ratio typed/raw (p50)            %8.3f\n", p50[1] / p50[2]);
   printf("ratio typed/cuv (p50)            %8.3f\n", p50[1] / p50[0]);
@@ -155,7 +212,8 @@ static void wall(int reps, int use_seq) {
 }
 
 int main(int argc, char **argv) {
-  int chains = -1, reps = 0, use_seq = 0, typed = 0;
+  int chains = -1, reps = 0, use_seq = 0;
+  enum mode mode = MODE_PLAIN;
   for (int i = 1; i < argc; i++) {
     if (strcmp(argv[i], "--chains") == 0 && i + 1 < argc)
       chains = atoi(argv[++i]);
@@ -164,22 +222,30 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "--seq") == 0)
       use_seq = 1;
     else if (strcmp(argv[i], "--typed") == 0)
-      typed = 1;
+      mode = MODE_TYPED;
+    else if (strcmp(argv[i], "--buffer-args") == 0)
+      mode = MODE_BUFFER_ARGS;
+    else if (strcmp(argv[i], "--tensor-args") == 0)
+      mode = MODE_TENSOR_ARGS;
     else {
       fputs(usage, stderr);
       return 2;
     }
   }
+  static const char *const of[] = {"", " of typed launches", " of buffer-argument launches",
+                                   " of tensor-argument launches"};
   setup_cuv();
+  setup_tensors();
   if (chains >= 0) {
-    run_chain(use_seq, typed); /* warm-up, in both runs of a callgrind pair */
+    run_chain(use_seq, mode); /* warm-up, in both runs of a callgrind pair */
     for (int i = 0; i < chains; i++)
-      run_chain(use_seq, typed);
+      run_chain(use_seq, mode);
     printf("ran %d %d-op %s-chains%s (+1 warm-up) on %s\n", chains, CHAIN_OPS,
-           use_seq ? "seq" : "then", typed ? " of typed launches" : "", cuv_driver_name());
+           use_seq ? "seq" : "then", of[mode], cuv_driver_name());
   } else {
     wall(reps > 0 ? reps : (cuv_driver_is_sim() ? 50 : 500), use_seq);
   }
+  free_tensors();
   test_kernels_module_destroy(&kernels);
   cuv_kernel_unref(empty);
   cuv_device_unref(dev);

@@ -27,13 +27,6 @@ bool cuv__shape_bytes(const size_t *shape, size_t ndim, size_t esize, size_t *by
   return true;
 }
 
-size_t cuv__tensor_span(const cuv_tensor_t *t) {
-  size_t last = 0;
-  for (size_t i = 0; i < t->ndim; i++)
-    last += (t->shape[i] - 1) * t->strides[i];
-  return (last + 1) * cuv_dtype_size(t->dtype);
-}
-
 /* The last element's index in elements, or false when it overflows. */
 static bool last_element(const size_t *shape, const size_t *strides, size_t ndim, size_t *last) {
   size_t sum = 0, term;
@@ -93,6 +86,7 @@ static int tensor_new(cuv_tensor_t **out, cuv_buffer_t *buf, size_t offset, cuv_
   t->ndim = ndim;
   memcpy(t->shape, shape, ndim * sizeof *shape);
   memcpy(t->strides, strides, ndim * sizeof *strides);
+  t->span = bytes;
   t->injective = strides_injective(shape, strides, ndim);
   *out = t;
   return 0;

@@ -17,11 +17,10 @@ struct cuv_tensor_s {
   size_t strides[CUV_TENSOR_MAX_DIMS]; /* elements */
   size_t root_offset;                  /* bytes into buf of the root's element 0 */
   size_t origin[CUV_TENSOR_MAX_DIMS];  /* index of element 0 in the root */
-  bool injective;                      /* no two elements share storage */
+  size_t span;    /* bytes from element 0 to the end of the last: what the view may touch */
+  bool injective; /* no two elements share storage */
 };
 
-/* Bytes from element 0 to the end of the last element: the extent the view may touch. */
-size_t cuv__tensor_span(const cuv_tensor_t *t);
 /* Whether the shape is valid (1..CUV_TENSOR_MAX_DIMS dimensions, none 0), and its element count
  * times esize fits a size_t (*bytes). */
 bool cuv__shape_bytes(const size_t *shape, size_t ndim, size_t esize, size_t *bytes);

@@ -276,6 +276,7 @@ typedef struct cuv_partition {
   cuv_tensor_t *tensor;              /**< The tensor split (the partition's reference). */
   size_t tile[CUV_TENSOR_MAX_DIMS];  /**< The tile's extent in each dimension. */
   size_t tiles[CUV_TENSOR_MAX_DIMS]; /**< The number of tiles along each dimension. */
+  cuv_launch_config_t config;        /**< What cuv_partition_launch_config returns. */
 } cuv_partition_t;
 
 /** Splits t into tiles of `tile` (one extent per dimension, each dividing t's).
