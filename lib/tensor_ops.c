@@ -81,15 +81,6 @@ static cuv_op_t *tensor_from(cuv_op_t *make, tensor_spec_t *spec) {
   return cuv_then(cuv_zip(pair, 2), wrap_buffer, NULL);
 }
 
-CUV_EXTERN cuv_op_t *cuv_tensor_zeros(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
-                                      size_t ndim) {
-  int rc;
-  tensor_spec_t *spec = dev ? spec_new(dtype, shape, ndim, &rc) : NULL;
-  if (!spec)
-    return cuv_fail(dev ? rc : CUV_EINVAL);
-  return tensor_from(cuv_zeros(dev, spec->bytes), spec);
-}
-
 /* The bits of one in dtype. */
 static uint64_t one_bits(cuv_dtype_t dtype) {
   switch (dtype) {
@@ -101,27 +92,41 @@ static uint64_t one_bits(cuv_dtype_t dtype) {
   }
 }
 
-CUV_EXTERN cuv_op_t *cuv_tensor_ones(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
-                                     size_t ndim) {
-  int rc;
+/* The buffer op that makes spec's memory: zeros, or ones by a memset of the element's width (a
+ * 64-bit element is copied in from the host by wrap_buffer: there is no 64-bit memset). */
+static cuv_op_t *make_filled(cuv_device_t *dev, tensor_spec_t *spec, bool ones) {
+  size_t esize = cuv_dtype_size(spec->dtype), n = spec->bytes / esize;
+  uint64_t one = one_bits(spec->dtype);
+  if (!ones)
+    return cuv_zeros(dev, spec->bytes);
+  if (esize == 1)
+    return cuv_fill8(dev, n, (uint8_t)one);
+  if (esize == 2)
+    return cuv_fill16(dev, n, (uint16_t)one);
+  if (esize == 4)
+    return cuv_fill32(dev, n, (uint32_t)one);
+  spec->fill_from_host = true;
+  spec->fill64 = one;
+  return cuv_alloc(dev, spec->bytes);
+}
+
+static cuv_op_t *filled(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape, size_t ndim,
+                        bool ones) {
+  int rc = CUV_EINVAL;
   tensor_spec_t *spec = dev ? spec_new(dtype, shape, ndim, &rc) : NULL;
   if (!spec)
-    return cuv_fail(dev ? rc : CUV_EINVAL);
-  size_t esize = cuv_dtype_size(dtype), n = spec->bytes / esize;
-  uint64_t one = one_bits(dtype);
-  cuv_op_t *make;
-  if (esize == 1)
-    make = cuv_fill8(dev, n, (uint8_t)one);
-  else if (esize == 2)
-    make = cuv_fill16(dev, n, (uint16_t)one);
-  else if (esize == 4)
-    make = cuv_fill32(dev, n, (uint32_t)one);
-  else {
-    spec->fill_from_host = true;
-    spec->fill64 = one;
-    make = cuv_alloc(dev, spec->bytes);
-  }
-  return tensor_from(make, spec);
+    return cuv_fail(rc);
+  return tensor_from(make_filled(dev, spec, ones), spec);
+}
+
+CUV_EXTERN cuv_op_t *cuv_tensor_zeros(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
+                                      size_t ndim) {
+  return filled(dev, dtype, shape, ndim, false);
+}
+
+CUV_EXTERN cuv_op_t *cuv_tensor_ones(cuv_device_t *dev, cuv_dtype_t dtype, const size_t *shape,
+                                     size_t ndim) {
+  return filled(dev, dtype, shape, ndim, true);
 }
 
 /* t's elements as the one range a copy takes: refused unless contiguous. */
