@@ -23,6 +23,21 @@ NAMED = {'dim3': 'cuv_dim3_t', '__half': 'cuv_half_t', 'half': 'cuv_half_t',
          'nv_bfloat16': 'cuv_bfloat16_t', '__nv_bfloat162': 'cuv_bfloat162_t',
          'nv_bfloat162': 'cuv_bfloat162_t'}
 
+# A pointer's element type as a cuv_dtype_t (include/cuv/tensor.h), for the tensor launchers;
+# plain char, whose signedness C leaves open, and every other type have none.
+DTYPES = {('float',): 'F32', ('double',): 'F64', ('__half',): 'F16', ('half',): 'F16',
+          ('__nv_bfloat16',): 'BF16', ('nv_bfloat16',): 'BF16', ('int8_t',): 'I8',
+          ('signed', 'char'): 'I8', ('uint8_t',): 'U8', ('unsigned', 'char'): 'U8',
+          ('int',): 'I32', ('signed', 'int'): 'I32', ('int32_t',): 'I32', ('unsigned',): 'U32',
+          ('unsigned', 'int'): 'U32', ('uint32_t',): 'U32', ('long', 'long'): 'I64',
+          ('long', 'long', 'int'): 'I64', ('int64_t',): 'I64', ('unsigned', 'long', 'long'): 'U64',
+          ('unsigned', 'long', 'long', 'int'): 'U64', ('uint64_t',): 'U64'}
+
+
+def dtype(words):
+    """The cuv_dtype_t name (F32, U32...) of a pointer's element type words, or None."""
+    return DTYPES.get(tuple(words))
+
 
 def is_type_word(word):
     """Whether word is a keyword of a type (so it cannot be a parameter's name)."""

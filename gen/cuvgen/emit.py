@@ -7,6 +7,7 @@ import re
 
 ACCESS_MACRO = {'read': 'CUV_ARG_READ_AT', 'write': 'CUV_ARG_WRITE_AT', 'rw': 'CUV_ARG_RW_AT'}
 ACCESS_WORDS = {'read': 'read', 'write': 'written', 'rw': 'read and written'}
+TENSOR_MACRO = {'read': 'CUV_TARG_READ', 'write': 'CUV_TARG_WRITE', 'rw': 'CUV_TARG_RW'}
 WIDTH = 100
 
 
@@ -135,6 +136,38 @@ def _launchers(mod, kernel):
     return '\n'.join(out)
 
 
+def _tensor_launcher(mod, kernel):
+    """The launcher over tensors (cuv_tensor_launch), for a kernel whose every pointer has an
+    element type a tensor can have; '' for the others."""
+    buffers = [p for p in kernel.params if p.kind == 'buffer']
+    if not buffers or any(p.dtype is None for p in buffers):
+        return ''
+    n = _launcher_names(kernel)
+    params = ['const %s *%s' % (mod.type, n['module']), 'cuv_launch_config_t ' + n['config']]
+    args = []
+    for p in kernel.params:
+        if p.kind == 'buffer':
+            params.append('const cuv_tensor_t *' + p.name)
+            args.append('%s(%s)' % (TENSOR_MACRO[p.access], p.name))
+        else:
+            params.append('%s %s' % (p.ctype, p.name))
+            args.append('CUV_TARG_VALUE(%s)' % p.name)
+    types = ', '.join('%s %s' % (p.name, p.dtype) for p in buffers)
+    out = [_comment(_words('The same over tensors (cuv_tensor_launch, include/cuv/tensor.h), '
+                           'each of its parameter\'s element type (%s; CUV_EARGS otherwise); '
+                           'writable tensors may not share an element.' % types, WIDTH - 3))]
+    out.append(_wrap('static inline cuv_op_t *%s_launch_tensors(' % kernel.name, params, ') {'))
+    out.append(_wrap('  const cuv_targ_t %s[] = {' % n['args'], args, '};'))
+    out.append('  if (!%s)\n    return cuv_fail(CUV_EINVAL);' % n['module'])
+    checks = ['(%s && cuv_tensor_dtype(%s) != CUV_DTYPE_%s)' % (p.name, p.name, p.dtype)
+              for p in buffers]
+    out.append(_wrap('  if (', [' || '.join(checks)], ')') + '\n    return cuv_fail(CUV_EARGS);')
+    out.append(_wrap('  return cuv_tensor_launch(', ['%s->%s' % (n['module'], kernel.name),
+                     n['config'], n['args'], str(len(args))], ');'))
+    out.append('}')
+    return '\n'.join(out)
+
+
 def header(mod, header_name):
     guard = re.sub(r'[^A-Za-z0-9]', '_', header_name).upper()
     guard = 'H_' + guard if guard[0].isdigit() else guard
@@ -142,7 +175,8 @@ def header(mod, header_name):
                      'Typed launchers of its kernels, each returning a lazy launch op '
                      '(include/cuv.h), and the',
                      'loaders of the module that holds them (docs/launchers.md).']),
-           '#ifndef %s\n#define %s\n' % (guard, guard), '#include <cuv.h>']
+           '#ifndef %s\n#define %s\n' % (guard, guard), '#include <cuv.h>',
+           '#include <cuv/tensor.h>']
     out += ['#include "%s"' % inc if not inc.startswith('<') else '#include %s' % inc
             for inc in mod.includes]
     out.append('\n#ifdef __cplusplus\nextern "C" {\n#endif\n')
@@ -156,7 +190,9 @@ def header(mod, header_name):
         head, rest = decl.split('(', 1)
         out.append(doc + '\n' + _wrap(head + '(', rest[:-1].split(', '), ');'))
     out.append('')
-    out += [_launchers(mod, k) + '\n' for k in mod.kernels]
+    for k in mod.kernels:
+        tensors = _tensor_launcher(mod, k)
+        out.append(_launchers(mod, k) + '\n' + (tensors + '\n' if tensors else ''))
     out.append('#ifdef __cplusplus\n}\n#endif\n\n#endif')
     return '\n'.join(out) + '\n'
 

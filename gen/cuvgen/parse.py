@@ -13,7 +13,8 @@ from collections import namedtuple
 
 from . import cnames
 
-Param = namedtuple('Param', 'name kind ctype access text')  # kind: buffer | scalar
+# kind: buffer | scalar; dtype: a buffer's element type as a cuv_dtype_t name (F32...), or None
+Param = namedtuple('Param', 'name kind ctype access text dtype', defaults=(None,))
 Kernel = namedtuple('Kernel', 'name line params text')
 
 ATTRIBUTE_CALLS = ('__attribute__', '__launch_bounds__', '__maxnreg__', '__cluster_dims__',
@@ -217,7 +218,8 @@ def _typed(name, type_tokens, marker, text, line, where):
     if marker == 'out' and const:
         raise GenError(line, '%s points to const but is marked out' % where)
     access = {'out': 'write', 'in': 'read'}.get(marker, 'read' if const else 'rw')
-    return Param(name, 'buffer', 'cuv_buffer_t *', access, text)
+    element = [t.text for t in type_tokens[:stars[0]] if t.text not in cnames.QUALIFIERS]
+    return Param(name, 'buffer', 'cuv_buffer_t *', access, text, cnames.dtype(element))
 
 
 class _Scanner:

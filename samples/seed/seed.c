@@ -96,12 +96,11 @@ static cuv_tensor_t *sync_tensor(cuv_stream_t *stream, cuv_op_t *op) {
   return t;
 }
 
-/* saxpy((&mut z).partition([4, 4]), a, &x): z is written in place, x only read. */
-static cuv_op_t *saxpy_partition(cuv_partition_t *z, float a, cuv_tensor_t *x) {
+/* saxpy((&mut z).partition([4, 4]), a, &x): z is written in place, x only read, one block per
+ * tile; the generated launcher over tensors checks both are of floats. */
+static cuv_op_t *saxpy_partition(const cuv_partition_t *z, float a, const cuv_tensor_t *x) {
   unsigned ld = (unsigned)cuv_tensor_stride(x, 0);
-  cuv_targ_t args[] = {CUV_TARG_VALUE(ld), CUV_TARG_VALUE(a), CUV_TARG_READ(x),
-                       CUV_TARG_PART(z, CUV_ARG_KIND_RW)};
-  return cuv_tensor_launch(k.saxpy_tile, cuv_partition_launch_config(z), args, 4);
+  return saxpy_tile_launch_tensors(&k, cuv_partition_launch_config(z), ld, a, x, z->tensor);
 }
 
 static int example_saxpy(cuv_device_t *dev) {

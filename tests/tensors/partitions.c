@@ -6,6 +6,7 @@
 #include <cuv/tensor.h>
 
 #include "counted.h"
+#include "test_kernels_launchers.h"
 
 /* A new tensor of rows x cols floats holding `host`. */
 static cuv_tensor_t *tensor_of(const float *host, size_t rows, size_t cols) {
@@ -294,6 +295,49 @@ static void test_launch_refused(void **state) {
   cuv_output_release(&out);
 }
 
+/* The generated launchers over tensors (cuv-launchers): saxpy_launch_tensors on fresh random
+ * data against the host; a tensor of another element type than the kernel's pointer is
+ * CUV_EARGS, and two writable tensors sharing an element too. */
+static void test_generated_tensor_launchers(void **state) {
+  test_kernels_module_t m;
+  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
+  unsigned n = 1 + cuvt_random_u32() % 5000;
+  float *x = malloc(n * 4), *y = malloc(n * 4), *want = malloc(n * 4), a;
+  cuvt_random_ints(x, n);
+  cuvt_random_ints(y, n);
+  cuvt_random_ints(&a, 1);
+  for (unsigned i = 0; i < n; i++)
+    want[i] = a * x[i] + y[i];
+  cuv_tensor_t *tx = tensor_of(x, 1, n), *ty = tensor_of(y, 1, n);
+  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, cuv_for_num_elems(n), n, a, tx, ty), NULL));
+  read_tensor(y, ty);
+  cuvt_assert_floats_equal(y, want, n);
+  size_t shape[] = {n};
+  cuv_tensor_t *as_u32 = NULL;
+  assert_cuv_ok(cuv_tensor_create(&as_u32, cuv_tensor_buffer(tx), 0, CUV_DTYPE_U32, shape, 1));
+  cuv_launch_config_t c = cuv_for_num_elems(n);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, as_u32, ty), NULL), CUV_EARGS);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(NULL, c, n, a, tx, ty), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, NULL, ty), NULL), CUV_EINVAL);
+  /* tile_set2 writes two tensors: overlapping slices of one are refused */
+  float grid[64] = {0}, one = 1.0f;
+  cuv_tensor_t *t = tensor_of(grid, 8, 8), *top = slice2(t, 0, 0, 5, 8),
+               *low = slice2(t, 4, 0, 4, 8);
+  cuv_partition_t p = partition2(low, 2, 2);
+  assert_int_equal(
+      cuv_sync(tile_set2_launch_tensors(&m, cuv_partition_launch_config(&p), 8, one, top, one, low),
+               NULL),
+      CUV_EARGS);
+  cuv_tensor_t *views[] = {tx, ty, as_u32, t, top, low};
+  for (size_t i = 0; i < 6; i++)
+    cuv_tensor_unref(views[i]);
+  cuv_partition_release(&p);
+  test_kernels_module_destroy(&m);
+  free(x);
+  free(y);
+  free(want);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -306,6 +350,7 @@ int main(void) {
       cmocka_unit_test(test_overlapping_writable_partitions),
       cmocka_unit_test(test_read_overlap_and_broadcast),
       cmocka_unit_test(test_launch_refused),
+      cmocka_unit_test(test_generated_tensor_launchers),
   };
   return cuvt_run(tests);
 }
