@@ -73,7 +73,7 @@ class Module:
 
 def _launcher_names(kernel):
     taken = {p.name for p in kernel.params}
-    names = {k: _fresh(k, taken) for k in ('module', 'config', 'args')}
+    names = {k: _fresh(k, taken) for k in ('module', 'config', 'args', 'rc')}
     names['offsets'] = {p.name: _fresh(p.name + '_offset', taken)
                         for p in kernel.params if p.kind == 'buffer'}
     return names
@@ -147,21 +147,27 @@ def _tensor_launcher(mod, kernel):
     args = []
     for p in kernel.params:
         if p.kind == 'buffer':
-            params.append('const cuv_tensor_t *' + p.name)
-            args.append('%s(%s)' % (TENSOR_MACRO[p.access], p.name))
+            params.append('cuv_tensor_in_t ' + p.name)
+            args.append('%s.op ? CUV_TARG_OP(%s.op, CUV_ARG_KIND_%s) : %s(%s.tensor)'
+                        % (p.name, p.name, p.access.upper(), TENSOR_MACRO[p.access], p.name))
         else:
             params.append('%s %s' % (p.ctype, p.name))
             args.append('CUV_TARG_VALUE(%s)' % p.name)
     types = ', '.join('%s %s' % (p.name, p.dtype) for p in buffers)
-    out = [_comment(_words('The same over tensors (cuv_tensor_launch, include/cuv/tensor.h), '
-                           'each of its parameter\'s element type (%s; CUV_EARGS otherwise); '
-                           'writable tensors may not share an element.' % types, WIDTH - 3))]
+    out = [_comment(_words('The same over tensors (cuv_tensor_launch, include/cuv/tensor.h): '
+                           'each tensor parameter a tensor (CUV_IN) of the pointer\'s element '
+                           'type (%s; CUV_EARGS otherwise) or an op producing one (CUV_IN_OP, '
+                           'consumed; the launch then outputs its tensor).' % types, WIDTH - 3))]
     out.append(_wrap('static inline cuv_op_t *%s_launch_tensors(' % kernel.name, params, ') {'))
     out.append(_wrap('  const cuv_targ_t %s[] = {' % n['args'], args, '};'))
-    out.append('  if (!%s)\n    return cuv_fail(CUV_EINVAL);' % n['module'])
-    checks = ['(%s && cuv_tensor_dtype(%s) != CUV_DTYPE_%s)' % (p.name, p.name, p.dtype)
-              for p in buffers]
-    out.append(_wrap('  if (', [' || '.join(checks)], ')') + '\n    return cuv_fail(CUV_EARGS);')
+    rc = n['rc']
+    out.append('  int %s = %s ? 0 : CUV_EINVAL;' % (rc, n['module']))
+    for p in buffers:
+        out.append('  if (%s == 0 && %s.tensor && cuv_tensor_dtype(%s.tensor) != CUV_DTYPE_%s)\n'
+                   '    %s = CUV_EARGS;' % (rc, p.name, p.name, p.dtype, rc))
+    out.append('  if (%s != 0) {' % n['rc'])
+    out += ['    cuv_op_destroy(%s.op);' % p.name for p in buffers]
+    out.append('    return cuv_fail(%s);\n  }' % n['rc'])
     out.append(_wrap('  return cuv_tensor_launch(', ['%s->%s' % (n['module'], kernel.name),
                      n['config'], n['args'], str(len(args))], ');'))
     out.append('}')

@@ -309,6 +309,8 @@ enum cuv_targ_kind {
   CUV_TARG_TENSOR,    /**< A tensor: the kernel receives its first element's address. */
   CUV_TARG_PARTITION, /**< A partition: the kernel receives its tensor's first element's address
                          and finds its tile from blockIdx (cuv_partition_launch_config). */
+  CUV_TARG_LAZY,      /**< An op whose output is a tensor (cuv_output_tensor): it runs first, and
+                         its tensor is the argument. */
 };
 
 /** One argument of cuv_tensor_launch; build it with the CUV_TARG_* macros. */
@@ -319,19 +321,37 @@ typedef struct cuv_targ {
   const cuv_partition_t *partition; /**< CUV_TARG_PARTITION: the partition. */
   const void *scalar;               /**< CUV_TARG_SCALAR: the value, `size` bytes. */
   size_t size;                      /**< CUV_TARG_SCALAR: the value's size. */
+  cuv_op_t *op;                     /**< CUV_TARG_LAZY: the op, consumed by cuv_tensor_launch. */
 } cuv_targ_t;
 
 /** A tensor the kernel reads. */
-#define CUV_TARG_READ(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_READ, (t), NULL, NULL, 0})
+#define CUV_TARG_READ(t)                                                                           \
+  ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_READ, (t), NULL, NULL, 0, NULL})
 /** A tensor the kernel writes. */
-#define CUV_TARG_WRITE(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_WRITE, (t), NULL, NULL, 0})
+#define CUV_TARG_WRITE(t)                                                                          \
+  ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_WRITE, (t), NULL, NULL, 0, NULL})
 /** A tensor the kernel reads and writes. */
-#define CUV_TARG_RW(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_RW, (t), NULL, NULL, 0})
+#define CUV_TARG_RW(t) ((cuv_targ_t){CUV_TARG_TENSOR, CUV_ARG_KIND_RW, (t), NULL, NULL, 0, NULL})
 /** A partition the kernel accesses as `access` (CUV_ARG_KIND_READ, _WRITE or _RW). */
-#define CUV_TARG_PART(p, access) ((cuv_targ_t){CUV_TARG_PARTITION, (access), NULL, (p), NULL, 0})
+#define CUV_TARG_PART(p, access)                                                                   \
+  ((cuv_targ_t){CUV_TARG_PARTITION, (access), NULL, (p), NULL, 0, NULL})
+/** An op producing a tensor, as an argument the kernel accesses as `access`: the launch runs it
+ * first, in argument order, on the launch's stream (see cuv_tensor_launch). */
+#define CUV_TARG_OP(op, access) ((cuv_targ_t){CUV_TARG_LAZY, (access), NULL, NULL, NULL, 0, (op)})
 /** A scalar: the value of `lvalue`, sizeof(lvalue) bytes, copied when the launch is built. */
 #define CUV_TARG_VALUE(lvalue)                                                                     \
-  ((cuv_targ_t){CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, &(lvalue), sizeof(lvalue)})
+  ((cuv_targ_t){CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, &(lvalue), sizeof(lvalue), NULL})
+
+/** A tensor parameter of a launcher that cuv-launchers writes (KERNEL_launch_tensors): a tensor,
+ * or an op producing one (consumed by the launcher). */
+typedef struct cuv_tensor_in {
+  const cuv_tensor_t *tensor; /**< The tensor, or NULL for an op. */
+  cuv_op_t *op;               /**< The op whose output is the tensor, or NULL. */
+} cuv_tensor_in_t;
+/** A tensor as a generated launcher's tensor parameter. */
+#define CUV_IN(t) ((cuv_tensor_in_t){(t), NULL})
+/** An op producing a tensor as a generated launcher's tensor parameter (CUV_TARG_OP). */
+#define CUV_IN_OP(op) ((cuv_tensor_in_t){NULL, (op)})
 
 /** A kernel launch over tensors, partitions and scalars: cuv_launch with each tensor or partition
  * passed as its first element's address, after checking unique storage element by element.
@@ -342,18 +362,26 @@ typedef struct cuv_targ {
  * they span. A writable tensor whose strides let elements share storage is refused too. A read
  * may overlap a write, as in cuv_launch.
  *
- * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
- *          (cuv_op_error).
+ * Op arguments (CUV_TARG_OP): the ops run first, in argument order, on the launch's stream, and
+ * the launch is built once they have run, from the tensors they output; scalars are copied and
+ * tensors and partitions held until then. The launch's output is then the op's tensor (one op
+ * argument) or a tuple of the tensors in argument order (several), as the seed's launchers give
+ * back what they were given; the other checks happen then too, and fail the op.
+ *
+ * @returns A new op, never NULL, whose output is unit, or with op arguments their tensors; a
+ *          failure is carried by the op (cuv_op_error).
  * @errors CUV_EINVAL: kernel is NULL, args is NULL with nargs > 0, an argument's kind or access
- *         is unknown, a tensor or partition argument has none, or a scalar has no value or size
- *         0; and cuv_launch's own (a grid or block dimension 0).
+ *         is unknown, a tensor, partition or op argument has none, or a scalar has no value or
+ *         size 0; and cuv_launch's own (a grid or block dimension 0).
+ *         CUV_EARGS: also when an op argument's output is not a tensor (when it runs).
  *         CUV_EARGS: two writable arguments share an element, a writable tensor shares storage
  *         between its elements, or cuv_launch's checks against the kernel's parameters fail.
  *         CUV_ENOMEM: no memory for the argument list or the op.
  *         The other codes of cuv_launch (CUV_EDEVICE, a driver error).
  * @threads Any thread builds it; it executes as cuv_launch's op.
- * @notes The op holds the tensors' buffers with their access until its submission retires, so
- *        the tensors and partitions may be released once it returns.
+ * @notes Consumes every op argument, also when it fails. The op holds the tensors' buffers with
+ *        their access until its submission retires, so the tensors and partitions may be
+ *        released once it returns.
  */
 CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t config,
                                        const cuv_targ_t *args, size_t nargs);

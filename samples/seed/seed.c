@@ -100,7 +100,8 @@ static cuv_tensor_t *sync_tensor(cuv_stream_t *stream, cuv_op_t *op) {
  * tile; the generated launcher over tensors checks both are of floats. */
 static cuv_op_t *saxpy_partition(const cuv_partition_t *z, float a, const cuv_tensor_t *x) {
   unsigned ld = (unsigned)cuv_tensor_stride(x, 0);
-  return saxpy_tile_launch_tensors(&k, cuv_partition_launch_config(z), ld, a, x, z->tensor);
+  return saxpy_tile_launch_tensors(&k, cuv_partition_launch_config(z), ld, a, CUV_IN(x),
+                                   CUV_IN(z->tensor));
 }
 
 static int example_saxpy(cuv_device_t *dev) {

@@ -275,9 +275,9 @@ static void test_launch_refused(void **state) {
       {4, CUV_TARG_PART(&cleared, CUV_ARG_KIND_RW), CUV_EINVAL},
       {4, CUV_TARG_PART(&p, CUV_ARG_KIND_SCALAR), CUV_EINVAL},
       {4, CUV_TARG_PART(&p, (enum cuv_arg_kind)42), CUV_EINVAL},
-      {0, {(enum cuv_targ_kind)9, CUV_ARG_KIND_READ, t, NULL, NULL, 0}, CUV_EINVAL},
-      {0, {CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, NULL, 4}, CUV_EINVAL},
-      {0, {CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, &u, 0}, CUV_EINVAL},
+      {0, {(enum cuv_targ_kind)9, CUV_ARG_KIND_READ, t, NULL, NULL, 0, NULL}, CUV_EINVAL},
+      {0, {CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, NULL, 4, NULL}, CUV_EINVAL},
+      {0, {CUV_TARG_SCALAR, CUV_ARG_KIND_SCALAR, NULL, NULL, &u, 0, NULL}, CUV_EINVAL},
       {3, CUV_TARG_WRITE(t), CUV_EARGS}, /* writes the partition's elements too */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -309,25 +309,29 @@ static void test_generated_tensor_launchers(void **state) {
   for (unsigned i = 0; i < n; i++)
     want[i] = a * x[i] + y[i];
   cuv_tensor_t *tx = tensor_of(x, 1, n), *ty = tensor_of(y, 1, n);
-  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, cuv_for_num_elems(n), n, a, tx, ty), NULL));
+  assert_cuv_ok(
+      cuv_sync(saxpy_launch_tensors(&m, cuv_for_num_elems(n), n, a, CUV_IN(tx), CUV_IN(ty)), NULL));
   read_tensor(y, ty);
   cuvt_assert_floats_equal(y, want, n);
   size_t shape[] = {n};
   cuv_tensor_t *as_u32 = NULL;
   assert_cuv_ok(cuv_tensor_create(&as_u32, cuv_tensor_buffer(tx), 0, CUV_DTYPE_U32, shape, 1));
   cuv_launch_config_t c = cuv_for_num_elems(n);
-  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, as_u32, ty), NULL), CUV_EARGS);
-  assert_int_equal(cuv_sync(saxpy_launch_tensors(NULL, c, n, a, tx, ty), NULL), CUV_EINVAL);
-  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, NULL, ty), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(as_u32), CUV_IN(ty)), NULL),
+                   CUV_EARGS);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(NULL, c, n, a, CUV_IN(tx), CUV_IN(ty)), NULL),
+                   CUV_EINVAL);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(NULL), CUV_IN(ty)), NULL),
+                   CUV_EINVAL);
   /* tile_set2 writes two tensors: overlapping slices of one are refused */
   float grid[64] = {0}, one = 1.0f;
   cuv_tensor_t *t = tensor_of(grid, 8, 8), *top = slice2(t, 0, 0, 5, 8),
                *low = slice2(t, 4, 0, 4, 8);
   cuv_partition_t p = partition2(low, 2, 2);
-  assert_int_equal(
-      cuv_sync(tile_set2_launch_tensors(&m, cuv_partition_launch_config(&p), 8, one, top, one, low),
-               NULL),
-      CUV_EARGS);
+  assert_int_equal(cuv_sync(tile_set2_launch_tensors(&m, cuv_partition_launch_config(&p), 8, one,
+                                                     CUV_IN(top), one, CUV_IN(low)),
+                            NULL),
+                   CUV_EARGS);
   cuv_tensor_t *views[] = {tx, ty, as_u32, t, top, low};
   for (size_t i = 0; i < 6; i++)
     cuv_tensor_unref(views[i]);
@@ -336,6 +340,78 @@ static void test_generated_tensor_launchers(void **state) {
   free(x);
   free(y);
   free(want);
+}
+
+/* Ops producing tensors as arguments (CUV_IN_OP, CUV_TARG_OP): they run first, the launch uses
+ * their tensors, and its output is the tensor (one op) or a tuple of them (several). */
+static void test_op_arguments(void **state) {
+  test_kernels_module_t m;
+  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
+  unsigned n = 1 + cuvt_random_u32() % 5000;
+  size_t shape[] = {n};
+  float *x = malloc(n * 4), *got = malloc(n * 4), a;
+  cuvt_random_ints(x, n);
+  cuvt_random_ints(&a, 1);
+  cuv_tensor_t *tx = tensor_of(x, 1, n);
+  cuv_launch_config_t c = cuv_for_num_elems(n);
+  cuv_device_t *dev = cuvt_device();
+  cuv_output_t out;
+  /* y = a x + zeros: the launch gives back the zeros' tensor, now holding a x */
+  cuv_op_t *zeros = cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1);
+  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx), CUV_IN_OP(zeros)), &out));
+  cuv_tensor_t *y = cuv_output_tensor(&out);
+  assert_non_null(y);
+  read_tensor(got, y);
+  for (unsigned i = 0; i < n; i++)
+    assert_true(got[i] == a * x[i]);
+  cuv_output_release(&out);
+  /* both from ops: ones and zeros, a tuple back in argument order */
+  cuv_op_t *ones = cuv_tensor_ones(dev, CUV_DTYPE_F32, shape, 1);
+  zeros = cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1);
+  assert_cuv_ok(
+      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN_OP(ones), CUV_IN_OP(zeros)), &out));
+  cuv_tensor_t *t0 = cuv_output_tensor(cuv_tuple_get(&out, 0));
+  cuv_tensor_t *t1 = cuv_output_tensor(cuv_tuple_get(&out, 1));
+  assert_true(t0 && t1 && t0 != t1);
+  read_tensor(got, t0);
+  for (unsigned i = 0; i < n; i++)
+    assert_true(got[i] == 1.0f);
+  read_tensor(got, t1);
+  for (unsigned i = 0; i < n; i++)
+    assert_true(got[i] == a);
+  cuv_output_release(&out);
+  /* an op whose output is no tensor, an error op, and failures that drop the ops: each op's
+   * value released exactly once */
+  atomic_int releases = 0;
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
+                                                 CUV_IN_OP(cuvt_counted_value(1, &releases))),
+                            NULL),
+                   CUV_EARGS);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_int_equal(
+      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_fail(CUV_ENOMEM))),
+               NULL),
+      CUV_ENOMEM);
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(NULL, c, n, a, CUV_IN(tx),
+                                                 CUV_IN_OP(cuvt_counted_value(2, &releases))),
+                            NULL),
+                   CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
+  cuv_targ_t bad[] = {CUV_TARG_VALUE(n), CUV_TARG_VALUE(a),
+                      CUV_TARG_OP(cuvt_counted_value(3, &releases), CUV_ARG_KIND_READ),
+                      CUV_TARG_OP(NULL, CUV_ARG_KIND_RW)};
+  assert_int_equal(cuv_sync(cuv_tensor_launch(m.saxpy, c, bad, 4), NULL), CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 3);
+  cuv_op_destroy(cuv_tensor_launch(
+      m.saxpy, c,
+      (cuv_targ_t[]){CUV_TARG_VALUE(n), CUV_TARG_VALUE(a), CUV_TARG_READ(tx),
+                     CUV_TARG_OP(cuvt_counted_value(4, &releases), CUV_ARG_KIND_RW)},
+      4));
+  assert_int_equal(atomic_load(&releases), 4); /* dropped unexecuted */
+  cuv_tensor_unref(tx);
+  test_kernels_module_destroy(&m);
+  free(x);
+  free(got);
 }
 
 int main(void) {
@@ -351,6 +427,7 @@ int main(void) {
       cmocka_unit_test(test_read_overlap_and_broadcast),
       cmocka_unit_test(test_launch_refused),
       cmocka_unit_test(test_generated_tensor_launchers),
+      cmocka_unit_test(test_op_arguments),
   };
   return cuvt_run(tests);
 }
