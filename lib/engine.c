@@ -42,7 +42,9 @@
  * once. The spinner that claims a job of driver calls stays counted as spinning while it runs
  * it (it is back at the ring within microseconds), so the pushing thread (a loop) pays no
  * wake-up and one thread serves a steady stream; it wakes a parked thread only when more is
- * queued than it took (a burst still finds threads) or when its job may wait for the GPU.
+ * queued than it took (a burst still finds threads) or when its job may wait for the GPU; a
+ * pusher that finds two jobs queued behind such a busy thread wakes one (its driver call may
+ * block: a launch behind a full queue).
  * Several spinners only read the line each push writes and burn cores (bench/RESULTS.md: four
  * of them at 80 % of a core each in clock_gettime behind one loop), and a spinner woken per
  * claim costs a wake-up per job. A pusher signals only when a thread is parked and none is
@@ -71,6 +73,7 @@ typedef struct engine {
   pthread_cond_t park_cond;
   atomic_uint parked;
   atomic_uint spinning;     /* awake submitters looking for work: a push needs no wake-up */
+  atomic_uint busy;         /* of them, those running a job of driver calls (back soon) */
   atomic_bool want_spinner; /* a parked thread is woken to spin, with nothing queued yet */
   atomic_uint running;      /* jobs on the running list, read without the lock by claim_here */
   _Atomic(const void *) last_pusher; /* the thread that submitted last, and when */
@@ -116,8 +119,10 @@ static _Thread_local bool in_job;
 /* Set on submitter threads, and on a blocking executor's caller while it waits: they may run a
  * job that waits for the GPU. */
 static _Thread_local bool may_block;
-/* The engine whose spinning submitters count this thread, NULL when none does (set_spinning). */
+/* The engine whose spinning submitters count this thread, NULL when none does (set_spinning),
+ * and whether it counts among their busy ones too (set_busy). */
 static _Thread_local engine_t *counted_in;
+static _Thread_local bool counted_busy;
 
 void cuv__touch(cuv__touches_t *t, const void *buf, bool write) {
   if (!buf || t->all)
@@ -316,6 +321,13 @@ static void set_spinning(engine_t *e, bool now) {
   counted_in = now ? e : NULL;
 }
 
+/* Counts this thread in or out of the busy ones: running a job, back at the ring soon. */
+static void set_busy(engine_t *e, bool now) {
+  if (counted_busy != now)
+    now ? atomic_fetch_add(&e->busy, 1) : atomic_fetch_sub(&e->busy, 1);
+  counted_busy = now;
+}
+
 /* A spinning thread's pause between looks: the core's sibling and the line's other readers get
  * their share. */
 static inline void cpu_relax(void) {
@@ -354,6 +366,7 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
       continue;
     }
     if (f->may_wait && counted_in == e) { /* it may wait for the GPU: not back soon */
+      set_busy(e, false);
       set_spinning(e, false);
       wake_one(e);
     }
@@ -369,8 +382,12 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
 
 /* ---- submitter threads ---- */
 
+/* No wake-up while a thread looks at the ring, nor while one running a job will take the next
+ * one; a backlog behind such a thread (a driver call that blocks) wakes one. */
 static void wake_one(engine_t *e) {
-  if (atomic_load(&e->spinning) > 0 || atomic_load(&e->parked) == 0)
+  unsigned spinning = atomic_load(&e->spinning), busy = atomic_load(&e->busy);
+  if (atomic_load(&e->parked) == 0 || spinning > busy ||
+      (busy > 0 && atomic_load(&e->queued) < 2))
     return;
   pthread_mutex_lock(&e->park_lock);
   atomic_store(&e->want_spinner, true);
@@ -419,8 +436,10 @@ static void *submitter_main(void *arg) {
         wake_one(e);
       }
       set_spinning(e, back_soon);
+      set_busy(e, back_soon);
       if (job)
         run_claimed(e, job, false, true);
+      set_busy(e, false);
       last = cuv__now_ns();
     } else {
       set_spinning(e, true);

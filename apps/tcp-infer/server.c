@@ -420,16 +420,21 @@ int main(int argc, char **argv) {
     server_close(&srv); /* what the start-up made before it failed (the kernels' module) */
     return status;
   }
-  if (o.worker)
-    return worker_main(&srv); /* frames from the front on fd 3 instead of connections */
+  if (o.worker) { /* frames from the front on fd 3 instead of connections */
+    status = worker_main(&srv);
+    repo_free(srv.models, srv.nmodels); /* the rest is worker_main's own to close */
+    return status;
+  }
   if (!cuv_driver_is_sim()) /* the simulator's GPU is no GPU of the machine's */
     srv.nvml = nvml_open("libnvidia-ml.so.1");
   listen_addr_t where = o.listen;
   unsigned room = listen_fd_room(srv.nloops);
   if (room && srv.max_connections > room)
     srv.max_connections = room; /* so that the 503 beyond it still has a descriptor to go by */
-  if ((status = start_loops(&srv, &where)) != EXIT_SUCCESS)
+  if ((status = start_loops(&srv, &where)) != EXIT_SUCCESS) {
+    repo_free(srv.models, srv.nmodels);
     return status;
+  }
   status = serve(&srv, &o, cublas, &where);
   server_close(&srv);
   return status;

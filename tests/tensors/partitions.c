@@ -287,7 +287,9 @@ static void test_launch_refused(void **state) {
     assert_int_equal(cuv_op_error(op), cases[i].want);
     cuv_op_destroy(op);
   }
-  assert_int_equal(cuv_op_error(cuv_tensor_launch(NULL, c, good, 5)), CUV_EINVAL);
+  cuv_op_t *no_kernel = cuv_tensor_launch(NULL, c, good, 5);
+  assert_int_equal(cuv_op_error(no_kernel), CUV_EINVAL);
+  cuv_op_destroy(no_kernel);
   assert_int_equal(cuv_sync(cuv_tensor_launch(k, c, NULL, 5), NULL), CUV_EINVAL);
   cuv_launch_config_t zero = {{0, 0, 0}, {0, 0, 0}, 0};
   assert_int_equal(cuv_sync(cuv_tensor_launch(k, zero, good, 5), NULL), CUV_EINVAL);
