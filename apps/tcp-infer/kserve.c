@@ -489,7 +489,7 @@ static void result_json(FILE *f, const request_t *req, const float *out) {
  * FLT_MAX can overflow the model), which binary outputs carry as they are. */
 static bool outputs_finite(const request_t *req) {
   const float *out = req->out.data;
-  for (size_t i = 0; i < (size_t)req->batch * MLP_OUT; i++)
+  for (size_t i = 0; i < (size_t)req->batch * out_dim(req->model); i++)
     if (!isfinite(out[i]))
       return false;
   return true;
