@@ -24,6 +24,27 @@ CASE = re.compile(r"^(not )?ok\b(.*)$")
 SKIP = re.compile(r"#\s*skip", re.IGNORECASE)
 PLAN_SKIP = re.compile(r"^1\.\.0\b.*#\s*skip", re.IGNORECASE)
 BAD_RESULTS = {"FAIL", "ERROR", "TIMEOUT", "UNEXPECTEDPASS", "INTERRUPT"}
+# What a failed case said, printed under its name: node --test's YAML keys after `not ok`, and
+# cmocka's `# ` comment lines before it (CI's log keeps only the summary's lines in view).
+DETAIL_KEY = re.compile(r"^(error|message|expected|actual|location|code):")
+MAX_DETAIL = 6
+
+
+def failure_detail(lines, at):
+    """Up to MAX_DETAIL lines that say why the case at lines[at] failed."""
+    detail = []
+    before = at - 1
+    while (before >= 0 and lines[before].strip().startswith("#") and
+           not lines[before].strip().startswith("# Subtest") and len(detail) < MAX_DETAIL):
+        detail.insert(0, lines[before].strip())
+        before -= 1
+    for line in lines[at + 1:]:
+        text = line.strip()
+        if CASE.match(text) or text == "...":
+            break
+        if DETAIL_KEY.match(text) and len(detail) < MAX_DETAIL:
+            detail.append(text[:300])
+    return detail
 
 
 def count_test(entry):
@@ -33,7 +54,8 @@ def count_test(entry):
     result = entry.get("result", "")
     cases = 0
     plan_skip = False
-    for line in (entry.get("stdout") or "").splitlines():
+    lines = (entry.get("stdout") or "").splitlines()
+    for at, line in enumerate(lines):
         line = line.strip()
         if PLAN_SKIP.match(line):
             plan_skip = True
@@ -46,7 +68,8 @@ def count_test(entry):
             skipped += 1
         elif m.group(1):
             failed += 1
-            names.append(m.group(2).lstrip(" 0123456789-").strip() or line)
+            name = m.group(2).lstrip(" 0123456789-").strip() or line
+            names.append("\n      ".join([name] + failure_detail(lines, at)))
         else:
             passed += 1
     if cases == 0:

@@ -68,9 +68,12 @@ test('buffers disposed right after the call stay until the op the feeder builds 
 
 test('a call the feeder submits and cuv refuses rejects, without waiting for the GPU',
   { skip: simOnly }, async () => {
-    const g = await gate(5000);
+    // Three bumps behind the gate make four calls in flight, so the feeder takes the next call;
+    // more would block every stream open() writes on (fixtures/common.js), and the gate would
+    // end only at its timeout, which only a failing test waits for.
+    const g = await gate(60000);
     const trace = cuv.alloc(Uint32Array, 1);
-    const behind = Array.from({ length: 16 }, () => g.bump(trace));
+    const behind = Array.from({ length: 3 }, () => g.bump(trace));
     const fedBefore = cuv.stats().fed;
     // A signature that disagrees with the kernel's parameter sizes: cuv_launch makes an error op,
     // which cuv_submit refuses.
@@ -81,6 +84,9 @@ test('a call the feeder submits and cuv refuses rejects, without waiting for the
     assert.ok(cuv.pending() >= behind.length, 'the gate is still closed');
     await g.open();
     await Promise.all([...behind, g.closed]);
+    // The gate adds 1 when opened (2 at its timeout), each bump 4.
+    assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1 + 4 * behind.length),
+      'open() ended the gate, and every bump ran after it');
     assert.strictEqual(cuv.pending(), 0);
   });
 
