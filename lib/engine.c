@@ -42,9 +42,13 @@
  * once. The spinner that claims a job of driver calls stays counted as spinning while it runs
  * it (it is back at the ring within microseconds), so the pushing thread (a loop) pays no
  * wake-up and one thread serves a steady stream; it wakes a parked thread only when more is
- * queued than it took (a burst still finds threads) or when its job may wait for the GPU; a
- * pusher that finds two jobs queued behind such a busy thread wakes one (its driver call may
- * block: a launch behind a full queue).
+ * queued than it took (a burst still finds threads) or when its job may wait for the GPU.
+ * A driver call of a busy thread may block (a launch behind a full queue), so while one is busy a
+ * parked thread keeps watch: it waits with a timeout of WATCH_NS, and when jobs are queued and
+ * no job finished since its last look, it claims them. A job behind a stuck thread waits at most
+ * about twice WATCH_NS, at the cost of one timed wake-up per WATCH_NS while a thread is busy,
+ * not of a wake-up per push (a pusher wakes a parked thread for a busy one's backlog only when
+ * none keeps watch).
  * Several spinners only read the line each push writes and burn cores (bench/RESULTS.md: four
  * of them at 80 % of a core each in clock_gettime behind one loop), and a spinner woken per
  * claim costs a wake-up per job. A pusher signals only when a thread is parked and none is
@@ -62,6 +66,7 @@
 #define MAX_DEVICES 64
 #define SHARED_NS 10000000ull /* how long a second submitting thread makes the engine shared */
 #define WAIT_SPIN_NS 20000ull /* a waiter's busy spin before it starts yielding */
+#define WATCH_NS 1000000ull   /* a watching parked thread's look at a busy thread's backlog */
 
 typedef struct engine {
   pthread_mutex_t lock; /* claims, and the running list */
@@ -75,6 +80,7 @@ typedef struct engine {
   atomic_uint spinning;     /* awake submitters looking for work: a push needs no wake-up */
   atomic_uint busy;         /* of them, those running a job of driver calls (back soon) */
   atomic_bool want_spinner; /* a parked thread is woken to spin, with nothing queued yet */
+  atomic_bool watching;     /* a parked thread looks at the backlog every WATCH_NS (park) */
   atomic_uint running;      /* jobs on the running list, read without the lock by claim_here */
   _Atomic(const void *) last_pusher; /* the thread that submitted last, and when */
   atomic_uint_fast64_t last_push_ns;
@@ -383,11 +389,10 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
 /* ---- submitter threads ---- */
 
 /* No wake-up while a thread looks at the ring, nor while one running a job will take the next
- * one; a backlog behind such a thread (a driver call that blocks) wakes one. */
+ * one and a parked thread keeps watch in case its driver call blocks (park). */
 static void wake_one(engine_t *e) {
   unsigned spinning = atomic_load(&e->spinning), busy = atomic_load(&e->busy);
-  if (atomic_load(&e->parked) == 0 || spinning > busy ||
-      (busy > 0 && atomic_load(&e->queued) < 2))
+  if (atomic_load(&e->parked) == 0 || spinning > busy || (busy > 0 && atomic_load(&e->watching)))
     return;
   pthread_mutex_lock(&e->park_lock);
   atomic_store(&e->want_spinner, true);
@@ -395,13 +400,46 @@ static void wake_one(engine_t *e) {
   pthread_mutex_unlock(&e->park_lock);
 }
 
-/* Parks until something is queued; false when the engine stops. */
+/* A watching thread's wait: WATCH_NS, or until woken. True when jobs are queued and no job
+ * finished meanwhile (a busy thread's driver call blocks: this thread claims them). The caller
+ * holds park_lock. */
+static bool watch(engine_t *e) {
+  uint_fast64_t finishes = atomic_load(&e->finishes);
+  struct timespec until;
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  until.tv_nsec += (long)WATCH_NS;
+  until.tv_sec += until.tv_nsec / 1000000000L;
+  until.tv_nsec %= 1000000000L;
+  bool timed_out = pthread_cond_timedwait(&e->park_cond, &e->park_lock, &until) != 0;
+  return timed_out && atomic_load(&e->queued) > 0 && atomic_load(&e->finishes) == finishes;
+}
+
+/* Parks until something is queued that no busy thread takes; false when the engine stops. While
+ * a thread is busy, one parked thread keeps watch (watch); the others, and all of them while none
+ * is busy (an idle engine costs no CPU), wait until woken. */
 static bool park(engine_t *e) {
   pthread_mutex_lock(&e->park_lock);
   atomic_fetch_add(&e->parked, 1);
-  while (atomic_load(&e->queued) == 0 && !atomic_load(&e->stop) &&
-         !atomic_exchange(&e->want_spinner, false))
-    pthread_cond_wait(&e->park_cond, &e->park_lock);
+  bool watcher = false;
+  for (;;) {
+    if (atomic_load(&e->stop) || atomic_exchange(&e->want_spinner, false))
+      break;
+    bool busy = atomic_load(&e->busy) > 0;
+    if (atomic_load(&e->queued) > 0 && !(busy && watcher))
+      break; /* a watcher leaves only for a stuck backlog (below) */
+    if (busy && (watcher || !atomic_exchange(&e->watching, true))) {
+      watcher = true;
+      if (watch(e))
+        break;
+    } else {
+      if (watcher)
+        atomic_store(&e->watching, false);
+      watcher = false;
+      pthread_cond_wait(&e->park_cond, &e->park_lock);
+    }
+  }
+  if (watcher)
+    atomic_store(&e->watching, false);
   atomic_fetch_sub(&e->parked, 1);
   pthread_mutex_unlock(&e->park_lock);
   return !atomic_load(&e->stop);
@@ -499,7 +537,11 @@ static engine_t *engine_new(int ordinal, int *status) {
   if (*status == 0) {
     pthread_mutex_init(&e->lock, NULL);
     pthread_mutex_init(&e->park_lock, NULL);
-    pthread_cond_init(&e->park_cond, NULL);
+    pthread_condattr_t attr; /* a watcher's timeout counts on the clock cuv__now_ns reads */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&e->park_cond, &attr);
+    pthread_condattr_destroy(&attr);
     *status = start_threads(e, ordinal);
   }
   if (*status == 0)
