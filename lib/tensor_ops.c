@@ -184,3 +184,20 @@ CUV_EXTERN cuv_op_t *cuv_tensor_reshape_op(cuv_op_t *op, const size_t *shape, si
   cuv_op_t *pair[] = {op, cuv_value(spec, spec_free)};
   return cuv_map(cuv_zip(pair, 2), reshape_output, NULL);
 }
+
+/* map: the tensor, kept when its element type is the one passed as arg. */
+static int typed_output(cuv_output_t *out, void *arg) {
+  const cuv_tensor_t *t = cuv_output_tensor(out);
+  if (t && t->dtype == (cuv_dtype_t)(uintptr_t)arg)
+    return 0;
+  cuv_output_release(out);
+  return CUV_EARGS;
+}
+
+CUV_EXTERN cuv_op_t *cuv_tensor_typed_op(cuv_op_t *op, cuv_dtype_t dtype) {
+  if (!op || cuv_dtype_size(dtype) == 0) {
+    cuv_op_destroy(op);
+    return cuv_fail(CUV_EINVAL);
+  }
+  return cuv_map(op, typed_output, (void *)(uintptr_t)dtype);
+}

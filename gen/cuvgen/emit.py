@@ -148,8 +148,10 @@ def _tensor_launcher(mod, kernel):
     for p in kernel.params:
         if p.kind == 'buffer':
             params.append('cuv_tensor_in_t ' + p.name)
-            args.append('%s.op ? CUV_TARG_OP(%s.op, CUV_ARG_KIND_%s) : %s(%s.tensor)'
-                        % (p.name, p.name, p.access.upper(), TENSOR_MACRO[p.access], p.name))
+            args.append('%s.op ? CUV_TARG_OP(cuv_tensor_typed_op(%s.op, CUV_DTYPE_%s), '
+                        'CUV_ARG_KIND_%s) : %s(%s.tensor)'
+                        % (p.name, p.name, p.dtype, p.access.upper(), TENSOR_MACRO[p.access],
+                           p.name))
         else:
             params.append('%s %s' % (p.ctype, p.name))
             args.append('CUV_TARG_VALUE(%s)' % p.name)
@@ -157,9 +159,9 @@ def _tensor_launcher(mod, kernel):
     out = [_comment(_words('The same over tensors (cuv_tensor_launch, include/cuv/tensor.h): '
                            'each tensor parameter a tensor (CUV_IN) of the pointer\'s element '
                            'type (%s; CUV_EARGS otherwise) or an op producing one (CUV_IN_OP, '
-                           'consumed; the launch then outputs its tensor).' % types, WIDTH - 3))]
+                           'consumed, its tensor\'s type checked when it runs: '
+                           'cuv_tensor_typed_op; the launch then outputs its tensor).' % types, WIDTH - 3))]
     out.append(_wrap('static inline cuv_op_t *%s_launch_tensors(' % kernel.name, params, ') {'))
-    out.append(_wrap('  const cuv_targ_t %s[] = {' % n['args'], args, '};'))
     rc = n['rc']
     out.append('  int %s = %s ? 0 : CUV_EINVAL;' % (rc, n['module']))
     for p in buffers:
@@ -168,6 +170,8 @@ def _tensor_launcher(mod, kernel):
     out.append('  if (%s != 0) {' % n['rc'])
     out += ['    cuv_op_destroy(%s.op);' % p.name for p in buffers]
     out.append('    return cuv_fail(%s);\n  }' % n['rc'])
+    # built once the checks passed: the initialiser consumes the ops (cuv_tensor_typed_op)
+    out.append(_wrap('  const cuv_targ_t %s[] = {' % n['args'], args, '};'))
     out.append(_wrap('  return cuv_tensor_launch(', ['%s->%s' % (n['module'], kernel.name),
                      n['config'], n['args'], str(len(args))], ');'))
     out.append('}')

@@ -253,6 +253,21 @@ CUV_EXTERN cuv_op_t *cuv_tensor_to_host_into(void *dst, size_t bytes, cuv_tensor
  * @notes Consumes op. The shape is copied.
  */
 CUV_EXTERN cuv_op_t *cuv_tensor_reshape_op(cuv_op_t *op, const size_t *shape, size_t ndim);
+/** The op's tensor output, checked to have element type `dtype` when it runs: the generated
+ * launchers (KERNEL_launch_tensors) pass each CUV_IN_OP argument through it, so an op producing a
+ * tensor of another type fails the launch as a tensor of that type does (CUV_EARGS).
+ *
+ * @returns A new op, never NULL, whose output is op's tensor; a failure is carried by the op
+ *          (cuv_op_error).
+ * @errors CUV_EINVAL: op is NULL, or dtype is not a cuv_dtype_t.
+ *         CUV_ECONSUMED: op is already held by another combinator.
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: op's own error; CUV_EARGS when op's output is not a tensor or its element
+ *         type is not dtype (op's output is then released).
+ * @threads Any thread builds it; the check runs where cuv_map's fn runs.
+ * @notes Consumes op, also when it fails.
+ */
+CUV_EXTERN cuv_op_t *cuv_tensor_typed_op(cuv_op_t *op, cuv_dtype_t dtype);
 /** The tensor an output holds (of cuv_tensor_zeros, _ones, _dup, _reshape_op, or a cuv_value
  * made with cuv_tensor_output_release).
  *

@@ -416,6 +416,94 @@ static void test_op_arguments(void **state) {
   free(got);
 }
 
+typedef struct typed_done {
+  atomic_int calls;
+  int status;
+} typed_done_t;
+
+static void typed_done(int status, cuv_output_t *output, void *arg) {
+  typed_done_t *d = arg;
+  (void)output;
+  d->status = status;
+  atomic_fetch_add(&d->calls, 1);
+}
+
+/* Submits op and waits for its one callback: the status it got. */
+static int submitted_status(cuv_op_t *op) {
+  cuv_queue_t *q = NULL;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  typed_done_t done = {0, 1};
+  assert_cuv_ok(cuv_submit(q, op, typed_done, &done, NULL));
+  cuvt_drain_until(q, &done.calls, 1);
+  cuvt_drain_until_retired(q);
+  assert_int_equal(atomic_load(&done.calls), 1);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  return done.status;
+}
+
+/* An op argument's tensor has the parameter's element type (cuv_tensor_typed_op, which the
+ * generated launchers apply to every CUV_IN_OP): another type fails the launch with CUV_EARGS,
+ * its callback once, and the wrong tensor is released; the right type still launches. */
+static void test_op_argument_types(void **state) {
+  test_kernels_module_t m;
+  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
+  unsigned n = 1 + cuvt_random_u32() % 5000;
+  size_t shape[] = {n};
+  float *x = malloc(n * 4), *got = malloc(n * 4), a;
+  cuvt_random_ints(x, n);
+  cuvt_random_ints(&a, 1);
+  cuv_tensor_t *tx = tensor_of(x, 1, n);
+  cuv_launch_config_t c = cuv_for_num_elems(n);
+  cuv_device_t *dev = cuvt_device();
+  static const cuv_dtype_t others[] = {CUV_DTYPE_U32, CUV_DTYPE_I32, CUV_DTYPE_F64, CUV_DTYPE_U8};
+  cuv_dtype_t wrong = others[cuvt_random_u32() % 4];
+  assert_int_equal(submitted_status(saxpy_launch_tensors(
+                       &m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_tensor_zeros(dev, wrong, shape, 1)))),
+                   CUV_EARGS);
+  assert_int_equal(submitted_status(saxpy_launch_tensors(
+                       &m, c, n, a, CUV_IN_OP(cuv_tensor_ones(dev, wrong, shape, 1)),
+                       CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1)))),
+                   CUV_EARGS);
+  /* reshaped to the right shape but of the wrong type: still refused */
+  assert_int_equal(
+      submitted_status(saxpy_launch_tensors(
+          &m, c, n, a, CUV_IN(tx),
+          CUV_IN_OP(cuv_tensor_reshape_op(cuv_tensor_zeros(dev, wrong, shape, 1), shape, 1)))),
+      CUV_EARGS);
+  /* the right type: y = a x + 0 */
+  cuv_output_t out;
+  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
+                                              CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32,
+                                                                         shape, 1))),
+                         &out));
+  read_tensor(got, cuv_output_tensor(&out));
+  for (unsigned i = 0; i < n; i++)
+    assert_true(got[i] == a * x[i]);
+  cuv_output_release(&out);
+  /* directly: passes the tensor through, refuses another type, no tensor, and bad arguments,
+   * each op's value released exactly once */
+  assert_cuv_ok(cuv_sync(cuv_tensor_typed_op(cuv_tensor_zeros(dev, wrong, shape, 1), wrong), &out));
+  assert_int_equal(cuv_tensor_dtype(cuv_output_tensor(&out)), wrong);
+  assert_int_equal(cuv_tensor_numel(cuv_output_tensor(&out)), n);
+  cuv_output_release(&out);
+  atomic_int releases = 0;
+  assert_int_equal(
+      submitted_status(cuv_tensor_typed_op(cuvt_counted_value(1, &releases), CUV_DTYPE_F32)),
+      CUV_EARGS);
+  assert_int_equal(atomic_load(&releases), 1);
+  assert_int_equal(
+      cuv_sync(cuv_tensor_typed_op(cuvt_counted_value(2, &releases), CUV_DTYPE_COUNT), NULL),
+      CUV_EINVAL);
+  assert_int_equal(atomic_load(&releases), 2);
+  assert_int_equal(cuv_sync(cuv_tensor_typed_op(NULL, CUV_DTYPE_F32), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync(cuv_tensor_typed_op(cuv_fail(CUV_ENOMEM), CUV_DTYPE_F32), NULL),
+                   CUV_ENOMEM);
+  cuv_tensor_unref(tx);
+  test_kernels_module_destroy(&m);
+  free(x);
+  free(got);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -430,6 +518,7 @@ int main(void) {
       cmocka_unit_test(test_launch_refused),
       cmocka_unit_test(test_generated_tensor_launchers),
       cmocka_unit_test(test_op_arguments),
+      cmocka_unit_test(test_op_argument_types),
   };
   return cuvt_run(tests);
 }
