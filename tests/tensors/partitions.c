@@ -472,10 +472,10 @@ static void test_op_argument_types(void **state) {
       CUV_EARGS);
   /* the right type: y = a x + 0 */
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
-                                              CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32,
-                                                                         shape, 1))),
-                         &out));
+  assert_cuv_ok(
+      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
+                                    CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1))),
+               &out));
   read_tensor(got, cuv_output_tensor(&out));
   for (unsigned i = 0; i < n; i++)
     assert_true(got[i] == a * x[i]);
