@@ -7,7 +7,9 @@
  *      allocation on the executing stream's device, then filled) and whose layers are typed
  *      launches chained on one stream (gemm, relu, gemm), its output downloaded (d2h);
  *   4. the same forward pass captured into a CUDA graph, replayed per token after an update
- *      copies the token in.
+ *      copies the token in;
+ *   5. 3 and 4 again over tensors (cuv/tensor.h): operands from the h2d helper, dup, zeros and
+ *      ones, the layers through the generated tensor launchers, y read back with to_host.
  * Each result is checked against the same arithmetic on the host. Exit status: 0 when all are
  * right, 77 without a CUDA driver (run it with CUV_DRIVER=sim), 1 otherwise. */
 #include <math.h>
@@ -241,6 +243,108 @@ static int example_graph(cuv_device_t *dev, const mlp_t *m, const float *w1, con
   return rc != 0 ? failed("graph", rc) : bad;
 }
 
+/* ---- 5. the MLP and its graph over tensors ---- */
+
+/* The MLP's operands as tensors: x, w1, w2 from the with_context h2d helper (w1 then dup'd), h
+ * from zeros and y from ones (every element overwritten by the second gemm). */
+typedef struct mlp_tensors {
+  cuv_tensor_t *x, *w1, *w2, *h, *y;
+} mlp_tensors_t;
+
+/* h2d of rows x cols floats through new_buffer, as a tensor over that buffer; NULL on failure. */
+static cuv_tensor_t *h2d_tensor(cuv_stream_t *stream, const float *host, size_t rows, size_t cols) {
+  contents_t c = {rows * cols, host, 0};
+  cuv_buffer_t *buf = sync_buffer(stream, new_buffer(&c));
+  const size_t shape[] = {rows, cols};
+  cuv_tensor_t *t = NULL;
+  if (buf && cuv_tensor_create(&t, buf, 0, CUV_DTYPE_F32, shape, 2) != 0)
+    t = NULL;
+  if (buf)
+    cuv_buffer_unref(buf); /* the tensor holds it */
+  return t;
+}
+
+static int mlp_tensors_upload(mlp_tensors_t *m, cuv_stream_t *stream, const float *x,
+                              const float *w1, const float *w2) {
+  cuv_device_t *dev = cuv_stream_device(stream);
+  const size_t hidden[] = {ROWS, HIDDEN}, out[] = {ROWS, OUT};
+  cuv_tensor_t *w1_up = h2d_tensor(stream, w1, IN, HIDDEN);
+  m->x = h2d_tensor(stream, x, ROWS, IN);
+  m->w1 = w1_up ? sync_tensor(stream, cuv_tensor_dup(w1_up)) : NULL;
+  m->w2 = h2d_tensor(stream, w2, HIDDEN, OUT);
+  m->h = sync_tensor(stream, cuv_tensor_zeros(dev, CUV_DTYPE_F32, hidden, 2));
+  m->y = sync_tensor(stream, cuv_tensor_ones(dev, CUV_DTYPE_F32, out, 2));
+  cuv_tensor_unref(w1_up);
+  return m->x && m->w1 && m->w2 && m->h && m->y ? 0 : CUV_ENOMEM;
+}
+
+static void mlp_tensors_free(mlp_tensors_t *m) {
+  cuv_tensor_t *ts[] = {m->x, m->w1, m->w2, m->h, m->y};
+  for (size_t i = 0; i < 5; i++)
+    cuv_tensor_unref(ts[i]);
+}
+
+/* forward() over tensors: the generated launchers check every operand is of floats. */
+static cuv_op_t *forward_tensors(const mlp_tensors_t *m) {
+  cuv_op_t *op = gemm_launch_tensors(&k, cuv_for_num_elems(ROWS * HIDDEN), ROWS, HIDDEN, IN,
+                                     CUV_IN(m->x), CUV_IN(m->w1), CUV_IN(m->h));
+  op = cuv_seq(
+      op, relu_launch_tensors(&k, cuv_for_num_elems(ROWS * HIDDEN), ROWS * HIDDEN, CUV_IN(m->h)));
+  return cuv_seq(op, gemm_launch_tensors(&k, cuv_for_num_elems(ROWS * OUT), ROWS, OUT, HIDDEN,
+                                         CUV_IN(m->h), CUV_IN(m->w2), CUV_IN(m->y)));
+}
+
+/* The forward pass, then y to the host (cuv_tensor_to_host: pinned memory, valid once done). */
+static int mlp_tensors_forward(cuv_stream_t *stream, const mlp_tensors_t *m, const float *x,
+                               const float *w1, const float *w2) {
+  float y[ROWS * OUT], want[ROWS * OUT];
+  cuv_output_t out;
+  int rc = cuv_sync_on(stream, cuv_seq(forward_tensors(m), cuv_tensor_to_host(m->y)), &out);
+  if (rc != 0)
+    return failed("mlp over tensors", rc);
+  memcpy(y, out.data, sizeof y);
+  cuv_output_release(&out);
+  host_forward(x, w1, w2, want);
+  return check("mlp forward over tensors", y, want, ROWS * OUT);
+}
+
+/* The forward pass over tensors captured once, replayed per fresh random token after an update
+ * copies it into x's bytes. */
+static int mlp_tensors_graph(cuv_stream_t *stream, const mlp_tensors_t *m, const float *w1,
+                             const float *w2) {
+  cuv_graph_t *graph = NULL;
+  int rc = cuv_graph_capture(&graph, forward_tensors(m), stream, NULL), bad = 0;
+  for (int t = 0; rc == 0 && t < TOKENS; t++) {
+    float token[ROWS * IN], y[ROWS * OUT], want[ROWS * OUT];
+    random_floats(token, ROWS * IN);
+    rc = cuv_graph_update(graph, cuv_memcpy_htod(cuv_tensor_buffer(m->x), cuv_tensor_offset(m->x),
+                                                 token, sizeof token, CUV_COPY_STAGE));
+    if (rc == 0)
+      rc = cuv_sync_on(cuv_graph_stream(graph),
+                       cuv_seq(cuv_graph_launch(graph), cuv_tensor_to_host_into(y, sizeof y, m->y)),
+                       NULL);
+    host_forward(token, w1, w2, want);
+    bad |= rc == 0 && check("graph replay over tensors", y, want, ROWS * OUT);
+  }
+  if (graph)
+    cuv_graph_unref(graph);
+  return rc != 0 ? failed("graph over tensors", rc) : bad;
+}
+
+static int example_mlp_tensors(cuv_device_t *dev, const float *x, const float *w1,
+                               const float *w2) {
+  cuv_stream_t *stream = NULL;
+  mlp_tensors_t m = {0};
+  int rc = cuv_stream_create(&stream, dev), bad = 0;
+  if (rc == 0)
+    rc = mlp_tensors_upload(&m, stream, x, w1, w2);
+  if (rc == 0)
+    bad = mlp_tensors_forward(stream, &m, x, w1, w2) | mlp_tensors_graph(stream, &m, w1, w2);
+  mlp_tensors_free(&m);
+  cuv_stream_destroy(stream);
+  return rc != 0 ? failed("mlp tensors", rc) : bad;
+}
+
 int main(void) {
   seed_register_twins();
   int rc = cuv_init();
@@ -262,6 +366,10 @@ int main(void) {
   int bad = example_saxpy(dev) | example_vecadd() | example_mlp(&m, x, w1, w2);
   if (m.y)
     bad |= example_graph(dev, &m, w1, w2);
+  random_floats(x, ROWS * IN); /* fresh data for the same network over tensors */
+  random_floats(w1, IN * HIDDEN);
+  random_floats(w2, HIDDEN * OUT);
+  bad |= example_mlp_tensors(dev, x, w1, w2);
   mlp_free(&m);
   seed_module_destroy(&k);
   cuv_device_unref(dev);
