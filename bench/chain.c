@@ -15,9 +15,11 @@
  *                                cuv-launchers generated (empty_kernel_launch) instead of
  *                                cuv_launch; the wall-time run always measures both, rep by rep
  *   --buffer-args, --tensor-args with --chains: each op launches tile_saxpy over one 4 x 4 tile,
- *                                through cuv_launch with buffer arguments, or through
- *                                cuv_tensor_launch with a tensor and a partition of the same
- *                                buffers: the difference is what the tensor layer costs
+ *                                through cuv_launch with buffer arguments, or through the
+ *                                generated tile_saxpy_launch_tensors with a tensor and a
+ *                                partition's tensor over the same buffers (its launch
+ *                                configuration per launch): the difference is what the tensor
+ *                                layer costs
  *
  * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
 #include <stdio.h>
@@ -106,10 +108,11 @@ static cuv_op_t *buffer_launch(void) {
   return cuv_launch(tile, CUV_DIM1(1), CUV_DIM3(TILE, TILE, 1), 0, args, 5);
 }
 
+/* Through the generated launcher over tensors (cuv_tensor_launch_args), the partition passed as
+ * its tensor with the partition's configuration, as docs/launchers.md says. */
 static cuv_op_t *tensor_launch(void) {
-  const cuv_targ_t args[] = {CUV_TARG_VALUE(ld), CUV_TARG_VALUE(ld), CUV_TARG_VALUE(alpha),
-                             CUV_TARG_READ(tx), CUV_TARG_PART(&py, CUV_ARG_KIND_RW)};
-  return cuv_tensor_launch(tile, cuv_partition_launch_config(&py), args, 5);
+  return tile_saxpy_launch_tensors(&kernels, cuv_partition_launch_config(&py), ld, ld, alpha,
+                                   CUV_IN(tx), CUV_IN(py.tensor));
 }
 
 static cuv_op_t *next_launch(cuv_output_t *input, void *arg) { return empty_launch(); }

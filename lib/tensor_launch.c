@@ -38,11 +38,28 @@ static bool share_elements(const cuv_tensor_t *a, const cuv_tensor_t *b) {
   return a->offset < b->offset + b->span && b->offset < a->offset + a->span;
 }
 
-static int check_writers(const cuv_tensor_t *const *writers, size_t n) {
+static int check_writers(const cuv_tensor_t **writers, size_t n) {
   for (size_t i = 0; i < n; i++)
     for (size_t j = i + 1; j < n; j++)
       if (share_elements(writers[i], writers[j]))
         return CUV_EARGS;
+  return 0;
+}
+
+/* Lowers tensor t accessed as `access` into *out, appending it to writers when writable. */
+static inline __attribute__((always_inline)) int
+lower_tensor(const cuv_tensor_t *t, enum cuv_arg_kind access, cuv_arg_t *out,
+             const cuv_tensor_t **writers, size_t *nwriters) {
+  if (!t || access == CUV_ARG_KIND_SCALAR)
+    return CUV_EINVAL;
+  unsigned flags = 0;
+  if (access == CUV_ARG_KIND_WRITE || access == CUV_ARG_KIND_RW) {
+    if (!t->injective)
+      return CUV_EARGS;
+    writers[(*nwriters)++] = t;
+    flags = CUV_ARG_FLAG_MAY_ALIAS;
+  }
+  *out = (cuv_arg_t){access, t->buf, t->offset, NULL, 0, t->span, flags, NULL};
   return 0;
 }
 
@@ -62,17 +79,7 @@ static int lower(const cuv_targ_t *a, cuv_arg_t *out, const cuv_tensor_t **write
     t = a->partition->tensor;
   else if (a->kind == CUV_TARG_LAZY)
     return a->op ? DEFERRED : CUV_EINVAL;
-  if (!t || a->access == CUV_ARG_KIND_SCALAR)
-    return CUV_EINVAL;
-  unsigned flags = 0;
-  if (a->access == CUV_ARG_KIND_WRITE || a->access == CUV_ARG_KIND_RW) {
-    if (!t->injective)
-      return CUV_EARGS;
-    writers[(*nwriters)++] = t;
-    flags = CUV_ARG_FLAG_MAY_ALIAS;
-  }
-  *out = (cuv_arg_t){a->access, t->buf, t->offset, NULL, 0, t->span, flags, NULL};
-  return 0;
+  return lower_tensor(t, a->access, out, writers, nwriters);
 }
 
 /* Destroys every op argument (the failure paths consume them). */
@@ -236,4 +243,31 @@ CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t
   if (lowered != local)
     free(lowered);
   return op;
+}
+
+CUV_EXTERN cuv_op_t *cuv_tensor_launch_args(cuv_kernel_t *kernel, cuv_launch_config_t config,
+                                            cuv_arg_t *args, size_t nargs,
+                                            const cuv_tensor_t *const *tensors,
+                                            const cuv_dtype_t *dtypes) {
+  if (!kernel || (nargs > 0 && (!args || !tensors)))
+    return cuv_fail(CUV_EINVAL);
+  const cuv_tensor_t *local_writers[LOCAL_ARGS], **writers = local_writers;
+  if (nargs > LOCAL_ARGS && !(writers = malloc(nargs * sizeof *writers)))
+    return cuv_fail(CUV_ENOMEM);
+  size_t nwriters = 0;
+  int rc = 0;
+  for (size_t i = 0; i < nargs && rc == 0; i++)
+    if (args[i].kind != CUV_ARG_KIND_SCALAR) { /* scalars are the caller's: cuv_launch checks */
+      rc = lower_tensor(tensors[i], args[i].kind, &args[i], writers, &nwriters);
+      if (rc == 0 && dtypes && tensors[i]->dtype != dtypes[i])
+        rc = CUV_EARGS;
+    }
+  if (rc == 0 && nwriters > 1) /* one writer shares with no other: the common case, no call */
+    rc = check_writers(writers, nwriters);
+  if (writers != local_writers)
+    free(writers);
+  if (rc != 0)
+    return cuv_fail(rc);
+  return cuv_launch(kernel, config.grid, config.block, config.shared_bytes, nargs > 0 ? args : NULL,
+                    nargs);
 }

@@ -504,6 +504,53 @@ static void test_op_argument_types(void **state) {
   free(got);
 }
 
+/* cuv_tensor_launch_args directly (the generated launchers' path): the tensor slots written from
+ * the tensors, saxpy checked against the host, dtypes NULL or matching; every misuse refused. */
+static void test_launch_args_direct(void **state) {
+  test_kernels_module_t m;
+  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
+  unsigned n = 1 + cuvt_random_u32() % 5000;
+  float *x = malloc(n * 4), *y = malloc(n * 4), *got = malloc(n * 4), a;
+  cuvt_random_ints(x, n);
+  cuvt_random_ints(y, n);
+  cuvt_random_ints(&a, 1);
+  cuv_tensor_t *tx = tensor_of(x, 1, n), *ty = tensor_of(y, 1, n);
+  cuv_launch_config_t c = cuv_for_num_elems(n);
+  const cuv_tensor_t *const tensors[] = {NULL, NULL, tx, ty};
+  static const cuv_dtype_t f32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_F32};
+  static const cuv_dtype_t u32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_U32};
+#define SAXPY_ARGS                                                                                 \
+  {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_READ),                     \
+   CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_RW)}
+  cuv_arg_t args[] = SAXPY_ARGS;
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, args, 4, tensors, f32), NULL));
+  cuv_arg_t again[] = SAXPY_ARGS;
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, again, 4, tensors, NULL), NULL));
+  read_tensor(got, ty);
+  for (unsigned i = 0; i < n; i++)
+    assert_true(got[i] == a * x[i] + (a * x[i] + y[i])); /* two launches: y + 2 a x */
+  cuv_arg_t bad[] = SAXPY_ARGS;
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, bad, 4, tensors, u32), NULL),
+                   CUV_EARGS);
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(NULL, c, bad, 4, tensors, f32), NULL),
+                   CUV_EINVAL);
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, NULL, 4, tensors, f32), NULL),
+                   CUV_EINVAL);
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, bad, 4, NULL, f32), NULL),
+                   CUV_EINVAL);
+  const cuv_tensor_t *const missing[] = {NULL, NULL, tx, NULL};
+  cuv_arg_t none[] = SAXPY_ARGS;
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, none, 4, missing, f32), NULL),
+                   CUV_EINVAL);
+#undef SAXPY_ARGS
+  cuv_tensor_unref(tx);
+  cuv_tensor_unref(ty);
+  test_kernels_module_destroy(&m);
+  free(x);
+  free(y);
+  free(got);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
@@ -519,6 +566,7 @@ int main(void) {
       cmocka_unit_test(test_generated_tensor_launchers),
       cmocka_unit_test(test_op_arguments),
       cmocka_unit_test(test_op_argument_types),
+      cmocka_unit_test(test_launch_args_direct),
   };
   return cuvt_run(tests);
 }
