@@ -344,23 +344,52 @@ static void test_generated_tensor_launchers(void **state) {
   free(want);
 }
 
+/* What the op-argument tests share: the module, n random integral floats x as tensor tx, a
+ * random a, the configuration for n elements, room for n results. */
+typedef struct op_fixture {
+  test_kernels_module_t m;
+  unsigned n;
+  size_t shape[1];
+  float *x, *got, a;
+  cuv_tensor_t *tx;
+  cuv_launch_config_t c;
+} op_fixture_t;
+
+static void op_fixture_setup(op_fixture_t *f) {
+  assert_cuv_ok(test_kernels_module_load(&f->m, cuvt_device()));
+  f->n = 1 + cuvt_random_u32() % 5000;
+  f->shape[0] = f->n;
+  f->x = malloc(f->n * 4);
+  f->got = malloc(f->n * 4);
+  cuvt_random_ints(f->x, f->n);
+  cuvt_random_ints(&f->a, 1);
+  f->tx = tensor_of(f->x, 1, f->n);
+  f->c = cuv_for_num_elems(f->n);
+}
+
+static void op_fixture_teardown(op_fixture_t *f) {
+  cuv_tensor_unref(f->tx);
+  test_kernels_module_destroy(&f->m);
+  free(f->x);
+  free(f->got);
+}
+
 /* Ops producing tensors as arguments (CUV_IN_OP, CUV_TARG_OP): they run first, the launch uses
  * their tensors, and its output is the tensor (one op) or a tuple of them (several). */
 static void test_op_arguments(void **state) {
-  test_kernels_module_t m;
-  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
-  unsigned n = 1 + cuvt_random_u32() % 5000;
-  size_t shape[] = {n};
-  float *x = malloc(n * 4), *got = malloc(n * 4), a;
-  cuvt_random_ints(x, n);
-  cuvt_random_ints(&a, 1);
-  cuv_tensor_t *tx = tensor_of(x, 1, n);
-  cuv_launch_config_t c = cuv_for_num_elems(n);
+  op_fixture_t f;
+  op_fixture_setup(&f);
+  const test_kernels_module_t *m = &f.m;
+  unsigned n = f.n;
+  const size_t *shape = f.shape;
+  float *x = f.x, *got = f.got, a = f.a;
+  cuv_tensor_t *tx = f.tx;
+  cuv_launch_config_t c = f.c;
   cuv_device_t *dev = cuvt_device();
   cuv_output_t out;
   /* y = a x + zeros: the launch gives back the zeros' tensor, now holding a x */
   cuv_op_t *zeros = cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1);
-  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx), CUV_IN_OP(zeros)), &out));
+  assert_cuv_ok(cuv_sync(saxpy_launch_tensors(m, c, n, a, CUV_IN(tx), CUV_IN_OP(zeros)), &out));
   cuv_tensor_t *y = cuv_output_tensor(&out);
   assert_non_null(y);
   read_tensor(got, y);
@@ -371,7 +400,7 @@ static void test_op_arguments(void **state) {
   cuv_op_t *ones = cuv_tensor_ones(dev, CUV_DTYPE_F32, shape, 1);
   zeros = cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1);
   assert_cuv_ok(
-      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN_OP(ones), CUV_IN_OP(zeros)), &out));
+      cuv_sync(saxpy_launch_tensors(m, c, n, a, CUV_IN_OP(ones), CUV_IN_OP(zeros)), &out));
   cuv_tensor_t *t0 = cuv_output_tensor(cuv_tuple_get(&out, 0));
   cuv_tensor_t *t1 = cuv_output_tensor(cuv_tuple_get(&out, 1));
   assert_true(t0 && t1 && t0 != t1);
@@ -385,14 +414,13 @@ static void test_op_arguments(void **state) {
   /* an op whose output is no tensor, an error op, and failures that drop the ops: each op's
    * value released exactly once */
   atomic_int releases = 0;
-  assert_int_equal(cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
+  assert_int_equal(cuv_sync(saxpy_launch_tensors(m, c, n, a, CUV_IN(tx),
                                                  CUV_IN_OP(cuvt_counted_value(1, &releases))),
                             NULL),
                    CUV_EARGS);
   assert_int_equal(atomic_load(&releases), 1);
   assert_int_equal(
-      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_fail(CUV_ENOMEM))),
-               NULL),
+      cuv_sync(saxpy_launch_tensors(m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_fail(CUV_ENOMEM))), NULL),
       CUV_ENOMEM);
   assert_int_equal(cuv_sync(saxpy_launch_tensors(NULL, c, n, a, CUV_IN(tx),
                                                  CUV_IN_OP(cuvt_counted_value(2, &releases))),
@@ -402,18 +430,15 @@ static void test_op_arguments(void **state) {
   cuv_targ_t bad[] = {CUV_TARG_VALUE(n), CUV_TARG_VALUE(a),
                       CUV_TARG_OP(cuvt_counted_value(3, &releases), CUV_ARG_KIND_READ),
                       CUV_TARG_OP(NULL, CUV_ARG_KIND_RW)};
-  assert_int_equal(cuv_sync(cuv_tensor_launch(m.saxpy, c, bad, 4), NULL), CUV_EINVAL);
+  assert_int_equal(cuv_sync(cuv_tensor_launch(m->saxpy, c, bad, 4), NULL), CUV_EINVAL);
   assert_int_equal(atomic_load(&releases), 3);
   cuv_op_destroy(cuv_tensor_launch(
-      m.saxpy, c,
+      m->saxpy, c,
       (cuv_targ_t[]){CUV_TARG_VALUE(n), CUV_TARG_VALUE(a), CUV_TARG_READ(tx),
                      CUV_TARG_OP(cuvt_counted_value(4, &releases), CUV_ARG_KIND_RW)},
       4));
   assert_int_equal(atomic_load(&releases), 4); /* dropped unexecuted */
-  cuv_tensor_unref(tx);
-  test_kernels_module_destroy(&m);
-  free(x);
-  free(got);
+  op_fixture_teardown(&f);
 }
 
 typedef struct typed_done {
@@ -445,35 +470,34 @@ static int submitted_status(cuv_op_t *op) {
  * generated launchers apply to every CUV_IN_OP): another type fails the launch with CUV_EARGS,
  * its callback once, and the wrong tensor is released; the right type still launches. */
 static void test_op_argument_types(void **state) {
-  test_kernels_module_t m;
-  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
-  unsigned n = 1 + cuvt_random_u32() % 5000;
-  size_t shape[] = {n};
-  float *x = malloc(n * 4), *got = malloc(n * 4), a;
-  cuvt_random_ints(x, n);
-  cuvt_random_ints(&a, 1);
-  cuv_tensor_t *tx = tensor_of(x, 1, n);
-  cuv_launch_config_t c = cuv_for_num_elems(n);
+  op_fixture_t f;
+  op_fixture_setup(&f);
+  const test_kernels_module_t *m = &f.m;
+  unsigned n = f.n;
+  const size_t *shape = f.shape;
+  float *x = f.x, *got = f.got, a = f.a;
+  cuv_tensor_t *tx = f.tx;
+  cuv_launch_config_t c = f.c;
   cuv_device_t *dev = cuvt_device();
   static const cuv_dtype_t others[] = {CUV_DTYPE_U32, CUV_DTYPE_I32, CUV_DTYPE_F64, CUV_DTYPE_U8};
   cuv_dtype_t wrong = others[cuvt_random_u32() % 4];
   assert_int_equal(submitted_status(saxpy_launch_tensors(
-                       &m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_tensor_zeros(dev, wrong, shape, 1)))),
+                       m, c, n, a, CUV_IN(tx), CUV_IN_OP(cuv_tensor_zeros(dev, wrong, shape, 1)))),
                    CUV_EARGS);
   assert_int_equal(submitted_status(saxpy_launch_tensors(
-                       &m, c, n, a, CUV_IN_OP(cuv_tensor_ones(dev, wrong, shape, 1)),
+                       m, c, n, a, CUV_IN_OP(cuv_tensor_ones(dev, wrong, shape, 1)),
                        CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1)))),
                    CUV_EARGS);
   /* reshaped to the right shape but of the wrong type: still refused */
   assert_int_equal(
       submitted_status(saxpy_launch_tensors(
-          &m, c, n, a, CUV_IN(tx),
+          m, c, n, a, CUV_IN(tx),
           CUV_IN_OP(cuv_tensor_reshape_op(cuv_tensor_zeros(dev, wrong, shape, 1), shape, 1)))),
       CUV_EARGS);
   /* the right type: y = a x + 0 */
   cuv_output_t out;
   assert_cuv_ok(
-      cuv_sync(saxpy_launch_tensors(&m, c, n, a, CUV_IN(tx),
+      cuv_sync(saxpy_launch_tensors(m, c, n, a, CUV_IN(tx),
                                     CUV_IN_OP(cuv_tensor_zeros(dev, CUV_DTYPE_F32, shape, 1))),
                &out));
   read_tensor(got, cuv_output_tensor(&out));
@@ -498,24 +522,19 @@ static void test_op_argument_types(void **state) {
   assert_int_equal(cuv_sync(cuv_tensor_typed_op(NULL, CUV_DTYPE_F32), NULL), CUV_EINVAL);
   assert_int_equal(cuv_sync(cuv_tensor_typed_op(cuv_fail(CUV_ENOMEM), CUV_DTYPE_F32), NULL),
                    CUV_ENOMEM);
-  cuv_tensor_unref(tx);
-  test_kernels_module_destroy(&m);
-  free(x);
-  free(got);
+  op_fixture_teardown(&f);
 }
 
 /* cuv_tensor_launch_args directly (the generated launchers' path): the tensor slots written from
  * the tensors, saxpy checked against the host, dtypes NULL or matching; every misuse refused. */
 static void test_launch_args_direct(void **state) {
-  test_kernels_module_t m;
-  assert_cuv_ok(test_kernels_module_load(&m, cuvt_device()));
-  unsigned n = 1 + cuvt_random_u32() % 5000;
-  float *x = malloc(n * 4), *y = malloc(n * 4), *got = malloc(n * 4), a;
-  cuvt_random_ints(x, n);
+  op_fixture_t f;
+  op_fixture_setup(&f);
+  unsigned n = f.n;
+  float *x = f.x, *y = malloc(n * 4), a = f.a;
   cuvt_random_ints(y, n);
-  cuvt_random_ints(&a, 1);
-  cuv_tensor_t *tx = tensor_of(x, 1, n), *ty = tensor_of(y, 1, n);
-  cuv_launch_config_t c = cuv_for_num_elems(n);
+  cuv_tensor_t *tx = f.tx, *ty = tensor_of(y, 1, n);
+  cuv_launch_config_t c = f.c;
   const cuv_tensor_t *const tensors[] = {NULL, NULL, tx, ty};
   static const cuv_dtype_t f32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_F32};
   static const cuv_dtype_t u32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_U32};
@@ -523,32 +542,29 @@ static void test_launch_args_direct(void **state) {
   {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_READ),                     \
    CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_RW)}
   cuv_arg_t args[] = SAXPY_ARGS;
-  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, args, 4, tensors, f32), NULL));
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, args, 4, tensors, f32), NULL));
   cuv_arg_t again[] = SAXPY_ARGS;
-  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, again, 4, tensors, NULL), NULL));
-  read_tensor(got, ty);
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, again, 4, tensors, NULL), NULL));
+  read_tensor(f.got, ty);
   for (unsigned i = 0; i < n; i++)
-    assert_true(got[i] == a * x[i] + (a * x[i] + y[i])); /* two launches: y + 2 a x */
+    assert_true(f.got[i] == a * x[i] + (a * x[i] + y[i])); /* two launches: y + 2 a x */
   cuv_arg_t bad[] = SAXPY_ARGS;
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, bad, 4, tensors, u32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, bad, 4, tensors, u32), NULL),
                    CUV_EARGS);
   assert_int_equal(cuv_sync(cuv_tensor_launch_args(NULL, c, bad, 4, tensors, f32), NULL),
                    CUV_EINVAL);
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, NULL, 4, tensors, f32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, NULL, 4, tensors, f32), NULL),
                    CUV_EINVAL);
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, bad, 4, NULL, f32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, bad, 4, NULL, f32), NULL),
                    CUV_EINVAL);
   const cuv_tensor_t *const missing[] = {NULL, NULL, tx, NULL};
   cuv_arg_t none[] = SAXPY_ARGS;
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(m.saxpy, c, none, 4, missing, f32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, none, 4, missing, f32), NULL),
                    CUV_EINVAL);
 #undef SAXPY_ARGS
-  cuv_tensor_unref(tx);
   cuv_tensor_unref(ty);
-  test_kernels_module_destroy(&m);
-  free(x);
   free(y);
-  free(got);
+  op_fixture_teardown(&f);
 }
 
 int main(void) {
