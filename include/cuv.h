@@ -1510,11 +1510,6 @@ enum {
   /** Do not spin on the submitting thread for young work: its owner polls instead (the libuv
    * bridge keeps its loop awake while work is young rather than stall the loop's I/O). */
   CUV_SUBMIT_NO_SPIN = 1u << 0,
-  /** The queue's owner polls for this submission while it is young (cuv_queue_young), on the
-   * thread that drains: the queue stamps it and learns from its submit-to-drain time how long
-   * polling pays off. Implies CUV_SUBMIT_NO_SPIN. The libuv bridge sets it for work submitted on
-   * its loop thread. */
-  CUV_SUBMIT_POLLED = 1u << 1,
 };
 
 /** Names one accepted submission of a queue, for cuv_cancel. */
@@ -1596,18 +1591,29 @@ CUV_EXTERN int cuv_poll(void);
  */
 CUV_EXTERN unsigned cuv_spin_budget_us(void);
 
-/** Whether the queue's latest CUV_SUBMIT_POLLED submission is young.
+/** An event loop's one look at its queue: delivers what is done, within a time budget, and says
+ * when to look again.
  *
- * Young means submitted less than the poll window ago. The window is the spin budget, or 1.5
- * times the queue's recent submit-to-drain time of polled work when that is longer and at most
- * cuv_config_t's uv_poll_max_us. An owner polls (cuv_poll, then cuv_queue_drain) while it has
- * work pending and this holds.
+ * While the queue's latest submission is young (submitted less than its poll window ago: the
+ * spin budget, or 1.5 times the queue's recent submit-to-drain time when that is longer and at
+ * most cuv_config_t's uv_poll_max_us), it first reads the completion flags itself (as cuv_poll),
+ * so short work reaches its callback without the reactor thread's wake-up. Then it runs callbacks
+ * as cuv_queue_drain does, in slices of a few, until nothing is left to deliver or budget_ns has
+ * passed: a backlog of thousands reaches the loop across several turns, its timers and I/O
+ * served between them. A queue is timed from its first cuv_queue_poll on (its owner polls it):
+ * call it once with budget 0 as the owner starts, so its first submissions are timed too.
  *
- * @returns true when it is young; false when not, when the spin budget is 0, or when queue is
- *          NULL.
- * @threads Any thread.
+ * @param budget_ns How long it may run callbacks; 0 delivers nothing (a look only).
+ * @param next_poll_ns May be NULL. Set to 0 when nothing is due soon: nothing left to deliver and
+ *        no young work in flight, so the owner may block (its notify hook, or its descriptor,
+ *        tells it of what finishes later); 1 when the budget ran out with more to deliver (look
+ *        again at once, after the loop's other work); else the nanoseconds the young work stays
+ *        young (look again on the next turn, without blocking, until then).
+ * @returns How many callbacks ran (0 or more).
+ * @errors CUV_EINVAL: queue is NULL (*next_poll_ns is then left alone).
+ * @threads The queue's owner, as cuv_queue_drain. Queues' notify hooks may run on it.
  */
-CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *queue);
+CUV_EXTERN int cuv_queue_poll(cuv_queue_t *queue, uint64_t budget_ns, uint64_t *next_poll_ns);
 
 /** Cancels a submission of `queue`.
  *

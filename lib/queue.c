@@ -4,8 +4,8 @@
  * run and the submissions retire (retirement may call the driver, so it never happens on the
  * reactor or the driver's callback thread). The queue also does an owner's bookkeeping: it
  * counts submissions from the moment cuv_submit starts until their callback starts (so a closing
- * owner can wait for work not yet enqueued), and times the ones its owner polls for
- * (CUV_SUBMIT_POLLED), sizing how long polling for them pays off (cuv_queue_young). An owner
+ * owner can wait for work not yet enqueued), and, once its owner polls it (cuv_queue_poll), times
+ * them, sizing how long polling for them pays off. An owner
  * whose loop is not libuv waits on its descriptor (cuv_queue_fd), which the same lock keeps
  * readable exactly while there is something to deliver. */
 #include <errno.h>
@@ -59,8 +59,10 @@ static uint64_t poll_window(const cuv_queue_t *q) {
                                                                                       : budget;
 }
 
-void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub, unsigned flags) {
-  uint64_t now = flags & CUV_SUBMIT_POLLED ? cuv__now_ns() : 0;
+void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub) {
+  /* A spin budget of 0 turns polling off: nothing is young then. */
+  bool timed = cuv__config.spin_budget_us && atomic_load_explicit(&q->polled, memory_order_relaxed);
+  uint64_t now = timed ? cuv__now_ns() : 0;
   pthread_mutex_lock(&q->lock);
   sub->ticket = ++q->last_ticket;
   sub->submitted_ns = now;
@@ -73,13 +75,6 @@ void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub, unsigned flags) {
   q->live = sub;
   sub->in_live = true;
   pthread_mutex_unlock(&q->lock);
-}
-
-CUV_EXTERN bool cuv_queue_young(const cuv_queue_t *q) {
-  if (!q)
-    return false;
-  uint64_t until = atomic_load_explicit(&((cuv_queue_t *)q)->young_until, memory_order_relaxed);
-  return until && cuv__now_ns() < until;
 }
 
 static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {

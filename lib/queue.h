@@ -23,6 +23,7 @@ struct cuv_queue_s {
   void *notify_arg;
   uint64_t recent_ns;          /* moving average of polled work's submit-to-drain time (lock) */
   _Atomic uint64_t young_until; /* cuv__now_ns() until which polled work counts as young */
+  atomic_bool polled;          /* its owner called cuv_queue_poll: its submissions are timed */
   cuv__queue_fd_t readiness;   /* cuv_queue_fd's descriptor (lock): shows !nothing_to_deliver */
 };
 
@@ -31,8 +32,8 @@ int cuv__queue_enter(cuv_queue_t *queue);
 /* Counts a refused submission out again; notifies when that leaves nothing pending, so an owner
  * waiting for its work to end looks again. */
 void cuv__queue_leave(cuv_queue_t *queue);
-/* Gives an entered submission its ticket; stamps it when flags has CUV_SUBMIT_POLLED. */
-void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub, unsigned flags);
+/* Gives an entered submission its ticket; stamps it when its owner polls the queue. */
+void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
  * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
 void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);

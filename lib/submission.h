@@ -71,7 +71,7 @@ struct cuv__submission {
   bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
   bool callback_ran;        /* cancelled and called back before it finished (drain only) */
   cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
-  uint64_t submitted_ns;    /* cuv__now_ns() of a CUV_SUBMIT_POLLED submission, else 0 */
+  uint64_t submitted_ns;    /* cuv__now_ns() of a submission to a polled queue, else 0 */
   /* Stage times for a caller that asked for them (cuv_submit_opts_t.trace): filled in here by
    * whichever thread passes a stage, copied out to *trace_out by the drain just before the
    * callback, after the last write (a cancel's early callback gets only what cuv_submit knew). */

@@ -130,11 +130,11 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     sub->trace_out = opts->trace;
     sub->trace_data.submitted_ns = opts->trace->submitted_ns;
   }
-  cuv__queue_accept(queue, sub, opts->flags);
+  cuv__queue_accept(queue, sub);
   if (opts->ticket)
     *opts->ticket = sub->ticket;
   s->op = op;
-  s->may_spin = !(opts->flags & (CUV_SUBMIT_NO_SPIN | CUV_SUBMIT_POLLED));
+  s->may_spin = !(opts->flags & CUV_SUBMIT_NO_SPIN);
   submit_job_start(s, queue);
   return 0;
 }

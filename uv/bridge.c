@@ -1,27 +1,9 @@
 /* libcuv-uv: cuv completions delivered into a libuv loop (include/cuv/uv.h), in the manner of
- * libuv's threadpool and hiredis' adapters/libuv.h. The queue (lib/queue.c) counts the work in
- * flight and times it; the bridge only moves its completions onto the loop:
- * - async: the queue's notify hook sends it; its callback drains the queue (sends coalesce) in
- *          slices of DRAIN_SLICE: with more left it sends itself again, so a backlog of thousands
- *          of completions leaves the loop its timers and I/O between slices;
- * - idle:  while work submitted on the loop thread (or by another thread with CUV_SUBMIT_POLLED,
- *          seen from the loop's next callback) is young (cuv_queue_young), the loop polls the
- *          completion flags (cuv_poll) and the queue itself on every iteration (an active idle
- *          handle makes uv_run poll for I/O with timeout 0, so other I/O is still served and no
- *          callback spins): a completion then reaches its callback without a cross-thread wake;
- * - check: unreferenced, runs at the end of every loop iteration: it is how the loop thread learns
- *          of work submitted by other threads before uv_run decides whether to return;
- * - work:  a uv_work_t, only while closing: a threadpool thread waits for the work in flight and
- *          its after_work callback drains and finishes the close. A request, not a handle, so a
- *          uv_walk that closes every handle cannot end it: the loop stays alive (and uv_loop_close
- *          busy) until every callback ran and the bridge is freed.
- *
- * Threads. libuv handles belong to the loop thread: only that thread refs, unrefs, starts, stops
- * and closes them. Other threads reach the bridge only through the queue (cuv_submit counts them
- * in under the queue's lock and refuses once it is closed) and uv_async_send from its notify. So
- * the queue lives as long as the bridge: closed by cuv_uv_close, destroyed only after close_cb,
- * when the program has stopped calling (include/cuv/uv.h); a call from another thread during
- * the close meets the closed queue under its lock, never a destroyed one. */
+ * hiredis' adapters/libuv.h: the queue (lib/queue.c) counts, times and delivers the work, and one
+ * call, cuv_queue_poll, says whether the loop polls on its next turn (the idle handle, active)
+ * or blocks in epoll (the async handle, sent by the queue's notify hook, wakes it). The check
+ * handle learns of other threads' work at the end of each turn; a uv_work_t waits out a close.
+ * Why each handle, the threads, the walk and the close: docs/libuv.md. */
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -30,9 +12,9 @@
 #include <cuv/uv.h>
 
 #define CLOSE_WAIT_MS 5 /* how often the closing wait looks whether the loop drained it all */
-/* Completions delivered per callback: about 0.1 ms of retiring and calling back on a fast core
- * (bench/RESULTS.md, cuv-node: an undivided drain held Node's loop for milliseconds). */
-#define DRAIN_SLICE 128u
+/* Time per turn for callbacks: about 0.1 ms (bench/RESULTS.md, cuv-node: an undivided drain held
+ * Node's loop for milliseconds); the rest waits for the loop's next turn. */
+#define TURN_BUDGET_NS 100000u
 
 struct cuv_uv_s {
   uv_loop_t *loop;
@@ -43,7 +25,6 @@ struct cuv_uv_s {
   uv_check_t check;
   uv_work_t work;
   atomic_bool polling; /* idle is active: the loop drains by itself, notify need not wake */
-  bool polls;          /* the spin budget is not 0: loop-thread work is polled for */
   bool closing;        /* cuv_uv_close was called */
   bool refd;           /* the async handle's ref state */
   bool warned;         /* the walk without cuv_uv_close was reported */
@@ -153,15 +134,6 @@ __attribute__((destructor)) static void report_at_exit(void) {
 
 static void on_idle(uv_idle_t *handle);
 
-/* One slice of the queue; the rest in a later iteration of the loop (an async send to itself,
- * unless polling drains anyway or a uv_walk closed the handle). Loop thread. */
-static void drain_slice(cuv_uv_t *b) {
-  cuv_queue_drain_max(b->queue, DRAIN_SLICE);
-  if (!atomic_load(&b->polling) && !uv_is_closing((uv_handle_t *)&b->async) &&
-      cuv_queue_ready(b->queue))
-    uv_async_send(&b->async);
-}
-
 static void start_polling(cuv_uv_t *b) {
   if (atomic_load(&b->polling) || uv_is_closing((uv_handle_t *)&b->idle))
     return;
@@ -172,44 +144,28 @@ static void start_polling(cuv_uv_t *b) {
 static void stop_polling(cuv_uv_t *b) {
   /* Cleared before the last look: a completion pushed after it sees polling false and sends the
    * async handle (the queue notifies under its lock, after the push); one pushed before it is
-   * left to the async callback, not drained here (a third slice in this iteration). */
+   * left to the async callback. */
   atomic_store(&b->polling, false);
   uv_idle_stop(&b->idle);
   if (!uv_is_closing((uv_handle_t *)&b->async) && cuv_queue_ready(b->queue))
     uv_async_send(&b->async);
 }
 
-static void on_idle(uv_idle_t *handle) {
-  cuv_uv_t *b = handle->data;
-  /* The loop is polling anyway: look at the completion flags itself (one look per iteration, so
-   * I/O is never stalled), rather than wait for the reactor thread to see them and wake it. */
-  cuv_poll();
-  cuv_queue_drain_max(b->queue, DRAIN_SLICE);
-  if (cuv_queue_pending(b->queue) == 0 || !cuv_queue_young(b->queue))
+/* One turn's look: deliver within the budget, then poll on the next turn or block. Loop thread. */
+static void look(cuv_uv_t *b, uint64_t budget_ns) {
+  uint64_t next = 0;
+  cuv_queue_poll(b->queue, budget_ns, &next);
+  if (next && !b->closing && !walked(b))
+    start_polling(b);
+  else if (atomic_load(&b->polling))
     stop_polling(b);
   settle(b);
 }
 
-/* Work another thread submitted with CUV_SUBMIT_POLLED for this loop (a thread that submits on
- * the loop's behalf) is polled for as the loop's own is, from the loop's next callback on. */
-static void poll_if_young(cuv_uv_t *b) {
-  if (b->polls && !atomic_load(&b->polling) && !b->closing && !walked(b) &&
-      cuv_queue_pending(b->queue) > 0 && cuv_queue_young(b->queue))
-    start_polling(b);
-}
-
-static void on_async(uv_async_t *handle) {
-  cuv_uv_t *b = handle->data;
-  drain_slice(b);
-  settle(b);
-  poll_if_young(b);
-}
-
-/* End of a loop iteration: work other threads submitted keeps the loop alive from here on. */
-static void on_check(uv_check_t *handle) {
-  settle(handle->data);
-  poll_if_young(handle->data);
-}
+static void on_idle(uv_idle_t *handle) { look(handle->data, TURN_BUDGET_NS); }
+static void on_async(uv_async_t *handle) { look(handle->data, TURN_BUDGET_NS); }
+/* End of a turn: other threads' work keeps the loop alive, and is polled for while young. */
+static void on_check(uv_check_t *handle) { look(handle->data, 0); }
 
 /* cuv's notify hook: runs on the completing thread, under the queue's lock. */
 static void on_notify(cuv_queue_t *queue, void *arg) {
@@ -328,7 +284,6 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
     return CUV_ENOMEM;
   b->loop = loop;
   b->loop_thread = uv_thread_self();
-  b->polls = cuv_spin_budget_us() > 0;
   rc = cuv_queue_create(&b->queue, on_notify, b);
   if (rc == 0 && (rc = uv_async_init(loop, &b->async, on_async)) < 0)
     cuv_queue_destroy(b->queue);
@@ -346,6 +301,7 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
   /* Referenced until the loop first looks: work other threads submit before the first uv_run
    * then keeps that run alive. The idle handle makes that first look happen without blocking. */
   b->refd = true;
+  cuv_queue_poll(b->queue, 0, NULL); /* the queue times its work from here on */
   start_polling(b);
   add_open(b);
   *out = b;
@@ -368,10 +324,7 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
     cuv_op_destroy(op);
     return CUV_ECLOSED;
   }
-  if (b->polls) {
-    o.flags |= CUV_SUBMIT_POLLED;
-    start_polling(b); /* before: a completion during cuv_submit need not wake the loop */
-  }
+  start_polling(b); /* before: a completion during cuv_submit need not wake the loop */
   int rc = cuv_submit(b->queue, op, done, arg, &o);
   settle(b);
   return rc;

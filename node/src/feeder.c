@@ -48,14 +48,14 @@ static void give_back(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
 /* Submits jobs in order. The job is the loop's once submitted (its callback may have run and
  * freed it), so its successor is read first. */
 static void feed(cuv_node_feeder_t *f, cuv_node_feed_t *job) {
-  /* The loop polls for them as for its own (uv/bridge.c): no wake-up per completion. */
-  const cuv_submit_opts_t polled = {.flags = CUV_SUBMIT_POLLED};
+  /* The loop polls for them as for its own (cuv_queue_poll times every submission of its
+   * queue): no wake-up per completion. */
   for (cuv_node_feed_t *next; job; job = next) {
     next = job->next;
     /* Counted before the submission: its callback may run on the loop before this returns, and
      * whoever saw the callback must see it counted (tests/uv/node-feeder.c). */
     atomic_fetch_add_explicit(&f->fed, 1, memory_order_relaxed);
-    int rc = cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, &polled);
+    int rc = cuv_uv_submit(f->bridge, cuv_node_feed_op(job), job->done, job->arg, NULL);
     if (rc < 0) {
       job->status = rc;
       give_back(f, job);

@@ -2,7 +2,7 @@
  * of uv/bridge.c that the other scenarios let through (tests/mutants/core.mut):
  * - the idle handle polls the completion flags itself (cuv_poll) while loop-thread work is young,
  *   rather than wait for the reactor thread (bridge-idle-no-poll), and so it does for work other
- *   threads submitted with CUV_SUBMIT_POLLED, once the loop saw it (bridge-others-not-polled);
+ *   threads submitted, once the loop saw it (bridge-others-not-polled);
  * - the idle handle never keeps the loop alive: only work in flight does (bridge-idle-referenced);
  * - a close from inside a done callback waits for the rest of the drain running that callback:
  *   the other callbacks still run with their own results, then close_cb, once (the bridge
@@ -129,7 +129,7 @@ static void test_loop_polls_its_young_work(void **state) {
   uvt_close(&l);
 }
 
-/* Links submitted by another thread for the loop, with CUV_SUBMIT_POLLED (as the Node addon's
+/* Links submitted by another thread for the loop, (as the Node addon's
  * feeder does): a 2 ms kernel each, one submitted every millisecond, so that when one ends the
  * next is in flight and young. The loop, woken by a completion, finds it so and polls for it and
  * what follows as for its own work. The reactor thread, which scans flat out for 200 us after a
@@ -174,10 +174,9 @@ static void feeder_chain_thread(void *arg) {
     if (!v)
       abort();
     *v = k;
-    cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_POLLED};
     c->submit_rc = cuv_uv_submit(c->l->bridge, cuv_seq(sleep_us(OTHER_KERNEL_US),
                                                        cuv_value(v, free)),
-                                 feeder_chain_done, c, &opts);
+                                 feeder_chain_done, c, NULL);
     nanosleep(&pace, NULL);
   }
   for (int i = 0; c->submit_rc == 0 && atomic_load(&c->calls) < OTHER_CHAIN; i++) {

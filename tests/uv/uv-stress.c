@@ -127,13 +127,30 @@ static void test_submitted_before_first_run(void **state) {
   uvt_close(&l);
 }
 
-/* A backlog of thousands of completions reaches the loop in slices (uv/bridge.c: at most 128 per
- * drain, at most two drains in one iteration), so the loop's timers and I/O run between them:
- * the loop is run one iteration at a time (UV_RUN_ONCE) and each iteration's deliveries are
- * counted from the callbacks' sequence numbers. An undivided drain would deliver the whole
- * backlog in one iteration. */
+/* A backlog of thousands of completions reaches the loop in slices (uv/bridge.c: callbacks for
+ * about 0.1 ms per look, cuv_queue_poll reading the clock every 16 callbacks, at most two looks
+ * that deliver in one iteration), so the loop's timers and I/O run between them: the loop is run
+ * one iteration at a time (UV_RUN_ONCE) and each iteration's deliveries are counted from the
+ * callbacks' sequence numbers. Each callback takes at least CALLBACK_NS on the clock, so a look
+ * runs at most 4 slices of 16 (64 callbacks), an iteration at most 128, however fast or loaded
+ * the machine: the count is bounded by the clock the budget reads, no timing is asserted. An
+ * undivided drain would deliver the whole backlog in one iteration. */
 #define BACKLOG 3000
 #define PER_ITERATION_MAX 256
+#define CALLBACK_NS 2000u
+
+static uint64_t clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void slow_done(int status, cuv_output_t *output, void *arg) {
+  uint64_t start = clock_ns();
+  while (clock_ns() - start < CALLBACK_NS)
+    ;
+  uvt_done(status, output, arg);
+}
 
 static void test_backlog_in_slices(void **state) {
   (void)state;
@@ -143,7 +160,7 @@ static void test_backlog_in_slices(void **state) {
   assert_non_null(calls);
   for (unsigned i = 0; i < BACKLOG; i++) {
     calls[i].loop = &l;
-    assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value((int)i), uvt_done, &calls[i], NULL));
+    assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value((int)i), slow_done, &calls[i], NULL));
   }
   unsigned most = 0, iterations = 0, delivered_all = 0;
   while (delivered_all < BACKLOG) {
