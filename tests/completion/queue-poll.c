@@ -62,18 +62,24 @@ static void submit_backlog(cuv_queue_t *q, seen_t *seen, int *payloads, atomic_i
   }
 }
 
+/* A new queue with the backlog submitted into it. */
+static cuv_queue_t *backlog_queue(seen_t *seen, int *payloads, atomic_int *releases) {
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  calls_so_far = 0;
+  submit_backlog(q, seen, payloads, releases);
+  return q;
+}
+
 /* Budget 0 delivers nothing, whatever waits; a 1 ns budget delivers one slice (the callbacks
  * take longer than the budget, so the clock is past it at the first look), each once; a
  * next_poll_ns of 1 means more waits to be delivered. */
 static void test_budget_slices_the_backlog(void **state) {
   (void)state;
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   seen_t seen[BACKLOG] = {0};
   int payloads[BACKLOG];
   atomic_int releases = 0;
-  calls_so_far = 0;
-  submit_backlog(q, seen, payloads, &releases);
+  cuv_queue_t *q = backlog_queue(seen, payloads, &releases);
   while (!cuv_queue_ready(q))
     assert_true(cuv_queue_wait(q, 1000) == 0 || cuv_queue_ready(q));
   uint64_t next = 0;
@@ -107,13 +113,10 @@ static void test_budget_slices_the_backlog(void **state) {
 /* A large budget delivers everything done in one call and counts it. */
 static void test_budget_delivers_all(void **state) {
   (void)state;
-  cuv_queue_t *q;
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   seen_t seen[BACKLOG] = {0};
   int payloads[BACKLOG];
   atomic_int releases = 0;
-  calls_so_far = 0;
-  submit_backlog(q, seen, payloads, &releases);
+  cuv_queue_t *q = backlog_queue(seen, payloads, &releases);
   int delivered = 0;
   while (delivered < BACKLOG) {
     assert_true(cuv_queue_wait(q, 1000) == 0 || cuv_queue_ready(q) || cuv_queue_pending(q) == 0);
