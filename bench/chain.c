@@ -17,9 +17,9 @@
  *   --buffer-args, --tensor-args with --chains: each op launches tile_saxpy over one 4 x 4 tile,
  *                                through cuv_launch with buffer arguments, or through the
  *                                generated tile_saxpy_launch_tensors with a tensor and a
- *                                partition's tensor over the same buffers (its launch
- *                                configuration per launch): the difference is what the tensor
- *                                layer costs
+ *                                partition's tensor over the same buffers (with the launch
+ *                                configuration the partition keeps): the difference is what the
+ *                                tensor layer costs
  *
  * The kernels come from the test module (tests/kernels), with host twins for the simulator. */
 #include <stdio.h>
@@ -109,9 +109,10 @@ static cuv_op_t *buffer_launch(void) {
 }
 
 /* Through the generated launcher over tensors (cuv_tensor_launch_args), the partition passed as
- * its tensor with the partition's configuration, as docs/launchers.md says. */
+ * its tensor with the partition's configuration, as docs/launchers.md says: the one the partition
+ * computed when it was made (its config), as a caller launching it often keeps it. */
 static cuv_op_t *tensor_launch(void) {
-  return tile_saxpy_launch_tensors(&kernels, cuv_partition_launch_config(&py), ld, ld, alpha,
+  return tile_saxpy_launch_tensors(&kernels, py.config, ld, ld, alpha,
                                    CUV_IN(tx), CUV_IN(py.tensor));
 }
 

@@ -245,29 +245,49 @@ CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t
   return op;
 }
 
+static bool writable(enum cuv_arg_kind access) {
+  return access == CUV_ARG_KIND_WRITE || access == CUV_ARG_KIND_RW;
+}
+
+/* Whether two of the writable tensors of a slot table share an element: the pairwise check of
+ * check_writers without a list of them, so that the launch keeps no array on its stack. Out of
+ * line: with one writer, the common case, it is not called, and inlined its registers would be
+ * saved and restored by every launch. */
+static __attribute__((noinline)) int
+slots_share(const cuv_tensor_t *const *tensors, const cuv_tensor_slot_t *slots, size_t ntensors) {
+  for (size_t i = 0; i < ntensors; i++)
+    for (size_t j = i + 1; writable(slots[i].access) && j < ntensors; j++)
+      if (writable(slots[j].access) && share_elements(tensors[i], tensors[j]))
+        return CUV_EARGS;
+  return 0;
+}
+
+/* Only the tensor slots are visited, straight from the generated launcher's table: the scalars
+ * between them are the caller's, which cuv_launch checks (bench/RESULTS.md: the layer's cost). */
 CUV_EXTERN cuv_op_t *cuv_tensor_launch_args(cuv_kernel_t *kernel, cuv_launch_config_t config,
                                             cuv_arg_t *args, size_t nargs,
                                             const cuv_tensor_t *const *tensors,
-                                            const cuv_dtype_t *dtypes) {
-  if (!kernel || (nargs > 0 && (!args || !tensors)))
+                                            const cuv_tensor_slot_t *slots, size_t ntensors) {
+  if (!kernel || (nargs > 0 && !args) || (ntensors > 0 && (!tensors || !slots)))
     return cuv_fail(CUV_EINVAL);
-  const cuv_tensor_t *local_writers[LOCAL_ARGS], **writers = local_writers;
-  if (nargs > LOCAL_ARGS && !(writers = malloc(nargs * sizeof *writers)))
-    return cuv_fail(CUV_ENOMEM);
   size_t nwriters = 0;
   int rc = 0;
-  for (size_t i = 0; i < nargs && rc == 0; i++)
-    if (args[i].kind != CUV_ARG_KIND_SCALAR) { /* scalars are the caller's: cuv_launch checks */
-      rc = lower_tensor(tensors[i], args[i].kind, &args[i], writers, &nwriters);
-      if (rc == 0 && dtypes && tensors[i]->dtype != dtypes[i])
-        rc = CUV_EARGS;
-    }
+  for (size_t j = 0; j < ntensors && rc == 0; j++) {
+    const cuv_tensor_t *t = tensors[j];
+    size_t i = slots[j].index;
+    enum cuv_arg_kind access = slots[j].access;
+    if (i >= nargs || !t || access == CUV_ARG_KIND_SCALAR)
+      rc = CUV_EINVAL;
+    else if (t->dtype != slots[j].dtype || (writable(access) && !t->injective))
+      rc = CUV_EARGS;
+    else
+      args[i] = (cuv_arg_t){access, t->buf, t->offset, NULL, 0, t->span,
+                            writable(access) ? CUV_ARG_FLAG_MAY_ALIAS : 0, NULL};
+    nwriters += writable(access);
+  }
   if (rc == 0 && nwriters > 1) /* one writer shares with no other: the common case, no call */
-    rc = check_writers(writers, nwriters);
-  if (writers != local_writers)
-    free(writers);
+    rc = slots_share(tensors, slots, ntensors);
   if (rc != 0)
     return cuv_fail(rc);
-  return cuv_launch(kernel, config.grid, config.block, config.shared_bytes, nargs > 0 ? args : NULL,
-                    nargs);
+  return cuv_launch(kernel, config.grid, config.block, config.shared_bytes, args, nargs);
 }

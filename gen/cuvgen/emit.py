@@ -164,20 +164,22 @@ def _tensor_launcher(mod, kernel):
     out.append(_wrap('static inline cuv_op_t *%s_launch_tensors(' % kernel.name, params, ') {'))
     rc = n['rc']
     out.append('  int %s = %s ? 0 : CUV_EINVAL;' % (rc, n['module']))
-    # tensors alone: the cuv_arg_t array written here, as for buffers, the element types checked
-    # by cuv_tensor_launch_args
-    direct = ['CUV_ARG_VALUE(%s)' % p.name if p.kind != 'buffer'
-              else 'CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_%s)' % p.access.upper()
-              for p in kernel.params]
-    tensors = ['%s.tensor' % p.name if p.kind == 'buffer' else 'NULL' for p in kernel.params]
-    dtypes = ['CUV_DTYPE_%s' % (p.dtype if p.kind == 'buffer' else 'COUNT') for p in kernel.params]
+    # tensors alone: the scalars written here, as for buffers; the tensors' slots, accesses and
+    # element types, known here, in a static table from which cuv_tensor_launch_args writes the
+    # tensor slots (left unwritten here: bench/RESULTS.md, the layer's cost)
+    tensors = ['%s.tensor' % p.name for p in buffers]
+    slots = ['{%d, CUV_ARG_KIND_%s, CUV_DTYPE_%s}' % (i, p.access.upper(), p.dtype)
+             for i, p in enumerate(kernel.params) if p.kind == 'buffer']
     out.append('  if (%s == 0 && %s) {' % (rc, ' && '.join('!%s.op' % p.name for p in buffers)))
-    out.append(_wrap('    cuv_arg_t %s[] = {' % n['args'], direct, '};'))
+    out.append('    cuv_arg_t %s[%d];' % (n['args'], len(kernel.params)))
+    out += ['    %s[%d] = CUV_ARG_VALUE(%s);' % (n['args'], i, p.name)
+            for i, p in enumerate(kernel.params) if p.kind != 'buffer']
     out.append(_wrap('    const cuv_tensor_t *const %s_tensors[] = {' % n['args'], tensors, '};'))
-    out.append(_wrap('    static const cuv_dtype_t %s_dtypes[] = {' % n['args'], dtypes, '};'))
+    out.append(_wrap('    static const cuv_tensor_slot_t %s_slots[] = {' % n['args'], slots, '};'))
     out.append(_wrap('    return cuv_tensor_launch_args(',
                      ['%s->%s' % (n['module'], kernel.name), n['config'], n['args'],
-                      str(len(direct)), n['args'] + '_tensors', n['args'] + '_dtypes'], ');'))
+                      str(len(kernel.params)), n['args'] + '_tensors', n['args'] + '_slots',
+                      str(len(buffers))], ');'))
     out.append('  }')
     for p in buffers:
         out.append('  if (%s == 0 && %s.tensor && cuv_tensor_dtype(%s.tensor) != CUV_DTYPE_%s)\n'

@@ -401,24 +401,33 @@ typedef struct cuv_tensor_in {
 CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t config,
                                        const cuv_targ_t *args, size_t nargs);
 
+/** Where cuv_tensor_launch_args puts one tensor: the index of its slot in args, the kernel's
+ * access, and the element type the tensor must have. */
+typedef struct cuv_tensor_slot {
+  size_t index;             /**< The slot's index in args. */
+  enum cuv_arg_kind access; /**< CUV_ARG_KIND_READ, _WRITE or _RW. */
+  cuv_dtype_t dtype;        /**< The element type the tensor must have (CUV_EARGS otherwise). */
+} cuv_tensor_slot_t;
+
 /** cuv_tensor_launch with the cuv_arg_t array written by the caller, as the generated launchers
  * (KERNEL_launch_tensors) do: no cuv_targ_t array is built and lowered, only the tensors are.
  *
- * args[i] is a scalar (CUV_ARG_SCALAR, passed on as it is) or, with its kind READ, WRITE or RW
- * and the rest of it left to this function, tensor tensors[i], which it writes into args[i]
- * (CUV_TENSOR_ARG_SLOT), after checking its element type is dtypes[i] (dtypes may be NULL: not
- * checked). The checks are cuv_tensor_launch's: unique storage element by element
- * between the writable tensors, then cuv_launch's. No partitions (pass a partition's tensor with
- * cuv_partition_launch_config's configuration) and no op arguments.
+ * Tensor tensors[j] is written into args[slots[j].index] (what the caller left there is
+ * overwritten) as an argument of access slots[j].access, after checking its element type is
+ * slots[j].dtype. The other arguments are passed on as they are (scalars, which cuv_launch
+ * checks). The checks are cuv_tensor_launch's: unique storage element by element between the
+ * writable tensors, then cuv_launch's. No partitions (pass a partition's tensor with its
+ * configuration, cuv_partition_launch_config) and no op arguments.
  *
  * @returns A new op, never NULL, whose output is unit; a failure is carried by the op
  *          (cuv_op_error).
- * @errors CUV_EINVAL: kernel is NULL, args or tensors is NULL with nargs > 0, or a tensor slot's
- *         tensor is NULL; and cuv_launch's own.
- *         CUV_EARGS: a tensor's element type is not dtypes[i]; and as cuv_tensor_launch (shared
+ * @errors CUV_EINVAL: kernel is NULL, args is NULL with nargs > 0, tensors or slots is NULL with
+ *         ntensors > 0, a slot's index is not below nargs or its access is CUV_ARG_KIND_SCALAR, or
+ *         a tensor is NULL; and cuv_launch's own (an access that is no kind).
+ *         CUV_EARGS: a tensor's element type is not its slot's; and as cuv_tensor_launch (shared
  *         elements, a writable tensor sharing storage, cuv_launch's checks against the kernel's
  *         parameters).
- *         CUV_ENOMEM: no memory for the op, or for more than 16 arguments' bookkeeping.
+ *         CUV_ENOMEM: no memory for the op.
  * @threads Any thread builds it; it executes as cuv_launch's op.
  * @notes Writes the tensor slots of args. The op holds the tensors' buffers with their access
  *        until its submission retires.
@@ -426,10 +435,7 @@ CUV_EXTERN cuv_op_t *cuv_tensor_launch(cuv_kernel_t *kernel, cuv_launch_config_t
 CUV_EXTERN cuv_op_t *cuv_tensor_launch_args(cuv_kernel_t *kernel, cuv_launch_config_t config,
                                             cuv_arg_t *args, size_t nargs,
                                             const cuv_tensor_t *const *tensors,
-                                            const cuv_dtype_t *dtypes);
-/** A slot of cuv_tensor_launch_args's args for the tensor of the same index, accessed as
- * `access` (CUV_ARG_KIND_READ, _WRITE or _RW). */
-#define CUV_TENSOR_ARG_SLOT(access) ((cuv_arg_t){(access), NULL, 0, NULL, 0, 0, 0, NULL})
+                                            const cuv_tensor_slot_t *slots, size_t ntensors);
 
 #ifdef __cplusplus
 }

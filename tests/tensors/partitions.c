@@ -526,7 +526,8 @@ static void test_op_argument_types(void **state) {
 }
 
 /* cuv_tensor_launch_args directly (the generated launchers' path): the tensor slots written from
- * the tensors, saxpy checked against the host, dtypes NULL or matching; every misuse refused. */
+ * the tensors, saxpy checked against the host; a wrong element type, a slot past the arguments or
+ * on a scalar, a missing tensor and every NULL refused. */
 static void test_launch_args_direct(void **state) {
   op_fixture_t f;
   op_fixture_setup(&f);
@@ -535,31 +536,45 @@ static void test_launch_args_direct(void **state) {
   cuvt_random_ints(y, n);
   cuv_tensor_t *tx = f.tx, *ty = tensor_of(y, 1, n);
   cuv_launch_config_t c = f.c;
-  const cuv_tensor_t *const tensors[] = {NULL, NULL, tx, ty};
-  static const cuv_dtype_t f32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_F32};
-  static const cuv_dtype_t u32[] = {CUV_DTYPE_COUNT, CUV_DTYPE_COUNT, CUV_DTYPE_F32, CUV_DTYPE_U32};
+  const cuv_tensor_t *const tensors[] = {tx, ty};
+#define SLOT(i, access, type) {i, CUV_ARG_KIND_##access, CUV_DTYPE_##type}
+  static const cuv_tensor_slot_t f32[] = {SLOT(2, READ, F32), SLOT(3, RW, F32)};
+  static const cuv_tensor_slot_t u32[] = {SLOT(2, READ, F32), SLOT(3, RW, U32)};
+  static const cuv_tensor_slot_t past[] = {SLOT(2, READ, F32), SLOT(4, RW, F32)};
+  static const cuv_tensor_slot_t scalar[] = {SLOT(2, SCALAR, F32), SLOT(3, RW, F32)};
+#undef SLOT
+  /* the tensor slots hold garbage: cuv_tensor_launch_args writes them whole */
 #define SAXPY_ARGS                                                                                 \
-  {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_READ),                     \
-   CUV_TENSOR_ARG_SLOT(CUV_ARG_KIND_RW)}
+  {CUV_ARG_VALUE(n), CUV_ARG_VALUE(a), CUV_ARG_VALUE(n), CUV_ARG_VALUE(a)}
   cuv_arg_t args[] = SAXPY_ARGS;
-  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, args, 4, tensors, f32), NULL));
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, args, 4, tensors, f32, 2), NULL));
   cuv_arg_t again[] = SAXPY_ARGS;
-  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, again, 4, tensors, NULL), NULL));
+  assert_cuv_ok(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, again, 4, tensors, f32, 2), NULL));
   read_tensor(f.got, ty);
   for (unsigned i = 0; i < n; i++)
     assert_true(f.got[i] == a * x[i] + (a * x[i] + y[i])); /* two launches: y + 2 a x */
   cuv_arg_t bad[] = SAXPY_ARGS;
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, bad, 4, tensors, u32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, bad, 4, tensors, u32, 2), NULL),
                    CUV_EARGS);
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(NULL, c, bad, 4, tensors, f32), NULL),
-                   CUV_EINVAL);
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, NULL, 4, tensors, f32), NULL),
-                   CUV_EINVAL);
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, bad, 4, NULL, f32), NULL),
-                   CUV_EINVAL);
-  const cuv_tensor_t *const missing[] = {NULL, NULL, tx, NULL};
+  const struct {
+    cuv_kernel_t *kernel;
+    cuv_arg_t *args;
+    const cuv_tensor_t *const *tensors;
+    const cuv_tensor_slot_t *slots;
+  } refused[] = {{NULL, bad, tensors, f32},    {f.m.saxpy, NULL, tensors, f32},
+                 {f.m.saxpy, bad, NULL, f32},  {f.m.saxpy, bad, tensors, NULL},
+                 {f.m.saxpy, bad, tensors, past}, {f.m.saxpy, bad, tensors, scalar}};
+  for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+    cuv_arg_t fresh[] = SAXPY_ARGS;
+    cuv_arg_t *given = refused[k].args ? fresh : NULL;
+    assert_int_equal(cuv_sync(cuv_tensor_launch_args(refused[k].kernel, c, given, 4,
+                                                     refused[k].tensors, refused[k].slots, 2),
+                              NULL),
+                     CUV_EINVAL);
+  }
+  const cuv_tensor_t *const missing[] = {tx, NULL};
   cuv_arg_t none[] = SAXPY_ARGS;
-  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, none, 4, missing, f32), NULL),
+  assert_int_equal(cuv_sync(cuv_tensor_launch_args(f.m.saxpy, c, none, 4, missing, f32, 2), NULL),
                    CUV_EINVAL);
 #undef SAXPY_ARGS
   cuv_tensor_unref(ty);
