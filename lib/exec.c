@@ -7,9 +7,10 @@
 #include "exec.h"
 
 /* The stream an op runs on: the given one, else the policy's (the op device's default policy
- * when none is given). Opening that device may create it (no cuv_device_t open yet): *opened then
- * holds the reference that keeps it, its default policy and the stream alive until the
- * submission holds its own (cuv__sub_create). */
+ * when none is given). The device is the op's own when the op holds it open (op->dev), else it
+ * is opened here, which may create it (no cuv_device_t open yet): *opened then holds the
+ * reference that keeps it, its default policy and the stream alive until the submission holds
+ * its own (cuv__sub_create). */
 static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **stream,
                        cuv_device_t **opened) {
   if (*stream) {
@@ -18,10 +19,11 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
     return 0;
   }
   if (!*policy) {
-    int rc = cuv__device_get(opened, op->device < 0 ? 0 : op->device);
+    cuv_device_t *dev = op->dev;
+    int rc = dev ? 0 : cuv__device_get(opened, op->device < 0 ? 0 : op->device);
     if (rc < 0)
       return rc;
-    rc = cuv_device_policy(*opened, policy);
+    rc = cuv_device_policy(dev ? dev : *opened, policy);
     if (rc < 0)
       return rc;
   }

@@ -147,7 +147,7 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
   l->nops = nops;
   l->op.host = host;
   l->op.retires_with_submission = true; /* launch_execute leaves the node to it */
-  cuv__op_set_device(&l->op, kernel->mod->dev->ordinal);
+  cuv__op_set_held_device(&l->op, kernel->mod->dev); /* held by the kernel's module */
   for (size_t i = 0; i < nargs; i++)
     if (args[i].op)
       l->op.devices |= args[i].op->devices; /* trees on other devices among them */

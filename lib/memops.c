@@ -112,7 +112,7 @@ static cuv_op_t *copy_new(enum copy_kind kind, cuv_buffer_t *dst, size_t dst_off
   c->dst_offset = dst_offset;
   c->src_offset = src_offset;
   c->bytes = bytes;
-  cuv__op_set_device(&c->op, (dst ? dst : src)->dev->ordinal);
+  cuv__op_set_held_device(&c->op, (dst ? dst : src)->dev); /* held by the buffer */
   if (kind == COPY_DTOH || kind == DOWNLOAD)
     c->op.host = CUV__OP_LANDS;
   return &c->op;

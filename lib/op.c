@@ -7,7 +7,7 @@
 /* Out of memory must still yield an op (a chain needs one check at the end); this one is static
  * and freeing it does nothing. */
 static const cuv__op_vt_t error_vt = {"error", NULL, NULL, NULL};
-static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, 0, 0, false, 0, false};
+static struct cuv_op_s nomem_op = {&error_vt, CUV_ENOMEM, -1, NULL, 0, 0, false, 0, false};
 
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size) {
   cuv_op_t *op = cuv__pool_zalloc(size);
@@ -163,6 +163,11 @@ void cuv__op_set_device(cuv_op_t *op, int ordinal) {
   op->devices = CUV__DEVICE_BIT(ordinal);
 }
 
+void cuv__op_set_held_device(cuv_op_t *op, cuv_device_t *dev) {
+  cuv__op_set_device(op, dev->ordinal);
+  op->dev = dev;
+}
+
 int cuv__op_join_device(int *device, int child_device) {
   if (child_device < 0 || *device == child_device)
     return 0;
@@ -173,8 +178,10 @@ int cuv__op_join_device(int *device, int child_device) {
 }
 
 void cuv__op_join(cuv_op_t *parent, const cuv_op_t *child) {
-  if (parent->device < 0)
+  if (parent->device < 0) {
     parent->device = child->device;
+    parent->dev = child->dev; /* the parent holds the child, and so what keeps it open */
+  }
   parent->devices |= child->devices;
 }
 

@@ -39,6 +39,11 @@ struct cuv_op_s {
   /* The device the op executes on: its own, or for a tree the first op's that has one; -1 for
    * none (it runs where the executor or its parent runs it). */
   int device;
+  /* That device when a reference the op holds keeps it open (a launch's kernel, a copy's
+   * buffers), else NULL: an executor then takes its default policy from here, with no lookup
+   * under the devices' lock and no reference of its own (lib/exec.c). Borrowed, read only before
+   * the op executes. */
+  cuv_device_t *dev;
   unsigned char taken; /* OP_FREE, or held by a combinator or shared (op.c) */
   unsigned char host;  /* CUV__OP_* */
   /* Its output is a buffer it allocates when it runs, which no other job can touch before: the
@@ -83,6 +88,8 @@ void cuv__op_untake(cuv_op_t *op);
 int cuv__op_take_all(cuv_op_t *const *ops, size_t n);
 /* Makes `ordinal` the op's device and its only one. */
 void cuv__op_set_device(cuv_op_t *op, int ordinal);
+/* The same for `dev`, which a reference the op holds keeps open until the op is dropped. */
+void cuv__op_set_held_device(cuv_op_t *op, cuv_device_t *dev);
 /* Merges a part's device into a leaf op's (a launch's op arguments, a custom op's accesses): one
  * launch or custom op runs on one device, so CUV_EDEVICE when they differ. */
 int cuv__op_join_device(int *device, int child_device);
