@@ -76,8 +76,6 @@ struct cuv__submission {
    * whichever thread passes a stage, copied out to *trace_out by the drain just before the
    * callback, after the last write (a cancel's early callback gets only what cuv_submit knew). */
   cuv_trace_t *trace; /* &trace_data when traced, else NULL */
-  cuv_trace_t *trace_out;
-  cuv_trace_t trace_data;
   /* A failure learned after the work was enqueued, by whoever watches it besides the stream (a
    * collective's communicator: lib/comm.c): set before the work can be proven complete, it is
    * the submission's status unless the execution or the stream failed first. */
@@ -86,8 +84,11 @@ struct cuv__submission {
    * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
   atomic_int gates;
   bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
-  /* Last, and not cleared when the submission is made: only n_holds of them are ever read. */
+  /* Last, and not cleared when the submission is made: only n_holds of them are ever read, and
+   * these two only when `trace` is set (cuv_submit sets them then). */
   cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
+  cuv_trace_t *trace_out;
+  cuv_trace_t trace_data;
 };
 
 /* A submission on `stream` (which it references and counts in flight). */

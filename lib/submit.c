@@ -128,7 +128,7 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   if (opts->trace) {
     sub->trace = &sub->trace_data;
     sub->trace_out = opts->trace;
-    sub->trace_data.submitted_ns = opts->trace->submitted_ns;
+    sub->trace_data = (cuv_trace_t){.submitted_ns = opts->trace->submitted_ns};
   }
   cuv__queue_accept(queue, sub);
   if (opts->ticket)
