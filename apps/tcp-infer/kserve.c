@@ -279,6 +279,9 @@ typedef struct parse {
   const json_t *data; /* the input's "data", or NULL with binary data */
   size_t binary_size; /* the input's binary_data_size */
   bool binary_in, binary_out;
+  unsigned levels;     /* --priority-levels */
+  unsigned priority;   /* parameters.priority: 0 (the default level), or 1 to levels */
+  uint64_t timeout_us; /* parameters.timeout: 0, none */
 } parse_t;
 
 __attribute__((format(printf, 2, 3))) static int bad(parse_t *p, const char *fmt, ...) {
@@ -407,6 +410,23 @@ static int fill_rows(parse_t *p, const char *binary, size_t binary_len, float *r
   return 0;
 }
 
+/* The schedule policy's parameters, Triton's: "priority" (1 the highest level, 0 the default)
+ * and "timeout" (microseconds it may wait for the GPU; 0 none), each a non-negative integer. */
+static int check_schedule(parse_t *p, const json_t *params) {
+  if (params && !json_is_object(params))
+    return bad(p, "parameters must be an object");
+  const json_t *prio = json_object_get(params, "priority");
+  const json_t *timeout = json_object_get(params, "timeout");
+  if (prio && (!is_uint(prio) || json_number_value(prio) > p->levels))
+    return bad(p, "parameters.priority must be an integer from 0 (the default) to %u "
+               "(--priority-levels)", p->levels);
+  if (timeout && !is_uint(timeout))
+    return bad(p, "parameters.timeout must be a non-negative integer (microseconds; 0: none)");
+  p->priority = prio ? (unsigned)json_number_value(prio) : 0;
+  p->timeout_us = timeout ? (uint64_t)json_number_value(timeout) : 0;
+  return 0;
+}
+
 /* The JSON header's checks: everything but the values. */
 static int check_request(parse_t *p, const char *json, size_t json_len, char **id) {
   char why[JSON_WHY_LEN];
@@ -417,7 +437,8 @@ static int check_request(parse_t *p, const char *json, size_t json_len, char **i
   const json_t *idn = json_object_get(p->doc, "id");
   if (idn && !json_is_string(idn))
     return bad(p, "id must be a string");
-  if (check_input(p, json_object_get(p->doc, "inputs")) != 0 || check_outputs(p, p->doc) != 0)
+  if (check_schedule(p, json_object_get(p->doc, "parameters")) != 0 ||
+      check_input(p, json_object_get(p->doc, "inputs")) != 0 || check_outputs(p, p->doc) != 0)
     return -1;
   if (idn && !(*id = strdup(json_string_value(idn))))
     return bad(p, "out of memory");
@@ -425,7 +446,8 @@ static int check_request(parse_t *p, const char *json, size_t json_len, char **i
 }
 
 int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
-  parse_t p = {.m = req->model, .why = why, .why_len = why_len};
+  parse_t p = {.m = req->model, .why = why, .why_len = why_len,
+               .levels = lp->srv->priority_levels};
   if (!p.m->ready)
     return bad(&p, "model \"%s\" is not ready (UNAVAILABLE): %s", p.m->name, p.m->why);
   size_t json_len = req->infer_header_len >= 0 ? (size_t)req->infer_header_len : req->body_len;
@@ -452,6 +474,8 @@ int kserve_infer_parse(loop_t *lp, request_t *req, char *why, size_t why_len) {
   req->body = rows;
   req->body_cap = req->body_len = (size_t)p.rows * row_in(p.m);
   req->batch = p.rows;
+  req->priority = p.priority;
+  req->deadline = p.timeout_us ? req->t_begin + p.timeout_us * 1000 : 0;
   req->infer_header_len = -1;
   req->kserve = ks;
   return 0;
@@ -505,7 +529,7 @@ void kserve_infer_result(request_t *req) {
   }
   if (req->gpu_status != 0 || !req->kserve || !req->out.data) {
     char message[160];
-    unsigned status = req->gpu_status == CUV_ECLOSED ? 503 : 500;
+    unsigned status = gpu_failure_status(req->gpu_status);
     if (req->gpu_error)
       snprintf(message, sizeof message, "%s", req->gpu_error);
     else

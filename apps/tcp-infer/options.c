@@ -33,7 +33,9 @@ static void usage(FILE *f) {
           "                    connection before the server reads only from connections that\n"
           "                    hold nothing (default 67108864; each loop holds its share)\n"
         "  --max-queue-size N  inferences of a loop that may wait for a workspace; more are\n"
-        "                    answered 503 with Retry-After (default 0: any number)\n",
+        "                    answered 503 with Retry-After (default 0: any number)\n"
+        "  --priority-levels N  KServe's parameters.priority from 1 (taken first) to N, the\n"
+        "                    default level (0 or none); above N: 400 (default 2; 1 to 64)\n",
         f);
   fprintf(f,
           "  --baseline        run the GPU work in libuv's thread pool with a blocking cuv_sync\n"
@@ -172,6 +174,8 @@ static bool option(int ch, void *arg) {
     return cli_uint("--max-buffered", optarg, 65536, UINT64_C(1) << 44, &o->max_buffered);
   case 'q' + 256:
     return cli_unsigned("--max-queue-size", optarg, 0, 1u << 24, &o->max_queue_size);
+  case 'p' + 256:
+    return cli_unsigned("--priority-levels", optarg, 1, 64, &o->priority_levels);
   case 'b': o->baseline = true; return true;
   case 'o': o->offload = true; return true;
   case 'd':
@@ -288,6 +292,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"max-conn-unsent", required_argument, NULL, 'u' + 256},
       {"max-buffered", required_argument, NULL, 'M' + 256},
       {"max-queue-size", required_argument, NULL, 'q' + 256},
+      {"priority-levels", required_argument, NULL, 'p' + 256},
       {"stream-stall-ms", required_argument, NULL, 'L'},
       {"devices", required_argument, NULL, 'v'},
       {"balance", required_argument, NULL, 'y'},
@@ -301,7 +306,7 @@ int options_parse(int argc, char **argv, options_t *o) {
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
                    .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000,
-                   .isolate_deadline_ms = 30000, .hang_suspect_ms = 100};
+                   .isolate_deadline_ms = 30000, .hang_suspect_ms = 100, .priority_levels = 2};
   line.argc = argc;
   line.argv = argv;
   int rc = cli_parse(argc, argv, "", longs, option, usage, o); /* exits after --help, --version */

@@ -42,6 +42,7 @@ typedef struct options {
   unsigned max_conn_requests;
   uint64_t max_conn_unsent, max_buffered;
   unsigned max_queue_size; /* --max-queue-size N: inferences waiting per loop; 0: any */
+  unsigned priority_levels; /* --priority-levels N: KServe's parameters.priority from 1 to N */
 } options_t;
 
 /* 0, or CLI_USAGE after a usage error's message; --help and --version print and exit 0. */

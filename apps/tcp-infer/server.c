@@ -165,7 +165,7 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .idle_timeout_ms = o->idle_timeout_ms,
                 .max_conn_requests = o->max_conn_requests,
                 .max_conn_unsent = o->max_conn_unsent, .max_buffered = o->max_buffered,
-                .max_queue_size = o->max_queue_size,
+                .max_queue_size = o->max_queue_size, .priority_levels = o->priority_levels,
                 .balance = o->balance_steal ? BALANCE_STEAL : BALANCE_HASH};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
   return s;

@@ -91,6 +91,10 @@ struct loop {
    * them (pool.c), each device's free ones on their own list */
   workspace_t *workspaces, *free_ws[MAX_DEVICES];
   request_t *wait_head, *wait_tail;
+  /* pool.c: the timer of the waiting requests' earliest timeout, and when it fires (uv_hrtime;
+   * 0: not armed) */
+  uv_timer_t expiry;
+  uint64_t expiry_at;
   conn_t *conns; /* open connections, for shutdown */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   /* its backend (backend.h: how its requests' GPU work runs), chosen once at start, and the
@@ -186,6 +190,7 @@ struct server {
   unsigned max_conn_requests;
   size_t max_conn_unsent, max_buffered;
   unsigned max_queue_size; /* route.c: inferences waiting for a workspace, per loop; 0: any */
+  unsigned priority_levels; /* kserve.c, pool.c: request priorities 1 (first) to N (default) */
   struct nvml *nvml; /* nvml.c: the GPUs' own metrics for GET /metrics; NULL: absent */
 };
 

@@ -45,6 +45,7 @@ typedef struct counters {
   _Atomic unsigned paused_conns;
   _Atomic uint64_t read_pauses[3];
   _Atomic uint64_t queue_rejected; /* route.c: inferences answered 503 over --max-queue-size */
+  _Atomic uint64_t queue_timeouts; /* pool.c: answered 503, their timeout passed while queued */
   _Atomic uint64_t connections_refused_fds; /* accept.c: closed at once, out of descriptors */
   histogram_t latency, exec_rows;
 } counters_t;

@@ -50,6 +50,7 @@ typedef struct totals {
   uint64_t refused_conns, refused_fds, accept_errors, timeouts[3]; /* head, body, idle */
   uint64_t buffered, paused, read_pauses[3]; /* flow control (http/flow.c) */
   uint64_t queue_rejected;                   /* --max-queue-size (route.c) */
+  uint64_t queue_timeouts;                   /* parameters.timeout (pool.c) */
   hist_sum_t latency, exec_rows;
 } totals_t;
 
@@ -80,6 +81,7 @@ static void sum_triton(const counters_t *n, totals_t *t) {
   for (int i = 0; i < 3; i++)
     t->read_pauses[i] += n->read_pauses[i];
   t->queue_rejected += n->queue_rejected;
+  t->queue_timeouts += n->queue_timeouts;
 }
 
 /* Flow control (http/flow.c): what the connections hold, the connections not read for it; the
@@ -102,6 +104,10 @@ static void flow_metrics(FILE *f, const server_t *s, const totals_t *n) {
   metric(f, "cuv_infer_queue_rejected_total", "counter",
          "Inferences answered 503 at once: the queue for a workspace was full (--max-queue-size).",
          n->queue_rejected);
+  metric(f, "cuv_infer_queue_timeouts_total", "counter",
+         "Inferences answered 503 \"Request timeout expired\": their parameters.timeout passed "
+         "while they waited for a workspace (also nv_inference_request_failure REJECTED).",
+         n->queue_timeouts);
 }
 
 /* The limits of a server on a network: the connection cap, refusals, timeouts (timeouts.c). */

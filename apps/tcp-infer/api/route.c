@@ -288,5 +288,5 @@ void route_gpu_result(request_t *req) {
     snprintf(message, sizeof message, "GPU work failed: %s (%s)", cuv_err_name(req->gpu_status),
              cuv_strerror(req->gpu_status));
   cuv_output_release(&req->out);
-  respond_error(req, req->gpu_status == CUV_ECLOSED ? 503 : 500, message);
+  respond_error(req, gpu_failure_status(req->gpu_status), message);
 }

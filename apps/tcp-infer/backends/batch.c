@@ -23,8 +23,9 @@
  * timer for all but that last part.
  *
  * A request that would overflow the pending batch flushes it first. The workspaces are the loop's
- * pool (one per batch in flight); when none is free the pending batch grows to ROWS, then the
- * requests wait in the loop's FIFO queue (pool.c), as without --coalesce. A workspace goes back
+ * pool (one per batch in flight); when none is free, requests wait in the loop's queue (pool.c),
+ * as without --coalesce, by priority level then arrival, and the next batch is filled from its
+ * head once a workspace returns: the highest level first. A workspace goes back
  * to the pool only in the batch's completion, after cuv proved its GPU work complete, so no batch
  * can write a workspace the GPU still reads for another.
  *
@@ -365,8 +366,8 @@ static void batch_add(loop_t *lp, request_t *req) {
   req->state = REQ_WAITING;
   if (!pool_first_waiting(lp) && b->rows + req->batch > limit)
     flush(lp, TRIG_FULL); /* it would overflow the pending batch: that one goes first */
-  if (pool_first_waiting(lp) || b->rows + req->batch > limit) {
-    pool_wait(lp, req); /* no workspace for the full batch: first come, first served */
+  if (pool_first_waiting(lp) || b->rows + req->batch > limit || !pool_can_take(lp)) {
+    pool_wait(lp, req); /* no workspace for the batch: by priority, then first come */
     return;
   }
   pending_push(lp, req);

@@ -68,13 +68,18 @@ struct request {
   bool keep_alive;
   bool http10;
   bool head_only; /* HEAD: the head of the GET response, no body */
-  bool rejected;  /* refused before its work ran (a queue full, the submission refused) */
+  bool rejected;  /* refused before its work ran (a queue full, the submission refused, its
+                   * timeout passed while it waited) */
   route_t route;
   unsigned status; /* HTTP status of the response */
   char *body;      /* POST /infer: the input batch */
   size_t body_len, body_cap;
   size_t body_max; /* a chunked body: what it may grow to (route.c), 0 otherwise */
   unsigned batch;
+  /* KServe's parameters (kserve.c): its priority level, 1 the highest (0: the default, the
+   * lowest), and when (uv_hrtime) its timeout passes, if it still waits then (0: none) */
+  unsigned priority;
+  uint64_t deadline;
   const struct model *model; /* the model it runs or asks about (repo.h), set with its route */
   gpu_t *gpu;         /* the device its GPU work ran on (metrics.c's per-device counts) */
   int gpu_status;     /* the GPU work's result */
@@ -94,6 +99,13 @@ struct request {
   struct stage_times *stage; /* stages.c: a sampled request's stage times, else NULL */
   size_t held; /* conn.c: its body's and answer's bytes, counted in its loop's (flow.c) */
 };
+
+/* The HTTP status of a request whose GPU work failed with `gpu_status`: 503 (Unavailable, try
+ * again) when it never ran, its queue closed or its timeout passed while it waited (pool.c's
+ * CUV_ECANCELED), 500 otherwise. */
+static inline unsigned gpu_failure_status(int gpu_status) {
+  return gpu_status == CUV_ECLOSED || gpu_status == CUV_ECANCELED ? 503 : 500;
+}
 
 /* What conn.c's parser gathered of a request's head (route.c and kserve.c decide from it). */
 typedef struct http_head {

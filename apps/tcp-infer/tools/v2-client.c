@@ -49,8 +49,9 @@ char *v2_request(const float *in, unsigned rows, const v2_request_opts_t *o, siz
   else
     put_data(f, in, rows, o->nested);
   fputs("}]", f);
-  if (o->binary_out)
-    fputs(",\"parameters\":{\"binary_data_output\":true}", f);
+  if (o->binary_out || o->parameters)
+    fprintf(f, ",\"parameters\":{%s%s%s}", o->binary_out ? "\"binary_data_output\":true" : "",
+            o->binary_out && o->parameters ? "," : "", o->parameters ? o->parameters : "");
   if (o->binary_out_per_output)
     fprintf(f, ",\"outputs\":[{\"name\":\"OUTPUT0\",\"parameters\":{\"binary_data\":%s}}]",
             o->binary_out_per_output == 1 ? "true" : "false");

@@ -16,6 +16,8 @@ typedef struct v2_request_opts {
   bool binary_in;             /* the rows after the JSON header (binary_data_size) */
   bool binary_out;            /* the request's parameters.binary_data_output */
   int binary_out_per_output;  /* 1, 2: the output's parameters.binary_data true, false */
+  const char *parameters; /* more of the request's parameters, JSON members as they are sent
+                           * ("\"priority\":1,\"timeout\":100"); NULL: none */
 } v2_request_opts_t;
 
 /* The body of an inference of `rows` rows of MLP_IN floats (malloc'd; *len bytes); *json_len:
