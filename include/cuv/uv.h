@@ -23,24 +23,60 @@ typedef struct cuv_uv_s cuv_uv_t;
 /** Runs once on the loop thread, in a later loop callback, just before the bridge is freed. */
 typedef void (*cuv_uv_close_cb)(cuv_uv_t *bridge, void *arg);
 
-/** Opens a bridge on `loop`, on the loop thread. @returns 0; CUV_EINVAL (a NULL argument),
- * cuv_init's error, CUV_ENOMEM, or uv_async_init's code. */
+/** Opens a bridge on `loop`: its three handles and its queue.
+ *
+ * @returns 0, and *bridge holds the new bridge.
+ * @errors CUV_EINVAL: bridge or loop is NULL.
+ *         cuv_init's error, when cuv cannot be initialised.
+ *         CUV_ENOMEM: no memory for the bridge or its queue.
+ *         libuv's code as it is, when uv_async_init fails.
+ * @threads The loop thread.
+ * @notes Close it with cuv_uv_close, exactly once, before uv_loop_close.
+ */
 CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
-/** As cuv_submit (op consumed either way, CUV_SUBMIT_NO_SPIN added), from any thread until
- * close_cb; done runs once on the loop thread. @returns 0; CUV_EINVAL (bridge or done NULL),
- * CUV_ECLOSED (closing, or walked), or cuv_submit's codes. */
+/** As cuv_submit, with done run on the bridge's loop thread, in completion order (for submission
+ * order give the submissions one stream: docs/libuv.md).
+ *
+ * @returns 0 when accepted (done will run once); a negative code when refused (done will not run).
+ * @errors CUV_EINVAL: bridge or done is NULL.
+ *         CUV_ECLOSED: the bridge is closing (cuv_uv_close), or a uv_walk closed its handles.
+ *         cuv_submit's codes otherwise.
+ * @threads Any thread, until close_cb. done runs on the loop thread.
+ * @notes op is consumed either way. CUV_SUBMIT_NO_SPIN is added to opts' flags.
+ */
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
-/** As cuv_cancel: its callback runs with CUV_ECANCELED in the loop's next iteration. @returns 0;
- * CUV_EINVAL (bridge NULL) or CUV_ENOENT (it ran, was cancelled, or is unknown). */
+/** Cancels a submission of this bridge, as cuv_cancel: its callback runs once with CUV_ECANCELED
+ * in the loop's next iteration.
+ *
+ * @returns 0 when it was cancelled.
+ * @errors CUV_EINVAL: bridge is NULL.
+ *         CUV_ENOENT: once it ran or was cancelled (or the ticket is unknown).
+ * @threads Any thread, until close_cb. The callback runs on the loop thread.
+ */
 CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *bridge, cuv_ticket_t ticket);
-/** @returns Submissions whose callback has not run (nor a cancelled one's work retired); 0 for
- * NULL. */
+/** Submissions whose callback has not run (nor a cancelled one's work retired).
+ *
+ * @returns That count; 0 when bridge is NULL.
+ * @threads Any thread, until close_cb.
+ */
 CUV_EXTERN unsigned cuv_uv_pending(const cuv_uv_t *bridge);
-/** @returns The loop the bridge was opened on; NULL for NULL. */
+/** The loop the bridge was opened on.
+ *
+ * @returns The loop; NULL when bridge is NULL.
+ * @threads Any thread, until close_cb.
+ */
 CUV_EXTERN uv_loop_t *cuv_uv_loop(const cuv_uv_t *bridge);
 /** Refuses new work, delivers what is in flight, then runs close_cb (may be NULL) and frees the
- * bridge; loop thread. @returns 0; CUV_EINVAL, CUV_ECLOSED (twice), or uv_queue_work's code. */
+ * bridge.
+ *
+ * @returns 0 when closing started.
+ * @errors CUV_EINVAL: bridge is NULL.
+ *         CUV_ECLOSED: calling it twice.
+ *         libuv's code as it is, when uv_queue_work fails.
+ * @threads The loop thread. close_cb runs on the loop thread, in a later loop callback.
+ * @notes No thread may use the bridge after close_cb returns.
+ */
 CUV_EXTERN int cuv_uv_close(cuv_uv_t *bridge, cuv_uv_close_cb close_cb, void *arg);
 
 #ifdef __cplusplus
