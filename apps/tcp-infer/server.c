@@ -168,6 +168,9 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .max_queue_size = o->max_queue_size, .priority_levels = o->priority_levels,
                 .balance = o->balance_steal ? BALANCE_STEAL : BALANCE_HASH};
   memcpy(s.preferred, o->preferred, sizeof s.preferred);
+  s.staged_input = o->coalesce || o->graph;
+  s.staged_output = o->graph;
+  s.mode_name = o->baseline ? "baseline" : o->offload ? "offload" : o->graph ? "graph" : "cuv";
   return s;
 }
 
@@ -186,6 +189,7 @@ static int pick_devices(server_t *s, const options_t *o) {
     return fail("no device", CUV_ENODEV);
   s->ndevices = want > MAX_DEVICES ? MAX_DEVICES : want;
   s->nloops = s->loops_per_device * s->ndevices;
+  s->front_workspaces = s->isolate ? 0 : s->workspaces_per_loop * s->nloops;
   if (s->ndevices == 1)
     s->balance = BALANCE_HASH; /* nothing to steal from: the one-device server as it was */
   for (unsigned i = 0; i < s->ndevices; i++)
@@ -211,6 +215,7 @@ static int load_models(server_t *s, const options_t *o) {
     s->bounds = (repo_bounds_t){.in = 1, .out = 1, .rows = 1};
   if (s->repository)
     s->max_batch = s->bounds.rows; /* each model's own; the workspaces hold the largest */
+  s->workspace_rows = s->coalesce ? s->coalesce : s->max_batch;
   return EXIT_SUCCESS;
 }
 

@@ -162,6 +162,14 @@ struct server {
   unsigned queue_delay_us; /* --max-queue-delay-us: a batch waits this long at most; 0: one loop
                             * iteration */
   unsigned preferred[8], npreferred; /* --preferred-batch: rows a batch leaves at, ascending */
+  /* What the mode asks of the workspaces and reports, decided once at start (server.c) so that
+   * gpu/ and api/ test no mode: each workspace's rows, whether it keeps pinned host staging for
+   * its input (batches, graphs) and its output (graphs), how many the front itself holds (none
+   * with --isolate: the workers do), and the mode's name in /metrics */
+  unsigned workspace_rows;
+  bool staged_input, staged_output;
+  unsigned front_workspaces;
+  const char *mode_name;
   unsigned nstreams;        /* --streams: each loop's streams (streams.c) */
   unsigned stream_stall_ms; /* --stream-stall-ms: a stream without progress this long is avoided */
   unsigned stage_sample;    /* --stage-sample: one request in this many is timed (stages.c) */

@@ -340,8 +340,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   triton_metrics(f, n);
 
   family(f, "cuv_infer_mode", "gauge", "How the server runs the GPU work (1 for its mode).");
-  sample(f, "cuv_infer_mode", "mode",
-         s->baseline ? "baseline" : s->offload ? "offload" : s->graph ? "graph" : "cuv", 1);
+  sample(f, "cuv_infer_mode", "mode", s->mode_name, 1);
   metric(f, "cuv_infer_connections_total", "counter", "Connections accepted.",
          n->connections_total);
   metric(f, "cuv_infer_loops", "gauge", "Event loops (threads) serving connections.", s->nloops);
@@ -365,7 +364,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   metric(f, "cuv_infer_waiting", "gauge", "Complete requests waiting for a free workspace.",
          n->waiting);
   metric(f, "cuv_infer_workspaces", "gauge", "Device workspaces (one per request in flight).",
-         s->isolate ? 0 : (uint64_t)s->workspaces_per_loop * s->nloops); /* theirs: the workers' */
+         (uint64_t)s->front_workspaces);
   metric(f, "cuv_infer_workspaces_free", "gauge", "Device workspaces free now.",
          n->free_workspaces);
   /* cuv counts a graph's capture as a submission in flight for as long as the graph lives */

@@ -254,7 +254,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
                         .dims = {MLP_IN, MLP_HIDDEN, MLP_OUT}, .max_batch = MAX_BATCH};
   srv.models = &mlp;
   srv.nmodels = 1;
-  srv.workspaces_per_loop = 4;
+  srv.workspaces_per_loop = srv.front_workspaces = 4;
+  srv.workspace_rows = MAX_BATCH;
+  srv.mode_name = "cuv";
   srv.max_header_bytes = 512; /* small: heads over it (431) are within the inputs' reach */
   srv.max_connections = 16;
   srv.max_conn_requests = 8; /* small: flow control's pauses within the inputs' reach too */

@@ -243,10 +243,10 @@ int model_workspace_init(gpu_t *g, workspace_t *ws, size_t rows) {
     return rc;
   if (b->two_hidden && (rc = buffer(&ws->hidden2, g->dev, rows * b->hidden * sizeof(float))) != 0)
     return rc;
-  if ((g->srv->coalesce || g->srv->graph) &&
+  if (g->srv->staged_input &&
       (rc = host_buffer(&ws->host_in, g->dev, rows * b->in * sizeof(float))) != 0)
     return rc;
-  if (g->srv->graph &&
+  if (g->srv->staged_output &&
       (rc = host_buffer(&ws->host_out, g->dev, rows * b->out * sizeof(float))) != 0)
     return rc;
   return 0;

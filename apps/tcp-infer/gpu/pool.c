@@ -58,7 +58,7 @@ int pool_init(loop_t *lp) {
   lp->workspaces = calloc(total, sizeof *lp->workspaces);
   if (!lp->workspaces)
     return CUV_ENOMEM;
-  size_t rows = s->coalesce ? s->coalesce : s->max_batch;
+  size_t rows = s->workspace_rows;
   for (unsigned i = 0; i < total; i++) {
     int rc = model_workspace_init(device_at(lp, i / n), &lp->workspaces[i], rows);
     if (rc != 0)
