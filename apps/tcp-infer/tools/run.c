@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -43,8 +44,12 @@ static int status_of(int wstatus) {
 }
 
 static pid_t spawn(char **argv, int stdout_fd) {
-  pid_t pid = fork();
+  pid_t parent = getpid(), pid = fork();
   if (pid == 0) {
+    /* A runner killed (meson's timeout) takes its server and client along: a hung test leaves no
+     * server behind to spin on the machine. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+      _exit(127);
     if (stdout_fd >= 0) {
       dup2(stdout_fd, STDOUT_FILENO);
       close(stdout_fd);
