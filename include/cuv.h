@@ -1603,6 +1603,7 @@ CUV_EXTERN unsigned cuv_spin_budget_us(void);
  * served between them. A queue is timed from its first cuv_queue_poll on (its owner polls it):
  * call it once with budget 0 as the owner starts, so its first submissions are timed too.
  *
+ * @param queue The queue to look at, on its owner's thread.
  * @param budget_ns How long it may run callbacks; 0 delivers nothing (a look only).
  * @param next_poll_ns May be NULL. Set to 0 when nothing is due soon: nothing left to deliver and
  *        no young work in flight, so the owner may block (its notify hook, or its descriptor,
