@@ -164,15 +164,8 @@ static void look(cuv_uv_t *b, uint64_t budget_ns) {
 
 static void on_idle(uv_idle_t *handle) { look(handle->data, TURN_BUDGET_NS); }
 static void on_async(uv_async_t *handle) { look(handle->data, TURN_BUDGET_NS); }
-/* End of a turn: other threads' work keeps the loop alive, and is polled for while young (a look
- * only when the idle handle makes none). */
-static void on_check(uv_check_t *handle) {
-  cuv_uv_t *b = handle->data;
-  if (atomic_load(&b->polling) || cuv_queue_pending(b->queue) == 0)
-    settle(b);
-  else
-    look(b, 0);
-}
+/* End of a turn: other threads' work keeps the loop alive, and is polled for while young. */
+static void on_check(uv_check_t *handle) { look(handle->data, 0); }
 
 /* cuv's notify hook: runs on the completing thread, under the queue's lock. */
 static void on_notify(cuv_queue_t *queue, void *arg) {
