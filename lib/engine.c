@@ -732,7 +732,7 @@ static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait)
   return here;
 }
 
-int cuv__engine_submit(cuv__job_t *job, bool may_inline) {
+int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy) {
   int status;
   engine_t *e = engine_of(job->stream, &status);
   if (!e || in_job)
@@ -754,8 +754,9 @@ int cuv__engine_submit(cuv__job_t *job, bool may_inline) {
     return 0;
   }
   bool across = cross_begin(job);
-  if (may_inline && cuv__config.submit_inline == CUV_SUBMIT_INLINE_IDLE &&
-      claim_here(e, job, !shared(e), &wait)) {
+  bool sharing = shared(e); /* every push counts: it tells who submits */
+  if (may_inline && (!busy || sharing) && cuv__config.submit_inline == CUV_SUBMIT_INLINE_IDLE &&
+      claim_here(e, job, !sharing, &wait)) {
     cross_end(across);
     CUV__STAT_ADD(engine_inline, 1);
     run_claimed(e, job, wait, false);

@@ -57,9 +57,13 @@ int cuv__engine_prepare(cuv__job_t *job);
 /* Hands an asynchronous job to the engine of the stream's device. The job runs on this thread
  * when `may_inline` (never for a job that may wait) and the engine is idle (nothing queued,
  * nothing running, nothing else in flight on the stream), else on a submitter thread; when the
- * ring is full this thread runs the oldest queued jobs itself until the job fits. Returns 0, or
- * a negative status when the engine cannot start (the job has not run; the caller runs it). */
-int cuv__engine_submit(cuv__job_t *job, bool may_inline);
+ * ring is full this thread runs the oldest queued jobs itself until the job fits. `busy` says
+ * the thread would rather hand the job over (a loop whose own driver calls would take most of
+ * its time): it holds only while this thread alone submits to the engine, since several
+ * submitting threads make their calls side by side faster than the submitters make them for
+ * all (shared() below). Returns 0, or a negative status when the engine cannot start (the job
+ * has not run; the caller runs it). */
+int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy);
 /* Runs a job whose caller waits for it (a blocking executor): on this thread when nothing is
  * queued, else on a submitter thread while this one waits for its release. */
 void cuv__engine_run_blocking(cuv__job_t *job);

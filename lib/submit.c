@@ -74,9 +74,9 @@ static void submit_job_release(cuv__job_t *job) { cuv__pool_free(job); }
 static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
   bool spins = s->may_spin; /* s may be gone once the engine has it */
   unsigned pending = cuv_queue_pending(queue); /* this one included */
-  bool may_inline = !s->job.may_wait && pending <= INLINE_PENDING_MAX &&
-                    !busy_without_spin(s, pending);
-  if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline) != 0) {
+  bool may_inline = !s->job.may_wait && pending <= INLINE_PENDING_MAX;
+  bool busy = busy_without_spin(s, pending);
+  if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline, busy) != 0) {
     CUV__STAT_ADD(engine_inline, 1);
     submit_job_run(&s->job, false);
     cuv__pool_free(s);

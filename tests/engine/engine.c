@@ -397,6 +397,101 @@ static void test_busy_nospin_thread_hands_off(void **state) {
     cuv_stream_destroy(streams[i]);
 }
 
+/* Several threads submitting side by side make their own driver calls, busy or not: the busy
+ * rule of test_busy_nospin_thread_hands_off holds only for a thread that submits alone (lib/
+ * engine.c shared()). Two threads each run that test's warm-up and burst at once; a job handed
+ * over is told by its trace (ran_here false). Without the exception each burst hands at least one
+ * over, every round; with it a round hands none over unless a thread stalled for longer than the
+ * engine's shared window between the two threads' pushes, so some round of ROUNDS must hand
+ * none over (a loaded machine may stall one round, never all). */
+enum { SIDE_WARM = 8, SIDE_BURST = 16, SIDE_PER_QUEUE = 4, SIDE_QUEUES = 4, SIDE_ROUNDS = 6 };
+
+typedef struct side_thread {
+  pthread_t thread;
+  pthread_barrier_t *start;
+  cuv_queue_t *queues[SIDE_QUEUES];
+  cuv_stream_t *streams[SIDE_BURST];
+  atomic_int calls, failures;
+  unsigned handed_over; /* of the burst, read by the test thread after the join */
+} side_thread_t;
+
+static void side_done(int status, cuv_output_t *out, void *arg) {
+  (void)out;
+  side_thread_t *t = arg;
+  atomic_fetch_add(status == 0 ? &t->calls : &t->failures, 1);
+}
+
+static void side_drain(side_thread_t *t, cuv_queue_t *q, int calls) {
+  while (atomic_load(&t->calls) + atomic_load(&t->failures) < calls)
+    cuv_queue_drain(q);
+}
+
+static void side_submit(side_thread_t *t, int queue, int stream, cuv_trace_t *trace) {
+  cuv_submit_opts_t opts = {.stream = t->streams[stream], .flags = CUV_SUBMIT_NO_SPIN,
+                            .trace = trace};
+  assert_cuv_ok(cuv_submit(t->queues[queue], cuv_custom(slow_execute, NULL, NULL, NULL, 0),
+                           side_done, t, &opts));
+}
+
+static void *side_main(void *arg) {
+  side_thread_t *t = arg;
+  cuv_trace_t traces[SIDE_BURST];
+  pthread_barrier_wait(t->start);
+  for (int i = 0; i < SIDE_WARM; i++) { /* alone in its queue: run here, the cost learnt */
+    side_submit(t, 0, 0, NULL);
+    side_drain(t, t->queues[0], i + 1);
+    usleep(2000);
+  }
+  pthread_barrier_wait(t->start);
+  for (int i = 0; i < SIDE_BURST; i++)
+    side_submit(t, i / SIDE_PER_QUEUE, i, &traces[i]);
+  for (int i = 0; i < SIDE_QUEUES; i++)
+    side_drain(t, t->queues[i], SIDE_WARM + (i + 1) * SIDE_PER_QUEUE);
+  t->handed_over = 0;
+  for (int i = 0; i < SIDE_BURST; i++)
+    t->handed_over += !traces[i].ran_here;
+  return NULL;
+}
+
+static void test_busy_threads_side_by_side_run_here(void **state) {
+  cuv_config_t c = config();
+  if (c.submit_threads == 0 || c.submit_inline != CUV_SUBMIT_INLINE_IDLE) {
+    print_message("# not this configuration's case\n");
+    return;
+  }
+  side_thread_t pair[2];
+  pthread_barrier_t start;
+  int clean_rounds = 0;
+  for (int round = 0; round < SIDE_ROUNDS; round++) {
+    assert_int_equal(pthread_barrier_init(&start, NULL, 2), 0);
+    for (int s = 0; s < 2; s++) {
+      side_thread_t *t = &pair[s];
+      *t = (side_thread_t){.start = &start};
+      for (int i = 0; i < SIDE_QUEUES; i++)
+        assert_cuv_ok(cuv_queue_create(&t->queues[i], NULL, NULL));
+      for (int i = 0; i < SIDE_BURST; i++)
+        assert_cuv_ok(cuv_stream_create(&t->streams[i], cuvt_device()));
+      assert_int_equal(pthread_create(&t->thread, NULL, side_main, t), 0);
+    }
+    unsigned handed = 0;
+    for (int s = 0; s < 2; s++) {
+      side_thread_t *t = &pair[s];
+      assert_int_equal(pthread_join(t->thread, NULL), 0);
+      assert_int_equal(atomic_load(&t->calls), SIDE_WARM + SIDE_BURST);
+      assert_int_equal(atomic_load(&t->failures), 0);
+      handed += t->handed_over;
+      for (int i = 0; i < SIDE_QUEUES; i++)
+        assert_cuv_ok(cuv_queue_destroy(t->queues[i]));
+      for (int i = 0; i < SIDE_BURST; i++)
+        cuv_stream_destroy(t->streams[i]);
+    }
+    pthread_barrier_destroy(&start);
+    print_message("# round %d: %u of %d handed over\n", round, handed, 2 * SIDE_BURST);
+    clean_rounds += handed == 0;
+  }
+  assert_true(clean_rounds >= 1);
+}
+
 /* A submission alone in its queue runs here, however soon after the previous one it comes: a
  * thread that waits for each submission before the next (a latency-bound loop) is not busy, even
  * when the work finished sooner than its enqueueing took (lib/submit.c busy_without_spin). A
@@ -540,6 +635,7 @@ int main(void) {
       cmocka_unit_test(test_busy_owner_hands_off),
       cmocka_unit_test(test_busy_nospin_thread_hands_off),
       cmocka_unit_test(test_lone_nospin_submission_runs_here),
+      cmocka_unit_test(test_busy_threads_side_by_side_run_here),
       cmocka_unit_test(test_close_cancel_queued),
       cmocka_unit_test(test_order_threads_loops),
       cmocka_unit_test(test_fault_with_queued_work), /* last: the context dies */
