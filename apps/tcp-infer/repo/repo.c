@@ -2,7 +2,7 @@
  * lay one out: a folder per model, named as the model, holding
  *   config.json        {"layers": [64, 128, 16], "activation": "relu", "max_batch": 256}
  *   model.safetensors  per dense layer i, "layers.i.weight" [out, in] and "layers.i.bias" [out]
- * (tools/write-model.py writes one from numpy arrays). "layers" are the widths, inputs first;
+ * (tools/write-model.py writes one, numpy optional). "layers" are the widths, inputs first;
  * "activation" (relu, the default, or none) follows every layer but the last; "max_batch"
  * bounds a request's rows. Each model is checked whole (config.json, then safetensors.c's
  * checks of the weights against the config's shapes); one that fails is kept with the reason,
