@@ -4,8 +4,8 @@
 # The one list to extend (Debian 12 names). python3 comes with meson; it runs tap-summary.py.
 # spin checks model/timeline.pml (model/check-timeline); g++ compiles the public headers as C++
 # (tests/headers); libjansson-dev reads tcp-infer's JSON (apps/tcp-infer/kserve_json.c); doxygen builds
-# the API reference (tests reference, check-reference); python3-numpy writes tcp-infer's test
-# models and computes their reference answers (apps/tcp-infer/tests/model-repo.py); prometheus
+# the API reference (tests reference, check-reference); python3-numpy lets tcp-infer's model test
+# check its plain-Python reference against numpy's (apps/tcp-infer/tests/model-repo.py); prometheus
 # brings promtool, which lints tcp-infer's /metrics (tests tcp-infer-promtool).
 CUV_APT_PACKAGES="meson ninja-build pkg-config gcc g++ libc6-dev libuv1-dev libcmocka-dev node-llhttp libjansson-dev spin"
 CUV_APT_PACKAGES="$CUV_APT_PACKAGES doxygen python3-numpy prometheus"

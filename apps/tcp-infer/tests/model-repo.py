@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tcp-infer-model-repo: a model repository served and checked against numpy.
+"""tcp-infer-model-repo: a model repository served and checked against a host forward pass.
 
   model-repo.py RUN SERVER WRITER [SERVER ARGS...]
 
@@ -8,21 +8,45 @@ of fresh random weights (two and three dense layers with ReLU, one without activ
 corrupt model per way a file can be wrong; starts the server on it through tcp-infer-run (RUN,
 with --model_dir, KServe's spelling) and runs itself against it as the client (--client). The
 client checks every good model's metadata and readiness, and its answers, JSON and binary, for
-fresh random rows of every batch size up to its max batch against a numpy forward pass; that
+fresh random rows of every batch size up to its max batch against a float64 forward pass; that
 each corrupt model is listed UNAVAILABLE with the reason its file deserves, is not ready and
 runs nothing; and that unknown models, POST /infer and wrong shapes are refused. Exit 0 when
-every check passed; the seed of the run is printed, to run it again."""
+every check passed; the seed of the run is printed, to run it again.
+
+numpy is optional: where it is installed, the writer gets numpy arrays and the reference is
+numpy's, and the plain-Python reference is computed too and must agree with it; where it is
+not (or CUV_TEST_NO_NUMPY=1 hides it, from the writer too), the writer gets plain sequences and
+the reference is the plain-Python one alone."""
 import http.client
 import importlib.util
 import json
+import operator
 import os
 import random
 import struct
 import subprocess
 import sys
 import tempfile
+from array import array
 
-import numpy as np
+if os.environ.get("CUV_TEST_NO_NUMPY") == "1":
+    sys.modules["numpy"] = None  # import numpy raises ImportError, as where it is not installed
+try:
+    import numpy as np
+except ImportError:
+    np = None
+
+# An answer is right within 1e-4 of (1 + |reference|), whichever reference: the server computes
+# in float32 (dot products of at most 64 terms, in an order and with fused multiply-adds of its
+# own), rounding at 2^-24 relative per operation; the simulator's answers come within 1e-7,
+# some 1000 times inside, while a wrong weight, bias or activation moves an output by about
+# 1/sqrt(fan-in), far outside.
+TOLERANCE = 1e-4
+# The two references compute the same float64 sums, in orders of their own (numpy's matmul may
+# block them): within 1e-16 of (1 + |reference|) when measured, and at most 64 terms of about
+# 1/8 bound their difference near 64 x 8 x 2^-53 (6e-14); 1e-10 is far above that and a million
+# times inside TOLERANCE.
+AGREEMENT = 1e-10
 
 GOOD = {  # name: (layers, activation, max batch)
     "small": ([8, 16, 4], "relu", 8),
@@ -40,7 +64,7 @@ def writer(path):
 
 def corrupt_models(wm, repo, rng):
     """Each corrupt model's folder, and the words its reason must hold."""
-    w, b = wm.random_layers([8, 16, 4], int(rng.integers(1 << 30)))
+    w, b = wm.random_layers([8, 16, 4], rng.randrange(1 << 30))
     cases = {}
 
     def model(name, words, data=None, layers=(8, 16, 4)):
@@ -89,12 +113,75 @@ def corrupt_models(wm, repo, rng):
     return cases
 
 
-def forward(x, weights, biases, relu):
+def forward_plain(rows, weights, biases, relu):
+    """The model's outputs for rows (lists of floats) in plain Python, whose floats are IEEE
+    doubles: numpy's float64 arithmetic, each dot product summed in order."""
     for i, (w, b) in enumerate(zip(weights, biases)):
-        x = x @ w.astype(np.float64).T + b
+        rows = [[sum(map(operator.mul, x, wr)) + bj for wr, bj in zip(w, b)] for x in rows]
+        if relu and i + 1 < len(weights):
+            rows = [[max(y, 0.0) for y in r] for r in rows]
+    return rows
+
+
+def forward_numpy(rows, weights, biases, relu):
+    x = np.array(rows, dtype=np.float64)
+    for i, (w, b) in enumerate(zip(weights, biases)):
+        x = x @ np.array(w, dtype=np.float64).T + np.array(b, dtype=np.float64)
         if relu and i + 1 < len(weights):
             x = np.maximum(x, 0.0)
-    return x
+    return x.tolist()
+
+
+def close(got, want, tolerance):
+    """got and want, lists of rows, of one shape and each value within tolerance of want's."""
+    return len(got) == len(want) and all(
+        len(g) == len(w) and all(abs(a - b) <= tolerance * (1 + abs(b)) for a, b in zip(g, w))
+        for g, w in zip(got, want))
+
+
+def reference(cl, rows, model, what):
+    """The model's outputs for rows: numpy's where it is installed (the plain-Python pass checked
+    against it), the plain-Python pass's where it is not."""
+    want = forward_plain(rows, *model)
+    if np is not None:
+        numpy_want = forward_numpy(rows, *model)
+        cl.check(close(want, numpy_want, AGREEMENT), f"{what}: plain-Python and numpy references")
+        want = numpy_want
+    return want
+
+
+def random_rows(rng, rows, width):
+    """rows of width float32 values (as Python floats) uniform in [-1, 1)."""
+    flat = array("f", (rng.uniform(-1, 1) for _ in range(rows * width)))
+    return [flat[i * width:(i + 1) * width].tolist() for i in range(rows)]
+
+
+def split_rows(values, width):
+    return [list(values[i:i + width]) for i in range(0, len(values), width)]
+
+
+def f32_bytes(values):
+    """A flat list as little-endian float32 bytes (KServe's binary tensors)."""
+    out = array("f", values)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out.tobytes()
+
+
+def f32_values(raw):
+    """Little-endian float32 bytes as an array('f')."""
+    out = array("f")
+    out.frombytes(raw)
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out
+
+
+def plain(tensor):
+    """A tensor (numpy array, array('f') or lists of them) as nested lists of floats."""
+    if hasattr(tensor, "tolist"):
+        return tensor.tolist()
+    return [plain(row) for row in tensor]
 
 
 class Client:
@@ -119,14 +206,9 @@ class Client:
             print(f"FAILED: {what}", flush=True)
 
 
-def close(got, want):
-    return got.shape == want.shape and bool(np.all(np.abs(got - want) <= 1e-4 * (1 + np.abs(want))))
-
-
-def check_good(cl, name, state, rng):
+def check_good(cl, name, model, rng):
     layers, activation, max_batch = GOOD[name]
-    weights = [state[f"{name}.w{i}"] for i in range(len(layers) - 1)]
-    biases = [state[f"{name}.b{i}"] for i in range(len(layers) - 1)]
+    model = model + (activation == "relu",)
     status, meta = cl.json("GET", f"/v2/models/{name}")
     cl.check(status == 200 and meta["name"] == name and meta["state"] == "READY" and
              meta["inputs"][0]["shape"] == [-1, layers[0]] and
@@ -135,27 +217,30 @@ def check_good(cl, name, state, rng):
     status, _, _ = cl.request("GET", f"/v2/models/{name}/versions/1/ready")
     cl.check(status == 200, f"{name}: ready {status}")
     for rows in range(1, max_batch + 1):
-        x = rng.uniform(-1, 1, (rows, layers[0])).astype(np.float32)
-        want = forward(x.astype(np.float64), weights, biases, activation == "relu")
+        x = random_rows(rng, rows, layers[0])
+        want = reference(cl, x, model, f"{name}: {rows} rows")
         req = {"id": f"{name}-{rows}", "inputs": [{"name": "INPUT0", "datatype": "FP32",
                                                    "shape": [rows, layers[0]],
-                                                   "data": x.flatten().tolist()}]}
+                                                   "data": sum(x, [])}]}
         status, out = cl.json("POST", f"/v2/models/{name}/infer", req)
-        ok = status == 200 and out["model_name"] == name and out["id"] == req["id"]
-        got = np.array(out["outputs"][0]["data"], dtype=np.float32).reshape(
-            out["outputs"][0]["shape"]) if ok else None
-        cl.check(ok and close(got, want), f"{name}: {rows} rows: {status} {str(out)[:200]}")
+        ok = status == 200 and out["model_name"] == name and out["id"] == req["id"] and (
+            out["outputs"][0]["shape"] == [rows, layers[-1]])
+        got = split_rows(array("f", out["outputs"][0]["data"]), layers[-1]) if ok else None
+        cl.check(ok and close(got, want, TOLERANCE),
+                 f"{name}: {rows} rows: {status} {str(out)[:200]}")
     # binary output, from binary input: the bytes after the JSON part
     rows = max_batch
-    x = rng.uniform(-1, 1, (rows, layers[0])).astype("<f4")
+    x = random_rows(rng, rows, layers[0])
+    body = f32_bytes(sum(x, []))
     head = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32", "shape": [rows, layers[0]],
-                                   "parameters": {"binary_data_size": x.nbytes}}],
+                                   "parameters": {"binary_data_size": len(body)}}],
                        "parameters": {"binary_data_output": True}}).encode()
-    status, _, raw = cl.request("POST", f"/v2/models/{name}/infer", head + x.tobytes(),
+    status, _, raw = cl.request("POST", f"/v2/models/{name}/infer", head + body,
                                 {"Inference-Header-Content-Length": str(len(head))})
-    want = forward(x.astype(np.float64), weights, biases, activation == "relu")
-    got = np.frombuffer(raw[-want.size * 4:], dtype="<f4").reshape(want.shape)
-    cl.check(status == 200 and len(raw) > want.size * 4 and close(got, want),
+    want = reference(cl, x, model, f"{name}: binary")
+    size = rows * layers[-1] * 4
+    got = split_rows(f32_values(raw[-size:]), layers[-1]) if len(raw) > size else None
+    cl.check(status == 200 and got is not None and close(got, want, TOLERANCE),
              f"{name}: binary {status} {len(raw)} bytes")
     # its shape and batch are its own
     for shape in ([1, layers[0] + 1], [max_batch + 1, layers[0]]):
@@ -180,12 +265,13 @@ def check_corrupt(cl, name, words):
 
 
 def client(port, state_path):
-    state = np.load(state_path)
+    with open(state_path) as f:
+        state = json.load(f)
     cl = Client(port)
-    rng = np.random.default_rng(int(state["seed"]))
+    rng = random.Random(state["seed"])
     for name in GOOD:
-        check_good(cl, name, state, rng)
-    for name, words in json.loads(str(state["corrupt"])).items():
+        check_good(cl, name, tuple(state["models"][name]), rng)
+    for name, words in state["corrupt"].items():
         check_corrupt(cl, name, words)
     for path in ("/v2/models/mlp", "/v2/models/nosuch/ready", "/v2/models/small/versions/2"):
         status, out = cl.json("GET", path)
@@ -211,20 +297,21 @@ def main(argv):
     run, server, wm = argv[1], argv[2], writer(argv[3])
     seed = int(os.environ.get("MODEL_REPO_SEED", random.randrange(1 << 31)))
     print(f"model-repo: seed {seed} (MODEL_REPO_SEED={seed} runs it again)", flush=True)
-    rng = np.random.default_rng(seed)
+    rng = random.Random(seed)
     with tempfile.TemporaryDirectory() as tmp:
         repo = os.path.join(tmp, "repo")
-        arrays = {"seed": np.int64(seed)}
+        state = {"seed": seed, "models": {}}
         for name, (layers, activation, max_batch) in GOOD.items():
-            w, b = wm.random_layers(layers, int(rng.integers(1 << 30)))
+            w, b = wm.random_layers(layers, rng.randrange(1 << 30))
             wm.write_model(os.path.join(repo, name), w, b, activation, max_batch)
-            for i in range(len(w)):
-                arrays[f"{name}.w{i}"], arrays[f"{name}.b{i}"] = w[i], b[i]
-        arrays["corrupt"] = np.array(json.dumps(corrupt_models(wm, repo, rng)))
-        state = os.path.join(tmp, "state.npz")
-        np.savez(state, **arrays)
+            state["models"][name] = [[plain(t) for t in w], [plain(t) for t in b]]
+        state["corrupt"] = corrupt_models(wm, repo, rng)
+        state_path = os.path.join(tmp, "state.json")
+        with open(state_path, "w") as f:
+            json.dump(state, f)
         cmd = [run, server, "--model_dir", repo] + argv[4:] + [
-            "--", sys.executable, os.path.abspath(__file__), "--client", "{port}", "--state", state]
+            "--", sys.executable, os.path.abspath(__file__), "--client", "{port}", "--state",
+            state_path]
         return subprocess.call(cmd)
 
 
