@@ -45,6 +45,7 @@
 #include "repo.h"
 #include "request.h"
 #include "stages.h"
+#include "waitq.h"
 
 typedef struct server server_t;
 typedef struct gpu gpu_t;
@@ -90,11 +91,7 @@ struct loop {
   /* its workspaces, its device's first; --balance steal: as many on every other device after
    * them (pool.c), each device's free ones on their own list */
   workspace_t *workspaces, *free_ws[MAX_DEVICES];
-  request_t *wait_head, *wait_tail;
-  /* pool.c: the timer of the waiting requests' earliest timeout, and when it fires (uv_hrtime;
-   * 0: not armed) */
-  uv_timer_t expiry;
-  uint64_t expiry_at;
+  waitq_t wait; /* pool.c: the requests waiting for a workspace (waitq.h) */
   conn_t *conns; /* open connections, for shutdown */
   struct worker_side *wk;  /* in the worker process: requests come from the front, not conns */
   /* its backend (backend.h: how its requests' GPU work runs), chosen once at start, and the

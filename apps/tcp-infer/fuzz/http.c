@@ -84,11 +84,11 @@ static void gpu_submit(loop_t *l, request_t *req) {
   if (gpu.nrunning >= gpu.workspaces) {
     req->state = REQ_WAITING;
     req->next_wait = NULL;
-    if (lp.wait_tail)
-      lp.wait_tail->next_wait = req;
+    if (lp.wait.tail)
+      lp.wait.tail->next_wait = req;
     else
-      lp.wait_head = req;
-    lp.wait_tail = req;
+      lp.wait.head = req;
+    lp.wait.tail = req;
     lp.n.waiting++;
     return;
   }
@@ -96,15 +96,15 @@ static void gpu_submit(loop_t *l, request_t *req) {
 }
 
 static void gpu_forget(loop_t *l, request_t *req) {
-  request_t **p = &lp.wait_head, *prev = NULL;
+  request_t **p = &lp.wait.head, *prev = NULL;
   while (*p && *p != req) {
     prev = *p;
     p = &(*p)->next_wait;
   }
   CHECK(*p); /* only waiting requests are forgotten */
   *p = req->next_wait;
-  if (lp.wait_tail == req)
-    lp.wait_tail = prev;
+  if (lp.wait.tail == req)
+    lp.wait.tail = prev;
   lp.n.waiting--;
 }
 
@@ -116,11 +116,11 @@ static void gpu_release(loop_t *l, request_t *req) {
     return; /* refused: it never ran */
   memmove(&gpu.running[i], &gpu.running[i + 1], (gpu.nrunning - i - 1) * sizeof gpu.running[0]);
   gpu.nrunning--;
-  request_t *next = lp.wait_head;
+  request_t *next = lp.wait.head;
   if (next && !lp.stopping) {
-    lp.wait_head = next->next_wait;
-    if (!lp.wait_head)
-      lp.wait_tail = NULL;
+    lp.wait.head = next->next_wait;
+    if (!lp.wait.head)
+      lp.wait.tail = NULL;
     lp.n.waiting--;
     gpu_run(next);
   }
@@ -342,7 +342,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             (unsigned long long)lp.n.requests_total, (unsigned long long)lp.n.parse_errors);
 
   CHECK(!lp.conns && lp.n.open_conns == 0);
-  CHECK(!lp.wait_head && !lp.wait_tail && lp.n.waiting == 0);
+  CHECK(!lp.wait.head && !lp.wait.tail && lp.n.waiting == 0);
   CHECK(gpu.nrunning == 0);
   CHECK(lp.n.buffered_bytes == 0 && lp.n.paused_conns == 0); /* flow control's counts */
   return 0;

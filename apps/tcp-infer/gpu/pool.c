@@ -5,12 +5,9 @@
  * which bounds the device memory and the work in flight. Everything runs on the loop's thread;
  * infer.c and batch.c decide when a workspace is taken and given back.
  *
- * The queue is Triton's schedule policy: by priority level (request_t.priority, 1 first), in
- * arrival order within a level, so a batch (batch.c) is filled from the highest level first. A
- * request whose timeout (request_t.deadline) passes while it waits is taken out and answered 503
- * "Request timeout expired", Triton's words and status; one that started is never cut. One timer
- * per loop (lp->expiry) fires at the earliest deadline of those waiting, armed only when a
- * waiting request has one; libuv's timers count milliseconds, so it fires up to 1 ms late.
+ * The queue is Triton's schedule policy (waitq.c, lp->wait): by priority level, in arrival order
+ * within a level, so a batch (batch.c) is filled from the highest level first; a request whose
+ * timeout passes while it waits is answered 503 "Request timeout expired".
  *
  * --balance steal: the loop also has as many workspaces on every other device. A request (or a
  * batch) takes one of its own device's, unless another device is less busy (fewer workspaces in
@@ -23,6 +20,7 @@
 #include "model.h"
 #include "pool.h"
 #include "server.h"
+#include "waitq.h"
 
 /* How much busier than another its own device must be before a loop's work goes there: small
  * differences come and go within an iteration, and the loop's own streams are the ones whose
@@ -47,13 +45,11 @@ static void push(loop_t *lp, workspace_t *ws) {
 
 unsigned pool_size(const loop_t *lp) { return lp->srv->workspaces_per_loop * devices_of(lp); }
 
-static void on_expiry(uv_timer_t *timer);
+static void expired(waitq_t *q, request_t *req);
 
 int pool_init(loop_t *lp) {
   server_t *s = lp->srv;
-  uv_timer_init(&lp->loop, &lp->expiry); /* cannot fail */
-  uv_unref((uv_handle_t *)&lp->expiry); /* the waiting requests' connections keep the loop up */
-  lp->expiry.data = lp;
+  waitq_init(&lp->wait, lp, expired, lp); /* the waiting requests' connections keep the loop up */
   unsigned n = s->workspaces_per_loop, total = pool_size(lp);
   lp->workspaces = calloc(total, sizeof *lp->workspaces);
   if (!lp->workspaces)
@@ -70,8 +66,8 @@ int pool_init(loop_t *lp) {
 }
 
 void pool_free(loop_t *lp) {
-  if (lp->expiry.loop && !uv_is_closing((uv_handle_t *)&lp->expiry)) {
-    uv_close((uv_handle_t *)&lp->expiry, NULL); /* after the loop ran dry: one more runs it */
+  if (lp->wait.expiry.loop && !uv_is_closing((uv_handle_t *)&lp->wait.expiry)) {
+    waitq_close(&lp->wait); /* after the loop ran dry: one more runs it */
     uv_run(&lp->loop, UV_RUN_NOWAIT);
   }
   for (unsigned i = 0; lp->workspaces && i < pool_size(lp); i++)
@@ -132,93 +128,20 @@ void pool_put(loop_t *lp, workspace_t *ws) {
     lp->n.free_workspaces++;
 }
 
-/* ---- the queue: priority levels, timeouts --------------------------------------------------- */
+/* ---- the queue (waitq.c): priority levels, timeouts ----------------------------------------- */
 
-/* Its level: 1 the highest; 0 (not asked) is the lowest, --priority-levels. */
-static unsigned level_of(const loop_t *lp, const request_t *req) {
-  return req->priority ? req->priority : lp->srv->priority_levels;
+/* A request whose timeout passed while it waited: answered as a refused submission (counted
+ * in, answered with the error). */
+static void expired(waitq_t *q, request_t *req) {
+  loop_t *lp = q->owner;
+  lp->n.gpu_submitted++;
+  waitq_timed_out(lp, req);
 }
 
-/* The timer fires at `at` (uv_hrtime), rounded up to libuv's milliseconds. */
-static void arm(loop_t *lp, uint64_t at) {
-  uint64_t now = uv_hrtime(), ms = at > now ? (at - now + 999999) / 1000000 : 0;
-  lp->expiry_at = at;
-  uv_timer_start(&lp->expiry, on_expiry, ms, 0);
-}
+void pool_wait(loop_t *lp, request_t *req) { waitq_push(&lp->wait, req); }
 
-void pool_wait(loop_t *lp, request_t *req) {
-  req->state = REQ_WAITING;
-  unsigned level = level_of(lp, req);
-  request_t **p = &lp->wait_head;
-  if (lp->wait_tail && level_of(lp, lp->wait_tail) <= level)
-    p = &lp->wait_tail->next_wait; /* the common case: at the end, at once */
-  while (*p && level_of(lp, *p) <= level)
-    p = &(*p)->next_wait;
-  req->next_wait = *p;
-  *p = req;
-  if (!req->next_wait)
-    lp->wait_tail = req;
-  lp->n.waiting++;
-  if (req->deadline && (!lp->expiry_at || req->deadline < lp->expiry_at))
-    arm(lp, req->deadline);
-}
+request_t *pool_first_waiting(const loop_t *lp) { return waitq_first(&lp->wait); }
 
-/* The first waiting request whose deadline passed by `now`, taken out; NULL: none. */
-static request_t *take_expired(loop_t *lp, uint64_t now) {
-  for (request_t *req = lp->wait_head; req; req = req->next_wait)
-    if (req->deadline && req->deadline <= now) {
-      pool_forget(lp, req);
-      return req;
-    }
-  return NULL;
-}
+request_t *pool_next_waiting(loop_t *lp) { return waitq_pop(&lp->wait); }
 
-/* Answers the requests whose timeout passed, one at a time (an answer may make others leave
- * the queue), then arms the timer for the earliest deadline left, if any. */
-static void on_expiry(uv_timer_t *timer) {
-  loop_t *lp = timer->data;
-  uint64_t now = uv_hrtime(), next = 0;
-  lp->expiry_at = 0;
-  request_t *req;
-  while ((req = take_expired(lp, now))) {
-    lp->n.queue_timeouts++;
-    lp->n.gpu_submitted++; /* as a refused submission: counted in, answered with the error */
-    req->rejected = true;
-    req->gpu_status = CUV_ECANCELED;
-    req->gpu_error = "Request timeout expired: the request waited for the GPU past its timeout";
-    req->done(req);
-  }
-  for (req = lp->wait_head; req; req = req->next_wait)
-    if (req->deadline && (!next || req->deadline < next))
-      next = req->deadline;
-  if (next)
-    arm(lp, next);
-}
-
-request_t *pool_first_waiting(const loop_t *lp) { return lp->wait_head; }
-
-request_t *pool_next_waiting(loop_t *lp) {
-  request_t *req = lp->wait_head;
-  if (!req)
-    return NULL;
-  lp->wait_head = req->next_wait;
-  if (!lp->wait_head)
-    lp->wait_tail = NULL;
-  lp->n.waiting--;
-  return req;
-}
-
-bool pool_forget(loop_t *lp, request_t *req) {
-  request_t **p = &lp->wait_head, *prev = NULL;
-  while (*p && *p != req) {
-    prev = *p;
-    p = &(*p)->next_wait;
-  }
-  if (!*p)
-    return false;
-  *p = req->next_wait;
-  if (lp->wait_tail == req)
-    lp->wait_tail = prev;
-  lp->n.waiting--;
-  return true;
-}
+bool pool_forget(loop_t *lp, request_t *req) { return waitq_remove(&lp->wait, req); }

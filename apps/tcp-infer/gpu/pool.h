@@ -22,7 +22,7 @@ void pool_wait(loop_t *lp, request_t *req);
  * out of it (next); NULL: none. */
 request_t *pool_first_waiting(const loop_t *lp);
 request_t *pool_next_waiting(loop_t *lp);
-/* Takes req out of the FIFO; false when it was not there. */
+/* Takes req out of the queue; false when it was not there. */
 bool pool_forget(loop_t *lp, request_t *req);
 
 #endif

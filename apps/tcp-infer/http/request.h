@@ -70,6 +70,8 @@ struct request {
   bool head_only; /* HEAD: the head of the GET response, no body */
   bool rejected;  /* refused before its work ran (a queue full, the submission refused, its
                    * timeout passed while it waited) */
+  bool timed_out; /* waitq.c: its timeout passed while it waited (answered 503 "Request timeout
+                   * expired"; --isolate's worker says so in its reply frame) */
   route_t route;
   unsigned status; /* HTTP status of the response */
   char *body;      /* POST /infer: the input batch */
