@@ -20,10 +20,19 @@
  * its error runs, are answered with the error (503 with Retry-After when the worker was lost). A
  * request is on one list at a time and each reply takes it off, so it is answered once, and only
  * from a whole reply frame. Requests that arrive while no worker is ready wait in a bounded queue
- * (--isolate-queue; beyond it 503; replays go first and are never refused), sent in order once
- * the new worker's ready frame arrives, or answered 503 at their deadline. A worker that dies
- * before it was ready takes the queue with it (503s, not an unbounded wait) and the next one
- * starts after a back-off, so a worker that cannot start does not spin.
+ * (--isolate-queue; beyond it 503; replays are never refused), by KServe priority level (waitq.c;
+ * a replay ahead of the others of its level), sent in that order once the new worker's ready
+ * frame arrives, or answered 503 at their deadline. A worker that dies before it was ready takes
+ * the queue with it (503s, not an unbounded wait) and the next one starts after a back-off, so a
+ * worker that cannot start does not spin.
+ *
+ * Scheduling (KServe's parameters.priority and .timeout, as in process): while a worker is ready
+ * every request goes to it at once, so requests wait for the GPU in the worker's workspace queue
+ * (pool.c); its frame carries its level and its deadline, and that queue orders it and answers
+ * its timeout, in a reply frame the front answers as in process (FRAME_STATUS_TIMEOUT: 503
+ * "Request timeout expired", cuv_infer_queue_timeouts_total). The front's own queue does the same
+ * for what waits there. A request whose worker could not answer it is not run again past its
+ * timeout: it gets that answer too (one that started is never cut, but is not restarted).
  *
  * Starting a worker costs a process, a CUDA context, the module and the weights: hundreds of ms
  * on a GPU, during which its loop answers nothing. So (--isolate-spares 1, the default) each loop
@@ -102,17 +111,17 @@ static void fail_request(loop_t *lp, request_t *req, int status, const char *why
   req->done(req);
 }
 
+/* A request that never ran on a worker, or whose worker could not answer it, past its
+ * timeout (request_t.deadline): 503 "Request timeout expired", as in process (waitq.c). */
+static void answer_timeout(isolate_t *iso, request_t *req) {
+  if (!ireq(req)->attempts)
+    iso->lp->n.gpu_submitted++;
+  waitq_timed_out(iso->lp, req);
+}
+
 static request_t *queue_pop(isolate_t *iso) {
-  request_t *req = iso->q_head;
-  if (!req)
-    return NULL;
-  iso->q_head = req->next_wait;
-  if (!iso->q_head)
-    iso->q_tail = NULL;
-  req->next_wait = NULL;
-  iso->queued--;
-  iso->queued_gauge = iso->queued;
-  iso->lp->n.waiting--;
+  request_t *req = waitq_pop(&iso->q);
+  iso->queued_gauge = iso->q.len;
   return req;
 }
 
@@ -178,7 +187,7 @@ static void send_to(wproc_t *w, request_t *req) {
     return;
   }
   ireq(req)->id = ++w->iso->next_id;
-  frame_request_head(sr->head, ireq(req)->id, rows);
+  frame_request_head(sr->head, ireq(req)->id, rows, req->priority, req->deadline);
   if (payload)
     memcpy(sr->body, req->body, payload);
   sr->write.data = sr;
@@ -197,26 +206,21 @@ static void send_to(wproc_t *w, request_t *req) {
   }
 }
 
-/* Queues req for the next ready worker: at the end, or at the head (a replay, which waited
- * longest). */
-static void queue_push(isolate_t *iso, request_t *req, bool head) {
-  req->state = REQ_WAITING;
-  req->next_wait = NULL;
-  if (head) {
-    req->next_wait = iso->q_head;
-    iso->q_head = req;
-    if (!iso->q_tail)
-      iso->q_tail = req;
-  } else {
-    if (iso->q_tail)
-      iso->q_tail->next_wait = req;
-    else
-      iso->q_head = req;
-    iso->q_tail = req;
-  }
-  iso->queued++;
-  iso->queued_gauge = iso->queued;
-  iso->lp->n.waiting++;
+/* Queues req for the next ready worker, by its priority level: after the others of its level,
+ * or before them (a replay, which waited longest). Its timeout, if any, runs while it waits. */
+static void queue_push(isolate_t *iso, request_t *req, bool ahead) {
+  if (ahead)
+    waitq_push_ahead(&iso->q, req);
+  else
+    waitq_push(&iso->q, req);
+  iso->queued_gauge = iso->q.len;
+}
+
+/* A queued request whose timeout passed (waitq.c took it out). */
+static void queue_expired(waitq_t *q, request_t *req) {
+  isolate_t *iso = q->owner;
+  iso->queued_gauge = q->len;
+  answer_timeout(iso, req);
 }
 
 /* Whether the worker is known to be ending: killed by the front, or its exit seen. */
@@ -256,11 +260,16 @@ static bool retry_wanted(const isolate_t *iso, request_t *req, bool lost, const 
 }
 
 /* A request its worker could not answer (the worker is gone: `lost`, or it answered an error):
- * an inference runs again on another usable worker (or waits for one at the head of the queue);
- * a debug request, an inference past its deadline or its error runs, an orphan, or anything at
- * shutdown gets the error. */
+ * an inference runs again on another usable worker (or waits for one, ahead of its level in the
+ * queue); one past its timeout gets the timeout's answer; a debug request, an inference past its
+ * deadline or its error runs, an orphan, or anything at shutdown gets the error. */
 static void retry_or_fail(isolate_t *iso, request_t *req, int status, bool lost,
                           const wproc_t *from) {
+  if (route_runs_model(req->route) && !req->orphan && !iso->stopping &&
+      waitq_past_timeout(req, uv_hrtime())) {
+    answer_timeout(iso, req); /* its timeout passed: never run again, as a queued one */
+    return;
+  }
   if (!retry_wanted(iso, req, lost, from)) {
     if (lost)
       iso->lost++;
@@ -287,7 +296,7 @@ static void isolate_start(loop_t *lp, request_t *req) {
   }
   if (iso->cur && iso->cur->ready && !iso->stopping) {
     send_to(iso->cur, req);
-  } else if (iso->stopping || iso->queued >= lp->srv->isolate_queue) {
+  } else if (iso->stopping || iso->q.len >= lp->srv->isolate_queue) {
     iso->refused++;
     lp->n.refused++;
     req->rejected = true;
@@ -302,20 +311,8 @@ static void isolate_forget(loop_t *lp, request_t *req) {
   if (!lp || !loop_iso(lp) || !req)
     return;
   isolate_t *iso = loop_iso(lp);
-  request_t **p = &iso->q_head, *prev = NULL;
-  while (*p && *p != req) {
-    prev = *p;
-    p = &(*p)->next_wait;
-  }
-  if (!*p)
-    return;
-  *p = req->next_wait;
-  if (iso->q_tail == req)
-    iso->q_tail = prev;
-  req->next_wait = NULL;
-  iso->queued--;
-  iso->queued_gauge = iso->queued;
-  lp->n.waiting--;
+  waitq_remove(&iso->q, req);
+  iso->queued_gauge = iso->q.len;
 }
 
 /* ---- the active worker and its spare ------------------------------------------------------ */
@@ -346,7 +343,10 @@ static void cur_ready(isolate_t *iso) {
   }
   request_t *req;
   while (!iso->stopping && w == iso->cur && !w->gone && (req = queue_pop(iso)) != NULL)
-    send_to(w, req);
+    if (route_runs_model(req->route) && waitq_past_timeout(req, uv_hrtime()))
+      answer_timeout(iso, req); /* its timer is due: it was still waiting */
+    else
+      send_to(w, req);
   ensure_spare(iso);
 }
 
@@ -477,6 +477,10 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   count_behind(w->iso);
   if (!req) /* the late reply of a request moved off this worker (answered elsewhere) */
     return 0;
+  if (f->status == FRAME_STATUS_TIMEOUT && route_runs_model(req->route)) {
+    answer_timeout(w->iso, req); /* it waited there past its timeout: not an error to retry */
+    return 0;
+  }
   if (f->status != 0 && route_runs_model(req->route)) { /* on another worker (retry_wanted) */
     retry_or_fail(w->iso, req, f->status, false, w);
     return 0;
@@ -514,6 +518,7 @@ static void on_handle_closed(uv_handle_t *handle) {
 static void on_timer_closed(uv_handle_t *handle) { (void)handle; }
 
 static void close_timers(isolate_t *iso) {
+  waitq_close(&iso->q); /* empty: fail_queue answered what waited */
   if (!iso->timer_closed)
     uv_close((uv_handle_t *)&iso->timer, on_timer_closed);
   if (!iso->watchdog_closed)
@@ -765,7 +770,7 @@ static void move_suspects(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t lim
 
 /* The first queued request past its deadline, taken off the queue; NULL if none is. */
 static request_t *queue_take_expired(isolate_t *iso, uint64_t now) {
-  for (request_t *req = iso->q_head; req; req = req->next_wait)
+  for (request_t *req = iso->q.head; req; req = req->next_wait)
     if (past_deadline(iso, req, now)) {
       isolate_forget(iso->lp, req);
       return req;
@@ -924,6 +929,7 @@ static int isolate_open(loop_t *lp) {
   iso->lp = lp;
   uv_timer_init(&lp->loop, &iso->timer);
   iso->timer.data = iso;
+  waitq_init(&iso->q, lp, queue_expired, iso);
   start_watchdog(iso);
   lp->backend_state = iso;
   spawn(iso, AS_CUR); /* a failure retries after a back-off; the spare follows its ready frame */

@@ -40,8 +40,7 @@ struct isolate {
   wproc_t *cur;   /* the worker requests go to; NULL while none runs */
   wproc_t *spare; /* --isolate-spares: started, given nothing, promoted when cur fails */
   wproc_t *live;  /* every worker not yet gone: cur, spare, the draining and the dying */
-  request_t *q_head, *q_tail;
-  unsigned queued;
+  waitq_t q; /* the requests waiting for a ready worker, by priority level (waitq.h) */
   uint64_t next_id;
   unsigned installed; /* workers made cur (the first is no restart) */
   uv_timer_t timer;   /* the back-off before a respawn; at shutdown, the grace period */

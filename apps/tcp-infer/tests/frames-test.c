@@ -73,13 +73,16 @@ static void requests_and_limits(void) {
   char *base;
   size_t room;
   CHECK(frame_reader_space(&r, 3 * FRAME_REQUEST_HEAD, &base, &room) == 0);
-  frame_request_head(base, 1, FRAME_ROWS_FAULT); /* the debug fault: no payload */
-  frame_request_head(base + FRAME_REQUEST_HEAD, 9, FRAME_ROWS_HANG); /* the debug hang: none */
-  frame_request_head(base + 2 * FRAME_REQUEST_HEAD, 2, 5); /* over the limit of 4 rows */
+  frame_request_head(base, 1, FRAME_ROWS_FAULT, 0, 0); /* the debug fault: no payload */
+  /* the debug hang: none; a schedule (level 3, a deadline of 64 bits) comes through whole */
+  frame_request_head(base + FRAME_REQUEST_HEAD, 9, FRAME_ROWS_HANG, 3, UINT64_C(0x123456789a));
+  frame_request_head(base + 2 * FRAME_REQUEST_HEAD, 2, 5, 0, 0); /* over the limit of 4 rows */
   frame_reader_fill(&r, 3 * FRAME_REQUEST_HEAD);
   frame_t f;
   CHECK(frame_next(&r, &f) == 1 && f.id == 1 && f.rows == 0 && f.payload_len == 0);
+  CHECK(f.priority == 0 && f.deadline == 0);
   CHECK(frame_next(&r, &f) == 1 && f.id == 9 && f.rows == FRAME_ROWS_HANG && f.payload_len == 0);
+  CHECK(f.priority == 3 && f.deadline == UINT64_C(0x123456789a));
   CHECK(frame_next(&r, &f) == -1);
   frame_reader_free(&r);
   /* a reply never has the hang's rows */
@@ -88,6 +91,14 @@ static void requests_and_limits(void) {
   frame_reply_head(base, 9, 0, FRAME_ROWS_HANG);
   frame_reader_fill(&r, FRAME_REPLY_HEAD);
   CHECK(frame_next(&r, &f) == -1);
+  frame_reader_free(&r);
+  /* a request that timed out at the worker: no payload whatever its rows */
+  CHECK(frame_reader_init(&r, true, 4) == 0);
+  CHECK(frame_reader_space(&r, FRAME_REPLY_HEAD, &base, &room) == 0);
+  frame_reply_head(base, 4, FRAME_STATUS_TIMEOUT, 3);
+  frame_reader_fill(&r, FRAME_REPLY_HEAD);
+  CHECK(frame_next(&r, &f) == 1 && f.id == 4 && f.status == FRAME_STATUS_TIMEOUT && f.rows == 3 &&
+        f.payload_len == 0);
   frame_reader_free(&r);
   /* a worker's report: control id, FRAME_STATS_BYTES of payload; with another id, refused */
   CHECK(frame_reader_init(&r, true, 4) == 0);
@@ -105,10 +116,11 @@ static void requests_and_limits(void) {
   CHECK(frame_reader_init(&r, false, 65536) == 0);
   size_t big = FRAME_REQUEST_HEAD + frame_request_payload(4096);
   CHECK(frame_reader_space(&r, big, &base, &room) == 0 && room >= big);
-  frame_request_head(base, 3, 4096);
+  frame_request_head(base, 3, 4096, 1, 5);
   memset(base + FRAME_REQUEST_HEAD, 0, big - FRAME_REQUEST_HEAD);
   frame_reader_fill(&r, big);
   CHECK(frame_next(&r, &f) == 1 && f.id == 3 && f.payload_len == big - FRAME_REQUEST_HEAD);
+  CHECK(f.priority == 1 && f.deadline == 5);
   frame_reader_free(&r);
   /* arguments */
   CHECK(frame_reader_init(NULL, false, 1) == -1 && frame_next(NULL, &f) == -1);

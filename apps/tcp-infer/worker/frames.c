@@ -17,11 +17,14 @@ size_t frame_reply_payload(int32_t status, uint32_t rows) {
   return status == 0 ? (size_t)rows * MLP_OUT * sizeof(float) : 0;
 }
 
-void frame_request_head(char *out, uint64_t id, uint32_t rows) {
+void frame_request_head(char *out, uint64_t id, uint32_t rows, uint32_t priority,
+                        uint64_t deadline) {
   if (!out)
     return;
   memcpy(out, &id, 8);
   memcpy(out + 8, &rows, 4);
+  memcpy(out + 12, &priority, 4);
+  memcpy(out + 16, &deadline, 8);
 }
 
 void frame_reply_head(char *out, uint64_t id, int32_t status, uint32_t rows) {
@@ -92,6 +95,8 @@ int frame_next(frame_reader_t *r, frame_t *f) {
     memcpy(&f->rows, p + 12, 4);
   } else {
     memcpy(&f->rows, p + 8, 4);
+    memcpy(&f->priority, p + 12, 4);
+    memcpy(&f->deadline, p + 16, 8);
   }
   bool mark = r->replies ? f->rows == FRAME_ROWS_STATS && f->id == FRAME_CONTROL_ID
                          : f->rows == FRAME_ROWS_HANG;

@@ -3,11 +3,18 @@
  * same machine, so integers are in host byte order; fields are copied with memcpy, never through
  * a packed struct.
  *
- *   request (front -> worker): u64 id, u32 rows, then rows x 64 float32 (rows x 256 bytes).
- *                              rows 0 is the debug fault (POST /debug/fault), rows
- *                              FRAME_ROWS_HANG the debug hang (POST /debug/hang): no payload.
+ *   request (front -> worker): u64 id, u32 rows, u32 priority, u64 deadline, then rows x 64
+ *                              float32 (rows x 256 bytes). rows 0 is the debug fault (POST
+ *                              /debug/fault), rows FRAME_ROWS_HANG the debug hang (POST
+ *                              /debug/hang): no payload. priority and deadline are the request's
+ *                              KServe schedule (request_t.priority, .deadline): its level (0 the
+ *                              default) and when its timeout passes (uv_hrtime, CLOCK_MONOTONIC,
+ *                              one clock for every process of the machine; 0: none), the same
+ *                              for every worker it is sent to.
  *   reply   (worker -> front): u64 id, i32 status, u32 rows, then rows x 16 float32 when
- *                              status is 0 (rows x 64 bytes); status is 0 or a cuv error code.
+ *                              status is 0 (rows x 64 bytes); status is 0, a cuv error code
+ *                              (negative) or FRAME_STATUS_TIMEOUT (its timeout passed while it
+ *                              waited for a workspace there: it never ran).
  *                              id 0 is a control frame (rows 0): status 0 "ready" (the worker
  *                              loaded its kernels and uploaded the weights); any other status
  *                              "faulted" (its device hit a sticky fault, that status: it takes
@@ -25,9 +32,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FRAME_REQUEST_HEAD 12u /* u64 id, u32 rows */
+#define FRAME_REQUEST_HEAD 24u /* u64 id, u32 rows, u32 priority, u64 deadline */
 #define FRAME_REPLY_HEAD 16u   /* u64 id, i32 status, u32 rows */
 #define FRAME_CONTROL_ID 0u
+/* A reply's status: the request's timeout passed before it ran (cuv's codes are negative). */
+#define FRAME_STATUS_TIMEOUT 1
 /* The debug requests' rows: no payload, far from any real batch (at most 65536 rows). */
 #define FRAME_ROWS_FAULT 0u
 #define FRAME_ROWS_HANG UINT32_MAX
@@ -43,6 +52,8 @@ typedef struct frame {
   uint64_t id;
   int32_t status; /* replies only */
   uint32_t rows;
+  uint32_t priority; /* requests only: KServe's priority level (0: the default) */
+  uint64_t deadline; /* requests only: when its timeout passes (uv_hrtime; 0: none) */
   const void *payload; /* inside the reader's buffer: valid until the next frame_reader_space */
   size_t payload_len;
 } frame_t;
@@ -66,7 +77,8 @@ void frame_reader_fill(frame_reader_t *r, size_t n);
 int frame_next(frame_reader_t *r, frame_t *f);
 
 /* Headers, written into `out` (FRAME_REQUEST_HEAD / FRAME_REPLY_HEAD bytes). */
-void frame_request_head(char *out, uint64_t id, uint32_t rows);
+void frame_request_head(char *out, uint64_t id, uint32_t rows, uint32_t priority,
+                        uint64_t deadline);
 void frame_reply_head(char *out, uint64_t id, int32_t status, uint32_t rows);
 
 /* Payload bytes of a request / a reply of `rows` rows (0 for the debug requests; a report's for

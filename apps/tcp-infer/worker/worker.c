@@ -215,6 +215,8 @@ static void send_reply(struct worker_side *wk, uint64_t id, int status, request_
   uint32_t rows = req->route == ROUTE_INFER ? req->batch : 0;
   if (status == 0 && rows && !req->out.data)
     status = CUV_EINVAL; /* no output: never a reply of the wrong size */
+  if (req->timed_out)
+    status = FRAME_STATUS_TIMEOUT; /* not a failure of the GPU's: the front answers it so */
   frame_reply_head(r->head, id, status, rows);
   r->req = req;
   r->write.data = r;
@@ -283,6 +285,8 @@ static void take_frame(struct worker_side *wk, const frame_t *f) {
   wr->frame_id = f->id;
   req->state = REQ_RUNNING;
   req->t_begin = uv_hrtime(); /* --max-queue-delay-us counts from here in the worker */
+  req->priority = f->priority; /* its KServe schedule, as the front parsed it: the workspace */
+  req->deadline = f->deadline; /* queue (pool.c) orders it and answers its timeout */
   wk->held++;
   if (f->rows == FRAME_ROWS_FAULT || f->rows == FRAME_ROWS_HANG) {
     req->route = f->rows == FRAME_ROWS_HANG ? ROUTE_HANG : ROUTE_FAULT;
