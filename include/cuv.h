@@ -1607,9 +1607,11 @@ CUV_EXTERN unsigned cuv_spin_budget_us(void);
  * @param budget_ns How long it may run callbacks; 0 delivers nothing (a look only).
  * @param next_poll_ns May be NULL. Set to 0 when nothing is due soon: nothing left to deliver and
  *        no young work in flight, so the owner may block (its notify hook, or its descriptor,
- *        tells it of what finishes later); 1 when the budget ran out with more to deliver (look
- *        again at once, after the loop's other work); else the nanoseconds the young work stays
- *        young (look again on the next turn, without blocking, until then).
+ *        tells it of what finishes later); 1 exactly when something is left to deliver (the
+ *        budget ran out, or work finished meanwhile: look again at once, after the loop's other
+ *        work), which is when the queue's descriptor (cuv_queue_fd) is readable; else the
+ *        nanoseconds, 2 or more, the young work stays young (look again on the next turn,
+ *        without blocking, until then).
  * @returns How many callbacks ran (0 or more).
  * @errors CUV_EINVAL: queue is NULL (*next_poll_ns is then left alone).
  * @threads The queue's owner, as cuv_queue_drain. Queues' notify hooks may run on it.

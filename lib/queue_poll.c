@@ -26,6 +26,15 @@ static int deliver_within(cuv_queue_t *q, uint64_t start, uint64_t budget_ns) {
   return ran;
 }
 
+/* When to look again (cuv_queue_poll's next_poll_ns): 1 exactly while something is left to
+ * deliver, the one sign of it an owner gets, so young work with 1 ns left reads 2. */
+static uint64_t next_look_ns(cuv_queue_t *q) {
+  if (cuv_queue_ready(q))
+    return 1;
+  uint64_t young = young_left_ns(q, cuv__now_ns());
+  return young == 1 ? 2 : young;
+}
+
 CUV_EXTERN int cuv_queue_poll(cuv_queue_t *q, uint64_t budget_ns, uint64_t *next_poll_ns) {
   if (!q)
     return CUV_EINVAL;
@@ -39,6 +48,6 @@ CUV_EXTERN int cuv_queue_poll(cuv_queue_t *q, uint64_t budget_ns, uint64_t *next
     ran = deliver_within(q, start, budget_ns);
   }
   if (next_poll_ns)
-    *next_poll_ns = cuv_queue_ready(q) ? 1 : young_left_ns(q, cuv__now_ns());
+    *next_poll_ns = next_look_ns(q);
   return ran;
 }

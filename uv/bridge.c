@@ -142,12 +142,15 @@ static void start_polling(cuv_uv_t *b) {
 }
 
 static void stop_polling(cuv_uv_t *b) {
-  /* Cleared before the last look: a completion pushed after it sees polling false and sends the
-   * async handle (the queue notifies under its lock, after the push); one pushed before it is
-   * left to the async callback. */
+  /* Cleared before the last look (a budget of 0 delivers nothing; next is 1 exactly while there
+   * is something to deliver): a completion pushed after it sees polling false and sends the async
+   * handle (the queue notifies under its lock, after the push); one pushed before it is left to
+   * the async callback. */
   atomic_store(&b->polling, false);
   uv_idle_stop(&b->idle);
-  if (!uv_is_closing((uv_handle_t *)&b->async) && cuv_queue_ready(b->queue))
+  uint64_t next = 0;
+  cuv_queue_poll(b->queue, 0, &next);
+  if (!uv_is_closing((uv_handle_t *)&b->async) && next == 1)
     uv_async_send(&b->async);
 }
 
