@@ -134,3 +134,9 @@ bool cuvt_wait_flag(atomic_int *flag) {
   }
   return true;
 }
+
+unsigned cuvt_spin_budget_us(void) {
+  cuv_config_t c;
+  cuv_config_get(&c); /* a refused environment leaves that field its default */
+  return c.spin_budget_us;
+}

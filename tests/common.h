@@ -40,6 +40,10 @@ void cuvt_drain_until_retired(cuv_queue_t *q);
  * assertion: the caller says what never happened). */
 bool cuvt_wait_flag(atomic_int *flag);
 
+/* The inline spin budget the process runs with, in microseconds (cuv_config_get's spin_budget_us:
+ * the defaults and the environment before initialization, the configuration in force after). */
+unsigned cuvt_spin_budget_us(void);
+
 /* Fresh random data (seeded from the clock, seed printed so a failure can be replayed with
  * CUVT_SEED). */
 void cuvt_random_floats(float *out, size_t n);

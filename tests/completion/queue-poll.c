@@ -153,7 +153,7 @@ static void young_or_not(bool polled_first) {
   cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN};
   assert_cuv_ok(cuv_submit(q, cuv_seq(cuvt_sleep(1), cuvt_counted_value(payload, &releases)),
                            count_done, &seen, &opts));
-  bool young = polled_first && cuv_spin_budget_us() == 1000000;
+  bool young = polled_first && cuvt_spin_budget_us() == 1000000;
   uint64_t next = 0, most = 0;
   int looks = 0;
   while (seen.calls == 0) {

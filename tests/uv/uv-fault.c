@@ -24,7 +24,7 @@ static void on_watchdog(uv_timer_t *t) {
 }
 
 static void test_fault_while_waiting_on_reactor(void **state) {
-  assert_int_equal(cuv_spin_budget_us(), 0);
+  assert_int_equal(cuvt_spin_budget_us(), 0);
   uvt_loop_t l;
   uvt_open(&l);
   watchdog_t dog = {0};

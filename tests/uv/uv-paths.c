@@ -26,7 +26,7 @@ static void assert_path(const cuv_stats_t *before, uint64_t n) {
                 (unsigned long long)d.completed_hostfn, (unsigned long long)d.completed_spin,
                 (unsigned long long)d.completed_sync, (unsigned long long)d.fallbacks);
   const char *budget = getenv("CUV_SPIN_BUDGET_US");
-  assert_int_equal(cuv_spin_budget_us(), budget ? (unsigned)atoi(budget) : 20u); /* env seen */
+  assert_int_equal(cuvt_spin_budget_us(), budget ? (unsigned)atoi(budget) : 20u); /* env seen */
   assert_int_equal(d.completed_spin, 0); /* the bridge never spins on the submitting thread */
   assert_int_equal(d.completed_sync, 0);
   assert_int_equal(d.fallbacks, 0);
