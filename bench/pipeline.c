@@ -370,7 +370,7 @@ static void print_table(const row_t *rows, int nrows, int reps) {
     printf("\n");
   }
 #ifdef CUV_BENCH_WITH_UV
-  printf("async-uv completions seen by the polling loop (cuv_poll) / by the reactor:");
+  printf("async-uv completions seen by the polling loop (cuv_queue_poll) / by the reactor:");
   for (int i = 0; i < nrows; i++)
     printf(" N=%d %llu/%llu", rows[i].n, (unsigned long long)rows[i].uv_polled,
            (unsigned long long)rows[i].uv_reactor);

@@ -1403,8 +1403,9 @@ CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *
 typedef struct cuv_queue_s cuv_queue_t;
 
 /** Called when the queue goes from empty to non-empty, from the thread that completed the work:
- * the reactor, a cuv_poll caller, the driver's callback thread, the submitting thread or a
- * cuv-submit-N thread. Must not block. */
+ * the reactor, a cuv_queue_poll caller (its look at young work reads every queue's completion
+ * flags), the driver's callback thread, the submitting thread or a cuv-submit-N thread. Must not
+ * block. */
 typedef void (*cuv_notify_fn)(cuv_queue_t *queue, void *arg);
 /** A submission's completion, run by cuv_queue_drain on the draining thread. status is 0 or a
  * negative code; output is valid during the call (see cuv_output_take). */
@@ -1426,26 +1427,10 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **queue, cuv_notify_fn notify, void 
  * @threads The queue's owner, one thread at a time; done callbacks run on it.
  */
 CUV_EXTERN int cuv_queue_drain(cuv_queue_t *queue);
-/** As cuv_queue_drain, but takes at most `max` finished submissions (0: no limit), oldest first.
- *
- * Every cancellation due is called back too. The rest wait for the next drain, with no new
- * notify for them: an owner that keeps a loop responsive under a backlog drains in slices and
- * looks at cuv_queue_ready (the libuv bridge does).
- *
- * @returns How many callbacks ran (0 or more).
- * @errors CUV_EINVAL: queue is NULL.
- * @threads As cuv_queue_drain.
- */
-CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *queue, unsigned max);
-/** Whether a drain would deliver something now (finished submissions or due cancellations).
- *
- * @returns true when it would; false when not, or when queue is NULL.
- * @threads Any thread.
- */
-CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *queue);
 /** A descriptor for any event loop (epoll, poll, select, asyncio's add_reader, io_uring's poll).
  *
- * It polls readable exactly while cuv_queue_ready would return true.
+ * It polls readable exactly while a drain would deliver something (finished submissions or due
+ * cancellations), which is when cuv_queue_poll sets its next_poll_ns to 1.
  *
  * @returns 0, with *fd set to the queue's descriptor (an eventfd); every call gives the same one.
  * @errors CUV_EINVAL: queue or fd is NULL.
@@ -1453,12 +1438,12 @@ CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *queue);
  *         made; the queue works on without one.
  * @threads Any thread may call it. The first call makes the descriptor, so concurrent first
  *          calls get the same one.
- * @notes It is level-triggered: wait until it is readable, then call cuv_queue_drain (or
- *        cuv_queue_drain_max) on the owner's thread. A drain that leaves nothing to deliver makes
- *        it unreadable. The next completion or due cancellation makes it readable again, also one
- *        that lands during the drain. A cuv_queue_drain_max that leaves work behind leaves it
- *        readable, with no new edge: an edge-triggered loop (EPOLLET) drains until
- *        cuv_queue_ready is false. It may read readable for a cancelled submission whose work
+ * @notes It is level-triggered: wait until it is readable, then call cuv_queue_poll (or
+ *        cuv_queue_drain) on the owner's thread. A drain that leaves nothing to deliver makes it
+ *        unreadable. The next completion or due cancellation makes it readable again, also one
+ *        that lands during the drain. A cuv_queue_poll whose budget ran out leaves the rest
+ *        readable, with no new edge: an edge-triggered loop (EPOLLET) looks again until
+ *        next_poll_ns is no longer 1. It may read readable for a cancelled submission whose work
  *        finished: the drain retires it and runs no callback. It turns readable on the
  *        transitions that call the queue's notify hook, and the hook still runs. Do not read,
  *        write or close it: a read of yours would leave it unreadable while work waits.
@@ -1568,40 +1553,18 @@ typedef struct cuv_submit_opts {
 CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, void *arg,
                           const cuv_submit_opts_t *opts);
 
-/** Looks once, without blocking, for submitted work whose stream's timeline word reached it, and
- * completes it on the calling thread (into its queue, as the reactor thread would).
- *
- * This is the reactor's scan, done here now. A thread that polls anyway, such as a loop with
- * young work in flight (the libuv bridge), then sees short work finish without waiting for the
- * reactor thread to wake up.
- *
- * @returns How many submissions it completed; 0 when none had finished or the reactor thread was
- *          scanning at that moment. It never fails.
- * @errors None: it returns no negative code.
- * @threads Any thread; never calls the driver. Queues' notify hooks may run on it.
- */
-CUV_EXTERN int cuv_poll(void);
-
-/** The inline spin budget in microseconds.
- *
- * @returns cuv_config_get's spin_budget_us (default 20), so before initialization the budget
- *          cuv_init() would apply.
- * @threads Any thread.
- * @notes It initializes nothing.
- */
-CUV_EXTERN unsigned cuv_spin_budget_us(void);
-
 /** An event loop's one look at its queue: delivers what is done, within a time budget, and says
  * when to look again.
  *
  * While the queue's latest submission is young (submitted less than its poll window ago: the
  * spin budget, or 1.5 times the queue's recent submit-to-drain time when that is longer and at
- * most cuv_config_t's uv_poll_max_us), it first reads the completion flags itself (as cuv_poll),
- * so short work reaches its callback without the reactor thread's wake-up. Then it runs callbacks
- * as cuv_queue_drain does, in slices of a few, until nothing is left to deliver or budget_ns has
- * passed: a backlog of thousands reaches the loop across several turns, its timers and I/O
- * served between them. A queue is timed from its first cuv_queue_poll on (its owner polls it):
- * call it once with budget 0 as the owner starts, so its first submissions are timed too.
+ * most cuv_config_t's uv_poll_max_us), it first reads the completion flags itself (the reactor
+ * thread's scan, done on this thread), so short work reaches its callback without the reactor
+ * thread's wake-up. Then it runs callbacks as cuv_queue_drain does, in slices of a few, until
+ * nothing is left to deliver or budget_ns has passed: a backlog of thousands reaches the loop
+ * across several turns, its timers and I/O served between them. A queue is timed from its first
+ * cuv_queue_poll on (its owner polls it): call it once with budget 0 as the owner starts, so its
+ * first submissions are timed too.
  *
  * @param queue The queue to look at, on its owner's thread.
  * @param budget_ns How long it may run callbacks; 0 delivers nothing (a look only).
@@ -1774,7 +1737,7 @@ typedef struct cuv_stats {
   uint64_t completed;          /**< submissions proven complete */
   uint64_t completed_spin;     /**< ... by the inline spin */
   uint64_t completed_reactor;  /**< ... by the timeline reactor (a stream's word reached it) */
-  /** ... of those, seen by a cuv_poll caller, not the reactor thread */
+  /** ... of those, seen by a cuv_queue_poll caller's own look, not the reactor thread */
   uint64_t completed_polled;
   uint64_t completed_hostfn;   /**< ... by the host-callback path */
   uint64_t completed_sync;     /**< ... by a blocking executor's wait */

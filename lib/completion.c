@@ -326,4 +326,3 @@ int cuv__wait_point(cuv__submission_t *sub, cuv_stream_t *stream) {
   return cuv__cu(r);
 }
 
-CUV_EXTERN int cuv_poll(void) { return (int)cuv__reactor_poll(); }

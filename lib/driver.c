@@ -265,12 +265,6 @@ CUV_EXTERN const char *cuv_init_error(void) {
   return why;
 }
 
-CUV_EXTERN unsigned cuv_spin_budget_us(void) {
-  cuv_config_t c;
-  cuv_config_get(&c); /* a refused environment leaves that field its default */
-  return c.spin_budget_us;
-}
-
 CUV_EXTERN const char *cuv_driver_name(void) { return initialized() ? cuv__drv.name : NULL; }
 
 CUV_EXTERN bool cuv_driver_is_sim(void) { return initialized() && cuv__drv.is_sim; }

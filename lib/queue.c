@@ -281,11 +281,7 @@ static void deliver(cuv__submission_t *sub) {
   cuv_output_release(&out); /* unless the callback took it */
 }
 
-CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) { return cuv_queue_drain_max(q, 0); }
-
-CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *q) {
-  if (!q)
-    return false;
+bool cuv__queue_ready(const cuv_queue_t *q) {
   cuv_queue_t *mq = (cuv_queue_t *)q; /* the lock, not the contents */
   pthread_mutex_lock(&mq->lock);
   bool ready = !nothing_to_deliver(mq);
@@ -293,9 +289,7 @@ CUV_EXTERN bool cuv_queue_ready(const cuv_queue_t *q) {
   return ready;
 }
 
-CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *q, unsigned max) {
-  if (!q)
-    return CUV_EINVAL;
+int cuv__queue_drain_max(cuv_queue_t *q, unsigned max) {
   int ran = 0;
   cuv__submission_t *cancels, *list = take(q, &cancels, max);
   for (cuv__submission_t *sub = cancels, *next; sub; sub = next, ran++) {
@@ -312,6 +306,10 @@ CUV_EXTERN int cuv_queue_drain_max(cuv_queue_t *q, unsigned max) {
     ran += !called;
   }
   return ran;
+}
+
+CUV_EXTERN int cuv_queue_drain(cuv_queue_t *q) {
+  return q ? cuv__queue_drain_max(q, 0) : CUV_EINVAL;
 }
 
 CUV_EXTERN int cuv_queue_fd(cuv_queue_t *q, int *fd) {

@@ -37,6 +37,13 @@ void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
  * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
 void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);
+/* Whether a drain would deliver something now (finished submissions or due cancellations): what
+ * the queue's descriptor shows, read under the lock. For cuv_queue_poll's slices. */
+bool cuv__queue_ready(const cuv_queue_t *queue);
+/* cuv_queue_drain taking at most `max` finished submissions (0: no limit), oldest first, and
+ * every cancellation due; the rest wait for the next drain, with no new notify (the descriptor
+ * stays readable). How many callbacks ran. The owner's thread; queue is not NULL. */
+int cuv__queue_drain_max(cuv_queue_t *queue, unsigned max);
 /* Around each user callback of a submission's tree (then, map, with_context, a custom op's
  * execute, a shared clone's making of or wait for its value), on the thread that runs the tree:
  * begin returns CUV_ECANCELED once the submission was cancelled (the callback must not start;

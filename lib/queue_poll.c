@@ -21,15 +21,15 @@ static uint64_t young_left_ns(cuv_queue_t *q, uint64_t now) {
 /* Slices of callbacks until nothing is left or the budget has passed; how many ran. */
 static int deliver_within(cuv_queue_t *q, uint64_t start, uint64_t budget_ns) {
   int ran = 0;
-  for (uint64_t now = start; now - start < budget_ns && cuv_queue_ready(q); now = cuv__now_ns())
-    ran += cuv_queue_drain_max(q, POLL_SLICE);
+  for (uint64_t now = start; now - start < budget_ns && cuv__queue_ready(q); now = cuv__now_ns())
+    ran += cuv__queue_drain_max(q, POLL_SLICE);
   return ran;
 }
 
 /* When to look again (cuv_queue_poll's next_poll_ns): 1 exactly while something is left to
  * deliver, the one sign of it an owner gets, so young work with 1 ns left reads 2. */
 static uint64_t next_look_ns(cuv_queue_t *q) {
-  if (cuv_queue_ready(q))
+  if (cuv__queue_ready(q))
     return 1;
   uint64_t young = young_left_ns(q, cuv__now_ns());
   return young == 1 ? 2 : young;

@@ -35,10 +35,10 @@
 #define SPIN_NS 200000ull     /* keep scanning this long after the last progress */
 #define PARK_SPIN_NS 50000ull /* with nothing armed, linger this long before parking */
 #define PROBE_NS 2000000ull   /* probe streams of stuck work this often */
-/* A cuv_poll caller (a loop polling its young work) scanned within COVER_NS: the thread leaves
- * the scanning to it and sleeps COVER_SLEEP_NS at a time. Both read the same words, and a second
- * scanner spinning beside a polling loop only fights it for the scan and stream locks (the loop's
- * cost per request, bench/RESULTS.md); the thread takes over within about COVER_NS +
+/* A poller (cuv__reactor_poll: a loop polling its young work) scanned within COVER_NS: the thread
+ * leaves the scanning to it and sleeps COVER_SLEEP_NS at a time. Both read the same words, and a
+ * second scanner spinning beside a polling loop only fights it for the scan and stream locks (the
+ * loop's cost per request, bench/RESULTS.md); the thread takes over within about COVER_NS +
  * COVER_SLEEP_NS of the loop's last poll, and keeps probing for faults meanwhile. */
 #define COVER_NS 100000ull
 #define COVER_SLEEP_NS 100000ull
@@ -78,14 +78,14 @@ static struct {
 static struct {
   pthread_once_t once;
   int init_status;
-  pthread_mutex_t scan_lock;    /* one scanner at a time: the thread, or a cuv_poll caller */
+  pthread_mutex_t scan_lock;    /* one scanner at a time: the thread, or a poller */
   pthread_mutex_t active_lock;  /* guards the links of the active list */
   cuv__timeline_t *active_head; /* streams with pending entries; only scanners unlink */
   atomic_uint armed;            /* active streams + host-callback submissions watched */
-  /* Bumped by every arming and by every cuv_poll that completed something: the thread's back-off
-   * restarts when work is coming and going, even when pollers see it finish first. */
+  /* Bumped by every arming and by every cuv__reactor_poll that completed something: the thread's
+   * back-off restarts when work is coming and going, even when pollers see it finish first. */
   atomic_uint_fast64_t activity;
-  atomic_uint_fast64_t polled_ns; /* cuv__now_ns() of the last scan by a cuv_poll caller */
+  atomic_uint_fast64_t polled_ns; /* cuv__now_ns() of the last scan by a poller */
   pthread_mutex_t park_lock;
   pthread_cond_t park_cond;
   bool parked, started;
@@ -357,7 +357,7 @@ void cuv__reactor_unwatch(cuv__watch_t *w) {
   pthread_mutex_unlock(&R.watch_lock);
 }
 
-/* ---- scanning (the thread, or a cuv_poll caller; the caller holds scan_lock) ---- */
+/* ---- scanning (the thread, or a cuv__reactor_poll caller; the caller holds scan_lock) ---- */
 
 /* The first active stream. Later links are read without active_lock: only scanners unlink, and a
  * link reached from this head was written before the head was read. */

@@ -6,8 +6,8 @@
  * fires a (function, token) pair when its stream's word reached its number, or when a stream it
  * watches faulted. It knows streams, not submissions. */
 
-/* Called once, on the reactor thread or a cuv_poll caller, with 0 (the work before the write ran)
- * or the stream's fault. */
+/* Called once, on the reactor thread or a cuv__reactor_poll caller, with 0 (the work before the
+ * write ran) or the stream's fault. */
 typedef void (*cuv__reactor_fn)(void *token, int status);
 
 /* An armed submission's place on its stream's timeline. Owned by the armer (embedded in what it
@@ -55,8 +55,8 @@ void cuv__reactor_faulted(cuv_stream_t *stream);
  * takes its place in the list by number, behind entries that joined meanwhile with higher ones
  * only if they fired already: it may fire after them. */
 void cuv__reactor_register(cuv_stream_t *stream, cuv__tl_entry_t *e);
-/* One scan on the calling thread (cuv_poll), unless the thread is scanning at this moment: the
- * number of entries it fired. */
+/* One scan on the calling thread (cuv_queue_poll's, for young work), unless the thread is
+ * scanning at this moment: the number of entries it fired. */
 unsigned cuv__reactor_poll(void);
 /* Watches w->stream until cuv__reactor_unwatch; fires w's pair if the stream, or one of w->also,
  * faults first (then w is unwatched). */

@@ -1,3 +1,5 @@
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,4 +141,12 @@ unsigned cuvt_spin_budget_us(void) {
   cuv_config_t c;
   cuv_config_get(&c); /* a refused environment leaves that field its default */
   return c.spin_budget_us;
+}
+
+bool cuvt_readable(int fd, int timeout_ms) {
+  struct pollfd p = {.fd = fd, .events = POLLIN};
+  int rc;
+  while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
+    ;
+  return rc == 1 && (p.revents & POLLIN);
 }

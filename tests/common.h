@@ -40,6 +40,9 @@ void cuvt_drain_until_retired(cuv_queue_t *q);
  * assertion: the caller says what never happened). */
 bool cuvt_wait_flag(atomic_int *flag);
 
+/* Whether fd polls readable within timeout_ms (0: now), as an event loop waiting on it sees it
+ * (a queue's cuv_queue_fd descriptor). */
+bool cuvt_readable(int fd, int timeout_ms);
 /* The inline spin budget the process runs with, in microseconds (cuv_config_get's spin_budget_us:
  * the defaults and the environment before initialization, the configuration in force after). */
 unsigned cuvt_spin_budget_us(void);

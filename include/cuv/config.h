@@ -19,7 +19,7 @@
  * unset or empty. An empty variable counts as unset.
  *
  * Queries initialize nothing, so a program may look before it configures: cuv_config_get,
- * cuv_spin_budget_us, cuv_driver_name, cuv_driver_is_sim and cuv_init_error (include/cuv.h).
+ * cuv_driver_name, cuv_driver_is_sim and cuv_init_error (include/cuv.h).
  * Only cuv_driver_version, which must ask the driver, initializes as cuv_init() does. */
 
 #include <stdbool.h>

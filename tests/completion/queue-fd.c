@@ -1,9 +1,11 @@
 /* cuv_queue_fd (lib/queue_fd.c, lib/queue.c): the queue's descriptor polls readable exactly while
- * a drain would deliver something. Checked with poll(2) as any loop would wait on it:
+ * a drain would deliver something, which is when the owner's look (cuv_queue_poll) sets its
+ * next_poll_ns to 1. Checked with poll(2) as any loop would wait on it:
  * - readable once a submission completed, unreadable after the drain that delivered everything,
  *   readable again at the next completion, and readable at once when first asked for a queue
- *   that holds work already; a drain_max that leaves work leaves it readable; the notify hook
- *   still fires beside it;
+ *   that holds work already; a look whose budget ran out, and a drain of a few
+ *   (cuv__queue_drain_max, the look's slices: lib/queue.h, so this test links the static
+ *   archive), leave it readable for the rest; the notify hook still fires beside it;
  * - a loop thread that only polls and drains, fed by several submitting threads, runs every
  *   callback exactly once with outputs equal to a host computation on random data, and never
  *   wakes to a drain that finds nothing;
@@ -14,23 +16,24 @@
  * poll's timeouts are watchdogs, never assertions on time; cmocka asserts only on this thread. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "counted.h"
+#include "internal.h"
+#include "queue.h"
 
 #define WATCHDOG_MS 30000
+#define SLICE 16 /* lib/queue_poll.c's POLL_SLICE: callbacks between looks at the clock */
+#define readable cuvt_readable
 
-/* Whether fd polls readable within timeout_ms (0: now). */
-static bool readable(int fd, int timeout_ms) {
-  struct pollfd p = {.fd = fd, .events = POLLIN};
-  int rc;
-  while ((rc = poll(&p, 1, timeout_ms)) < 0 && errno == EINTR)
-    ;
-  return rc == 1 && (p.revents & POLLIN);
+/* Whether the queue has something to deliver, as its owner learns it: a look with budget 0
+ * delivers nothing and sets next_poll_ns to 1 exactly then. Asserts nothing (a child calls it). */
+static bool due(cuv_queue_t *q) {
+  uint64_t next = 0;
+  return cuv_queue_poll(q, 0, &next) == 0 && next == 1;
 }
 
 static void count_notify(cuv_queue_t *queue, void *arg) {
@@ -97,8 +100,8 @@ static void job_free(job_t *j) {
 static void loop_until(cuv_queue_t *q, int fd, const int *calls, int want) {
   while (*calls < want) {
     if (!readable(fd, WATCHDOG_MS))
-      fail_msg("descriptor unready for 30 s: %d of %d callbacks, queue ready: %d", *calls, want,
-               cuv_queue_ready(q));
+      fail_msg("descriptor unready for 30 s: %d of %d callbacks, something due: %d", *calls, want,
+               due(q));
     assert_true(cuv_queue_drain(q) > 0); /* readable means there was something to deliver */
   }
 }
@@ -124,11 +127,12 @@ static void test_readiness_follows_the_queue(void **state) {
     assert_cuv_ok(cuv_submit(q, job_op(&j), job_done, &j, NULL));
     if (!readable(fd, WATCHDOG_MS))
       fail_msg("round %d: not readable 30 s after a submission", round);
-    assert_true(cuv_queue_ready(q));
+    assert_true(due(q)); /* the owner's look agrees with the descriptor */
     assert_int_equal(atomic_load(&notifies) - before, 1); /* the hook fired too, once */
     assert_int_equal(cuv_queue_drain(q), 1);
     job_check(&j);
     assert_false(readable(fd, 0)); /* the drain delivered everything */
+    assert_false(due(q));
     assert_int_equal(cuv_queue_drain(q), 0);
     assert_false(readable(fd, 0)); /* a drain of nothing changes nothing */
     job_free(&j);
@@ -160,30 +164,73 @@ static void count_done(int status, cuv_output_t *output, void *arg) {
     (*(int *)arg)++;
 }
 
-/* drain_max leaves the rest queued, and the descriptor readable for it, with no new notify. */
-static void test_drain_max_leaves_it_readable(void **state) {
+/* n bare values submitted on a new stream into q, each counted in *calls: the stream. */
+static cuv_stream_t *submit_values(cuv_queue_t *q, int n, int *calls) {
+  cuv_stream_t *s;
+  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
+  cuv_submit_opts_t opts = {.stream = s};
+  for (int i = 0; i < n; i++)
+    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, calls, &opts));
+  return s;
+}
+
+/* Once everything was delivered: the stream and the queue go. */
+static void destroy_values(cuv_queue_t *q, cuv_stream_t *s) {
+  assert_cuv_ok(cuv_stream_synchronize(s));
+  cuv_stream_destroy(s);
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
+/* A drain of one at a time leaves the rest queued, and the descriptor readable for it. */
+static void test_drain_of_a_few_leaves_it_readable(void **state) {
   enum { N = 5 };
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   int fd, calls = 0;
   assert_cuv_ok(cuv_queue_fd(q, &fd));
-  cuv_stream_t *s;
-  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
-  cuv_submit_opts_t opts = {.stream = s};
-  for (int i = 0; i < N; i++)
-    assert_cuv_ok(cuv_submit(q, cuv_value(NULL, NULL), count_done, &calls, &opts));
+  cuv_stream_t *s = submit_values(q, N, &calls);
   while (calls < N) {
     if (!readable(fd, WATCHDOG_MS))
       fail_msg("unready for 30 s with %d of %d callbacks", calls, N);
-    assert_int_equal(cuv_queue_drain_max(q, 1), 1);
-    /* Only this thread drains: once ready, the queue stays so, and so must the descriptor. */
-    if (cuv_queue_ready(q))
+    assert_int_equal(cuv__queue_drain_max(q, 1), 1);
+    /* Only this thread drains: once something is due, it stays so, and so must the descriptor. */
+    if (due(q))
       assert_true(readable(fd, 0));
   }
   assert_false(readable(fd, 0));
-  assert_cuv_ok(cuv_stream_synchronize(s));
-  cuv_stream_destroy(s);
-  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_false(due(q));
+  destroy_values(q, s);
+}
+
+/* A look whose budget ran out (1 ns: one slice of at most SLICE callbacks) leaves the rest queued:
+ * its next_poll_ns is then 1 and the descriptor stays readable, so a level-triggered loop comes
+ * back for the rest; the look after the last callback leaves it unreadable, next_poll_ns 0. */
+static void test_look_out_of_budget_leaves_it_readable(void **state) {
+  enum { N = 3 * SLICE + 5 };
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  int fd, calls = 0, looks = 0, left = 0;
+  assert_cuv_ok(cuv_queue_fd(q, &fd));
+  cuv_stream_t *s = submit_values(q, N, &calls);
+  uint64_t next = 0;
+  for (int before = 0; calls < N; before = calls, looks++) {
+    if (!readable(fd, WATCHDOG_MS))
+      fail_msg("unready for 30 s with %d of %d callbacks", calls, N);
+    int ran = cuv_queue_poll(q, 1, &next);
+    assert_true(ran >= 1 && ran <= SLICE); /* readable: something was due; one slice ran */
+    assert_int_equal(calls, before + ran);
+    /* Only this thread delivers: what the look left is still there, and so is the descriptor. */
+    if (next == 1) {
+      left++;
+      assert_true(readable(fd, 0));
+    }
+  }
+  assert_false(readable(fd, 0));
+  assert_int_equal(cuv_queue_poll(q, 1, &next), 0);
+  assert_true(next == 0);
+  assert_true(looks >= (N + SLICE - 1) / SLICE);
+  print_message("# %d callbacks in %d looks, %d of them leaving work behind\n", N, looks, left);
+  destroy_values(q, s);
 }
 
 /* ---- several submitting threads, one loop thread (this one) ---- */
@@ -231,8 +278,8 @@ static void test_threads_feed_a_poll_loop(void **state) {
   int wakeups = 0;
   for (int seen = 0; (seen = calls_of(jobs, ALL)) < ALL; wakeups++) {
     if (!readable(fd, WATCHDOG_MS))
-      fail_msg("descriptor unready for 30 s: %d of %d callbacks, queue ready: %d", seen, ALL,
-               cuv_queue_ready(q));
+      fail_msg("descriptor unready for 30 s: %d of %d callbacks, something due: %d", seen, ALL,
+               due(q));
     int ran = cuv_queue_drain(q);
     if (ran <= 0)
       print_error("wake-up %d: the drain found nothing (%d)\n", wakeups, ran);
@@ -337,15 +384,15 @@ static void test_completions_racing_the_drain(void **state) {
   int delivered = 0, wakeups = 0, emptied = 0;
   while (delivered < ALL) {
     if (!readable(fd, WATCHDOG_MS))
-      fail_msg("lost wake-up: unready for 30 s with %d of %d delivered, queue ready: %d",
-               delivered, ALL, cuv_queue_ready(q));
-    int ran = wakeups++ % 3 ? cuv_queue_drain(q) : cuv_queue_drain_max(q, 1 + wakeups % 4);
+      fail_msg("lost wake-up: unready for 30 s with %d of %d delivered, something due: %d",
+               delivered, ALL, due(q));
+    int ran = wakeups++ % 3 ? cuv_queue_drain(q) : cuv__queue_drain_max(q, 1 + wakeups % 4);
     assert_true(ran > 0);
     delivered += ran;
-    if (!cuv_queue_ready(q))
+    if (!due(q))
       emptied++;
     else if (!readable(fd, 0))
-      fail_msg("lost wake-up: the queue is ready and its descriptor is not (%d of %d delivered)",
+      fail_msg("lost wake-up: something is due and the descriptor is unready (%d of %d delivered)",
                delivered, ALL);
   }
   for (int t = 0; t < RACERS; t++) {
@@ -415,7 +462,7 @@ static int no_descriptor_left(void) {
   int fd = -1;
   if (cuv_queue_fd(q, &fd) != -EMFILE || fd != -1)
     return 13;
-  if (cuv_queue_drain(q) != 0 || cuv_queue_ready(q))
+  if (cuv_queue_drain(q) != 0 || due(q))
     return 14;
   close(last);
   if (cuv_queue_fd(q, &fd) != 0 || fd != last)
@@ -464,7 +511,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_readiness_follows_the_queue),
       cmocka_unit_test(test_made_late_shows_waiting_work),
-      cmocka_unit_test(test_drain_max_leaves_it_readable),
+      cmocka_unit_test(test_drain_of_a_few_leaves_it_readable),
+      cmocka_unit_test(test_look_out_of_budget_leaves_it_readable),
       cmocka_unit_test(test_threads_feed_a_poll_loop),
       cmocka_unit_test(test_completions_racing_the_drain),
       cmocka_unit_test(test_bad_arguments),

@@ -1,6 +1,7 @@
 /* cuv_queue_poll, an event loop's one look at its queue (include/cuv.h): its arguments, its
  * budget (0 delivers nothing; a short one delivers one slice of callbacks, the rest waits for the
- * next look), and what next_poll_ns says with young work in flight and with none. Run
+ * next look), and what next_poll_ns says with young work in flight and with none; 1 exactly while
+ * something is left, which the queue's descriptor (cuv_queue_fd, read with poll(2)) shows. Run
  * with the default spin budget, with 1 s (every polled submission stays young for the whole test)
  * and with 0 (nothing is ever young). */
 #include <stdint.h>
@@ -62,10 +63,11 @@ static void submit_backlog(cuv_queue_t *q, seen_t *seen, int *payloads, atomic_i
   }
 }
 
-/* A new queue with the backlog submitted into it. */
-static cuv_queue_t *backlog_queue(seen_t *seen, int *payloads, atomic_int *releases) {
+/* A new queue, its descriptor in *fd, with the backlog submitted into it. */
+static cuv_queue_t *backlog_queue(seen_t *seen, int *payloads, atomic_int *releases, int *fd) {
   cuv_queue_t *q;
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  assert_cuv_ok(cuv_queue_fd(q, fd));
   calls_so_far = 0;
   submit_backlog(q, seen, payloads, releases);
   return q;
@@ -73,15 +75,15 @@ static cuv_queue_t *backlog_queue(seen_t *seen, int *payloads, atomic_int *relea
 
 /* Budget 0 delivers nothing, whatever waits; a 1 ns budget delivers one slice (the callbacks
  * take longer than the budget, so the clock is past it at the first look), each once; a
- * next_poll_ns of 1 means more waits to be delivered. */
+ * next_poll_ns of 1 means more waits to be delivered (the descriptor is readable for it). */
 static void test_budget_slices_the_backlog(void **state) {
   (void)state;
   seen_t seen[BACKLOG] = {0};
-  int payloads[BACKLOG];
+  int payloads[BACKLOG], fd;
   atomic_int releases = 0;
-  cuv_queue_t *q = backlog_queue(seen, payloads, &releases);
-  while (!cuv_queue_ready(q))
-    assert_true(cuv_queue_wait(q, 1000) == 0 || cuv_queue_ready(q));
+  cuv_queue_t *q = backlog_queue(seen, payloads, &releases, &fd);
+  while (!cuvt_readable(fd, 0))
+    assert_true(cuv_queue_wait(q, 1000) == 0 || cuvt_readable(fd, 0));
   uint64_t next = 0;
   assert_int_equal(cuv_queue_poll(q, 0, &next), 0);
   assert_int_equal(calls_so_far, 0);
@@ -92,11 +94,11 @@ static void test_budget_slices_the_backlog(void **state) {
     assert_true(ran >= 0 && ran <= SLICE);
     assert_int_equal(calls_so_far, delivered + ran);
     if (next == 1)
-      assert_true(cuv_queue_ready(q)); /* only this thread drains: it still waits */
+      assert_true(cuvt_readable(fd, 0)); /* only this thread drains: it still waits */
     delivered += ran;
     looks++;
     if (ran == 0)
-      assert_true(cuv_queue_wait(q, 1000) == 0 || cuv_queue_ready(q));
+      assert_true(cuv_queue_wait(q, 1000) == 0 || cuvt_readable(fd, 0));
   }
   for (int i = 0; i < BACKLOG; i++) {
     assert_int_equal(seen[i].calls, 1);
@@ -106,6 +108,7 @@ static void test_budget_slices_the_backlog(void **state) {
   assert_true(looks >= BACKLOG / SLICE);
   assert_int_equal(cuv_queue_poll(q, UINT64_MAX, &next), 0);
   assert_true(next == 0);
+  assert_false(cuvt_readable(fd, 0));
   assert_int_equal(atomic_load(&releases), BACKLOG);
   assert_cuv_ok(cuv_queue_destroy(q));
 }
@@ -114,12 +117,13 @@ static void test_budget_slices_the_backlog(void **state) {
 static void test_budget_delivers_all(void **state) {
   (void)state;
   seen_t seen[BACKLOG] = {0};
-  int payloads[BACKLOG];
+  int payloads[BACKLOG], fd;
   atomic_int releases = 0;
-  cuv_queue_t *q = backlog_queue(seen, payloads, &releases);
+  cuv_queue_t *q = backlog_queue(seen, payloads, &releases, &fd);
   int delivered = 0;
   while (delivered < BACKLOG) {
-    assert_true(cuv_queue_wait(q, 1000) == 0 || cuv_queue_ready(q) || cuv_queue_pending(q) == 0);
+    assert_true(cuv_queue_wait(q, 1000) == 0 || cuvt_readable(fd, 0) ||
+                cuv_queue_pending(q) == 0);
     int ran = cuv_queue_poll(q, UINT64_MAX, NULL);
     assert_int_equal(calls_so_far, delivered + ran);
     delivered += ran;

@@ -2,7 +2,8 @@
  * submission's write raises to its sequence number.
  *
  * - Many threads submitting to shared streams at once, into two queues each drained by a thread
- *   of its own, with a thread calling cuv_poll meanwhile: every callback runs exactly once, and
+ *   of its own, with a thread running the reactor's scan meanwhile (cuv__reactor_poll, as
+ *   cuv_queue_poll does for young work): every callback runs exactly once, and
  *   the submissions of one thread on one stream are delivered in the order it made them (the
  *   reactor fires a stream's entries in sequence order). A thread that may spin races them, and
  *   is checked for exactly once. In suite sim, so CI's TSan pass runs it.
@@ -22,6 +23,7 @@
 
 #include "gate.h"
 #include "internal.h"
+#include "reactor.h"
 
 static void count_ok(int status, cuv_output_t *output, void *arg) {
   (void)output;
@@ -142,7 +144,7 @@ static void *drain_queue(void *arg) {
 static void *poll_until_stopped(void *arg) {
   shared_t *s = arg;
   while (!atomic_load(&s->stop_polling))
-    cuv_poll();
+    cuv__reactor_poll();
   return NULL;
 }
 

@@ -6,6 +6,7 @@
 
 #include "internal.h"
 #include "buffer.h"
+#include "queue.h"
 
 #define N 4099 /* after the driver's headers, whose parameters are called N too */
 #include "hazard-fixture.h"
@@ -36,8 +37,8 @@ static void test_reads_retired_out_of_order(void **state) {
                              &opts));
   }
   for (int i = 0; i < READS; i++) {
-    while (!cuv_queue_ready(qs[i]))
-      assert_true(cuv_queue_wait(qs[i], 1000) == 0 || cuv_queue_ready(qs[i]));
+    while (!cuv__queue_ready(qs[i]))
+      assert_true(cuv_queue_wait(qs[i], 1000) == 0 || cuv__queue_ready(qs[i]));
   }
   assert_true(atomic_load(&f->buf->latest) != NULL);
   assert_int_equal(cuv_queue_drain(qs[READS - 1]), 1); /* the latest read, with two more counted */

@@ -1,8 +1,8 @@
 /* What the libuv bridge's loop-thread machinery promises, each case written against a one-line bug
  * of uv/bridge.c that the other scenarios let through (tests/mutants/core.mut):
- * - the idle handle polls the completion flags itself (cuv_poll) while loop-thread work is young,
- *   rather than wait for the reactor thread (bridge-idle-no-poll), and so it does for work other
- *   threads submitted, once the loop saw it (bridge-others-not-polled);
+ * - the idle handle polls the completion flags itself (cuv_queue_poll) while loop-thread work is
+ *   young, rather than wait for the reactor thread (bridge-idle-no-poll), and so it does for work
+ *   other threads submitted, once the loop saw it (bridge-others-not-polled);
  * - the idle handle never keeps the loop alive: only work in flight does (bridge-idle-referenced);
  * - a close from inside a done callback waits for the rest of the drain running that callback:
  *   the other callbacks still run with their own results, then close_cb, once (the bridge
@@ -46,8 +46,8 @@ static cuv_op_t *sleep_us(unsigned us) {
 /* ---- the loop polls for its young work ---- */
 
 /* A chain of loop-thread submissions, each made from the callback of the one before, each a
- * 300 us kernel then a value naming it. Why this shape: the bridge polls (cuv_poll in its idle
- * handle) for loop-thread work while it is young, a window sized from the loop's recent
+ * 300 us kernel then a value naming it. Why this shape: the bridge polls (cuv_queue_poll in its
+ * idle handle) for loop-thread work while it is young, a window sized from the loop's recent
  * submit-to-callback times (1.5 times their average) when that is under CUV_UV_POLL_MAX_US:
  * meson runs this file with CUV_UV_POLL_MAX_US=1000000 (tests/meson.build), so a slow link on a
  * loaded machine (with the default 1 ms, one link past 666 us shrinks the window to the 20 us
@@ -59,8 +59,8 @@ static cuv_op_t *sleep_us(unsigned us) {
  * mostly asleep. Each link is a race the loop often wins (the figure is printed: 50 to 190 of
  * 200 on that machine, under load); for the loop to win none of CHAIN, the reactor thread would
  * have to scan in the microseconds between a flag landing and the loop's next look, CHAIN times
- * in a row. Without the poll nothing in this process calls cuv_poll, and completed_polled stays
- * exactly 0. */
+ * in a row. Without the poll nothing in this process runs the reactor's scan off its thread, and
+ * completed_polled stays exactly 0. */
 #define CHAIN 200
 #define CHAIN_KERNEL_US 300
 
@@ -136,8 +136,8 @@ static void test_loop_polls_its_young_work(void **state) {
  * completion and then sleeps in steps of 20 us and more, is mostly asleep when one ends. (Links
  * submitted in pairs ended in pairs, with nothing left in flight when the loop looked: on the
  * GPU it never polled.) An async handle keeps the loop alive until the last called back.
- * Without the poll nothing in this process calls cuv_poll: completed_polled stays 0. The pace is
- * a shape, not a timing assertion. */
+ * Without the poll nothing in this process runs the reactor's scan off its thread:
+ * completed_polled stays 0. The pace is a shape, not a timing assertion. */
 #define OTHER_CHAIN 100
 #define OTHER_KERNEL_US 2000
 #define OTHER_PACE_US 1000

@@ -320,7 +320,7 @@ char *metrics_render(const server_t *s, size_t *len) {
   sample(f, "cuv_completed_by_path_total", "path", "sync", st.completed_sync);
   sample(f, "cuv_completed_by_path_total", "path", "event", st.completed_event);
   metric(f, "cuv_completed_polled_total", "counter",
-         "Of the reactor's completions, those a polling loop saw first (cuv_poll).",
+         "Of the reactor's completions, those a polling loop saw first (cuv_queue_poll).",
          st.completed_polled);
   metric(f, "cuv_fallbacks_total", "counter",
          "Submissions completed through a host callback: their stream's word write failed.",
