@@ -52,8 +52,9 @@ export type ElementType =
 /** How cuv orders work on a buffer across streams (include/cuv.h: cross-stream hazards). */
 export type HazardMode = 'order' | 'strict' | 'none';
 
-/** Device memory. dispose() (or `using`) drops this object's reference at once, collection
- * otherwise; the memory is freed once no work in flight uses it either. */
+/** Device memory. dispose() (or `using`) gives up this object's reference at once, collection
+ * otherwise (a thread of the package's drops it: README); the memory is freed once no work in
+ * flight uses it either. */
 export class DeviceBuffer {
   private constructor();
   readonly length: number;
@@ -198,6 +199,9 @@ export interface Stats {
   inFlight: number;
   /** Of this thread's (environment's) calls, those its feeder thread submitted (README). */
   fed: number;
+  /** DeviceBuffer references (disposed or collected) handed to the process's thread that drops
+   * them (README) and not dropped yet. */
+  releasing: number;
 }
 
 export function stats(): Stats;

@@ -7,6 +7,7 @@
 #include "device_buffer.h"
 #include "errors.h"
 #include "objects.h"
+#include "releaser.h"
 
 static atomic_uint live;
 
@@ -16,7 +17,7 @@ static void drop(napi_env env, void *native) {
     return;
   int64_t ignored;
   napi_adjust_external_memory(env, -b->external, &ignored);
-  cuv_buffer_unref(b->buf);
+  cuv_node_release_buffer(b->buf); /* not here: the last reference may wait for the device */
   b->buf = NULL;
 }
 
@@ -66,7 +67,7 @@ napi_value cuv_node_buffer_new(cuv_node_addon_t *a, cuv_buffer_t *buf, napi_type
   napi_value obj = b ? cuv_node_object_new(a, a->buffer_class, b) : NULL;
   if (!obj) {
     free(b);
-    cuv_buffer_unref(buf);
+    cuv_node_release_buffer(buf);
     return NULL;
   }
   int64_t ignored;

@@ -1,7 +1,8 @@
 /* DeviceBuffer: device memory as a JavaScript object (cuv_buffer_t), with its element type and
- * length. dispose() (also [Symbol.dispose], index.js) drops the object's reference at once, and
- * collection drops it otherwise; either way the memory is freed only once no submission holds it
- * (cuv holds what the GPU uses until its work is proven complete). */
+ * length. dispose() (also [Symbol.dispose], index.js) gives up the object's reference at once, and
+ * collection does otherwise, to the releaser thread that drops it (releaser.h); either way the
+ * memory is freed only once no submission holds it (cuv holds what the GPU uses until its work is
+ * proven complete). */
 #ifndef CUV_NODE_DEVICE_BUFFER_H
 #define CUV_NODE_DEVICE_BUFFER_H
 

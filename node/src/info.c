@@ -7,6 +7,7 @@
 #include "errors.h"
 #include "info.h"
 #include "ptx.h"
+#include "releaser.h"
 
 static napi_value string(napi_env env, const char *text) {
   napi_value v = NULL;
@@ -107,6 +108,7 @@ napi_value cuv_node_js_stats(napi_env env, napi_callback_info info) {
       {"leaked", s.leaked},
       {"inFlight", s.in_flight},
       {"fed", cuv_node_feeder_fed(&c.addon->feeder)},
+      {"releasing", cuv_node_releasing()},
   };
   if (napi_create_object(env, &obj) != napi_ok)
     return NULL;

@@ -1,7 +1,7 @@
 'use strict';
 // AbortSignal and what the GPU keeps: aborting rejects at once with an AbortError while the work
 // runs on, holding its memory until it is done; a disposed buffer's memory waits for the work
-// that uses it. The gate of kernels/testing.cu holds work in flight for as long as a test needs,
+// that uses it, and dispose() itself waits for nothing. The gate of kernels/testing.cu holds work in flight for as long as a test needs,
 // on the simulator and on a GPU alike.
 const test = require('node:test');
 const assert = require('node:assert');
@@ -104,4 +104,22 @@ test('a disposed buffer\'s memory is freed only once the work using it is done',
   await bumped;
   await until(() => frees() === before + 1);
   assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1 + 4));
+});
+
+test('dispose() while the GPU is busy returns at once; the memory is freed once the GPU let it', {
+  skip: simOnly,
+}, async () => {
+  await collect();
+  await until(() => cuv.stats().releasing === 0);
+  const g = await gate(GATE_MS);
+  const bufs = Array.from({ length: 4 }, () => cuv.alloc(Float32Array, 4));
+  const before = frees();
+  for (const b of bufs) b.dispose(); // each the last reference: its free waits for the gate
+  assert.ok(cuv.stats().releasing > 0, 'the frees wait for the gate, on the releasing thread');
+  await g.open();
+  await g.closed;
+  assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1),
+    'open() ended the gate, not its timeout: dispose() did not wait for it');
+  await until(() => cuv.stats().releasing === 0);
+  assert.strictEqual(frees(), before + bufs.length);
 });
