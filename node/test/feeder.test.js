@@ -1,15 +1,17 @@
 'use strict';
 // The feeder (src/feeder.h): once a few calls are in flight, a thread of the addon's submits
 // them for the JavaScript thread, in the order they were made; a call it submits that cuv refuses
-// still rejects; node still exits by itself, and only once every call settled; CUV_NODE_FEEDER=0
-// turns it off.
+// still rejects, without waiting for the GPU, also when buffers are collected meanwhile; node
+// still exits by itself, and only once every call settled; CUV_NODE_FEEDER=0 turns it off.
 const test = require('node:test');
 const assert = require('node:assert');
-const { cuv, skip, simOnly, random, gate, runFixture } = require('./fixtures/common.js');
+const { cuv, skip, simOnly, random, collect, until, gate, runFixture } =
+  require('./fixtures/common.js');
 
 const LANES = 64;
 const ROUNDS = 20;
 const N = 32;
+const GARBAGE = 8; // DeviceBuffers let go of while the gate is closed
 
 // Integers, so that every sum below is exact whatever the kernel's rounding.
 const ints = (n) => Float32Array.from({ length: n }, () => Math.floor(random() * 2001) - 1000);
@@ -68,6 +70,9 @@ test('buffers disposed right after the call stay until the op the feeder builds 
 
 test('a call the feeder submits and cuv refuses rejects, without waiting for the GPU',
   { skip: simOnly }, async () => {
+    await collect(); // the earlier tests' garbage: the buffers collected below are this test's
+    await until(() => cuv.stats().releasing === 0);
+    const freesBefore = cuv.sim.calls('cuMemFree');
     // Three bumps behind the gate make four calls in flight, so the feeder takes the next call;
     // more would block every stream open() writes on (fixtures/common.js), and the gate would
     // end only at its timeout, which only a failing test waits for.
@@ -79,15 +84,29 @@ test('a call the feeder submits and cuv refuses rejects, without waiting for the
     // which cuv_submit refuses.
     const wide = cuv.loadModule(cuv.ptx.saxpy).kernel('saxpy', ['u64', 'f32', 'read', 'rw']);
     const x = cuv.alloc(Float32Array, 4);
-    await assert.rejects(wide.launch(1, 1, [4, 1, x, x]), { code: 'CUV_EARGS' });
+    const live = cuv.liveBuffers();
+    Array.from({ length: GARBAGE }, () => cuv.alloc(Float32Array, 4));
+    assert.strictEqual(cuv.liveBuffers(), live + GARBAGE);
+    const rejected = assert.rejects(wide.launch(1, 1, [4, 1, x, x]), { code: 'CUV_EARGS' });
+    // Collected while the refusal comes back: freeing their memory waits for the gate, and were
+    // that on this thread (their finalizers run here), the rejection would wait for it too.
+    await collect();
+    assert.strictEqual(cuv.liveBuffers(), live, 'the garbage buffers were finalized');
+    await rejected;
     assert.ok(cuv.stats().fed > fedBefore, 'the feeder submitted the refused launch');
     assert.ok(cuv.pending() >= behind.length, 'the gate is still closed');
     await g.open();
     await Promise.all([...behind, g.closed]);
     // The gate adds 1 when opened (2 at its timeout), each bump 4.
-    assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1 + 4 * behind.length),
+    const want = 1 + 4 * behind.length;
+    assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(want),
       'open() ended the gate, and every bump ran after it');
+    assert.deepStrictEqual(await cuv.download(trace), Uint32Array.of(want), 'the last bump');
+    await until(() => cuv.stats().releasing === 0);
+    assert.strictEqual(cuv.sim.calls('cuMemFree'), freesBefore + GARBAGE,
+      'the garbage buffers\' memory was freed, once the GPU let it');
     assert.strictEqual(cuv.pending(), 0);
+    x.dispose();
   });
 
 const settings = [['on', {}, true], ['off (CUV_NODE_FEEDER=0)', { CUV_NODE_FEEDER: '0' }, false]];
