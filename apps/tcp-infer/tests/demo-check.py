@@ -63,7 +63,7 @@ def guided(tap, name, status, out, err, with_wrk):
     text = out + err
     lines = out.splitlines()
     tap.check(status == 0 and not err, "%s: exit 0, nothing on stderr" % name, text)
-    tap.check("cuv demo: tcp-infer" in out and "  thread pool  tcp-infer --baseline\n" in out
+    tap.check("cuv demo: tcp-infer" in out and "  thread pool  tcp-infer --baseline --loops 4 --coalesce\n" in out
               and "  load " in out, "%s: says what it measures, against what, under which load"
               % name, out)
     runs = [l for l in lines if l.startswith("  verifying client ")]

@@ -3,8 +3,9 @@
 # measures, then serves tcp-infer twice under the same load, each server on an ephemeral port:
 #   cuv          tcp-infer --loops 4 --coalesce (and the arguments): GPU work whose completions
 #                reach the loops through cuv's bridge
-#   thread pool  tcp-infer --baseline: the same GPU work in libuv's thread pool, blocking there in
-#                cuv_sync
+#   thread pool  tcp-infer --baseline --loops 4 --coalesce: the same loops and batching, each
+#                batch's GPU work in libuv's thread pool, blocking there in cuv_sync (like with
+#                like: against one pool loop without batching cuv's ratio would be the batching's)
 # The load is the verifying client (every reply checked against the host) and then wrk, where it
 # is installed. It prints each server's requests/s and latencies, their ratio, and what to try
 # next. It runs on the GPU when a CUDA driver loads, else on cuv's CPU simulator (CUV_DRIVER=sim),
@@ -38,7 +39,7 @@ for arg in "$@"; do
     cuv_opts+=("$arg")
   fi
 done
-base_opts=(--baseline)
+base_opts=(--baseline --loops 4 --coalesce)
 
 # Prints its words wrapped to fit 96 columns, the lines after the first indented under a label.
 say() { fold -s -w 88 <<<"$*" | sed 's/ *$//; 1!s/^/        /'; }
@@ -90,8 +91,8 @@ served twice under the same load, one server after the other:
                each libuv loop batches the requests of one iteration into one GPU submission,
                whose completion cuv brings back to the loop
   thread pool  tcp-infer ${base_opts[*]}
-               the same GPU work the usual libuv way: uv_queue_work, with a blocking cuv_sync
-               in libuv's thread pool
+               the same loops and batching, each batch's GPU work the usual libuv way:
+               uv_queue_work, with a blocking cuv_sync in libuv's thread pool
   load         16 connections with 4 requests of 8 rows in flight each, ${secs} s: the verifying
                client (every reply checked against the host)${wrk_note}
 EOF
