@@ -63,15 +63,20 @@ static void usage(FILE *f) {
           "  --isolate-start-timeout MS  kill a worker not ready this long after its start\n"
           "                    (default 60000; 0: never)\n"
           "  --isolate-deadline-ms MS  retry an inference on the next worker until answered or\n"
-          "                    this long after it came in (default 30000)\n"
-          "  --hang-suspect-ms MS  an inference unanswered this long moves to the other ready\n"
-          "                    worker (the spare), before the watchdog (default 100; 0: never)\n"
-          "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
-          "                    POST /debug/hang a kernel that never ends\n"
-          "  --debug-start-hang N  with --debug-fault: each loop's first N workers hang (60 s)\n"
-          "                    before they are ready, as a worker stuck in its start-up would\n",
+          "                    this long after it came in (default 30000)\n",
           MAX_DEVICES_OPTION, MLP_DEFAULT_MAX_BATCH, MLP_DEFAULT_SEED);
-  fprintf(f, /* in two: a string literal past 4095 bytes is not portable C */
+  fputs("  --hang-suspect-ms MS  an inference unanswered this long moves to the other ready\n"
+        "                    worker (the spare), before the watchdog (default 100; 0: never)\n"
+        "  --stall-suspect-ms MS  a worker that answered none of its requests this long (from\n"
+        "                    its last reply, or its oldest request's send if later) has all\n"
+        "                    its inferences moved to the other ready worker (default 20;\n"
+        "                    0: never); one batch longer than MS on an idle worker runs twice\n"
+        "  --debug-fault     with --isolate: POST /debug/fault makes a sticky device fault,\n"
+        "                    POST /debug/hang a kernel that never ends\n"
+        "  --debug-start-hang N  with --debug-fault: each loop's first N workers hang (60 s)\n"
+        "                    before they are ready, as a worker stuck in its start-up would\n",
+        f);
+  fprintf(f, /* in parts: a string literal past 4095 bytes is not portable C */
           "  --coalesce [ROWS] dynamic batching: requests become batches of up to ROWS rows, one\n"
           "                    GPU submission each (default %u; at least --max-batch)\n"
           "  --max-queue-delay-us N  with batching: a batch waits for more requests until its\n"
@@ -208,6 +213,8 @@ static bool option(int ch, void *arg) {
     return cli_unsigned("--isolate-deadline-ms", optarg, 1, 86400000, &o->isolate_deadline_ms);
   case 's' + 256:
     return cli_unsigned("--hang-suspect-ms", optarg, 0, 86400000, &o->hang_suspect_ms);
+  case 'S' + 256:
+    return cli_unsigned("--stall-suspect-ms", optarg, 0, 86400000, &o->stall_suspect_ms);
   case 'H': return cli_unsigned("--debug-start-hang", optarg, 0, 1000, &o->debug_start_hang);
   case 'K': return cli_unsigned("--worker-start", optarg, 1, UINT32_MAX, &o->worker_start);
   case 'L': return cli_unsigned("--stream-stall-ms", optarg, 0, 3600000, &o->stream_stall_ms);
@@ -279,6 +286,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"isolate-start-timeout", required_argument, NULL, 'A'},
       {"isolate-deadline-ms", required_argument, NULL, 'e' + 256},
       {"hang-suspect-ms", required_argument, NULL, 's' + 256},
+      {"stall-suspect-ms", required_argument, NULL, 'S' + 256},
       {"debug-start-hang", required_argument, NULL, 'H'},
       {"worker-start", required_argument, NULL, 'K'},
       {"listen", required_argument, NULL, 'E'},
@@ -306,7 +314,8 @@ int options_parse(int argc, char **argv, options_t *o) {
                    .seed = MLP_DEFAULT_SEED, .loops = 1, /* .ptx NULL: the embedded PTX */
                    .isolate_queue = 1024, .isolate_spares = 1, .isolate_timeout_ms = 10000,
                    .streams = 4, .stream_stall_ms = 100, .isolate_start_timeout_ms = 60000,
-                   .isolate_deadline_ms = 30000, .hang_suspect_ms = 100, .priority_levels = 2};
+                   .isolate_deadline_ms = 30000, .hang_suspect_ms = 100, .stall_suspect_ms = 20,
+                   .priority_levels = 2};
   line.argc = argc;
   line.argv = argv;
   int rc = cli_parse(argc, argv, "", longs, option, usage, o); /* exits after --help, --version */

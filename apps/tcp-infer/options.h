@@ -17,6 +17,7 @@ typedef struct options {
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
   unsigned isolate_deadline_ms, hang_suspect_ms; /* --isolate-deadline-ms, --hang-suspect-ms */
+  unsigned stall_suspect_ms; /* --stall-suspect-ms: a worker silent this long has its work moved */
   unsigned debug_start_hang; /* --debug-start-hang N: the first N workers of a loop hang at start */
   unsigned worker_start;     /* --worker-start K: this worker is its loop's K-th (isolate.c) */
   unsigned worker_device;    /* --worker-device D: the device this worker opens (isolate.c) */

@@ -158,7 +158,7 @@ static server_t server_config(const options_t *o, int argc, char **argv) {
                 .stage_sample = o->stage_sample,
                 .isolate_start_timeout_ms = o->isolate_start_timeout_ms,
                 .isolate_deadline_ms = o->isolate_deadline_ms,
-                .hang_suspect_ms = o->hang_suspect_ms,
+                .hang_suspect_ms = o->hang_suspect_ms, .stall_suspect_ms = o->stall_suspect_ms,
                 .debug_start_hang = o->debug_start_hang, .worker_start = o->worker_start,
                 .max_connections = o->max_connections, .max_header_bytes = o->max_header_bytes,
                 .header_timeout_ms = o->header_timeout_ms, .body_timeout_ms = o->body_timeout_ms,

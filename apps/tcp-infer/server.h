@@ -183,6 +183,7 @@ struct server {
   unsigned isolate_start_timeout_ms; /* a worker not ready this long after its start: killed */
   unsigned isolate_deadline_ms; /* an inference is retried on the next worker until this old */
   unsigned hang_suspect_ms; /* an inference unanswered this long moves to another worker; 0: off */
+  unsigned stall_suspect_ms; /* a worker answering none of its requests this long: all move */
   unsigned debug_start_hang, worker_start; /* --debug-start-hang; the worker's --worker-start */
   int argc;
   char **argv;

@@ -89,8 +89,17 @@ static const struct counter {
      "Requests run again on another worker: theirs ended or faulted before answering.",
      offsetof(isolate_t, replays)},
     {"cuv_infer_worker_moved_total",
-     "Requests moved to another worker after --hang-suspect-ms without an answer (a hang?).",
+     "Requests moved to another worker after --hang-suspect-ms without an answer (a hang?), "
+     "or off a stalled worker (--stall-suspect-ms).",
      offsetof(isolate_t, moved)},
+    {"cuv_infer_worker_stalls_total",
+     "Times a worker with requests outstanding answered none for --stall-suspect-ms: they "
+     "moved to another worker.",
+     offsetof(isolate_t, stalls)},
+    {"cuv_infer_worker_late_replies_total",
+     "Replies to requests moved off their worker that it sent after all (dropped: the worker "
+     "they moved to answers them).",
+     offsetof(isolate_t, late_replies)},
     {"cuv_infer_worker_expired_total",
      "Requests answered 503 because no worker was ready for them before --isolate-deadline-ms.",
      offsetof(isolate_t, expired)},

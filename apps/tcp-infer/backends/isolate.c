@@ -51,8 +51,13 @@
  * --hang-suspect-ms (queued behind the hung kernel on its stream) moves to the other ready worker
  * (the spare, or the active one for a request at the spare), once: the worker it left is only
  * suspected, keeps its role and may still answer it (that late reply is dropped), and the
- * watchdog still judges it. Everything runs on the loop's thread; the
- * counters are atomics for GET /metrics on any loop. */
+ * watchdog still judges it. A worker that stopped as a whole (SIGSTOP, a fault that halts its
+ * every stream before the driver reports it, a deadlock) answers nothing at all: after
+ * --stall-suspect-ms without a reply, counted from its last one or from the send of its oldest
+ * inference, every inference it holds moves the same way, at once, long before its socket closes
+ * or its fault is reported. A worker under load answers all the time and never looks stalled;
+ * one batch longer than that on an idle worker is moved too (it runs twice, is answered once).
+ * Everything runs on the loop's thread; the counters are atomics for GET /metrics on any loop. */
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -474,9 +479,12 @@ static int on_reply(wproc_t *w, const frame_t *f) {
   if (!req && !moved_away_take(w, f->id))
     return -1;
   w->replies++;
+  w->replied_ns = uv_hrtime(); /* it is not stalled (--stall-suspect-ms) */
   count_behind(w->iso);
-  if (!req) /* the late reply of a request moved off this worker (answered elsewhere) */
+  if (!req) { /* the late reply of a request moved off this worker (answered elsewhere) */
+    w->iso->late_replies++;
     return 0;
+  }
   if (f->status == FRAME_STATUS_TIMEOUT && route_runs_model(req->route)) {
     answer_timeout(w->iso, req); /* it waited there past its timeout: not an error to retry */
     return 0;
@@ -714,11 +722,15 @@ static bool stuck_starting(const wproc_t *w, uint64_t now, uint64_t limit) {
          now - w->started_ns > limit;
 }
 
-/* An inference at its worker that long without an answer, not moved yet: it may sit behind a
- * hung kernel. */
+/* An inference at its worker that may move to another: still wanted, not moved yet (once). */
+static bool movable(const request_t *req) {
+  return route_runs_model(req->route) && !req->orphan && !ireq(req)->moved;
+}
+
+/* A movable inference at its worker that long without an answer: it may sit behind a hung
+ * kernel. */
 static bool suspect(const request_t *req, uint64_t now, uint64_t limit) {
-  return route_runs_model(req->route) && !req->orphan && !ireq(req)->moved &&
-         now - ireq(req)->sent_ns > limit;
+  return movable(req) && now - ireq(req)->sent_ns > limit;
 }
 
 /* Remembers the request's id at w (its late reply is dropped); false without memory. */
@@ -753,19 +765,52 @@ static bool move_request(wproc_t *w, request_t *req, request_t *prev, wproc_t *t
   return true;
 }
 
-/* --hang-suspect-ms: the worker's inferences unanswered that long go to another usable worker
- * (the spare, or the active one from the spare), each once. The worker keeps its role. */
-static void move_suspects(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t limit) {
+/* The worker's movable inferences unanswered for more than `limit` (0: all of them) go to
+ * another usable worker (the spare, or the active one from the spare), each once; how many did.
+ * The worker keeps its role. */
+static unsigned move_off(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t limit) {
   wproc_t *to = replay_target(iso, w);
-  if (!limit || !to || w->gone || w->killed || w->exited)
-    return;
+  unsigned moved = 0;
+  if (!to || w->gone || w->killed || w->exited)
+    return 0;
   request_t *prev = NULL, *req = w->head;
   while (req) {
     request_t *next = req->next_wait;
-    if (!suspect(req, now, limit) || !move_request(w, req, prev, to))
+    bool due = limit ? suspect(req, now, limit) : movable(req);
+    if (due && move_request(w, req, prev, to))
+      moved++;
+    else
       prev = req;
     req = next;
   }
+  return moved;
+}
+
+/* --hang-suspect-ms: the worker's inferences unanswered that long move. */
+static void move_suspects(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t limit) {
+  if (limit)
+    move_off(iso, w, now, limit);
+}
+
+/* Whether the worker answered none of its requests for more than `limit`: counted from its last
+ * reply, or from the send of its oldest movable inference if that came later (the time it sat
+ * idle, and a request that cannot move, such as POST /debug/hang's, do not count). A worker
+ * under load answers all the time, so only one that stopped as a whole (SIGSTOP, a device whose
+ * every stream halted, a deadlock) is stalled, long before its end or its fault is seen. */
+static bool stalled(const wproc_t *w, uint64_t now, uint64_t limit) {
+  const request_t *oldest = w->head;
+  while (oldest && !movable(oldest))
+    oldest = oldest->next_wait;
+  if (!limit || !oldest)
+    return false;
+  uint64_t since = ireq(oldest)->sent_ns > w->replied_ns ? ireq(oldest)->sent_ns : w->replied_ns;
+  return now - since > limit;
+}
+
+/* --stall-suspect-ms: every movable inference of a stalled worker moves at once. */
+static void move_stalled(isolate_t *iso, wproc_t *w, uint64_t now, uint64_t limit) {
+  if (stalled(w, now, limit) && move_off(iso, w, now, 0))
+    iso->stalls++;
 }
 
 /* The first queued request past its deadline, taken off the queue; NULL if none is. */
@@ -805,6 +850,7 @@ static void on_watchdog(uv_timer_t *timer) {
               w->proc.pid, s->isolate_start_timeout_ms);
       iso->start_timeouts++;
     } else {
+      move_stalled(iso, w, now, (uint64_t)s->stall_suspect_ms * 1000000u);
       move_suspects(iso, w, now, (uint64_t)s->hang_suspect_ms * 1000000u);
       continue;
     }
@@ -816,11 +862,12 @@ static void on_watchdog(uv_timer_t *timer) {
 static unsigned shortest(unsigned a, unsigned b) { return !a ? b : !b ? a : a < b ? a : b; }
 
 /* Checks a few times per limit (the shortest: the hang timeout, the start timeout, the hang
- * suspicion, the deadline): a hung worker is killed between 1 and 1.25 timeouts. */
+ * and stall suspicions, the deadline): a hung worker is killed between 1 and 1.25 timeouts. */
 static void start_watchdog(isolate_t *iso) {
   const server_t *s = iso->lp->srv;
   unsigned ms = shortest(shortest(s->isolate_timeout_ms, s->isolate_start_timeout_ms),
                          shortest(s->hang_suspect_ms, s->isolate_deadline_ms));
+  ms = shortest(ms, s->stall_suspect_ms);
   uv_timer_init(&iso->lp->loop, &iso->watchdog);
   iso->watchdog.data = iso;
   if (ms) {

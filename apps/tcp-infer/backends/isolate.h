@@ -27,6 +27,7 @@ typedef struct wproc {
   int term_signal;
   report_words_t last; /* its latest report (zeros until the first) */
   uint64_t replies;    /* reply frames read from it (its report is current when it counts all) */
+  uint64_t replied_ns; /* when its last reply to a request came (--stall-suspect-ms) */
   /* requests moved away from it (a suspected hang) whose reply is still to come: their frame ids
    * at it (their late replies are dropped) and when they were sent to it (the watchdog's too) */
   struct moved_away {
@@ -55,7 +56,9 @@ struct isolate {
   /* GET /stats, read on any loop's thread */
   _Atomic uint64_t restarts, promotions, fault_exits, crashes, hangs, lost, refused;
   _Atomic uint64_t replays; /* requests sent again to another worker */
-  _Atomic uint64_t moved;   /* requests moved off a worker suspected of a hang */
+  _Atomic uint64_t moved;   /* requests moved off a worker suspected of a hang, or stalled */
+  _Atomic uint64_t stalls;  /* times a worker answered nothing for --stall-suspect-ms */
+  _Atomic uint64_t late_replies; /* replies to moved requests that came after all (dropped) */
   _Atomic uint64_t expired; /* requests answered 503 at --isolate-deadline-ms */
   _Atomic uint64_t start_timeouts; /* workers killed for not getting ready */
   _Atomic uint64_t last_exit_unix_us, last_recovery_us;
