@@ -4,13 +4,14 @@
  *
  *   tcp-infer-fault-client --port N [--connections 8] [--depth 8] [--batch 1-8] [--faults 2]
  *                          [--hangs 0] [--kills 1] [--double-kills 0] [--second-kills 0]
+ *                          [--stops 0] [--stop-kills 0]
  *                          [--spare] [--moves] [--warmup 200] [--seed 42] [--timeout 60]
  *
  * Keeps `depth` verified requests pipelined on each connection (inputs from a pool whose outputs
  * were computed on the host, as tcp-infer-client does). For each event in turn (the faults, the
- * hangs, the kills, the double kills, then the second kills), once `warmup` correct answers came
- * since the last one, it reads GET /stats (the workers' pids, one per loop; the counters so far)
- * and triggers it:
+ * hangs, the kills, the double kills, the second kills, the stops, then the stop-kills), once
+ * `warmup` correct answers came since the last one, it reads GET /stats (the workers' pids, one
+ * per loop; the counters so far) and triggers it:
  *   fault: POST /debug/fault on a control connection (one loop's worker faults);
  *   hang: POST /debug/hang (one loop's worker runs a kernel that never ends; the server's
  *         watchdog, --isolate-timeout, must kill it: the request's answer is then a 503);
@@ -19,7 +20,16 @@
  *         (cuv_infer_worker_spare_pid): a new process must take over;
  *   second-kill: SIGKILL to every loop's active worker, then, once GET /stats shows each loop's
  *         spare promoted (re-read every 10 ms), SIGKILL to those too, while they replay what the
- *         first ones held.
+ *         first ones held;
+ *   stop: SIGSTOP to every loop's active worker (its ready spare waited for): it neither answers
+ *         nor ends, its socket stays open, so only the server's moves (--stall-suspect-ms, and
+ *         --hang-suspect-ms unless 0) can answer what it holds: every request in flight, and
+ *         one sent after the stop, must be answered correctly while it is stopped, some by the
+ *         spare (X-Worker: spare), and GET /stats must then show the same workers active, a
+ *         stall and its moves counted; then SIGCONT, and the event ends once
+ *         cuv_infer_worker_late_replies_total counts a late reply per move (dropped: never a
+ *         second answer);
+ *   stop-kill: the same, then SIGKILL instead of SIGCONT (the spare is promoted).
  * With --spare it first waits until every loop's spare is ready (cuv_infer_worker_spare_ready),
  * and then requires each replacement of a fault, hang or kill to be a promotion
  * (cuv_infer_worker_promotions_total); the double and second kills always wait for the spares.
@@ -49,7 +59,9 @@
  * correct answers from the hang's start until the watchdog killed its worker, and their rate,
  * window_spare: how many of them the spare computed, first_spare_us: when the first came, and
  * spare_max_latency_us: the longest any of them took from its send (a moved request's wait);
- * a second kill adds second_kill_us, when its second kill went), then a RESULT summary line
+ * a second kill adds second_kill_us, when its second kill went; a stop adds held_us, how long
+ * its workers were stopped, held_answers and held_spare, the correct answers meanwhile and those
+ * the spare computed, first_spare_us and moved, the requests moved), then a RESULT summary line
  * (spare_answers: all the answers marked as the spare's). */
 #include <getopt.h>
 #include <signal.h>
@@ -74,7 +86,7 @@
 typedef struct config {
   int port;
   unsigned connections, depth, batch_min, batch_max, faults, hangs, kills, warmup;
-  unsigned double_kills, second_kills;
+  unsigned double_kills, second_kills, stops, stop_kills;
   bool spare; /* wait for ready spares before each event; every replacement a promotion */
   bool moves; /* each hang: answers from the spare before the watchdog's kill */
   uint64_t seed;
@@ -112,8 +124,13 @@ typedef struct lconn { /* a load connection */
 
 typedef enum { PH_WARM, PH_PRE, PH_TRIGGERED, PH_STATS, PH_DRAIN, PH_DONE } phase_t;
 
-typedef enum { EV_FAULT, EV_HANG, EV_KILL, EV_DOUBLE, EV_SECOND } ev_kind_t;
-static const char *const kind_names[] = {"fault", "hang", "kill", "double-kill", "second-kill"};
+typedef enum { EV_FAULT, EV_HANG, EV_KILL, EV_DOUBLE, EV_SECOND, EV_STOP, EV_STOP_KILL } ev_kind_t;
+static const char *const kind_names[] = {"fault",       "hang", "kill",     "double-kill",
+                                         "second-kill", "stop", "stop-kill"};
+
+/* A stop's steps: its workers stopped, until what was in flight is answered; GET /stats read
+ * while they still are; after SIGCONT, until their late replies were counted. */
+typedef enum { STOP_HELD, STOP_CHECK, STOP_LATE } stop_step_t;
 
 #define MAX_LOOPS 64
 
@@ -128,6 +145,10 @@ typedef struct event {
   unsigned window_spare;  /* of those, the ones the spare computed */
   uint64_t first_spare_ns, spare_max_ns; /* the first of those; their longest latency */
   uint64_t second_ns; /* a second kill: when its second kill went (0: not yet) */
+  stop_step_t stop_step;
+  uint64_t released_ns; /* a stop: when its workers got SIGCONT (or SIGKILL) */
+  long stalls_before, moved_before, late_before; /* a stop: the counters before it */
+  long moved, late_want; /* moves while it held; late replies to see after SIGCONT */
 } event_t;
 
 static struct {
@@ -298,6 +319,13 @@ static bool body_correct(const pending_t *p, const reader_t *r) {
   return true;
 }
 
+static bool is_stop(ev_kind_t kind) { return kind == EV_STOP || kind == EV_STOP_KILL; }
+
+/* Whether the event still holds its worker: a hung kernel not killed yet, workers stopped. */
+static bool window_open(const event_t *e) {
+  return e->kind == EV_HANG ? e->debug_status < 0 : is_stop(e->kind) && !e->released_ns;
+}
+
 /* A marked request (in flight at event `mark`) was answered. */
 static void mark_answered(const pending_t *p, bool ok, uint64_t now) {
   event_t *e = &g.events[p->mark];
@@ -332,8 +360,8 @@ static void on_load_answer(lconn_t *c) {
   if (p->mark >= 0)
     mark_answered(p, ok, now);
   event_t *e = &g.events[g.ev];
-  if (ok && g.phase == PH_TRIGGERED && e->kind == EV_HANG && e->debug_status < 0) {
-    e->window_ok++; /* answered while the hung kernel still ran */
+  if (ok && g.phase == PH_TRIGGERED && window_open(e)) {
+    e->window_ok++; /* answered while the hung kernel still ran, or the workers were stopped */
     if (c->rd.from_spare && !e->window_spare++) /* a request moved off the hung worker */
       e->first_spare_ns = now;
     if (c->rd.from_spare && now - p->sent_ns > e->spare_max_ns)
@@ -516,15 +544,19 @@ static bool is_kill(ev_kind_t kind) {
   return kind == EV_KILL || kind == EV_DOUBLE || kind == EV_SECOND;
 }
 
-/* SIGKILL to each loop's process in pids (its active worker, or its spare). */
-static void kill_loops(const long *pids, const char *role) {
+/* A signal to each loop's process in pids (its active worker, or its spare). */
+static void signal_loops(const long *pids, int sig, const char *role) {
   for (unsigned i = 0; i < g.nloops; i++)
-    if (pids[i] <= 0 || kill((pid_t)pids[i], SIGKILL) != 0)
-      fail("cannot kill loop %u's %s (pid %ld)", i, role, pids[i]);
+    if (pids[i] <= 0 || kill((pid_t)pids[i], sig) != 0)
+      fail("cannot signal (%d) loop %u's %s (pid %ld)", sig, i, role, pids[i]);
 }
 
-/* Workers an event replaces per loop (a double kill: at least). */
-static unsigned replaced_per_loop(ev_kind_t kind) { return kind == EV_SECOND ? 2 : 1; }
+static void kill_loops(const long *pids, const char *role) { signal_loops(pids, SIGKILL, role); }
+
+/* Workers an event replaces per loop (a double kill: at least; a stop none, a stop-kill one). */
+static unsigned replaced_per_loop(ev_kind_t kind) {
+  return kind == EV_SECOND ? 2 : kind == EV_STOP ? 0 : 1;
+}
 
 static void trigger(void) {
   event_t *e = &g.events[g.ev];
@@ -532,8 +564,13 @@ static void trigger(void) {
   e->t0 = uv_hrtime();
   e->marker_ns = UINT64_MAX; /* a debug request: set when its reply comes (the old worker done) */
   e->debug_status = -1;
-  e->replaced = is_kill(e->kind) ? g.nloops * replaced_per_loop(e->kind) : 1;
+  e->replaced = is_kill(e->kind) || is_stop(e->kind) ? g.nloops * replaced_per_loop(e->kind) : 1;
   g.phase = PH_TRIGGERED;
+  if (is_stop(e->kind)) {
+    signal_loops(g.pids, SIGSTOP, "worker");
+    e->marker_ns = e->t0;
+    return;
+  }
   if (!is_kill(e->kind)) {
     control("POST", e->kind == EV_HANG ? "/debug/hang" : "/debug/fault");
     return;
@@ -586,6 +623,11 @@ static void report(const event_t *e, unsigned n) {
   }
   if (e->kind == EV_SECOND)
     printf(" second_kill_us=%llu", (unsigned long long)(e->second_ns - e->t0) / 1000u);
+  if (is_stop(e->kind)) /* what the spare answered while the workers were stopped */
+    printf(" held_us=%llu held_answers=%u held_spare=%u first_spare_us=%llu moved=%ld",
+           (unsigned long long)(e->released_ns - e->t0) / 1000u, e->window_ok, e->window_spare,
+           e->window_spare ? (unsigned long long)(e->first_spare_ns - e->t0) / 1000u : 0ull,
+           e->moved);
   putchar('\n');
 }
 
@@ -628,7 +670,8 @@ static void step_stats(void) {
     return;
   }
   e->promoted = stat_value("cuv_infer_worker_promotions_total") - e->promotions_before;
-  bool single = e->kind == EV_FAULT || e->kind == EV_HANG || e->kind == EV_KILL;
+  bool single = e->kind == EV_FAULT || e->kind == EV_HANG || e->kind == EV_KILL ||
+                is_stop(e->kind); /* a stop: none (the stopped worker kept its role) */
   if ((g.cfg.spare && single && e->promoted != (long)e->replaced) ||
       (e->kind == EV_SECOND && e->promoted < (long)g.nloops)) {
     fail("%s %u: %ld of its %u replacements were spares' promotions", kind_names[e->kind],
@@ -654,10 +697,72 @@ static void debug_answered(event_t *e) {
          "behind the hung kernel was moved)", g.ev + 1);
 }
 
+/* While the workers are stopped: the requests they held, and one sent after the stop, were
+ * answered (nothing could see the workers end: they did not, their sockets are open), so by the
+ * spare; GET /stats must show the same workers active (none replaced, none promoted), the stall
+ * and the moves counted. */
+static bool stop_held_checked(event_t *e) {
+  long pids[MAX_LOOPS];
+  unsigned n = stat_values("cuv_infer_worker_pid", pids, MAX_LOOPS);
+  bool same = g.ctl_rd.status == 200 && n == g.nloops;
+  for (unsigned i = 0; same && i < n; i++)
+    same = pids[i] == g.pids[i];
+  long restarts = stat_value("cuv_infer_worker_restarts_total");
+  e->moved = stat_value("cuv_infer_worker_moved_total") - e->moved_before;
+  if (!same || restarts != g.restarts_expected)
+    fail("%s %u: a stopped worker was replaced (%ld restarts, want %ld): its requests were "
+         "answered only after its end", kind_names[e->kind], g.ev + 1, restarts,
+         g.restarts_expected);
+  else if (stat_value("cuv_infer_worker_stalls_total") <= e->stalls_before || e->moved <= 0 ||
+           !e->window_spare)
+    fail("%s %u: no stall seen (%ld moves, %u answers from the spare)", kind_names[e->kind],
+         g.ev + 1, e->moved, e->window_spare);
+  e->late_want = e->late_before + e->moved;
+  return !g.failure;
+}
+
+/* Releases the stopped workers: SIGCONT (then their late replies must be counted, and none
+ * answered: a second answer would reach a connection as a response nobody asked for, or as
+ * the wrong outputs of the next request), or SIGKILL (a stop-kill: then the restarts). */
+static void stop_release(event_t *e) {
+  e->released_ns = uv_hrtime();
+  signal_loops(g.pids, e->kind == EV_STOP ? SIGCONT : SIGKILL, "stopped worker");
+  e->stop_step = STOP_LATE;
+  if (e->kind == EV_STOP) {
+    repoll();
+    return;
+  }
+  next_phase(PH_STATS);
+  control("GET", "/stats");
+}
+
+static void step_stop(event_t *e) {
+  if (e->stop_step == STOP_HELD) {
+    if (e->left || !e->first_correct_ns || g.ctl_busy)
+      return;
+    e->stop_step = STOP_CHECK;
+    control("GET", "/stats");
+  } else if (stats_pending()) {
+    return;
+  } else if (e->stop_step == STOP_CHECK) {
+    if (stop_held_checked(e))
+      stop_release(e);
+  } else if (stat_value("cuv_infer_worker_late_replies_total") < e->late_want) {
+    repoll(); /* the continued workers still answer what was moved off them */
+  } else {
+    next_phase(PH_STATS);
+    control("GET", "/stats");
+  }
+}
+
 static void step_triggered(void) {
   event_t *e = &g.events[g.ev];
   if (e->kind == EV_SECOND && !e->second_ns) {
     step_second(e);
+    return;
+  }
+  if (is_stop(e->kind)) {
+    step_stop(e);
     return;
   }
   if (!is_kill(e->kind) && e->debug_status < 0 && g.ctl_done && !g.ctl_busy)
@@ -686,7 +791,8 @@ static void step_pre(void) {
   unsigned n = stat_values("cuv_infer_worker_pid", g.pids, MAX_LOOPS);
   unsigned nspares = stat_values("cuv_infer_worker_spare_ready", spares, MAX_LOOPS);
   stat_values("cuv_infer_worker_spare_pid", g.spare_pids, MAX_LOOPS);
-  bool spare = g.cfg.spare || g.events[g.ev].kind == EV_DOUBLE || g.events[g.ev].kind == EV_SECOND;
+  event_t *e = &g.events[g.ev];
+  bool spare = g.cfg.spare || e->kind == EV_DOUBLE || e->kind == EV_SECOND || is_stop(e->kind);
   long restarts = stat_value("cuv_infer_worker_restarts_total");
   if (g.ctl_rd.status != 200 || n == 0 || n > MAX_LOOPS || restarts != g.restarts_expected) {
     fail("GET /stats before event %u: %u worker pids, %ld restarts (want %ld)", g.ev + 1, n,
@@ -701,7 +807,10 @@ static void step_pre(void) {
     return;
   }
   g.nloops = n;
-  g.events[g.ev].promotions_before = stat_value("cuv_infer_worker_promotions_total");
+  e->promotions_before = stat_value("cuv_infer_worker_promotions_total");
+  e->stalls_before = stat_value("cuv_infer_worker_stalls_total");
+  e->moved_before = stat_value("cuv_infer_worker_moved_total");
+  e->late_before = stat_value("cuv_infer_worker_late_replies_total");
   trigger();
 }
 
@@ -710,6 +819,9 @@ static void finish(void) {
   if (finished)
     return;
   finished = true;
+  const event_t *e = &g.events[g.ev];
+  if (g.ev < g.nev && is_stop(e->kind) && e->t0 && !e->released_ns)
+    signal_loops(g.pids, SIGCONT, "stopped worker"); /* after a failure: let the server stop */
   if (g.ctl_busy && !uv_is_closing((uv_handle_t *)&g.ctl))
     uv_close((uv_handle_t *)&g.ctl, on_ctl_closed); /* after a failure: do not wait for it */
   uv_timer_stop(&g.tick);
@@ -752,7 +864,8 @@ static void on_tick(uv_timer_t *timer) {
 static void usage(FILE *f) {
   fprintf(f, "usage: tcp-infer-fault-client --port N [--connections C] [--depth D] "
              "[--batch MIN-MAX] [--faults F] [--hangs H] [--kills K] [--double-kills K] "
-             "[--second-kills K] [--spare] [--moves] [--warmup N] [--seed S] "
+             "[--second-kills K] [--stops S] [--stop-kills S] [--spare] [--moves] [--warmup N] "
+             "[--seed S] "
              "[--timeout SECONDS]\n"
              "  drives a tcp-infer --isolate --debug-fault server through worker faults, hangs and "
              "kills under\n  verified load; --help, --version\n");
@@ -774,6 +887,8 @@ static bool option(int ch, void *arg) {
   case 'M': c->moves = true; return true;
   case 'D': return cli_unsigned("--double-kills", optarg, 0, MAX_EVENTS, &c->double_kills);
   case '2': return cli_unsigned("--second-kills", optarg, 0, MAX_EVENTS, &c->second_kills);
+  case 'o': return cli_unsigned("--stops", optarg, 0, MAX_EVENTS, &c->stops);
+  case 'O': return cli_unsigned("--stop-kills", optarg, 0, MAX_EVENTS, &c->stop_kills);
   case 'w': return cli_unsigned("--warmup", optarg, 0, 1000000, &c->warmup);
   case 's': return cli_uint("--seed", optarg, 0, UINT64_MAX, &c->seed);
   case 't': return cli_seconds("--timeout", optarg, 0.001, 86400, &c->timeout);
@@ -790,6 +905,7 @@ static int parse(int argc, char **argv) {
       {"hangs", required_argument, NULL, 'H'},  {"spare", no_argument, NULL, 'S'},
       {"moves", no_argument, NULL, 'M'},       {"double-kills", required_argument, NULL, 'D'},
       {"second-kills", required_argument, NULL, '2'},
+      {"stops", required_argument, NULL, 'o'}, {"stop-kills", required_argument, NULL, 'O'},
       {"warmup", required_argument, NULL, 'w'}, {"seed", required_argument, NULL, 's'},
       {"timeout", required_argument, NULL, 't'}, {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, 'V'},      {NULL, 0, NULL, 0}};
@@ -800,9 +916,11 @@ static int parse(int argc, char **argv) {
     return CLI_USAGE;
   if (optind != argc)
     return cli_usage_error("unexpected argument '%s'", argv[optind]);
-  if (g.cfg.faults + g.cfg.hangs + g.cfg.kills + g.cfg.double_kills + g.cfg.second_kills >
+  if (g.cfg.faults + g.cfg.hangs + g.cfg.kills + g.cfg.double_kills + g.cfg.second_kills +
+          g.cfg.stops + g.cfg.stop_kills >
       MAX_EVENTS)
-    return cli_usage_error("--faults, --hangs and the kills: %d events at most", MAX_EVENTS);
+    return cli_usage_error("--faults, --hangs, the kills and the stops: %d events at most",
+                           MAX_EVENTS);
   return 0;
 }
 
@@ -854,8 +972,8 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   make_pool();
   g.rng = 0x9e3779b97f4a7c15ull;
-  const unsigned counts[] = {g.cfg.faults, g.cfg.hangs, g.cfg.kills, g.cfg.double_kills,
-                            g.cfg.second_kills}; /* in ev_kind_t's order */
+  const unsigned counts[] = {g.cfg.faults,       g.cfg.hangs, g.cfg.kills,     g.cfg.double_kills,
+                             g.cfg.second_kills, g.cfg.stops, g.cfg.stop_kills}; /* ev_kind_t */
   for (unsigned k = 0; k < sizeof counts / sizeof counts[0]; k++)
     for (unsigned i = 0; i < counts[k]; i++)
       g.events[g.nev++].kind = (ev_kind_t)k;
