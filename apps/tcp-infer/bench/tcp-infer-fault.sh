@@ -12,13 +12,16 @@
 # promoted (promoted=1) or a new process had to start (promoted=0); for a hang, the correct
 # answers per second while the hung kernel ran (streams.c routes around its stream), and those
 # the spare gave before the watchdog's kill (the requests stuck behind the hung kernel, moved to
-# it after --hang-suspect-ms: the first after how long, the longest latency of them). With
-# nvidia-smi, the GPU memory each worker process holds (a CUDA context, the module, the weights,
+# it after --hang-suspect-ms: the first after how long, the longest latency of them); for a
+# stop (SIGSTOP to the worker, SIGCONT once the spare answered what it held: a worker that
+# neither answers nor ends, moved off after --stall-suspect-ms), the answers the spare gave
+# while it was stopped and the first after how long. With nvidia-smi, the GPU memory each worker process holds (a CUDA context, the module, the weights,
 # the workspaces): what the spare costs.
 #
 # Three runs: "spare" (the default --isolate-spares 1; before each event the client waits until
 # the spare is ready, and every recovery must be its promotion; each hang must see answers from
-# the spare before the watchdog's kill), "no-spare" (--isolate-spares 0, fewer events: each
+# the spare before the watchdog's kill; each stop must be answered by the spare while the worker
+# is stopped), "no-spare" (--isolate-spares 0, fewer events: each
 # recovery waits for a new worker process), for comparison, and "double" (the active worker and
 # its spare killed together, then the active one and, as soon as it took over, the promoted
 # spare: each recovery waits for a new worker process, with no error).
@@ -31,6 +34,10 @@
 #   TCP_INFER_FAULT_HANGS      debug hangs (default 1), each found after TCP_INFER_FAULT_TIMEOUT
 #   TCP_INFER_FAULT_TIMEOUT    the server's --isolate-timeout in ms (default 1000)
 #   TCP_INFER_FAULT_SUSPECT    the server's --hang-suspect-ms (default 100, the server's default)
+#   TCP_INFER_FAULT_STALL      the server's --stall-suspect-ms (default 20, the server's default;
+#                              0: off, then only --hang-suspect-ms answers a stop)
+#   TCP_INFER_FAULT_STOPS      stops of the worker (default 2; 0 when TCP_INFER_FAULT_STALL is 0:
+#                              the client requires each stop to be seen as a stall)
 #   TCP_INFER_FAULT_KILLS      kills of the worker (default 2)
 #   TCP_INFER_FAULT_NOSPARE    0: skip the no-spare run; else its faults and kills (default 2: 2
 #                              faults and 2 kills)
@@ -51,6 +58,8 @@ faults=${TCP_INFER_FAULT_FAULTS:-5}
 hangs=${TCP_INFER_FAULT_HANGS:-1}
 timeout_ms=${TCP_INFER_FAULT_TIMEOUT:-1000}
 suspect_ms=${TCP_INFER_FAULT_SUSPECT:-100}
+stall_ms=${TCP_INFER_FAULT_STALL:-20}
+stops=${TCP_INFER_FAULT_STOPS:-$([ "$stall_ms" = 0 ] && echo 0 || echo 2)}
 kills=${TCP_INFER_FAULT_KILLS:-2}
 nospare=${TCP_INFER_FAULT_NOSPARE:-2}
 double=${TCP_INFER_FAULT_DOUBLE:-2}
@@ -91,6 +100,7 @@ summarize() {
         ws[k] += r["window_spare"]; fs[k, n[k]] = r["first_spare_us"]
         if (r["spare_max_latency_us"] > sl[k]) sl[k] = r["spare_max_latency_us"]
       }
+      if ("held_spare" in r) { hs[k] += r["held_spare"]; hn[k]++; fh[k, n[k]] = r["first_spare_us"] }
     }
     function sort(x, m, k,   i, j, t) {
       for (i = 1; i <= m; i++) for (j = i + 1; j <= m; j++)
@@ -112,6 +122,11 @@ summarize() {
                  "from the spare before the kill: %d, the first after %.1f ms median, the " \
                  "longest latency %.1f ms\n", wr[k] / wn[k], ws[k], median(fs, n[k], k) / 1000,
                  sl[k] / 1000
+        if (hn[k]) {
+          sort(fh, n[k], k)
+          printf "        from the spare while the worker was stopped: %d, the first after %.1f " \
+                 "ms median\n", hs[k], median(fh, n[k], k) / 1000
+        }
       }
     }' "$1"
 }
@@ -177,8 +192,9 @@ run() {
 
 echo "tcp-infer-fault bench: $conns verified connections x 8 in flight, batch $batch," \
   "$([ "$wrk_conns" = 0 ] && echo "no wrk" || echo "wrk on $wrk_conns more connections")"
-run spare --isolate-timeout "$timeout_ms" --hang-suspect-ms "$suspect_ms" -- --faults "$faults" \
-  --hangs "$hangs" --kills "$kills" --spare --moves
+run spare --isolate-timeout "$timeout_ms" --hang-suspect-ms "$suspect_ms" \
+  --stall-suspect-ms "$stall_ms" -- --faults "$faults" --hangs "$hangs" --kills "$kills" \
+  --stops "$stops" --spare --moves
 rc=$?
 if [ $rc -eq 77 ]; then
   echo "tcp-infer-fault bench: no CUDA driver (set CUV_DRIVER=sim to run it on the simulator)"
