@@ -839,6 +839,10 @@ static void on_watchdog(uv_timer_t *timer) {
   const server_t *s = iso->lp->srv;
   uint64_t now = uv_hrtime(), limit = (uint64_t)s->isolate_timeout_ms * 1000000u;
   uint64_t start_limit = (uint64_t)s->isolate_start_timeout_ms * 1000000u;
+  /* More than two periods since the last run: the loop itself was held (a loaded machine), and
+   * the replies that came meanwhile may not be read yet: no worker is judged stalled now. */
+  bool loop_late = iso->watchdog_ran_ns && now - iso->watchdog_ran_ns > 2 * iso->watchdog_period_ns;
+  iso->watchdog_ran_ns = now;
   expire_queue(iso, now);
   for (wproc_t *w = iso->live; w; w = w->next_live) {
     if (hung(w, now, limit)) {
@@ -850,7 +854,8 @@ static void on_watchdog(uv_timer_t *timer) {
               w->proc.pid, s->isolate_start_timeout_ms);
       iso->start_timeouts++;
     } else {
-      move_stalled(iso, w, now, (uint64_t)s->stall_suspect_ms * 1000000u);
+      if (!loop_late)
+        move_stalled(iso, w, now, (uint64_t)s->stall_suspect_ms * 1000000u);
       move_suspects(iso, w, now, (uint64_t)s->hang_suspect_ms * 1000000u);
       continue;
     }
@@ -872,6 +877,7 @@ static void start_watchdog(isolate_t *iso) {
   iso->watchdog.data = iso;
   if (ms) {
     uint64_t period = ms / 4 ? ms / 4 : 1;
+    iso->watchdog_period_ns = period * 1000000u;
     uv_timer_start(&iso->watchdog, on_watchdog, period, period);
   }
 }

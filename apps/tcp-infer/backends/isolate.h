@@ -46,6 +46,7 @@ struct isolate {
   unsigned installed; /* workers made cur (the first is no restart) */
   uv_timer_t timer;   /* the back-off before a respawn; at shutdown, the grace period */
   uv_timer_t watchdog; /* --isolate-timeout */
+  uint64_t watchdog_period_ns, watchdog_ran_ns; /* its period; when it last ran */
   unsigned backoff_ms, spare_backoff_ms;
   bool stopping, timer_closed, watchdog_closed;
   bool unclean_stop; /* a worker ended otherwise than with status 0 at shutdown */
