@@ -280,20 +280,6 @@ static void expect_queue_full(client_t *c, bool v2) {
   free_response(&r);
 }
 
-/* A KServe inference's answer: 200, the batch's outputs. */
-static void expect_v2_ok(client_t *c, const batch_t *b) {
-  response_t r;
-  assert_true(read_response(c, &r));
-  assert_int_equal(r.status, 200);
-  float out[MLP_OUT];
-  char why[128];
-  assert_int_equal(v2_response_outputs(r.body, r.len, r.infer_header_len, 1, NULL, out, why,
-                                       sizeof why),
-                   0);
-  assert_true(mlp_close_enough(out, b->want, MLP_OUT));
-  free_response(&r);
-}
-
 /* Request i of the 5 (1 row each), appended to the wire: POST /infer's, or KServe's JSON. */
 static void append_request(char **wire, size_t *len, const batch_t *b, bool v2) {
   size_t body_len = MLP_IN * sizeof(float), json_len;
@@ -326,14 +312,14 @@ static void queue_full(bool v2) {
   }
   send_all(c, wire, len);
   for (unsigned i = 0; i < 3; i++)
-    v2 ? expect_v2_ok(c, &b[i]) : wire_expect_ok(c, &b[i]);
+    v2 ? wire_expect_v2_ok(c, &b[i]) : wire_expect_ok(c, &b[i]);
   expect_queue_full(c, v2);
   expect_queue_full(c, v2);
   assert_true(wire_metric("cuv_infer_queue_rejected_total", "") == before + 2);
   len = 0;
   append_request(&wire, &len, &b[4], v2);
   send_all(c, wire, len);
-  v2 ? expect_v2_ok(c, &b[4]) : wire_expect_ok(c, &b[4]);
+  v2 ? wire_expect_v2_ok(c, &b[4]) : wire_expect_ok(c, &b[4]);
   for (unsigned i = 0; i < 5; i++)
     free_batch(&b[i]);
   free(wire);

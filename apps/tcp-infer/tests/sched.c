@@ -77,20 +77,6 @@ static void send_v2(client_t *c, const batch_t *b, const char *params, bool bina
   free(body);
 }
 
-/* 200 with the batch's outputs, as the host computes them. */
-static void expect_v2_ok(client_t *c, const batch_t *b) {
-  response_t r;
-  assert_true(read_response(c, &r));
-  assert_int_equal(r.status, 200);
-  float out[MLP_OUT];
-  char why[128];
-  int rc = v2_response_outputs(r.body, r.len, r.infer_header_len, 1, NULL, out, why, sizeof why);
-  if (rc != 0)
-    fail_msg("%s", why);
-  assert_true(mlp_close_enough(out, b->want, MLP_OUT));
-  free_response(&r);
-}
-
 /* An error in KServe's form: `status`, {"error": "<words>..."}, the connection kept. */
 static void expect_v2_error(client_t *c, unsigned status, const char *words) {
   response_t r;
@@ -195,7 +181,7 @@ static void expect_order(held_t *h, const unsigned *rank) {
           if (r < last)
             fail_msg("request %u (rank %u) answered after one of rank %u", idx[j], r, last);
           last = r;
-          expect_v2_ok(h->c[idx[j]], &h->b[idx[j]]);
+          wire_expect_v2_ok(h->c[idx[j]], &h->b[idx[j]]);
           answered[idx[j]] = true;
           got++;
         }
@@ -235,8 +221,8 @@ static void test_timeout(void **state) {
   if (!isolate) /* nothing else started either (--isolate: the front sent the others on) */
     assert_true(in_flight() == flying + 1);
   for (unsigned i = 1; i < 4; i++)
-    expect_v2_ok(c, &b[i]);
-  expect_v2_ok(first, &hold);
+    wire_expect_v2_ok(c, &b[i]);
+  wire_expect_v2_ok(first, &hold);
   assert_true(metric("cuv_infer_queue_timeouts_total", "") == timeouts + 1);
   assert_true(metric("nv_inference_request_failure", FAILED("REJECTED")) ==
               rejected + 1);
@@ -255,7 +241,7 @@ static void test_priority(void **state) {
   static const unsigned rank[6] = {4, 2, 5, 0, 3, 1};
   held_t h;
   hold_and_queue(&h, NULL, params, 6);
-  expect_v2_ok(h.first, &h.hold);
+  wire_expect_v2_ok(h.first, &h.hold);
   expect_order(&h, rank);
   held_free(&h);
 }
@@ -285,7 +271,7 @@ static void test_batch_priority(void **state) {
   double batches = executions();
   held_t h;
   hold_and_queue(&h, NULL, params, 5);
-  expect_v2_ok(h.first, &h.hold);
+  wire_expect_v2_ok(h.first, &h.hold);
   expect_order(&h, rank);
   assert_true(executions() == batches + 4);
   held_free(&h);
@@ -310,7 +296,7 @@ static void test_bad_parameters(void **state) {
               "{\"parameters\":[1]}\n");
   expect_v2_error(c, 400, "parameters must be an object");
   send_v2(c, &b, "\"priority\":1,\"timeout\":60000000", true);
-  expect_v2_ok(c, &b);
+  wire_expect_v2_ok(c, &b);
   assert_true(metric("nv_inference_request_failure", FAILED("OTHER")) ==
               other + (double)nbad + 1);
   hang_up(c);

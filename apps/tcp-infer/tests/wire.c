@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "tools/v2-client.h"
 #include "wire.h"
 
 int wire_port;
@@ -292,5 +293,17 @@ void wire_expect_ok(client_t *c, const batch_t *b) {
   assert_int_equal(r.len, (size_t)b->rows * MLP_OUT * sizeof(float));
   assert_true(mlp_close_enough((const float *)(const void *)r.body, b->want,
                                (size_t)b->rows * MLP_OUT));
+  free_response(&r);
+}
+
+void wire_expect_v2_ok(client_t *c, const batch_t *b) {
+  response_t r;
+  assert_true(read_response(c, &r));
+  assert_int_equal(r.status, 200);
+  float out[MLP_OUT];
+  char why[128];
+  if (v2_response_outputs(r.body, r.len, r.infer_header_len, 1, NULL, out, why, sizeof why) != 0)
+    fail_msg("%s", why);
+  assert_true(mlp_close_enough(out, b->want, MLP_OUT));
   free_response(&r);
 }

@@ -71,6 +71,8 @@ void free_batch(batch_t *b);
 /* POST /infer of the batch's rows (compact form); then its answer: 200 with the host's outputs. */
 void wire_send_infer(client_t *c, const batch_t *b);
 void wire_expect_ok(client_t *c, const batch_t *b);
+/* A KServe inference's answer for one row: 200, its outputs as the host computes them. */
+void wire_expect_v2_ok(client_t *c, const batch_t *b);
 
 /* Triton's labels of the model's metrics. */
 #define WIRE_MODEL "model=\"mlp\",version=\"1\""
