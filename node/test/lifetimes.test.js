@@ -110,15 +110,23 @@ test('dispose() while the GPU is busy returns at once; the memory is freed once 
   skip: simOnly,
 }, async () => {
   await collect();
-  await until(() => cuv.stats().releasing === 0);
+  await until(() => cuv.stats().releasing === 0 && cuv.stats().inFlight === 0);
+  const launched = cuv.sim.calls('cuLaunchKernel'); // no other launch is made meanwhile
   const g = await gate(GATE_MS);
+  // Work behind the gate (hazards on its state): once its launch is being made, the gate's was
+  // made before it, so a free from here on waits for the gate. gate() alone returns before its
+  // launch may have been made (another thread may make it), and then nothing would wait.
+  const trace = cuv.alloc(Uint32Array, 1);
+  const bumped = g.bump(trace);
+  await until(() => cuv.sim.calls('cuLaunchKernel') >= launched + 2);
   const bufs = Array.from({ length: 4 }, () => cuv.alloc(Float32Array, 4));
   const before = frees();
   for (const b of bufs) b.dispose(); // each the last reference: its free waits for the gate
   assert.ok(cuv.stats().releasing > 0, 'the frees wait for the gate, on the releasing thread');
   await g.open();
   await g.closed;
-  assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1),
+  await bumped;
+  assert.deepStrictEqual(await cuv.download(g.state), Uint32Array.of(1 + 4),
     'open() ended the gate, not its timeout: dispose() did not wait for it');
   await until(() => cuv.stats().releasing === 0);
   assert.strictEqual(frees(), before + bufs.length);
