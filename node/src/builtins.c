@@ -85,9 +85,27 @@ typedef struct mlp_build {
   uint32_t nlayers;
 } mlp_build_t;
 
-/* Layer i of mlp(x, rows, layers): y = act(w x + b), ReLU between layers. */
+/* cuv_map's fn: a layer's output is a tuple (its input's buffer, its own); the next layer reads
+ * its own only (a launch's op argument must output one buffer). The input's buffer goes: the
+ * submission holds what its launches use until the GPU is done with them. */
+static int keep_own_output(cuv_output_t *value, void *arg) {
+  (void)arg;
+  cuv_output_t *own = cuv_tuple_get(value, 1);
+  if (own) {
+    cuv_output_t kept = cuv_output_take(own);
+    cuv_output_release(value);
+    *value = kept;
+  }
+  return 0;
+}
+
+/* Layer i of mlp(x, rows, layers): y = act(w x + b), ReLU between layers. Its input is x for the
+ * first layer, else the previous layer's launch as an op argument (it runs first, on the same
+ * stream) whose output is cut to that layer's own buffer. Its output is allocated stream-ordered
+ * by the launch itself (cuv_alloc as an op argument), so neither the allocation nor, at the end,
+ * the free waits on the calling thread: a cuMemFree of the layers' outputs waits for the GPU. */
 static int build_layer(cuv_node_call_t *c, mlp_build_t *m, uint32_t i, cuv_buffer_t *x,
-                       cuv_op_t **op, cuv_buffer_t **y) {
+                       cuv_op_t **op) {
   napi_value layer;
   napi_valuetype type;
   cuv_node_buffer_t *w = NULL, *b = NULL;
@@ -101,47 +119,39 @@ static int build_layer(cuv_node_call_t *c, mlp_build_t *m, uint32_t i, cuv_buffe
                         "layers[%u].weights has %zu floats, expected %zu (%zu outputs x %u "
                         "inputs)",
                         i, w->length, out * m->in, out, m->in);
-  int rc = cuv_buffer_create(y, c->addon->dev, (size_t)m->rows * out * sizeof(float));
-  if (rc < 0)
-    return rc;
   unsigned outputs = (unsigned)out, relu = i + 1 < m->nlayers;
-  const cuv_arg_t args[] = {CUV_ARG_VALUE(m->rows), CUV_ARG_VALUE(m->in), CUV_ARG_VALUE(outputs),
-                            CUV_ARG_READ(x),        CUV_ARG_READ(w->buf), CUV_ARG_READ(b->buf),
-                            CUV_ARG_WRITE(*y),      CUV_ARG_VALUE(relu)};
+  cuv_arg_t input = i == 0 ? CUV_ARG_READ(x) : CUV_ARG_OP_READ(cuv_map(*op, keep_own_output, NULL));
+  cuv_op_t *y = cuv_alloc(c->addon->dev, (size_t)m->rows * out * sizeof(float));
+  const cuv_arg_t args[] = {
+      CUV_ARG_VALUE(m->rows), CUV_ARG_VALUE(m->in), CUV_ARG_VALUE(outputs), input,
+      CUV_ARG_READ(w->buf),   CUV_ARG_READ(b->buf), CUV_ARG_OP_WRITE(y),    CUV_ARG_VALUE(relu)};
   *op = cuv_launch(m->dense, grid_for((size_t)m->rows * out), CUV_DIM1(BLOCK), 0, args, 8);
   m->in = outputs;
   return 0;
 }
 
-/* The layers' launches in sequence; *result receives the last layer's output buffer. */
-static int build_layers(cuv_node_call_t *c, mlp_build_t *m, cuv_node_buffer_t *x, cuv_op_t **op,
-                        cuv_buffer_t **result) {
+/* The layers' launches, each the next one's op argument; the last one is the op. */
+static int build_layers(cuv_node_call_t *c, mlp_build_t *m, cuv_node_buffer_t *x, cuv_op_t **op) {
   int rc = cuv_node_builtin_kernel(c->addon, "mlp_dense", &m->dense);
-  if (rc < 0)
-    return rc;
   cuv_op_t *chain = NULL;
-  cuv_buffer_t *input = cuv_buffer_ref(x->buf);
-  for (uint32_t i = 0; i < m->nlayers && rc == 0; i++) {
-    cuv_op_t *launch = NULL;
-    cuv_buffer_t *y = NULL;
-    rc = build_layer(c, m, i, input, &launch, &y);
-    if (rc == 0) {
-      chain = chain ? cuv_seq(chain, launch) : launch; /* the launches hold their buffers */
-      cuv_buffer_unref(input);
-      input = y;
-    }
-  }
+  for (uint32_t i = 0; i < m->nlayers && rc == 0; i++)
+    rc = build_layer(c, m, i, x->buf, &chain);
   if (rc < 0) {
     cuv_op_destroy(chain);
-    cuv_buffer_unref(input);
     return rc;
   }
   *op = chain;
-  *result = input;
   return 0;
 }
 
-int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result) {
+/* The last layer's output in the op's output: a launch with op arguments outputs theirs, so one
+ * layer's output is its buffer and each further layer's a tuple (the layers before, its own). */
+cuv_buffer_t *cuv_node_mlp_result(const cuv_output_t *output) {
+  const cuv_output_t *last = cuv_tuple_get(output, 1);
+  return cuv_output_buffer(last ? last : output);
+}
+
+int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, size_t *result_length) {
   cuv_node_buffer_t *x;
   mlp_build_t m = {0};
   bool is_array = false;
@@ -156,7 +166,10 @@ int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result)
       napi_get_array_length(c->env, c->argv[2], &m.nlayers) != napi_ok || m.nlayers == 0)
     return cuv_node_bad(c, "layers must be a non-empty array");
   m.in = (unsigned)(x->length / m.rows);
-  return build_layers(c, &m, x, op, result);
+  rc = build_layers(c, &m, x, op);
+  if (rc == 0)
+    *result_length = (size_t)m.rows * m.in; /* m.in is now the last layer's width */
+  return rc;
 }
 
 /* saxpy(a, x, y, token, yObject): x and y as objects or numbers (handles.h); the Promise resolves
@@ -179,15 +192,16 @@ napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info) {
 napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
   cuv_op_t *op = NULL;
-  cuv_buffer_t *out = NULL;
+  size_t length = 0;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = cuv_node_build_mlp(&c, &op, &out);
+  int rc = cuv_node_build_mlp(&c, &op, &length);
   if (rc < 0)
     return cuv_node_rejected(env, rc, c.detail);
-  size_t length = cuv_buffer_size(out) / sizeof(float);
-  cuv_node_result_t result = {
-      .kind = CUV_NODE_DEVICE, .device = out, .type = napi_float32_array, .length = length};
+  cuv_node_result_t result = {.kind = CUV_NODE_OUTPUT,
+                              .pick = cuv_node_mlp_result,
+                              .type = napi_float32_array,
+                              .length = length};
   return cuv_node_submit(&c, op, c.argv[3], &result);
 }
 

@@ -9,9 +9,12 @@
 
 /* saxpy(a, x, y) from argv[0..2]: y = a*x + y on float32 DeviceBuffers of one length. */
 int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op);
-/* mlp(x, rows, layers) from argv[0..2]: a launch per layer; *result receives a reference on the
- * last layer's output, a new float32 buffer of rows x its width. */
-int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **result);
+/* mlp(x, rows, layers) from argv[0..2]: a launch per layer, each layer's output allocated
+ * stream-ordered when it runs; *result_length receives the floats of the result (rows x the last
+ * layer's width), which cuv_node_mlp_result finds in the op's output once it completed. */
+int cuv_node_build_mlp(cuv_node_call_t *c, cuv_op_t **op, size_t *result_length);
+/* The result buffer in a completed mlp op's output (borrowed from the output), or NULL. */
+cuv_buffer_t *cuv_node_mlp_result(const cuv_output_t *output);
 
 napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info);
 napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info);

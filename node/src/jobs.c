@@ -71,6 +71,12 @@ static void settle_done(napi_env env, cuv_node_done_t *done) {
  * thousands: the Promise settles in a slice of the settler's (settle.h), in completion order. */
 static void on_done(int status, cuv_output_t *output, void *arg) {
   job_t *job = arg;
+  cuv_node_result_t *r = &job->result;
+  if (status == 0 && r->kind == CUV_NODE_OUTPUT) {
+    r->device = cuv_buffer_ref(r->pick(output));
+    r->kind = CUV_NODE_DEVICE;
+    status = r->device ? 0 : CUV_EINVAL; /* an op without the buffer pick looks for */
+  }
   job->status = status;
   job->done.settle = settle_done;
   cuv_node_settler_push(job->addon, &job->done);

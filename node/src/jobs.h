@@ -9,9 +9,12 @@
 
 /* What a Promise resolves with once its op completed. */
 typedef struct cuv_node_result {
-  enum { CUV_NODE_UNDEFINED, CUV_NODE_VALUE, CUV_NODE_DEVICE, CUV_NODE_HOST } kind;
-  napi_value value;          /* VALUE: this JavaScript value (kept alive meanwhile) */
-  cuv_buffer_t *device;      /* DEVICE: a new DeviceBuffer takes over this reference */
+  enum { CUV_NODE_UNDEFINED, CUV_NODE_VALUE, CUV_NODE_DEVICE, CUV_NODE_HOST, CUV_NODE_OUTPUT } kind;
+  napi_value value;     /* VALUE: this JavaScript value (kept alive meanwhile) */
+  cuv_buffer_t *device; /* DEVICE: a new DeviceBuffer takes over this reference */
+  /* OUTPUT: a new DeviceBuffer over the buffer pick finds in the op's output (a reference taken
+   * in the completion, where the output is valid; the result is then a DEVICE one) */
+  cuv_buffer_t *(*pick)(const cuv_output_t *output);
   cuv_host_buffer_t *host;   /* HOST: a new pinned TypedArray takes over this reference */
   napi_typedarray_type type; /* DEVICE, HOST: element type and length */
   size_t length;

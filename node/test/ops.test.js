@@ -140,6 +140,39 @@ test('a driver failure rejects with CUV_ECUDA and the CUresult; the next call su
   assertSaxpy(assert, await cuv.download(dy), 2, x, y);
 });
 
+test('mlp allocates its layers stream-ordered: no cuMemAlloc, a failed cuMemAllocAsync rejects', {
+  skip: simOnly,
+}, async () => {
+  const CUDA_ERROR_OUT_OF_MEMORY = 2;
+  const m = await randomMlp(3, [5, 9, 4]);
+  const [sync, async] = [cuv.sim.calls('cuMemAlloc'), cuv.sim.calls('cuMemAllocAsync')];
+  cuv.sim.fail('cuMemAlloc', 0, CUDA_ERROR_OUT_OF_MEMORY); // every cuMemAlloc from now on
+  try {
+    const out = await cuv.mlp(m.dx, 3, m.device);
+    assert.strictEqual(out.length, 3 * 4);
+    assertClose(assert, await cuv.download(out), m.expected, 1e-4);
+    out.dispose();
+  } finally {
+    cuv.sim.clearFailures();
+  }
+  assert.strictEqual(cuv.sim.calls('cuMemAlloc') - sync, 0);
+  assert.strictEqual(cuv.sim.calls('cuMemAllocAsync') - async, 2); // one per layer
+  const live = cuv.liveBuffers();
+  for (const nth of [1, 2]) { // the first layer's output, then the second's
+    cuv.sim.fail('cuMemAllocAsync', nth, CUDA_ERROR_OUT_OF_MEMORY);
+    try {
+      await assert.rejects(cuv.mlp(m.dx, 3, m.device),
+        { code: 'CUV_ECUDA', cuResult: 'CUDA_ERROR_OUT_OF_MEMORY' });
+    } finally {
+      cuv.sim.clearFailures();
+    }
+  }
+  assert.strictEqual(cuv.liveBuffers(), live); // no DeviceBuffer over a failed output
+  assert.strictEqual(cuv.pending(), 0);
+  const again = await cuv.mlp(m.dx, 3, m.device); // the next call succeeds
+  assertClose(assert, await cuv.download(again), m.expected, 1e-4);
+});
+
 test('a thousand Promises in flight at once all resolve correctly', { skip }, async () => {
   const n = 1000;
   const jobs = Array.from({ length: n }, (_, i) => ({

@@ -7,9 +7,12 @@
 #include "errors.h"
 #include "kernels.h"
 
-/* The float32 DeviceBuffer over the output an mlp wrote (its reference taken over), or NULL. */
-static napi_value mlp_output(cuv_node_addon_t *a, cuv_buffer_t *out) {
-  return cuv_node_buffer_new(a, out, napi_float32_array, cuv_buffer_size(out) / sizeof(float));
+/* A float32 DeviceBuffer over the mlp's result in its op's output (a reference taken), or NULL. */
+static napi_value mlp_output(cuv_node_addon_t *a, const cuv_output_t *out) {
+  cuv_buffer_t *result = cuv_buffer_ref(cuv_node_mlp_result(out));
+  return result ? cuv_node_buffer_new(a, result, napi_float32_array,
+                                      cuv_buffer_size(result) / sizeof(float))
+                : NULL;
 }
 
 /* One op run by cuv_sync on a pool thread. */
@@ -18,14 +21,15 @@ typedef struct work {
   napi_deferred deferred;
   napi_ref value; /* resolve with it (saxpy's y), or NULL */
   cuv_node_addon_t *addon;
-  cuv_buffer_t *output; /* else resolve with a DeviceBuffer over it (mlp's), or undefined */
+  bool mlp;            /* else resolve with a DeviceBuffer over the mlp's result, or undefined */
+  cuv_output_t output; /* the op's */
   cuv_op_t *op;
   int status;
 } work_t;
 
 static void execute(napi_env env, void *data) {
   work_t *w = data;
-  w->status = cuv_sync(w->op, NULL); /* holds this pool thread until the GPU is done */
+  w->status = cuv_sync(w->op, &w->output); /* holds this pool thread until the GPU is done */
   w->op = NULL;
 }
 
@@ -37,12 +41,11 @@ static void complete(napi_env env, napi_status work_status, void *data) {
     w->status = CUV_ECANCELED;
   if (w->status == 0 && w->value)
     napi_get_reference_value(env, w->value, &value);
-  else if (w->status == 0 && w->output)
-    value = mlp_output(w->addon, w->output);
+  else if (w->status == 0 && w->mlp)
+    value = mlp_output(w->addon, &w->output);
   else if (w->status == 0)
     napi_get_undefined(env, &value);
-  else
-    cuv_buffer_unref(w->output);
+  cuv_output_release(&w->output);
   if (value)
     napi_resolve_deferred(env, w->deferred, value);
   else
@@ -55,20 +58,19 @@ static void complete(napi_env env, napi_status work_status, void *data) {
 }
 
 /* Queues op on the pool; the Promise resolves with `value` when not NULL, else with a DeviceBuffer
- * over `output` when not NULL, else with undefined. Consumes op and the reference on output. */
-static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, cuv_buffer_t *output) {
+ * over the mlp's result when `mlp`, else with undefined. Consumes op. */
+static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, bool mlp) {
   napi_env env = c->env;
   napi_value promise, name;
   work_t *w = calloc(1, sizeof *w);
   if (!w || napi_create_promise(env, &w->deferred, &promise) != napi_ok) {
     free(w);
     cuv_op_destroy(op);
-    cuv_buffer_unref(output);
     return cuv_node_rejected(env, CUV_ENOMEM, NULL);
   }
   w->op = op;
   w->addon = c->addon;
-  w->output = output;
+  w->mlp = mlp;
   if ((value && napi_create_reference(env, value, 1, &w->value) != napi_ok) ||
       napi_create_string_utf8(env, "cuv.baseline", NAPI_AUTO_LENGTH, &name) != napi_ok ||
       napi_create_async_work(env, NULL, name, execute, complete, w, &w->work) != napi_ok ||
@@ -76,7 +78,6 @@ static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, cuv_
     w->status = CUV_ENOMEM;
     napi_reject_deferred(env, w->deferred, cuv_node_error(env, w->status, NULL));
     cuv_op_destroy(w->op);
-    cuv_buffer_unref(w->output);
     if (w->work)
       napi_delete_async_work(env, w->work);
     if (w->value)
@@ -88,88 +89,87 @@ static napi_value queue(cuv_node_call_t *c, cuv_op_t *op, napi_value value, cuv_
 
 /* ---- the ops, and the two ways of running them -------------------------------------------- */
 
-/* An op from a call's arguments; *output receives a new buffer the result is made of (mlp's), or
- * stays NULL. */
-typedef int (*build_t)(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output);
+/* An op from a call's arguments. */
+typedef int (*build_t)(cuv_node_call_t *c, cuv_op_t **op);
 
-static int build_saxpy(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
-  return cuv_node_build_saxpy(c, op);
+static int build_mlp(cuv_node_call_t *c, cuv_op_t **op) {
+  size_t length;
+  return cuv_node_build_mlp(c, op, &length);
 }
 
-static int build_launch(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
-  return cuv_node_build_launch(c, op);
-}
-
-static int build_nop(cuv_node_call_t *c, cuv_op_t **op, cuv_buffer_t **output) {
+static int build_nop(cuv_node_call_t *c, cuv_op_t **op) {
   int rc = cuv_node_setup(c->addon);
   if (rc == 0)
     *op = cuv_value(NULL, NULL);
   return rc;
 }
 
-/* cuv_sync on the JavaScript thread; returns argv[2] (saxpy's y) when returns_y, else a
- * DeviceBuffer over the output, else undefined. */
-static napi_value run_sync(napi_env env, napi_callback_info info, build_t build, bool returns_y) {
+/* What run_sync and run_work resolve with: saxpy's y (argv[2]), a DeviceBuffer over the mlp's
+ * result, or undefined. */
+enum returns { RETURNS_Y, RETURNS_MLP, RETURNS_NOTHING };
+
+/* cuv_sync on the JavaScript thread; returns what `returns` names. */
+static napi_value run_sync(napi_env env, napi_callback_info info, build_t build,
+                           enum returns returns) {
   cuv_node_call_t c;
   cuv_op_t *op = NULL;
-  cuv_buffer_t *output = NULL;
+  cuv_output_t output = {0};
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = build(&c, &op, &output);
+  int rc = build(&c, &op);
   if (rc == 0)
-    rc = cuv_sync(op, NULL);
-  if (rc < 0) {
-    cuv_buffer_unref(output);
+    rc = cuv_sync(op, &output);
+  if (rc < 0)
     return cuv_node_throw(env, rc, c.detail);
-  }
-  if (returns_y)
-    return c.argv[2];
-  if (!output)
-    return NULL;
-  napi_value value = mlp_output(c.addon, output);
-  return value ? value : cuv_node_throw(env, CUV_ENOMEM, NULL);
+  napi_value value = NULL;
+  if (returns == RETURNS_Y)
+    value = c.argv[2];
+  else if (returns == RETURNS_MLP && !(value = mlp_output(c.addon, &output)))
+    value = cuv_node_throw(env, CUV_ENOMEM, NULL);
+  cuv_output_release(&output);
+  return value;
 }
 
 /* The same as napi_async_work, resolving with what run_sync returns. */
-static napi_value run_work(napi_env env, napi_callback_info info, build_t build, bool returns_y) {
+static napi_value run_work(napi_env env, napi_callback_info info, build_t build,
+                           enum returns returns) {
   cuv_node_call_t c;
   cuv_op_t *op = NULL;
-  cuv_buffer_t *output = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  int rc = build(&c, &op, &output);
+  int rc = build(&c, &op);
   return rc < 0 ? cuv_node_rejected(env, rc, c.detail)
-                : queue(&c, op, returns_y ? c.argv[2] : NULL, output);
+                : queue(&c, op, returns == RETURNS_Y ? c.argv[2] : NULL, returns == RETURNS_MLP);
 }
 
 napi_value cuv_node_js_saxpy_sync(napi_env env, napi_callback_info info) {
-  return run_sync(env, info, build_saxpy, true);
+  return run_sync(env, info, cuv_node_build_saxpy, RETURNS_Y);
 }
 
 napi_value cuv_node_js_mlp_sync(napi_env env, napi_callback_info info) {
-  return run_sync(env, info, cuv_node_build_mlp, false);
+  return run_sync(env, info, build_mlp, RETURNS_MLP);
 }
 
 napi_value cuv_node_js_launch_sync(napi_env env, napi_callback_info info) {
-  return run_sync(env, info, build_launch, false);
+  return run_sync(env, info, cuv_node_build_launch, RETURNS_NOTHING);
 }
 
 napi_value cuv_node_js_nop_sync(napi_env env, napi_callback_info info) {
-  return run_sync(env, info, build_nop, false);
+  return run_sync(env, info, build_nop, RETURNS_NOTHING);
 }
 
 napi_value cuv_node_js_saxpy_work(napi_env env, napi_callback_info info) {
-  return run_work(env, info, build_saxpy, true);
+  return run_work(env, info, cuv_node_build_saxpy, RETURNS_Y);
 }
 
 napi_value cuv_node_js_mlp_work(napi_env env, napi_callback_info info) {
-  return run_work(env, info, cuv_node_build_mlp, false);
+  return run_work(env, info, build_mlp, RETURNS_MLP);
 }
 
 napi_value cuv_node_js_launch_work(napi_env env, napi_callback_info info) {
-  return run_work(env, info, build_launch, false);
+  return run_work(env, info, cuv_node_build_launch, RETURNS_NOTHING);
 }
 
 napi_value cuv_node_js_nop_work(napi_env env, napi_callback_info info) {
-  return run_work(env, info, build_nop, false);
+  return run_work(env, info, build_nop, RETURNS_NOTHING);
 }
