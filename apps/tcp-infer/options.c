@@ -88,8 +88,12 @@ static void usage(FILE *f) {
           "                    work until it does (default 100; 0: never)\n"
           "  --graph           replay a CUDA graph of each workspace's whole op (upload, layers,\n"
           "                    download), one per power of two of rows, captured on first use\n"
-          "  --stage-sample N  time the stages of one request in N (cuv and --graph modes) and\n"
-          "                    print their medians and p99 at exit (default 0: off)\n"
+          "                    (the default, except with --baseline, --offload, --cublas and\n"
+          "                    --model-dir, which refuse --graph, and --isolate, which takes it)\n"
+          "  --no-graph        no graphs: each op's copies and launches enqueued anew\n"
+          "  --stage-sample N  time the stages of one request in N (the cuv modes, with or\n"
+          "                    without graphs) and print their medians and p99 at exit\n"
+          "                    (default 0: off)\n"
           "  --help, --version\n",
           COALESCE_DEFAULT_ROWS);
   fputs("  --model-dir DIR   serve the models of a repository, one folder each (config.json,\n"
@@ -146,6 +150,16 @@ static bool balance(const char *arg, options_t *o) {
   return false;
 }
 
+/* --graph or --no-graph: one or the other (either once or more). */
+static bool ask_graph(graph_asked_t asked, options_t *o) {
+  if (o->graph_asked && o->graph_asked != asked) {
+    cli_usage_error("--graph and --no-graph: one or the other");
+    return false;
+  }
+  o->graph_asked = asked;
+  return true;
+}
+
 /* The command line, for --coalesce's optional ROWS (getopt_long hands out no next argument). */
 static struct {
   int argc;
@@ -200,7 +214,8 @@ static bool option(int ch, void *arg) {
   case 'W': o->worker = true; return true;
   case 'Q': return cli_unsigned("--isolate-queue", optarg, 0, 1u << 24, &o->isolate_queue);
   case 'C': return coalesce_rows(optarg, line.argc, line.argv, &o->coalesce);
-  case 'G': o->graph = true; return true;
+  case 'G': return ask_graph(GRAPH_ON, o);
+  case 'g' + 256: return ask_graph(GRAPH_OFF, o);
   case 'S': return cli_unsigned("--isolate-spares", optarg, 0, 1, &o->isolate_spares);
   case 'T': return cli_unsigned("--isolate-timeout", optarg, 0, 86400000, &o->isolate_timeout_ms);
   case 'q': return cli_unsigned("--max-queue-delay-us", optarg, 0, 10000000, &o->queue_delay_us);
@@ -227,6 +242,17 @@ static bool option(int ch, void *arg) {
   }
 }
 
+/* Whether the server replays graphs: as asked, else where the mode can (the bridge's modes in
+ * process, where bench/RESULTS.md's "tcp-infer" measured them paying) and not where it cannot
+ * (--baseline, --offload, --cublas, --model-dir) or where it is not tested by default (--isolate
+ * and its workers: a worker reads the front's own options, so it replays when they say --graph).
+ * Called after the refusals: what is asked is possible here. */
+static bool graph_default(const options_t *o) {
+  if (o->graph_asked != GRAPH_DEFAULT)
+    return o->graph_asked == GRAPH_ON;
+  return !(o->baseline || o->offload || o->cublas || o->model_dir || o->isolate || o->worker);
+}
+
 /* The options together; 0 or CLI_USAGE after its message. */
 static int check(options_t *o) {
   if (o->baseline && o->offload)
@@ -240,7 +266,7 @@ static int check(options_t *o) {
   if (o->coalesce && o->offload)
     return cli_usage_error("--coalesce (or its delay, its sizes) and --offload: one or the other");
   /* --graph replays on the loop thread; cuBLAS inside a capture is not tested */
-  if (o->graph && (o->baseline || o->offload || o->cublas))
+  if (o->graph_asked == GRAPH_ON && (o->baseline || o->offload || o->cublas))
     return cli_usage_error("--graph goes with none of --baseline, --offload, --cublas");
   if (o->coalesce && o->coalesce < o->max_batch)
     o->coalesce = o->max_batch; /* a batch always takes any one request */
@@ -249,13 +275,14 @@ static int check(options_t *o) {
                            o->preferred[o->npreferred - 1], o->coalesce);
   /* a repository's models run in the modes of one request per op, on the kernel: batching, the
    * graphs, cuBLAS and the workers are the seeded MLP's */
-  if (o->model_dir && (o->coalesce || o->graph || o->cublas || o->isolate))
+  if (o->model_dir && (o->coalesce || o->graph_asked == GRAPH_ON || o->cublas || o->isolate))
     return cli_usage_error("--model-dir goes with none of --coalesce (its delay, its sizes), "
                            "--graph, --cublas, --isolate");
   /* a worker's loop runs requests through its front's one loop: no other device to steal for */
   if (o->isolate && o->balance_steal)
     return cli_usage_error("--balance steal and --isolate: a worker serves its own loop; use "
                            "--balance hash");
+  o->graph = graph_default(o);
   if (!o->balance_given)
     o->balance_steal = !o->isolate && !o->worker; /* the default (README: Several GPUs) */
   if (o->worker) {
@@ -278,6 +305,7 @@ int options_parse(int argc, char **argv, options_t *o) {
       {"isolate", no_argument, NULL, 'I'},          {"debug-fault", no_argument, NULL, 'F'},
       {"worker", no_argument, NULL, 'W'},           {"isolate-queue", required_argument, NULL, 'Q'},
       {"coalesce", optional_argument, NULL, 'C'},   {"graph", no_argument, NULL, 'G'},
+      {"no-graph", no_argument, NULL, 'g' + 256},
       {"isolate-spares", required_argument, NULL, 'S'},
       {"isolate-timeout", required_argument, NULL, 'T'},
       {"max-queue-delay-us", required_argument, NULL, 'q'},

@@ -11,9 +11,16 @@
 #define COALESCE_DEFAULT_ROWS 1024
 #define MAX_DEVICES_OPTION 16 /* --devices at most (server.h: MAX_DEVICES) */
 
+/* --graph, --no-graph as given; GRAPH_DEFAULT: neither (options.c decides). */
+typedef enum { GRAPH_DEFAULT, GRAPH_ON, GRAPH_OFF } graph_asked_t;
+
 typedef struct options {
   listen_addr_t listen; /* --listen ADDR:PORT, --port N (default 127.0.0.1:8080) */
-  bool baseline, offload, cublas, graph;
+  bool baseline, offload, cublas;
+  /* graph: whether the server replays CUDA graphs, the one field it reads, decided from
+   * graph_asked and the mode (options.c: graph_default; README: CUDA graphs) */
+  graph_asked_t graph_asked;
+  bool graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
   unsigned isolate_queue, isolate_spares, isolate_timeout_ms, isolate_start_timeout_ms;
   unsigned isolate_deadline_ms, hang_suspect_ms; /* --isolate-deadline-ms, --hang-suspect-ms */

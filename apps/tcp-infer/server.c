@@ -2,8 +2,8 @@
  * libuv, whose GPU work goes through cuv and comes back into the loop through the bridge
  * (README.md: protocol, options; options.c reads them, --help lists them).
  *
- *   tcp-infer [--listen ADDR:PORT | --port N] [--baseline|--offload] [--loops N] [--graph]
- *             [--devices N [--balance hash|steal]]
+ *   tcp-infer [--listen ADDR:PORT | --port N] [--baseline|--offload] [--loops N]
+ *             [--graph|--no-graph] [--devices N [--balance hash|steal]]
  *             [--coalesce [ROWS] [--max-queue-delay-us N] [--preferred-batch LIST]]
  *             [--isolate [--isolate-spares 0|1] [--isolate-timeout MS] [--debug-fault]] ...
  *
@@ -311,8 +311,8 @@ static void print_banner(const server_t *s, const options_t *o, bool cublas,
          s->isolate ? "isolated (worker processes), " : "",
          s->baseline  ? "baseline (uv_queue_work + cuv_sync)"
          : s->offload ? "cuv (cuv_uv_submit from the thread pool)"
-         : s->graph   ? "cuv graph (cuv_uv_submit of cuv_graph_launch)"
-                      : "cuv (cuv_uv_submit)",
+         : s->graph   ? "cuv with CUDA graphs (cuv_uv_submit of cuv_graph_launch)"
+                      : "cuv without graphs (cuv_uv_submit)",
          cuv_driver_is_sim() ? "the simulator" : "the GPU",
          s->gpus[0].dev ? cuv_device_name(s->gpus[0].dev) : "device 0", o->loops,
          o->loops > 1 ? "s" : "", model, o->workspaces);

@@ -170,6 +170,7 @@ static void add_workers(const server_t *s, cuv_stats_t *st, totals_t *t) {
   t->exec_rows.sum += w.r.batch_rows[HIST_BUCKETS + 1];
   t->stalled_picks += w.r.stalled_picks;
   t->streams_added += w.r.streams_added;
+  t->graphs += w.r.graphs;
 }
 
 /* One of Triton's per-model metrics. */
@@ -369,7 +370,9 @@ char *metrics_render(const server_t *s, size_t *len) {
          n->free_workspaces);
   /* cuv counts a graph's capture as a submission in flight for as long as the graph lives */
   metric(f, "cuv_infer_graphs", "gauge",
-         "CUDA graphs captured and alive (--graph; each counts in cuv_in_flight).", n->graphs);
+         "CUDA graphs captured and alive (0 without graphs, --no-graph; with --isolate the "
+         "workers'; each counts in cuv_in_flight).",
+         n->graphs);
   metric(f, "cuv_infer_responses_dropped_total", "counter",
          "Responses not delivered: the connection closed or failed first.", n->responses_dropped);
   metric(f, "cuv_infer_truncated_total", "counter",

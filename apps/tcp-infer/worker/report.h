@@ -21,6 +21,7 @@ typedef struct worker_report {
   uint64_t replies; /* reply frames written before this report: the front compares them with
                      * those it read, to tell whether the report counts all the work it saw */
   uint64_t stalled_picks, streams_added; /* streams.c's */
+  uint64_t graphs;                       /* --graph: its graphs captured and alive (a gauge) */
 } worker_report_t;
 
 #define REPORT_WORDS (FRAME_STATS_BYTES / sizeof(uint64_t))
@@ -36,7 +37,8 @@ typedef union report_words {
 /* The words that are gauges (a live worker's value now, not summed over ended ones). */
 static inline int report_word_is_gauge(size_t word) {
   return word == offsetof(worker_report_t, cuv.in_flight) / sizeof(uint64_t) ||
-         word == offsetof(worker_report_t, cuv.reactor_waiting) / sizeof(uint64_t);
+         word == offsetof(worker_report_t, cuv.reactor_waiting) / sizeof(uint64_t) ||
+         word == offsetof(worker_report_t, graphs) / sizeof(uint64_t);
 }
 
 #endif

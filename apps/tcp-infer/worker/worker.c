@@ -162,6 +162,7 @@ static void on_report(uv_timer_t *timer) {
   r->r.replies = wk->replies;
   r->r.stalled_picks = n->stalled_picks;
   r->r.streams_added = n->streams_added;
+  r->r.graphs = n->graphs;
   frame_reply_head(head, FRAME_CONTROL_ID, 0, FRAME_ROWS_STATS);
   uv_buf_t buf = uv_buf_init(head, FRAME_REPLY_HEAD + FRAME_STATS_BYTES);
   if (uv_write(w, (uv_stream_t *)&wk->pipe, &buf, 1, on_report_sent) != 0)
