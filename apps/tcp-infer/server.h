@@ -154,7 +154,8 @@ struct server {
   balance_t balance;
   unsigned max_batch, workspaces_per_loop, nloops;
   bool baseline, offload;
-  bool graph; /* --graph: each workspace replays captured graphs of its op */
+  bool graph; /* graphs (options.c: the default in process, --graph, --no-graph): each workspace
+               * replays captured graphs of its op */
   unsigned coalesce; /* --coalesce: rows per batch (each workspace's size); 0: off */
   unsigned queue_delay_us; /* --max-queue-delay-us: a batch waits this long at most; 0: one loop
                             * iteration */

@@ -1,5 +1,5 @@
 /* tcp-infer: the stage timeline (--stage-sample N). One request in N, of those whose GPU work
- * goes through cuv one request per submission (the cuv and --graph modes), carries the times of
+ * goes through cuv one request per submission (the cuv modes, graphs or not), carries the times of
  * its stages from its message's arrival to its response's write, cuv's own among them
  * (cuv_trace_t). Each loop keeps its samples; the server prints each stage's median and p99 at
  * exit. Off (0) by default: nothing is read or kept then. */

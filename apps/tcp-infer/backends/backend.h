@@ -6,12 +6,13 @@
  * state is behind loop_t.backend_state, its per-request state behind request_t.priv; nothing
  * above it knows which one runs.
  *
- *   cuv        each request one cuv submission through the loop's bridge (infer.c); with --graph
- *              it replays the workspace's captured graph, with --cublas model.c's gemm layers
+ *   cuv        each request one cuv submission through the loop's bridge (infer.c); with graphs
+ *              (the default, options.c) it replays the workspace's captured graph, with
+ *              --no-graph it enqueues the op anew, with --cublas model.c's gemm layers
  *   offload    the same submission made from libuv's thread pool (infer.c)
  *   baseline   the same op with a blocking cuv_sync in libuv's thread pool (infer.c)
  *   coalesce   the requests of a loop iteration as one submission (batch.c; with --baseline the
- *              batch's op in the thread pool, with --graph its graph)
+ *              batch's op in the thread pool, with graphs its graph)
  *   isolate    the GPU work in a worker process per loop, which runs one of the others (isolate.c)
  */
 #ifndef TCP_INFER_BACKEND_H

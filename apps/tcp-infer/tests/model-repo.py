@@ -10,7 +10,8 @@ with --model_dir, KServe's spelling) and runs itself against it as the client (-
 client checks every good model's metadata and readiness, and its answers, JSON and binary, for
 fresh random rows of every batch size up to its max batch against a float64 forward pass; that
 each corrupt model is listed UNAVAILABLE with the reason its file deserves, is not ready and
-runs nothing; and that unknown models, POST /infer and wrong shapes are refused. Exit 0 when
+runs nothing; that unknown models, POST /infer and wrong shapes are refused; and that GET
+/metrics says the models run without CUDA graphs (the seeded MLP's). Exit 0 when
 every check passed; the seed of the run is printed, to run it again.
 
 numpy is optional: where it is installed, the writer gets numpy arrays and the reference is
@@ -281,6 +282,12 @@ def client(port, state_path):
              f"POST /infer with a repository: {status} {raw[:200]}")
     status, _, _ = cl.request("GET", "/v2/health/ready")
     cl.check(status == 200, f"server ready: {status}")
+    # a repository's models run without graphs (the seeded MLP's): off by default, silently
+    status, _, raw = cl.request("GET", "/metrics")
+    lines = raw.decode().splitlines()
+    mode = f'cuv_infer_mode{{mode="{state["mode"]}"}} 1'
+    cl.check(status == 200 and mode in lines and "cuv_infer_graphs 0" in lines,
+             f"GET /metrics: {status}, wants {mode} and cuv_infer_graphs 0")
     print(f"model-repo: {cl.checks - cl.failed} of {cl.checks} checks passed", flush=True)
     return 1 if cl.failed else 0
 
@@ -306,6 +313,7 @@ def main(argv):
             wm.write_model(os.path.join(repo, name), w, b, activation, max_batch)
             state["models"][name] = [[plain(t) for t in w], [plain(t) for t in b]]
         state["corrupt"] = corrupt_models(wm, repo, rng)
+        state["mode"] = "baseline" if "--baseline" in argv[4:] else "cuv"
         state_path = os.path.join(tmp, "state.json")
         with open(state_path, "w") as f:
             json.dump(state, f)

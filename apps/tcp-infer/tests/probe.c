@@ -107,7 +107,8 @@ static void pause_ms(unsigned ms) {
 
 /* Polls until no GPU work is in flight, every workspace is back, and at most `conns` connections
  * remain (those of the caller); no time limit of its own (the test's timeout is the bound). With
- * --graph, cuv counts each live graph's capture in cuv_in_flight (cuv_infer_graphs of them). */
+ * graphs (the default), cuv counts each live graph's capture in cuv_in_flight (cuv_infer_graphs
+ * of them). */
 static char *wait_settled(unsigned conns) {
   for (;;) {
     char *s = get_stats();

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tcp-infer-stages: --stage-sample times one request in N and prints each stage's median and p99
-# at exit. With N = 1 every answered request is sampled (the verifying client's count, in the cuv
-# mode and with --graph), with N = 7 one in seven of them, and the baseline, which does not go
-# through cuv one request at a time, prints no timeline. Each printed stage has two whole numbers,
-# a median no larger than its p99. Nothing timed is asserted.
+# at exit. With N = 1 every answered request is sampled (the verifying client's count, with graphs,
+# the default, and without, --no-graph), with N = 7 one in seven of them (both ways), and the
+# baseline, which does not go through cuv one request at a time, prints no timeline. Each printed
+# stage has two whole numbers, a median no larger than its p99. Nothing timed is asserted.
 #
 #   stages.sh RUN SERVER CLIENT
 set -uo pipefail
@@ -38,9 +38,10 @@ check() { # name, expected sampled count ("none": no timeline), server options..
   [ "$lines" -eq 9 ] || { echo "$out"; echo "stages: $name: $lines of 9 stage lines"; fail=1; }
   echo "stages: $name: $got sampled, $lines stages"
 }
-check cuv "$requests" --stage-sample 1
-check graph "$requests" --graph --stage-sample 1
-check cuv-1-in-7 "$(( (requests + 6) / 7 ))" --stage-sample 7
+check graph "$requests" --stage-sample 1
+check cuv "$requests" --no-graph --stage-sample 1
+check graph-1-in-7 "$(( (requests + 6) / 7 ))" --stage-sample 7
+check cuv-1-in-7 "$(( (requests + 6) / 7 ))" --no-graph --stage-sample 7
 check baseline none --baseline --stage-sample 1
 check off none
 exit $fail
