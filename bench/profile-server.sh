@@ -10,6 +10,9 @@
 # instructions, printed per request) and recorded alone, so its report ranks what one request
 # costs the loop, apart from the threads that share its process.
 #
+# Without --graph among the options the server runs the plain path (--no-graph is added: the
+# profiles in bench/RESULTS.md were taken so; the server's default replays graphs).
+#
 # Output goes to stdout; perf's data, when taken, to $OUT/NAME-CONNS.perf.txt (OUT: default /tmp).
 set -uo pipefail
 build=${1:?build dir}; name=${2:?name}; conns=${3:?conns}; secs=${4:?seconds}
@@ -17,6 +20,7 @@ shift 4
 bin=$build/apps/tcp-infer
 out=${OUT:-/tmp}
 port=$((20000 + RANDOM % 20000))
+case " $* " in *" --graph "* | *" --no-graph "*) ;; *) set -- "$@" --no-graph ;; esac
 "$bin/tcp-infer" --port "$port" "$@" 2>"$out/$name-$conns.server.txt" &
 pid=$!
 for _ in $(seq 200); do

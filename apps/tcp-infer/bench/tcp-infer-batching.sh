@@ -18,7 +18,9 @@
 #   TCP_INFER_BATCHING_BATCH    rows per request (default 8)
 #   TCP_INFER_BATCHING_ROWS     rows per batch at most, --coalesce's (default 1024)
 #   TCP_INFER_BATCHING_PREFERRED  --preferred-batch's list (default: none)
-#   TCP_INFER_BATCHING_ARGS     more server options (e.g. "--loops 4" or "--graph")
+#   TCP_INFER_BATCHING_ARGS     more server options (e.g. "--loops 4" or "--graph"; without
+#                               --graph the plain path, --no-graph, as measured in
+#                               bench/RESULTS.md)
 #   TCP_INFER_BATCHING_THREADS  client threads, at most one per connection (default 4)
 # Exit status: 0 when every answer was right, 77 without a CUDA driver, 1 otherwise, 2 on a
 # usage error.
@@ -37,6 +39,7 @@ batch=${TCP_INFER_BATCHING_BATCH:-8}
 rows=${TCP_INFER_BATCHING_ROWS:-1024}
 preferred=${TCP_INFER_BATCHING_PREFERRED:-}
 read -r -a extra <<<"${TCP_INFER_BATCHING_ARGS:-}"
+tcp_infer_plain_unless_asked extra
 max_threads=${TCP_INFER_BATCHING_THREADS:-4}
 for n in "$secs" "$batch" "$rows" "$max_threads" "${delays[@]}" "${conns[@]}"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "tcp-infer-batching-bench: '$n' is not a whole number" >&2; exit 2; }

@@ -17,6 +17,15 @@ tcp_infer_bench_options() {
   esac
 }
 
+# tcp_infer_plain_unless_asked ARRAY: appends --no-graph to the server options in the array named
+# ARRAY unless they say --graph or --no-graph. The server replays CUDA graphs by default where it
+# can (README: CUDA graphs); these benches' figures in bench/RESULTS.md and the README were taken
+# on the plain path, which they keep measuring unless told otherwise.
+tcp_infer_plain_unless_asked() {
+  local -n opts=$1
+  case " ${opts[*]-} " in *" --graph "* | *" --no-graph "*) ;; *) opts+=(--no-graph) ;; esac
+}
+
 # tcp_infer_client_loads SECONDS BATCH THREADS CONNS...: the verifying client's runs for
 # tcp-infer-run, one per connection count, one request in flight per connection, at most THREADS
 # threads; into the array `loads`.

@@ -25,6 +25,7 @@
 #                    kserve-binary
 #   PROFILES         a folder to keep the loop thread's profiles in (loop.N1, loop.N2), for
 #                    callgrind_annotate's per-function figures
+# Without --graph among the server options, the plain path (--no-graph: the README's figures);
 # e.g. apps/tcp-infer/bench/tcp-infer-callgrind.sh build -- --graph
 set -euo pipefail
 
@@ -37,6 +38,9 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then
   shift
 fi
 [ "${1:-}" = "--" ] && shift
+server_opts=("$@")
+tcp_infer_plain_unless_asked server_opts
+set -- "${server_opts[@]}"
 tcp_infer_bin "tcp-infer callgrind" "$build"
 n1=${N1:-1000}
 n2=${N2:-5000}

@@ -31,6 +31,7 @@ requests=${TCP_INFER_NONREADER_REQUESTS:-1900}
 conns=${TCP_INFER_NONREADER_CLIENT:-64}
 secs=${TCP_INFER_NONREADER_SECONDS:-5}
 read -r -a extra <<<"${TCP_INFER_NONREADER_ARGS:-}"
+tcp_infer_plain_unless_asked extra # (its figures: without graphs' pinned staging)
 for n in "$nonreaders" "$requests" "$conns" "$secs"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "tcp-infer-nonreaders-bench: '$n' is not a whole number" >&2; exit 2; }
 done

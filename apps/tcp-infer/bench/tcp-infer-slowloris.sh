@@ -26,6 +26,7 @@ slow_conns=${TCP_INFER_SLOW_CONNS:-1000}
 conns=${TCP_INFER_SLOW_CLIENT:-64}
 secs=${TCP_INFER_SLOW_SECONDS:-5}
 read -r -a extra <<<"${TCP_INFER_SLOW_ARGS:-}"
+tcp_infer_plain_unless_asked extra # (its figures: the plain path's)
 for n in "$slow_conns" "$conns" "$secs"; do
   [[ $n =~ ^[0-9]+$ ]] || { echo "tcp-infer-slowloris-bench: '$n' is not a whole number" >&2; exit 2; }
 done

@@ -10,22 +10,26 @@
 #   apps/tcp-infer/bench/tcp-infer.sh [BUILD_DIR]  from the source tree (default build dir: build)
 #   apps/tcp-infer/tcp-infer-bench     from the build tree (its copy; scripts/gpu runs this one)
 #
-# Configurations (server options), each against its own server, all in this one run:
+# Configurations (server options), each against its own server, all in this one run. The
+# server replays CUDA graphs by default where it can (README: CUDA graphs): each configuration
+# says which path it measures, so that a name keeps the meaning of its figures in
+# bench/RESULTS.md (cuv: the plain path, cuv-graph: the graphs):
 #   baseline      --baseline        1 loop; GPU work in the thread pool, blocking in cuv_sync
-#   cuv                             1 loop; cuv_uv_submit on the loop thread
+#   cuv           --no-graph        1 loop; cuv_uv_submit on the loop thread
 #   cuv-graph     --graph           1 loop; each request one replay of its workspace's CUDA graph
 #   cuv-offload   --offload         1 loop; cuv_uv_submit from the thread pool, no waiting there
-#   cuv-4loops    --loops 4         4 loops on 4 threads, one bridge each
-#   cuv-coalesce  --coalesce        1 loop; the requests of one loop iteration as one submission
+#   cuv-4loops    --loops 4 --no-graph  4 loops on 4 threads, one bridge each
+#   cuv-coalesce  --coalesce --no-graph  1 loop; the requests of one loop iteration as one
+#                                   submission
 #   baseline-coalesce  --baseline --coalesce   the same batches through the thread pool
-#   cuv-4loops-coalesce  --loops 4 --coalesce  4 loops, each batching its own requests
+#   cuv-4loops-coalesce  --loops 4 --coalesce --no-graph  4 loops, each batching its own requests
 #   baseline-4loops  --baseline --loops 4      4 loops sharing the thread pool
 #   baseline-4loops-coalesce  --baseline --loops 4 --coalesce
 #   cuv-4loops-coalesce-graph  --loops 4 --coalesce --graph  the batches as graph replays
 # The simulator runs baseline, cuv, cuv-graph and cuv-coalesce only (a few seconds); its figures
 # say little about a GPU. Issue 13's comparison alone (the thread pool, one loop, one loop with
 # graphs; 64 connections, or more points for the plot):
-#   TCP_INFER_BENCH_CONFIGS="baseline|--baseline;cuv|;cuv-graph|--graph" \
+#   TCP_INFER_BENCH_CONFIGS="baseline|--baseline;cuv|--no-graph;cuv-graph|--graph" \
 #   TCP_INFER_BENCH_CONNS="1 4 16 64 128" apps/tcp-infer/bench/tcp-infer.sh
 #
 # Several GPUs (issue 15): TCP_INFER_BENCH_DEVICES=1 runs one device against two, each balance,
@@ -34,7 +38,8 @@
 #   devices-1        --devices 1 OPTS
 #   devices-2        --devices 2 --balance steal OPTS   (the default balance)
 #   devices-2-hash   --devices 2 --balance hash OPTS    (the kernel's SO_REUSEPORT hash alone)
-# OPTS: TCP_INFER_BENCH_DEVICE_OPTIONS (default "--loops 4 --coalesce": per device).
+# OPTS: TCP_INFER_BENCH_DEVICE_OPTIONS (default "--loops 4 --coalesce --no-graph": per device,
+# the plain path the figures were measured on; "--loops 4 --coalesce" runs the graphs).
 #
 #   CUV_DRIVER                 sim: run on the simulator
 #   TCP_INFER_BENCH_SECONDS    seconds per point, a whole number (default 2, 1 on the simulator)
@@ -71,15 +76,15 @@ default_conns="1 16 64"
 read -r -a conns <<<"${TCP_INFER_BENCH_CONNS:-$default_conns}"
 batch=${TCP_INFER_BENCH_BATCH:-8}
 max_threads=${TCP_INFER_BENCH_THREADS:-4}
-default_configs="baseline|--baseline;cuv|;cuv-graph|--graph;cuv-offload|--offload"
-default_configs+=";cuv-4loops|--loops 4"
-default_configs+=";cuv-coalesce|--coalesce;baseline-coalesce|--baseline --coalesce"
-default_configs+=";cuv-4loops-coalesce|--loops 4 --coalesce"
+default_configs="baseline|--baseline;cuv|--no-graph;cuv-graph|--graph;cuv-offload|--offload"
+default_configs+=";cuv-4loops|--loops 4 --no-graph"
+default_configs+=";cuv-coalesce|--coalesce --no-graph;baseline-coalesce|--baseline --coalesce"
+default_configs+=";cuv-4loops-coalesce|--loops 4 --coalesce --no-graph"
 default_configs+=";baseline-4loops|--baseline --loops 4;baseline-4loops-coalesce|--baseline --loops 4 --coalesce"
 default_configs+=";cuv-4loops-coalesce-graph|--loops 4 --coalesce --graph"
-[ $sim = 1 ] && default_configs="baseline|--baseline;cuv|;cuv-graph|--graph;cuv-coalesce|--coalesce"
+[ $sim = 1 ] && default_configs="baseline|--baseline;cuv|--no-graph;cuv-graph|--graph;cuv-coalesce|--coalesce --no-graph"
 if [ -n "$devices" ]; then
-  dev_opts=${TCP_INFER_BENCH_DEVICE_OPTIONS:---loops 4 --coalesce}
+  dev_opts=${TCP_INFER_BENCH_DEVICE_OPTIONS:---loops 4 --coalesce --no-graph}
   default_configs="devices-1|--devices 1 $dev_opts;devices-2|--devices 2 --balance steal $dev_opts"
   default_configs+=";devices-2-hash|--devices 2 --balance hash $dev_opts"
   [ $sim = 1 ] && export CUV_SIM_DEVICES=${CUV_SIM_DEVICES:-2}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tcp-infer's demo, run by scripts/demo from the build tree: a guided run. It says what it
 # measures, then serves tcp-infer twice under the same load, each server on an ephemeral port:
-#   cuv          tcp-infer --loops 4 --coalesce (and the arguments): GPU work whose completions
+#   cuv          tcp-infer --loops 4 --coalesce --no-graph (and the arguments; --graph among
+#                them replays the batches as CUDA graphs instead): GPU work whose completions
 #                reach the loops through cuv's bridge
 #   thread pool  tcp-infer --baseline --loops 4 --coalesce: the same loops and batching, each
 #                batch's GPU work in libuv's thread pool, blocking there in cuv_sync (like with
@@ -39,6 +40,9 @@ for arg in "$@"; do
     cuv_opts+=("$arg")
   fi
 done
+# The plain path unless the arguments choose (the server's default replays graphs): the demo's
+# figures in bench/RESULTS.md were taken so, and "scripts/demo --graph" is the next thing to try.
+case " ${cuv_opts[*]} " in *" --graph "* | *" --no-graph "*) ;; *) cuv_opts+=(--no-graph) ;; esac
 base_opts=(--baseline --loops 4 --coalesce)
 
 # Prints its words wrapped to fit 96 columns, the lines after the first indented under a label.
