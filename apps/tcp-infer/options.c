@@ -247,7 +247,7 @@ static bool option(int ch, void *arg) {
  * (--baseline, --offload, --cublas, --model-dir) or where it is not tested by default (--isolate
  * and its workers: a worker reads the front's own options, so it replays when they say --graph).
  * Called after the refusals: what is asked is possible here. */
-static bool graph_default(const options_t *o) {
+static bool graph_in_effect(const options_t *o) {
   if (o->graph_asked != GRAPH_DEFAULT)
     return o->graph_asked == GRAPH_ON;
   return !(o->baseline || o->offload || o->cublas || o->model_dir || o->isolate || o->worker);
@@ -282,7 +282,7 @@ static int check(options_t *o) {
   if (o->isolate && o->balance_steal)
     return cli_usage_error("--balance steal and --isolate: a worker serves its own loop; use "
                            "--balance hash");
-  o->graph = graph_default(o);
+  o->graph = graph_in_effect(o);
   if (!o->balance_given)
     o->balance_steal = !o->isolate && !o->worker; /* the default (README: Several GPUs) */
   if (o->worker) {

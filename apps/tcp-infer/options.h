@@ -18,7 +18,7 @@ typedef struct options {
   listen_addr_t listen; /* --listen ADDR:PORT, --port N (default 127.0.0.1:8080) */
   bool baseline, offload, cublas;
   /* graph: whether the server replays CUDA graphs, the one field it reads, decided from
-   * graph_asked and the mode (options.c: graph_default; README: CUDA graphs) */
+   * graph_asked and the mode (options.c: graph_in_effect; README: CUDA graphs) */
   graph_asked_t graph_asked;
   bool graph;
   bool isolate, debug_fault, worker; /* worker: started by --isolate (isolate.c, worker.c) */
