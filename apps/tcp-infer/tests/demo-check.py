@@ -6,8 +6,7 @@ next; no line may look like a failure (an exit status, "error", "fail", "not ins
 wrk is mentioned as absent at most once.
 
 Runs: CUV_DRIVER=sim with wrk where installed and a --baseline argument (dropped, with a note;
-the cuv server on the plain path, --no-graph, as the demo's figures were taken); --graph, which
-the cuv server gets instead of --no-graph;
+the cuv server with the server's own default, graphs); --no-graph, which the cuv server gets;
 CUV_DRIVER unset where libcuda.so.1 does not load here, which must fall back to the simulator in
 one statement that holds the loader's reason; CUV_DRIVER naming a library that does not exist,
 which must exit 77 with the reason.
@@ -108,13 +107,13 @@ def main(argv):
               "timings say nothing about cuv on a GPU" in out,
               "CUV_DRIVER=sim: names the simulator and says its timings mean nothing", out)
     tap.check("--baseline was dropped" in out and
-              "\ncuv: tcp-infer --loops 4 --coalesce --no-graph\n" in out,
+              "\ncuv: tcp-infer --loops 4 --coalesce\n" in out,
               "CUV_DRIVER=sim: a --baseline argument is dropped, with a note", out)
 
-    status, out, err = demo(program, ["--graph"], "sim", wrk="none")
-    guided(tap, "--graph", status, out, err, False)
-    tap.check("\ncuv: tcp-infer --loops 4 --coalesce --graph\n" in out and "--no-graph" not in out,
-              "--graph: the cuv server replays graphs (no --no-graph added to the argument)", out)
+    status, out, err = demo(program, ["--no-graph"], "sim", wrk="none")
+    guided(tap, "--no-graph", status, out, err, False)
+    tap.check("\ncuv: tcp-infer --loops 4 --coalesce --no-graph\n" in out,
+              "--no-graph: the cuv server gets the argument (the plain path)", out)
 
     reason = libcuda_error()
     if reason:

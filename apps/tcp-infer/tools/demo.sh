@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # tcp-infer's demo, run by scripts/demo from the build tree: a guided run. It says what it
 # measures, then serves tcp-infer twice under the same load, each server on an ephemeral port:
-#   cuv          tcp-infer --loops 4 --coalesce --no-graph (and the arguments; --graph among
-#                them replays the batches as CUDA graphs instead): GPU work whose completions
-#                reach the loops through cuv's bridge
+#   cuv          tcp-infer --loops 4 --coalesce (and the arguments; the server's default replays
+#                each batch as a CUDA graph, --no-graph among them takes the plain path): GPU
+#                work whose completions reach the loops through cuv's bridge
 #   thread pool  tcp-infer --baseline --loops 4 --coalesce: the same loops and batching, each
 #                batch's GPU work in libuv's thread pool, blocking there in cuv_sync (like with
 #                like: against one pool loop without batching cuv's ratio would be the batching's)
@@ -40,9 +40,6 @@ for arg in "$@"; do
     cuv_opts+=("$arg")
   fi
 done
-# The plain path unless the arguments choose (the server's default replays graphs): the demo's
-# figures in bench/RESULTS.md were taken so, and "scripts/demo --graph" is the next thing to try.
-case " ${cuv_opts[*]} " in *" --graph "* | *" --no-graph "*) ;; *) cuv_opts+=(--no-graph) ;; esac
 base_opts=(--baseline --loops 4 --coalesce)
 
 # Prints its words wrapped to fit 96 columns, the lines after the first indented under a label.
@@ -187,7 +184,7 @@ echo "try next:"
 next() { printf '  %s\n      %s\n' "$1" "$2"; }
 next "$env$bin/tcp-infer --port 8080" \
   "serve it yourself (apps/tcp-infer/README.md has curl requests to send it, and every option)"
-next "scripts/demo --graph" "this demo, with each batch replayed as a CUDA graph"
+next "scripts/demo --no-graph" "this demo without CUDA graphs (each batch enqueued call by call)"
 next "$env$bin/tcp-infer-bench" \
   "more configurations, at 1, 16 and 64 connections (bench/RESULTS.md has a GPU's figures)"
 next "scripts/test" "cuv's tests; include/cuv.h documents the API, samples/ has small programs"
