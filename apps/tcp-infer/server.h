@@ -55,6 +55,7 @@ typedef struct conn conn_t;
 
 #define MAX_DEVICES 16 /* --devices at most */
 #define BODY_CLASSES 9 /* conn.c's size classes of request bodies: 256 B << 0..8 */
+#define REQUEST_CACHE_MAX 512 /* requests a loop keeps for reuse (request.c), about 250 KiB */
 typedef struct request request_t;
 typedef struct workspace workspace_t;
 
@@ -117,6 +118,8 @@ struct loop {
   bool cap_paused, resume_all;
   char *body_cache[BODY_CLASSES];
   unsigned body_cached[BODY_CLASSES];
+  request_t *req_cache; /* request.c: conn.c's requests kept for reuse (REQUEST_CACHE_MAX) */
+  unsigned req_cached;
   char read_buf[65536]; /* the loop reads one connection at a time */
 };
 

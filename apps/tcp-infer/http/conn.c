@@ -152,7 +152,7 @@ static void conn_unpause(conn_t *c) {
 static void request_gpu_done(request_t *req);
 
 static request_t *request_new(conn_t *c) {
-  request_t *req = request_alloc(sizeof *req, c->lp->backend->req_size);
+  request_t *req = request_take(c->lp);
   if (!req)
     return NULL;
   req->lp = c->lp;
@@ -178,7 +178,7 @@ static void request_free(request_t *req) {
   free(req->text);
   cuv_output_release(&req->out);
   stages_discard(req->stage);
-  free(req);
+  request_give(c->lp, req);
   conn_unref(c);
 }
 
@@ -1041,6 +1041,7 @@ void conn_loop_close(loop_t *lp) {
     uv_close((uv_handle_t *)&lp->flush_idle, NULL);
   }
   bodies_free(lp);
+  requests_free(lp);
 }
 
 /* ---- limits (timeouts.c decides, from here) ------------------------------------------------ */

@@ -127,6 +127,14 @@ typedef struct http_head {
  * 0): `size` is sizeof(request_t), or the size of the maker's own struct that begins with one
  * (worker.c). One allocation, freed with free(req); NULL when out of memory. */
 request_t *request_alloc(size_t size, size_t priv);
+/* conn.c's requests (sizeof(request_t) and the loop's backend's req_size), loop thread: a zeroed
+ * one from the loop's free list, else request_alloc's; NULL when out of memory (or lp NULL). */
+request_t *request_take(loop_t *lp);
+/* Back to the loop's free list, what it held released already (freed when the list holds
+ * REQUEST_CACHE_MAX or the loop stops); NULL: nothing. */
+void request_give(loop_t *lp, request_t *req);
+/* The loop's closing: its free list freed. */
+void requests_free(loop_t *lp);
 /* A text response, ready for its turn: `text` is malloc'd (owned by req from now on) or NULL. */
 void respond_text(request_t *req, unsigned status, const char *content_type, char *text);
 /* An error response: one line of text/plain (the message and a newline). */
