@@ -55,9 +55,23 @@ typedef struct conn conn_t;
 
 #define MAX_DEVICES 16 /* --devices at most */
 #define BODY_CLASSES 9 /* conn.c's size classes of request bodies: 256 B << 0..8 */
+#define RESPONSE_HEAD_MAX 512 /* conn.c: a response's status line and headers, at most */
 #define REQUEST_CACHE_MAX 512 /* requests a loop keeps for reuse (request.c), about 250 KiB */
 typedef struct request request_t;
 typedef struct workspace workspace_t;
+
+/* conn.c: the last response head a loop serialized and what it was made of (the request's
+ * fields that put_head reads, the body's length, the Date's second): the next response alike,
+ * under load every POST /infer of one batch size, copies it. */
+typedef struct head_cache {
+  size_t len; /* 0: none yet */
+  unsigned status, route, batch;
+  bool keep_alive, http10;
+  const char *content_type, *extra_header; /* static strings: the same pointer, the same text */
+  size_t body_len, reply_json_len;
+  int64_t date_sec;
+  char bytes[RESPONSE_HEAD_MAX];
+} head_cache_t;
 
 #define GRAPH_BUCKETS 17 /* --graph: a workspace's graphs, for 1, 2, 4 .. 65536 rows */
 
@@ -108,6 +122,7 @@ struct loop {
   llhttp_settings_t settings;
   char date[32]; /* conn.c: the Date header's value, made once per second */
   int64_t date_sec;
+  head_cache_t last_head;
   /* conn.c: connections whose responses are flushed at the loop's check (one write each per
    * iteration), and the request bodies kept for reuse (free lists by size class) */
   uv_check_t flush_check;
