@@ -18,8 +18,9 @@ typedef struct lane {
 bool lane_stalled(const lane_t *lane, uint64_t now_ns, uint64_t stall_ns);
 
 /* The stream for the next work: the least loaded of those not stalled, ties going to the first
- * from `start` on (so that streams take turns); -1 when every one is stalled. */
+ * from `start` on (so that streams take turns); -1 when every one is stalled. *stalled (unless
+ * NULL): whether any one is. */
 int lane_choose(const lane_t *lanes, unsigned n, unsigned start, uint64_t now_ns,
-                uint64_t stall_ns);
+                uint64_t stall_ns, bool *stalled);
 
 #endif

@@ -60,24 +60,17 @@ static int grow(struct streams *st, loop_t *lp) {
   return (int)st->n++;
 }
 
-/* Whether any stream is stalled now (counted: the submissions that went around one). */
-static bool any_stalled(const struct streams *st, uint64_t now) {
-  for (unsigned i = 0; i < st->n; i++)
-    if (lane_stalled(&st->lanes[i], now, st->stall_ns))
-      return true;
-  return false;
-}
-
 cuv_stream_t *streams_take(loop_t *lp, const workspace_t *ws, int *idx) {
   struct streams *st = lp->streams;
   *idx = -1;
   if (!st || !st->n || (ws && ws->gpu != lp->gpu))
     return NULL; /* the default policy's choice (of the workspace's device) */
   uint64_t now = uv_hrtime();
-  int i = lane_choose(st->lanes, st->n, st->next, now, st->stall_ns);
+  bool stalled; /* counted: the submissions that went around a stalled stream */
+  int i = lane_choose(st->lanes, st->n, st->next, now, st->stall_ns, &stalled);
   if (i < 0 && (i = grow(st, lp)) < 0)
-    i = lane_choose(st->lanes, st->n, st->next, now, UINT64_MAX); /* the least loaded */
-  if (any_stalled(st, now))
+    i = lane_choose(st->lanes, st->n, st->next, now, UINT64_MAX, NULL); /* the least loaded */
+  if (stalled)
     lp->n.stalled_picks++;
   st->next = ((unsigned)i + 1) % st->n;
   if (st->lanes[i].in_flight++ == 0)

@@ -16,12 +16,14 @@
 static void test_least_loaded_and_turns(void **state) {
   lane_t l[4] = {{3, 0}, {1, 0}, {1, 0}, {2, 0}};
   uint64_t now = 10 * MS;
-  assert_int_equal(lane_choose(l, 4, 0, now, 100 * MS), 1);
-  assert_int_equal(lane_choose(l, 4, 2, now, 100 * MS), 2); /* the tie from 2 on */
-  assert_int_equal(lane_choose(l, 4, 3, now, 100 * MS), 1); /* wraps around */
+  bool stalled = true;
+  assert_int_equal(lane_choose(l, 4, 0, now, 100 * MS, &stalled), 1);
+  assert_false(stalled); /* all progress (none has gone 100 ms without) */
+  assert_int_equal(lane_choose(l, 4, 2, now, 100 * MS, NULL), 2); /* the tie from 2 on */
+  assert_int_equal(lane_choose(l, 4, 3, now, 100 * MS, NULL), 1); /* wraps around */
   lane_t idle[3] = {{0, 0}, {0, 0}, {0, 0}};
   for (unsigned start = 0; start < 3; start++)
-    assert_int_equal(lane_choose(idle, 3, start, now, 100 * MS), (int)start);
+    assert_int_equal(lane_choose(idle, 3, start, now, 100 * MS, NULL), (int)start);
 }
 
 static void test_stalled_passed_over(void **state) {
@@ -31,9 +33,14 @@ static void test_stalled_passed_over(void **state) {
   uint64_t now = 150 * MS;
   assert_true(lane_stalled(&l[0], now, 100 * MS));
   assert_false(lane_stalled(&l[1], now, 100 * MS));
-  assert_int_equal(lane_choose(l, 2, 0, now, 100 * MS), 1);
+  bool stalled = false;
+  assert_int_equal(lane_choose(l, 2, 0, now, 100 * MS, &stalled), 1);
+  assert_true(stalled); /* one was passed over */
   /* a longer stall time: lane 0 is not stalled yet, and the least loaded again */
-  assert_int_equal(lane_choose(l, 2, 0, now, 200 * MS), 0);
+  assert_int_equal(lane_choose(l, 2, 0, now, 200 * MS, &stalled), 0);
+  assert_false(stalled);
+  assert_int_equal(lane_choose(l, 2, 1, now, 100 * MS, &stalled), 1); /* from the other one */
+  assert_true(stalled);
   /* idle is never stalled, however old its last progress */
   lane_t idle = {0, 0};
   assert_false(lane_stalled(&idle, 1000 * MS, 100 * MS));
@@ -41,9 +48,13 @@ static void test_stalled_passed_over(void **state) {
 
 static void test_all_stalled(void **state) {
   lane_t l[3] = {{1, 0}, {2, 0}, {1, 5 * MS}};
-  assert_int_equal(lane_choose(l, 3, 0, 500 * MS, 100 * MS), -1);
-  assert_int_equal(lane_choose(l, 3, 1, 500 * MS, UINT64_MAX), 2); /* never stalled: loads */
-  assert_int_equal(lane_choose(l, 0, 0, 500 * MS, 100 * MS), -1); /* no stream at all */
+  bool stalled = false;
+  assert_int_equal(lane_choose(l, 3, 0, 500 * MS, 100 * MS, &stalled), -1);
+  assert_true(stalled);
+  assert_int_equal(lane_choose(l, 3, 1, 500 * MS, UINT64_MAX, &stalled), 2); /* loads only */
+  assert_false(stalled);
+  assert_int_equal(lane_choose(l, 3, 4, 500 * MS, UINT64_MAX, NULL), 2); /* start past n: 4 % 3 */
+  assert_int_equal(lane_choose(l, 0, 0, 500 * MS, 100 * MS, NULL), -1); /* no stream at all */
 }
 
 int main(int argc, char **argv) {
