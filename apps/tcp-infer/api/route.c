@@ -43,6 +43,8 @@ static const char *error_message(unsigned status) {
  * "http://host:port/path?query", what a proxy is sent and a server must take too) from the
  * first '/' after its authority, the scheme's letters in any case. */
 static const char *target_path(const char *url) {
+  if (url[0] == '/')
+    return url; /* origin-form, what clients send: no scheme to compare */
   const char *rest = !strncasecmp(url, "http://", 7)    ? url + 7
                      : !strncasecmp(url, "https://", 8) ? url + 8
                                                         : NULL;
@@ -56,9 +58,9 @@ static const char *target_path(const char *url) {
 static route_t route_of(const server_t *s, request_t *req, const char *target) {
   const char *url = target_path(target);
   size_t len = strcspn(url, "?#");
-  if (len >= 3 && !strncmp(url, "/v2", 3))
+  if (len >= 3 && !memcmp(url, "/v2", 3))
     return kserve_route_of(s, url, len, &req->model);
-  if (len == 6 && !strncmp(url, "/infer", 6)) {
+  if (len == 6 && !memcmp(url, "/infer", 6)) {
     req->model = !s->repository && s->nmodels ? &s->models[0] : NULL;
     return ROUTE_INFER;
   }
