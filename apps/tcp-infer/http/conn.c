@@ -81,6 +81,7 @@ struct conn {
   size_t field_len, value_len;
   char field_last; /* the field name's last byte */
   bool field_done;
+  uint8_t field_kind; /* field_kind_t, once the field is whole */
   char url[128];
   size_t url_len;
   http_head_t msg;
@@ -623,6 +624,7 @@ static int on_message_begin(llhttp_t *p) {
   c->url_len = c->field_len = c->value_len = 0;
   c->url[0] = c->field[0] = c->value[0] = '\0';
   c->field_done = c->expect_continue = false;
+  c->field_kind = 0; /* FIELD_OTHER */
   c->msg = (http_head_t){.url = c->url, .x_in_dim = -1, .x_batch = -1, .infer_header_len = -1};
   c->msg_start_ms = uv_now(&c->lp->loop);
   c->headers_done = false;
@@ -656,29 +658,68 @@ static long parse_long(const char *s) {
   return end != s && *end == '\0' && v >= 0 ? v : -2;
 }
 
-/* The field's length first: most headers (Host, Content-Type, Content-Length) are none of these. */
+/* The headers route.c is told of; the others' values are not kept. */
+typedef enum {
+  FIELD_OTHER,
+  FIELD_X_IN_DIM,
+  FIELD_X_BATCH,
+  FIELD_EXPECT,
+  FIELD_INFER_HEADER_LEN,
+  FIELD_HOST,
+} field_kind_t;
+
+/* Whether the field (len bytes) is the header `name` (in lower case), in any case: strcasecmp
+ * less its call. */
+static bool field_is(const char *field, size_t len, const char *name, size_t name_len) {
+  if (len != name_len)
+    return false;
+  for (size_t i = 0; i < len; i++) {
+    char ch = field[i] >= 'A' && field[i] <= 'Z' ? (char)(field[i] - 'A' + 'a') : field[i];
+    if (ch != name[i])
+      return false;
+  }
+  return true;
+}
+
+#define FIELD_IS(field, len, name) field_is(field, len, name, sizeof name - 1)
+
+/* The field's length first: most headers (Content-Type, Content-Length) are none of these. */
+static field_kind_t field_kind(const char *field, size_t len) {
+  if (FIELD_IS(field, len, "x-in-dim"))
+    return FIELD_X_IN_DIM;
+  if (FIELD_IS(field, len, "x-batch"))
+    return FIELD_X_BATCH;
+  if (FIELD_IS(field, len, "expect"))
+    return FIELD_EXPECT;
+  if (FIELD_IS(field, len, "inference-header-content-length"))
+    return FIELD_INFER_HEADER_LEN;
+  if (FIELD_IS(field, len, "host"))
+    return FIELD_HOST;
+  return FIELD_OTHER;
+}
+
 static int on_header_value_complete(llhttp_t *p) {
   conn_t *c = p->data;
-  if (c->field_len == 8 && !strcasecmp(c->field, "X-In-Dim"))
-    c->msg.x_in_dim = parse_long(c->value);
-  else if (c->field_len == 7 && !strcasecmp(c->field, "X-Batch"))
-    c->msg.x_batch = parse_long(c->value);
-  else if (c->field_len == 6 && !strcasecmp(c->field, "Expect"))
-    c->expect_continue = !strcasecmp(c->value, "100-continue");
-  else if (c->field_len == 31 && !strcasecmp(c->field, "Inference-Header-Content-Length"))
-    c->msg.infer_header_len = parse_long(c->value);
-  else if (c->field_len == 4 && !strcasecmp(c->field, "Host"))
-    c->msg.hosts++;
+  switch ((field_kind_t)c->field_kind) {
+  case FIELD_X_IN_DIM: c->msg.x_in_dim = parse_long(c->value); break;
+  case FIELD_X_BATCH: c->msg.x_batch = parse_long(c->value); break;
+  case FIELD_EXPECT: c->expect_continue = !strcasecmp(c->value, "100-continue"); break;
+  case FIELD_INFER_HEADER_LEN: c->msg.infer_header_len = parse_long(c->value); break;
+  case FIELD_HOST: c->msg.hosts++; break;
+  case FIELD_OTHER: break;
+  }
   return 0;
 }
 
 /* llhttp takes "Host : x" with the space in the field's name ("Host "), which RFC 9112 refuses:
- * noted for route.c's 400. */
+ * noted for route.c's 400. The field is whole: which header it is, and so whether its value is
+ * kept (copying every value cost the loop about 100 instructions per request). */
 static int on_header_field_complete(llhttp_t *p) {
   conn_t *c = p->data;
   c->field_done = true;
   if (c->field_last == ' ' || c->field_last == '\t')
     c->msg.field_space = true;
+  c->field_kind = (uint8_t)field_kind(c->field, c->field_len);
   return 0;
 }
 
@@ -691,6 +732,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n) {
     c->field_len = c->value_len = 0;
     c->field[0] = c->value[0] = '\0';
     c->field_done = false;
+    c->field_kind = FIELD_OTHER;
   }
   append(c->field, sizeof c->field, &c->field_len, at, n);
   c->field_last = n ? at[n - 1] : c->field_last; /* past what field keeps, if long */
@@ -701,7 +743,8 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n) {
   conn_t *c = p->data;
   if (count_head(c, n) != 0)
     return -1;
-  append(c->value, sizeof c->value, &c->value_len, at, n);
+  if (c->field_kind != FIELD_OTHER && c->field_kind != FIELD_HOST)
+    append(c->value, sizeof c->value, &c->value_len, at, n);
   return 0;
 }
 
