@@ -47,6 +47,7 @@ struct sim_nccl_comm {
   _Atomic bool dead;        /* cuv_sim_nccl_kill: as if its process had died (it stops) */
   _Atomic int launches;     /* delayed group launches still to enqueue */
   _Atomic bool running;     /* a command of it runs now */
+  bool init_done;           /* its init ended (sim lock): no longer held by a hold */
   /* NCCL's init, on a thread of its own once every rank joined, allocates and copies with
    * implicit device-wide synchronization: the device's work submitted until then (INIT_SYNC_NS
    * after the init call, at the earliest) must finish before the communicator is ready. A stream
@@ -64,6 +65,9 @@ struct sim_nccl_comm {
 static struct sim_nccl_comm *live_comms; /* sim lock */
 static _Atomic int version_setting = DEFAULT_VERSION;
 static _Atomic unsigned launch_delay_us;
+static _Atomic bool inits_held;       /* cuv_sim_nccl_hold_inits */
+static _Atomic unsigned inits_waiting; /* callers inside a blocking init now */
+static _Atomic unsigned long groups_blocking, groups_nonblocking; /* group ends with calls */
 
 /* ---- communicators ---- */
 
@@ -153,9 +157,10 @@ static int comm_state(struct sim_nccl_comm *c) {
     return CUV__NCCL_IN_PROGRESS;
   if (sim_clique_shares_device(c->clique))
     return CUV__NCCL_INVALID_USAGE;
-  if (!init_drained(c) || atomic_load(&c->launches) > 0)
+  if (!c->init_done && (atomic_load(&inits_held) || !init_drained(c)))
     return CUV__NCCL_IN_PROGRESS;
-  return CUV__NCCL_SUCCESS;
+  c->init_done = true;
+  return atomic_load(&c->launches) > 0 ? CUV__NCCL_IN_PROGRESS : CUV__NCCL_SUCCESS;
 }
 
 /* What ncclCommGetAsyncError would say (takes the sim lock). */
@@ -606,13 +611,22 @@ static void *delayed_main(void *arg) {
   return NULL;
 }
 
+/* Whether the group's communicators are non-blocking; -1 when it mixes both kinds, which NCCL
+ * refuses (ncclInvalidArgument: a group ends one way or the other). */
+static int group_nonblocking(const struct nccl_call *calls, size_t n) {
+  int blocking = 0, nonblocking = 0;
+  for (size_t i = 0; i < n; i++) {
+    blocking |= calls[i].comm->blocking;
+    nonblocking |= !calls[i].comm->blocking;
+  }
+  return blocking && nonblocking ? -1 : nonblocking;
+}
+
 /* NCCL's non-blocking launch when cuv_sim_nccl_set_launch_delay_us asks for one: the calls reach
- * their streams later, from another thread, and the communicators report ncclInProgress until
- * then. */
-static bool launch_later(struct nccl_call *calls, size_t n) {
-  bool nonblocking = false;
-  for (size_t i = 0; i < n; i++)
-    nonblocking = nonblocking || !calls[i].comm->blocking;
+ * their streams later, from another thread (NCCL starts one per group end), and the communicators
+ * report ncclInProgress until then. A blocking group is launched by its ncclGroupEnd, on the
+ * calling thread: it never pays the delay. */
+static bool launch_later(struct nccl_call *calls, size_t n, bool nonblocking) {
   bool delayed = nonblocking && atomic_load(&launch_delay_us);
   struct delayed_launch *d = delayed ? malloc(sizeof *d) : NULL;
   if (!d)
@@ -643,11 +657,15 @@ static int group_flush(void) {
   group.calls = NULL;
   group.n = group.cap = 0;
   group.error = 0;
+  int nonblocking = n ? group_nonblocking(calls, n) : 0;
+  if (nonblocking < 0 && !error)
+    error = CUV__NCCL_INVALID_ARGUMENT;
   if (error || n == 0) {
     free(calls);
     return error;
   }
-  if (launch_later(calls, n))
+  atomic_fetch_add(nonblocking ? &groups_nonblocking : &groups_blocking, 1);
+  if (launch_later(calls, n, nonblocking))
     return CUV__NCCL_IN_PROGRESS;
   return group_enqueue(calls, n);
 }
@@ -743,9 +761,18 @@ static bool config_blocking(const cuv__nccl_config_t *config) {
   return !config || config->version < CUV__NCCL_VERSION(2, 14, 0) || config->blocking != 0;
 }
 
-static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id,
-                                      int rank, cuv__nccl_config_t *config) {
-  SIM_NCCL_ENTER(ncclCommInitRankConfig);
+/* A blocking init's wait on its caller's thread, counted for cuv_sim_nccl_inits_waiting. */
+static int await_init(struct sim_nccl_comm *c) {
+  atomic_fetch_add(&inits_waiting, 1);
+  int state;
+  while ((state = comm_state_now(c)) == CUV__NCCL_IN_PROGRESS)
+    sim_sleep_ns(BACKOFF_MAX_NS);
+  atomic_fetch_sub(&inits_waiting, 1);
+  return state;
+}
+
+static int init_rank_config(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id, int rank,
+                            cuv__nccl_config_t *config) {
   if (!out || (config && config->magic != CUV__NCCL_CONFIG_MAGIC))
     return CUV__NCCL_INVALID_ARGUMENT;
   struct sim_ctx *ctx = sim_ctx_current();
@@ -774,11 +801,23 @@ static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nc
     group.blocking[group.nblocking++] = c; /* ready by the group's end */
     return CUV__NCCL_SUCCESS;
   }
-  int state;
-  while ((state = comm_state_now(c)) == CUV__NCCL_IN_PROGRESS && c->blocking)
-    sim_sleep_ns(BACKOFF_MAX_NS);
+  int state = comm_state_now(c);
+  if (c->blocking)
+    state = await_init(c);
   /* A non-blocking init reports its failure through ncclCommGetAsyncError. */
   return c->blocking || state == CUV__NCCL_SUCCESS ? state : CUV__NCCL_IN_PROGRESS;
+}
+
+/* A call that fails inside a group fails the group, as NCCL's does: its ncclGroupEnd returns the
+ * error, and the group's other inits do not wait for a rank that never joins. */
+static int sim_ncclCommInitRankConfig(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id,
+                                      int rank, cuv__nccl_config_t *config) {
+  int r = (int)sim_enter(SIM_ID_ncclCommInitRankConfig, SIM_CHECK_NONE);
+  if (r == CUV__NCCL_SUCCESS)
+    r = init_rank_config(out, nranks, id, rank, config);
+  if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS && group.depth > 0 && !group.error)
+    group.error = r;
+  return r;
 }
 
 static int sim_ncclCommGetAsyncError(cuv__nccl_comm_t h, cuv__nccl_result_t *error) {
@@ -828,11 +867,16 @@ static int sim_ncclGroupStart(void) {
 }
 
 /* The blocking communicators the group created: NCCL initializes a group's at its end, and a
- * blocking ncclGroupEnd returns once they are ready. */
+ * blocking ncclGroupEnd returns once they are ready, or with the first one's error. A group with a
+ * failed call initializes none: they report its error. */
 static void await_blocking(void) {
-  for (size_t i = 0; i < group.nblocking; i++)
-    while (comm_state_now(group.blocking[i]) == CUV__NCCL_IN_PROGRESS)
-      sim_sleep_ns(BACKOFF_MAX_NS);
+  for (size_t i = 0; i < group.nblocking; i++) {
+    int state = group.error ? group.error : await_init(group.blocking[i]);
+    if (state != CUV__NCCL_SUCCESS) {
+      comm_fail(group.blocking[i], state);
+      group.error = state; /* the group's end returns it */
+    }
+  }
   group.nblocking = 0;
 }
 
@@ -943,6 +987,17 @@ CUV_SIM_EXTERN int cuv_sim_nccl_kill(void *comm) {
 
 CUV_SIM_EXTERN void cuv_sim_nccl_set_launch_delay_us(unsigned usec) {
   atomic_store(&launch_delay_us, usec);
+}
+
+CUV_SIM_EXTERN void cuv_sim_nccl_hold_inits(int hold) { atomic_store(&inits_held, hold != 0); }
+
+CUV_SIM_EXTERN unsigned cuv_sim_nccl_inits_waiting(void) { return atomic_load(&inits_waiting); }
+
+CUV_SIM_EXTERN void cuv_sim_nccl_group_counts(unsigned long *blocking, unsigned long *nonblocking) {
+  if (blocking)
+    *blocking = atomic_load(&groups_blocking);
+  if (nonblocking)
+    *nonblocking = atomic_load(&groups_nonblocking);
 }
 
 CUV_SIM_EXTERN void cuv_sim_nccl_set_version(int version) {

@@ -257,6 +257,30 @@ CUV_SIM_EXTERN int cuv_sim_nccl_kill(void *comm);
  * @threads Any thread.
  */
 CUV_SIM_EXTERN void cuv_sim_nccl_set_launch_delay_us(unsigned usec);
+/** Holds every NCCL init not yet ended (hold nonzero), or lets them end (0).
+ *
+ * While held, ncclCommGetAsyncError reports ncclInProgress for a communicator whose init has not
+ * ended, and a blocking init (ncclCommInitRankConfig with blocking = 1, or the ncclGroupEnd of its
+ * group) keeps its caller waiting: an init made slow, to show which thread waits for it.
+ *
+ * @threads Any thread.
+ */
+CUV_SIM_EXTERN void cuv_sim_nccl_hold_inits(int hold);
+/** The callers waiting inside a blocking NCCL init now (ncclCommInitRankConfig, or the ncclGroupEnd
+ * of its group).
+ *
+ * @returns That count.
+ * @threads Any thread.
+ */
+CUV_SIM_EXTERN unsigned cuv_sim_nccl_inits_waiting(void);
+/** The group ends with calls since the process started (a collective or send/recv outside a group
+ * is a group of its own): those of blocking communicators, launched on the calling thread, and
+ * those of non-blocking ones, which NCCL launches from a thread it starts for the group. Each
+ * count is stored where its pointer is not NULL.
+ *
+ * @threads Any thread.
+ */
+CUV_SIM_EXTERN void cuv_sim_nccl_group_counts(unsigned long *blocking, unsigned long *nonblocking);
 /** Sets the version ncclGetVersion reports (a NCCL version code; 0 or less: the default, 22809).
  *
  * @threads Any thread. cuv checks the version once, when it first loads NCCL; cuv_nccl_version
