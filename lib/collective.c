@@ -147,7 +147,11 @@ static cuv__nccl_result_t call_nccl(const cuv_comm_t *comm, const coll_op_t *c,
   }
 }
 
-/* Every call in one group, then the wait until NCCL has them on their streams. */
+/* Every call in one group. The communicator is blocking: ncclGroupEnd returns once NCCL has the
+ * calls on their streams (launched on this thread: no thread of NCCL's, no wait for one), or with
+ * an error. An error of the communicator itself (not of the calls' arguments) is its asynchronous
+ * error too: the fault watch of the submission (prepare's cuv__comm_track) fails the communicator
+ * and aborts it. */
 static int issue(const coll_op_t *c, cuv_comm_t *comm, part_t *parts) {
   CUcontext saved;
   int rc = cuv__comm_enter(comm, &saved);
@@ -157,9 +161,8 @@ static int issue(const coll_op_t *c, cuv_comm_t *comm, part_t *parts) {
   for (size_t i = 0; rc == 0 && i < c->n; i++)
     rc = cuv__nccl_status(call_nccl(comm, c, &c->calls[i],
                                     parts[c->calls[i].local].ex.stream->cu));
-  cuv__nccl_result_t end = cuv__nccl.ncclGroupEnd();
-  if (rc == 0)
-    rc = cuv__comm_settle(comm, end);
+  int end = cuv__nccl_status(cuv__nccl.ncclGroupEnd());
+  rc = rc < 0 ? rc : end;
   cuv__comm_leave(comm, saved);
   return rc;
 }
@@ -226,7 +229,7 @@ static coll_op_t *coll_new(cuv_comm_t *comm, size_t n, int type, int redop, int 
   c->op.device = comm->n == 1 ? comm->local[0].dev->ordinal : -1;
   for (unsigned i = 0; i < comm->n; i++)
     c->op.devices |= CUV__DEVICE_BIT(comm->local[i].dev->ordinal);
-  /* NCCL may still be connecting when ncclGroupEnd returns: issue() waits for it. */
+  /* A blocking ncclGroupEnd may wait (a transfer's first use of a peer connects it). */
   c->op.host = CUV__OP_WAITS;
   return c;
 }

@@ -2,12 +2,17 @@
  * reference) and a stream of that device on which every NCCL call of that rank goes, so a rank's
  * collectives reach the GPU in the order they were issued, as NCCL needs on every rank.
  *
- * Creation is an op: it starts NCCL's non-blocking initialization (ncclCommInitRankConfig with
- * blocking = 0, one call per local rank in one group) and makes the executing stream wait
- * (cuStreamWaitValue32) on a pinned word; the cuv-nccl thread polls ncclCommGetAsyncError and sets
- * the word when every rank is ready or one failed. So no thread waits for the initialization, and
- * its end completes like any submission's, through the stream; a failure reaches the submission as
- * its late status (lib/submission.h).
+ * The NCCL communicators are blocking (ncclConfig_t's blocking = 1): a group of a non-blocking one
+ * ends on a thread NCCL starts for each ncclGroupEnd, which the caller then waits for; a blocking
+ * group is launched by ncclGroupEnd itself, on the calling thread. Their initialization, which
+ * then blocks, runs on a thread of its own per creation (cuv-nccl-init: one group of every local
+ * rank's ncclCommInitRankConfig). One per creation, since the ranks of one group may be created by
+ * separate ops of one process, and each init returns only once every rank joined. Creation is an
+ * op: a queued submission's delivery waits behind a gate the init thread opens (creation_gate says
+ * why not its stream), a blocking executor waits on its own thread; no loop or submitter thread
+ * waits for NCCL's init. A failure reaches the submission as its late status (lib/submission.h).
+ * NCCL_RUNTIME_CONNECT=0 (lib/nccl.c) has NCCL connect the collectives' channels in that init, so
+ * a collective's blocking ncclGroupEnd does not wait there for its peers to connect.
  *
  * Faults. Every submission with a collective in flight is watched (a pending record it holds); the
  * cuv-nccl thread polls the communicators that have one. An error fails them all (late status) and
@@ -25,10 +30,9 @@
 
 enum { COMM_STARTING, COMM_READY, COMM_FAILED };
 
-#define START_POLL_US 1000u  /* while a communicator is being created or closed */
+#define START_POLL_US 1000u  /* while a communicator is being closed; a creation's wait */
 #define WATCH_POLL_US 10000u /* while collectives are in flight: a failure is seen this soon */
 #define FINALIZE_NS 10000000000ull /* a finalize that takes longer is given up for an abort */
-#define SETTLE_PAUSE_NS 20000L     /* between looks at a communicator NCCL is still connecting */
 
 struct cuv__comm_pending {
   cuv_comm_t *comm;
@@ -121,8 +125,8 @@ static int watch_wake(void) { return cuv__poller_wake(poll_all); }
 
 /* Aborts the NCCL communicators once (their kernels end). Lock held. */
 static void abort_locked(cuv_comm_t *comm) {
-  if (comm->nccl_ended)
-    return;
+  if (comm->nccl_ended || comm->initializing)
+    return; /* an init in progress: its thread aborts once NCCL returns (init_main) */
   CUcontext saved = cuv__nccl_enter();
   for (unsigned i = 0; i < comm->n; i++)
     if (comm->local[i].nccl)
@@ -174,8 +178,8 @@ void cuv__comm_leave(cuv_comm_t *comm, CUcontext saved) {
   pthread_mutex_unlock(&comm->lock);
 }
 
-/* The local ranks' state: IN_PROGRESS while one is, else the first error, else SUCCESS. Lock
- * held. */
+/* The local ranks' state: IN_PROGRESS while one is (a finalize), else the first error, else
+ * SUCCESS. Lock held. */
 static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
   cuv__nccl_result_t worst = CUV__NCCL_SUCCESS;
   for (unsigned i = 0; i < comm->n; i++) {
@@ -189,28 +193,6 @@ static cuv__nccl_result_t ranks_state(cuv_comm_t *comm) {
       return state;
   }
   return worst;
-}
-
-/* Waits for a group NCCL still launches, unless cuv_comm_abort is waiting for the lock: its
- * status is set first, and the launch is aborted here. */
-int cuv__comm_settle(cuv_comm_t *comm, int group_status) {
-  cuv__nccl_result_t state = (cuv__nccl_result_t)group_status;
-  struct timespec pause = {0, SETTLE_PAUSE_NS};
-  while (state == CUV__NCCL_IN_PROGRESS && (state = ranks_state(comm)) == CUV__NCCL_IN_PROGRESS) {
-    int status = atomic_load(&comm->status);
-    if (status < 0) {
-      abort_locked(comm);
-      return status;
-    }
-    nanosleep(&pause, NULL); /* NCCL connects in the background: no need to spin meanwhile */
-  }
-  int rc = cuv__nccl_status(state);
-  if (rc < 0 && group_status == CUV__NCCL_IN_PROGRESS) {
-    fail_locked(comm, rc); /* the calls were accepted, then the communicator failed */
-    watch_locked(comm);    /* cuv-nccl aborts it (a capture's collectives are not watched) */
-    watch_wake();
-  }
-  return rc;
 }
 
 /* ---- submissions in flight, and cuv-nccl's passes ---- */
@@ -255,47 +237,29 @@ int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub) {
   return first ? watch_wake() : 0; /* the thread may be parked: nothing was watched */
 }
 
-/* A creation's pass: ready, failed, or still in progress. Lock held. */
-static void poll_creation(cuv_comm_t *comm) {
-  cuv__nccl_result_t state = ranks_state(comm);
-  if (state == CUV__NCCL_IN_PROGRESS)
-    return;
-  if (state == CUV__NCCL_SUCCESS) {
-    atomic_store(&comm->state, COMM_READY);
-    comm->creation = NULL; /* done: a later failure is not the creation's */
-  } else {
-    fail_locked(comm, CUV_ENCCL(state));
-  }
-  release_creation(comm);
-}
-
 /* Back in cuv-nccl's list as it was (it still holds the list's reference). */
 static void rewatch(cuv_comm_t *comm) { list_push(&watch_head, comm); }
 
 /* One communicator's pass; true while it still needs watching. A communicator busy with a thread
- * that issues collectives is looked at in the next pass. */
-static bool poll_one(cuv_comm_t *comm, bool *starting) {
+ * that issues collectives is looked at in the next pass; one being initialized is its init
+ * thread's (an abort asked meanwhile is made there). */
+static bool poll_one(cuv_comm_t *comm) {
   if (pthread_mutex_trylock(&comm->lock) != 0) {
     rewatch(comm);
     return true;
   }
   CUcontext saved = cuv__nccl_enter();
-  int state = atomic_load(&comm->state);
-  if (state == COMM_STARTING)
-    poll_creation(comm);
-  else if (state == COMM_READY && comm->pending) {
+  if (atomic_load(&comm->state) == COMM_READY && comm->pending) {
     cuv__nccl_result_t r = ranks_state(comm);
     if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
       fail_locked(comm, CUV_ENCCL(r));
   }
-  if (comm->abort_wanted) {
+  if (comm->abort_wanted && !comm->initializing) {
     abort_locked(comm);
     release_creation(comm);
   }
   cuv__nccl_leave(saved);
-  *starting = *starting || atomic_load(&comm->state) == COMM_STARTING;
-  bool keep = atomic_load(&comm->state) == COMM_STARTING ||
-              (atomic_load(&comm->state) == COMM_READY && comm->pending);
+  bool keep = atomic_load(&comm->state) == COMM_READY && comm->pending;
   pthread_mutex_lock(&watch_lock); /* decided under comm->lock: no track can slip in between */
   comm->watched = keep;
   pthread_mutex_unlock(&watch_lock);
@@ -333,17 +297,14 @@ static bool close_one(cuv_comm_t *comm) {
 }
 
 /* The watched communicators' passes; those that need no more watching leave the list. */
-static bool poll_watched(void) {
+static void poll_watched(void) {
   cuv_comm_t *list = list_take(&watch_head);
-  bool starting = false;
   while (list) {
     cuv_comm_t *comm = list;
     list = comm->watch_next;
-    bool keep = poll_one(comm, &starting);
-    if (!keep)
+    if (!poll_one(comm))
       comm_release(comm); /* the list's reference */
   }
-  return starting;
 }
 
 static bool poll_closing(void) {
@@ -362,13 +323,13 @@ static bool poll_closing(void) {
   return left;
 }
 
-/* cuv-nccl's pass (lib/poller.c): often while something starts or closes, less often while
- * collectives are in flight, not at all when nothing is watched; at exit, the closing ones. */
+/* cuv-nccl's pass (lib/poller.c): often while something closes, less often while collectives are
+ * in flight, not at all when nothing is watched; at exit, the closing ones. */
 static unsigned poll_all(bool ending) {
   if (ending)
     return poll_closing() ? START_POLL_US : 0;
-  bool busy = poll_watched();
-  busy = poll_closing() || busy;
+  poll_watched();
+  bool busy = poll_closing();
   pthread_mutex_lock(&watch_lock);
   bool watching = watch_head != NULL;
   busy = busy || closing_head != NULL;
@@ -401,28 +362,79 @@ static int comm_resources(cuv_comm_t *comm) {
   return rc;
 }
 
-/* Starts every local rank's non-blocking initialization, in one group. */
-static int start_nccl(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
+/* Every local rank's blocking initialization, in one group: returns once every rank of the
+ * group is ready, or with the error. On the init thread, without the lock (cuv_comm_abort must not
+ * wait for it); comm->initializing keeps every other thread off these NCCL handles meanwhile. */
+static int init_nccl(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
   cuv__nccl_config_t config = {sizeof config,      CUV__NCCL_CONFIG_MAGIC, CUV__NCCL_CONFIG_VERSION,
-                               0 /* blocking */,   CUV__NCCL_UNDEF_INT,    CUV__NCCL_UNDEF_INT,
+                               1 /* blocking */,   CUV__NCCL_UNDEF_INT,    CUV__NCCL_UNDEF_INT,
                                CUV__NCCL_UNDEF_INT, NULL,                  CUV__NCCL_UNDEF_INT};
   CUcontext saved = cuv__nccl_enter();
   int rc = cuv__nccl_status(cuv__nccl.ncclGroupStart());
+  bool grouped = rc == 0;
   for (unsigned i = 0; rc == 0 && i < comm->n; i++) {
     rc = cuv__bind(comm->local[i].dev); /* NCCL takes the rank's device from the context */
-    cuv__nccl_result_t r = CUV__NCCL_SUCCESS;
     if (rc == 0)
-      r = cuv__nccl.ncclCommInitRankConfig(&comm->local[i].nccl, comm->nranks, *id,
-                                           comm->local[i].rank, &config);
-    if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
-      rc = CUV_ENCCL(r);
+      rc = cuv__nccl_status(cuv__nccl.ncclCommInitRankConfig(
+          &comm->local[i].nccl, comm->nranks, *id, comm->local[i].rank, &config));
   }
-  cuv__nccl_result_t end = cuv__nccl.ncclGroupEnd();
-  if (rc == 0 && end != CUV__NCCL_SUCCESS && end != CUV__NCCL_IN_PROGRESS)
-    rc = CUV_ENCCL(end);
+  int end = grouped ? cuv__nccl_status(cuv__nccl.ncclGroupEnd()) : 0;
   cuv__nccl_leave(saved);
-  if (rc < 0) /* some ranks may have started: ended like a failed communicator */
-    abort_locked(comm);
+  return rc < 0 ? rc : end;
+}
+
+/* What the init thread needs: its own reference of the communicator, and the id by value (the op
+ * is gone once its execution returned). */
+typedef struct init_job {
+  cuv_comm_t *comm;
+  cuv__nccl_id_t id;
+} init_job_t;
+
+/* The init thread: NCCL's blocking init, then the communicator ready or failed (aborted here: no
+ * other thread calls NCCL on it until this one is done), and the creation let go on. */
+static void *init_main(void *arg) {
+  init_job_t *job = arg;
+  cuv_comm_t *comm = job->comm;
+  int rc = init_nccl(comm, &job->id);
+  free(job);
+  pthread_mutex_lock(&comm->lock);
+  comm->initializing = false;
+  if (rc == 0 && atomic_load(&comm->status) == 0) {
+    atomic_store(&comm->state, COMM_READY);
+    comm->creation = NULL; /* done: a later failure is not the creation's */
+  } else {
+    fail_locked(comm, rc < 0 ? rc : atomic_load(&comm->status));
+    abort_locked(comm); /* some ranks may have started, or an abort was asked meanwhile */
+  }
+  release_creation(comm);
+  pthread_mutex_unlock(&comm->lock);
+  comm_release(comm);
+  return NULL;
+}
+
+/* Starts the init thread, detached (nothing joins it: it ends with the init). */
+static int init_start(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
+  init_job_t *job = malloc(sizeof *job);
+  if (!job)
+    return CUV_ENOMEM;
+  job->comm = cuv__comm_ref(comm);
+  memcpy(&job->id, id, sizeof *id);
+  comm->initializing = true; /* before any other thread can see the communicator's handles */
+  pthread_attr_t attr;
+  pthread_t thread;
+  int rc = pthread_attr_init(&attr) == 0 ? 0 : CUV_ETHREAD;
+  if (rc == 0 && pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) != 0)
+    rc = CUV_ETHREAD;
+  if (rc == 0 && pthread_create(&thread, &attr, init_main, job) != 0)
+    rc = CUV_ETHREAD;
+  if (rc == 0)
+    pthread_setname_np(thread, "cuv-nccl-init");
+  pthread_attr_destroy(&attr);
+  if (rc < 0) {
+    comm->initializing = false;
+    comm_release(comm);
+    free(job);
+  }
   return rc;
 }
 
@@ -482,21 +494,14 @@ static int creation_begin(cuv_comm_t *comm, init_op_t *o, cuv__exec_t *ex) {
     rc = cuv__sub_hold(ex->sub, creation_release, cuv__comm_ref(comm));
   if (rc < 0)
     return rc;
-  comm->creation = ex->sub;
-  rc = start_nccl(comm, &o->id);
   pthread_mutex_lock(&comm->lock);
-  if (rc == 0)
-    watch_locked(comm);
-  pthread_mutex_unlock(&comm->lock);
-  if (rc == 0)
-    rc = watch_wake();
+  comm->creation = ex->sub;
+  rc = init_start(comm, &o->id);
   if (rc < 0) {
-    pthread_mutex_lock(&comm->lock);
     fail_locked(comm, rc);
-    abort_locked(comm);
     release_creation(comm);
-    pthread_mutex_unlock(&comm->lock);
   }
+  pthread_mutex_unlock(&comm->lock);
   return rc;
 }
 
@@ -514,7 +519,7 @@ static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
     ex->landing = true; /* a then/map over it sees the communicator ready */
     *out = cuv__output(comm, comm_release, comm);
   } else if (comm) {
-    release_creation(comm); /* a failure before NCCL was asked opens the gate here */
+    release_creation(comm); /* a failure before the init thread started opens the gate here */
     comm_release(comm);
   }
   init_drop(op);
@@ -581,7 +586,7 @@ CUV_EXTERN int cuv_nccl_unique_id(cuv_nccl_id_t *id) {
 CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
   if (!comm)
     return CUV_EINVAL;
-  int none = 0; /* before the lock: a launch that never ends gives the lock up for it */
+  int none = 0; /* before the lock: the status is seen at once by every thread that looks */
   atomic_compare_exchange_strong(&comm->status, &none, CUV_ECANCELED);
   pthread_mutex_lock(&comm->lock);
   fail_locked(comm, CUV_ECANCELED);

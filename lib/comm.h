@@ -25,12 +25,13 @@ struct cuv_comm_s {
   _Atomic int status;         /* 0, or what its ops fail with once it failed or was aborted */
   bool nccl_ended;            /* aborted or destroyed: the NCCL handles are gone */
   bool abort_wanted;          /* cuv_comm_abort: cuv-nccl aborts the NCCL communicators */
+  bool initializing; /* NCCL's blocking init runs on the init thread: no one else calls NCCL */
   bool watched;               /* in cuv-nccl's list, which holds a reference */
   int nranks;
   unsigned n;
-  /* Set once every rank is ready or the creation failed: a blocking creation waits for it on the
-   * host, a queued one's delivery waits for it through its submission's gate (comm.c says why
-   * not its stream). */
+  /* Set once every rank is ready or the creation failed (by the init thread): a blocking creation
+   * waits for it on the host, a queued one's delivery waits for it through its submission's gate
+   * (comm.c says why not its stream). */
   atomic_bool created;
   cuv__submission_t *_Atomic gate; /* a queued creation's submission, until that gate opened */
   cuv__submission_t *creation; /* the creation's submission, until it retires */
@@ -44,10 +45,6 @@ struct cuv_comm_s {
  * cuv__comm_leave). Fails with the communicator's status, without the lock, once it failed. */
 int cuv__comm_enter(cuv_comm_t *comm, CUcontext *saved);
 void cuv__comm_leave(cuv_comm_t *comm, CUcontext saved);
-/* After ncclGroupEnd (inside enter/leave): waits until every local rank's calls are on their
- * streams (a non-blocking communicator may still be connecting: ncclInProgress); 0, or NCCL's
- * error (the communicator then fails, on cuv-nccl). */
-int cuv__comm_settle(cuv_comm_t *comm, int group_status);
 /* Watches `sub`, which has this communicator's work in flight, until it retires: a failure of the
  * communicator meanwhile fails it (cuv__sub_fail_late). The submission holds the watch. */
 int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub);

@@ -87,8 +87,12 @@ static int check_version(const char *name) {
 static int load_locked(void) {
   const char *name = wanted();
   /* Before NCCL reads its environment (at its first communicator): NVLink multicast stays off
-   * unless the program asked for it. */
+   * unless the program asked for it, and the collectives' channels are connected in the init
+   * (on cuv's init thread, lib/comm.c) rather than by the first collective's ncclGroupEnd, which
+   * on a blocking communicator would wait there, holding the communicator, for every peer to
+   * reach its own first collective. */
   setenv("NCCL_NVLS_ENABLE", "0", 0);
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   dlerror();
   void *handle = open_library(name);
   if (!handle) {

@@ -1,6 +1,6 @@
-/* The cuv-nccl thread: started by the first communicator, it calls its poll function as often as
- * that asks (a pass over the communicators being created, with work in flight, being aborted or
- * closed: lib/comm.c) and parks when nothing is watched. No one waits for it: a pass only reads
+/* The cuv-nccl thread: started when a communicator first needs it, it calls its poll function as
+ * often as that asks (a pass over the communicators with work in flight, being aborted or closed:
+ * lib/comm.c) and parks when nothing is watched. No one waits for it: a pass only reads
  * NCCL's states and acts on them (aborts, destroys), so a wake-up is a signal, never a
  * handshake. Stopped when the library goes away. */
 #include <errno.h>

@@ -11,14 +11,18 @@
  * below that needs it fails with CUV_ENONCCL and cuv_nccl_error() says what is missing. A NCCL
  * call that fails keeps its ncclResult_t inside CUV_ENCCL(result) (include/cuv/errors.h).
  * cuv sets NCCL_NVLS_ENABLE=0 in the environment before NCCL starts, unless it is set: cuv never
- * creates NVLink multicast objects.
+ * creates NVLink multicast objects. It also sets NCCL_RUNTIME_CONNECT=0 unless it is set: the
+ * collectives' connections are made while the communicator is created, not by its first
+ * collective (which would then wait, holding the communicator, for its peers to connect).
  *
  * Communicators. A cuv_comm_t holds one NCCL communicator per local rank: every device of a
  * process (cuv_comm_init_all, NCCL's ncclCommInitAll case), or one rank of a group whose other
  * ranks are other processes or hosts (cuv_comm_init_rank, with the unique id the program hands
- * over: cuv_nccl_unique_id on one rank, sent to the others by any means). Creating one is an op:
- * NCCL's non-blocking initialization, polled by cuv's cuv-nccl thread, so no thread waits for it
- * (the stream the op runs on waits: pass a stream of your own to keep other work off it). Its
+ * over: cuv_nccl_unique_id on one rank, sent to the others by any means). The NCCL communicators
+ * are blocking ones, so a collective's group is launched by its ncclGroupEnd on the thread that
+ * issues it, with no thread of NCCL's. Creating one is an op: NCCL's blocking initialization, run
+ * on a thread cuv starts for each creation (cuv-nccl-init), so no loop or submitter thread waits
+ * for it; a queued submission's callback comes once every rank is ready. Its
  * output is the cuv_comm_t (data; released with cuv_comm_unref unless taken): submit it like any
  * op (cuv_submit, cuv_uv_submit, or cuv_sync to block). Communicators are reference counted;
  * every op that uses one holds it until its work is proven complete.
@@ -161,14 +165,17 @@ typedef struct cuv_comm_s cuv_comm_t;
  *         CUV_ENOMEM: no memory for the op.
  *         At execution: CUV_EDEVICE (a stream of another device than devs[0]'s), CUV_ENOTSUP
  *         (inside a graph capture: a graph cannot replay a creation), CUV_ENOMEM, CUV_ETHREAD
- *         (the cuv-nccl thread cannot start), CUV_ENCCL(result) (ncclGetUniqueId, a group call
- *         or ncclCommInitRankConfig fails, or a rank's initialization fails later), or the
+ *         (the cuv-nccl-init thread cannot start), CUV_ENCCL(result) (ncclGetUniqueId, a group
+ *         call or ncclCommInitRankConfig fails, or a rank's initialization fails), or the
  *         driver's error (creating a rank's stream, binding a device's context).
  * @threads Any thread builds it. It executes on the thread that makes the submission's driver
- *          calls; the initialization is polled by the cuv-nccl thread, so no thread waits for it
- *          but a blocking executor's caller.
- * @notes The executing stream waits for the initialization: pass a stream of your own to keep
- *        other work off it.
+ *          calls, which starts the initialization on a cuv-nccl-init thread of its own and
+ *          returns; no thread waits for it but a blocking executor's caller (cuv_sync,
+ *          cuv_enqueue_on).
+ * @notes A queued submission (cuv_submit, cuv_uv_submit) is delivered, and a then or map over
+ *        the op runs, once every rank is ready. An initialization whose peers never join (a
+ *        cuv_comm_init_rank group short of a rank) keeps its cuv-nccl-init thread inside NCCL
+ *        until NCCL gives up; the communicator is not given out before, so nothing can abort it.
  */
 CUV_EXTERN cuv_op_t *cuv_comm_init_all(cuv_device_t *const *devs, size_t n);
 /** An op that creates rank `rank` of a group of `nranks` on dev, with the group's unique id.
@@ -198,8 +205,8 @@ CUV_EXTERN cuv_comm_t *cuv_comm_ref(cuv_comm_t *comm);
  *
  * NULL is ignored.
  *
- * @threads Any thread. The NCCL communicators end on the cuv-nccl thread (a finalize that takes
- *          more than 10 s is given up for an abort).
+ * @threads Any thread. The NCCL communicators end on the cuv-nccl thread (ncclCommFinalize, then
+ *          ncclCommDestroy; an abort instead when the finalize fails).
  * @notes Every op of the communicator holds a reference of its own until its work is proven
  *        complete, so the last cuv_comm_unref may come before their callbacks.
  */

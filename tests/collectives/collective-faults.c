@@ -1,6 +1,7 @@
 /* Communicators that fail, on the simulator's NCCL (its failure injection: include/cuv/sim.h):
  * an asynchronous error, a peer that dies (in this process, or a peer process that exits), an
- * abort on request, a creation that fails, and NCCL still connecting when ncclGroupEnd returns.
+ * abort on request, a creation that fails, and NCCL's init held while a creation is pending (the
+ * ops' groups end blocking, on the issuing thread).
  * Each failure reaches the op that was pending, once, with NCCL's error; the communicator is
  * aborted (ncclCommAbort, counted) once, and later ops fail at once. Also: the thread's current
  * context after NCCL calls (the simulator's, like NCCL, make their device's context current), and
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "driver-util.h"
@@ -233,10 +235,11 @@ static void test_ranks_on_one_gpu(void **state) {
   }
 }
 
-/* NCCL returns from ncclGroupEnd before the work is on the streams (it connects first): the op's
- * download, ordered after the join, still sees the reduction. Without the wait for ncclSuccess,
- * the join would be recorded first and the download would read the old contents. */
-static void test_launched_late(void **state) {
+/* The ops' groups end as blocking ones, on the issuing thread: with the simulator's launch delay
+ * of non-blocking groups set (NCCL's thread per ncclGroupEnd), no group of cuv's pays it, the
+ * simulator counts every group cuv ends as blocking and none as non-blocking, and the download
+ * ordered after the all-reduce sees the host's sum. */
+static void test_groups_end_blocking(void **state) {
   (void)state;
   cuv_comm_t *comm = make_clique();
   uint32_t in[NDEV], want = 0, zero = 0;
@@ -249,13 +252,18 @@ static void test_launched_late(void **state) {
     assert_cuv_ok(cuv_sync(cuv_memcpy_htod(send[r], 0, &in[r], 4, 0), NULL));
     assert_cuv_ok(cuv_sync(cuv_memcpy_htod(recv[r], 0, &zero, 4, 0), NULL));
   }
-  cuv_sim_nccl_set_launch_delay_us(30000);
+  unsigned long blocking0, nonblocking0, blocking1, nonblocking1;
+  cuv_sim_nccl_group_counts(&blocking0, &nonblocking0);
+  cuv_sim_nccl_set_launch_delay_us(30000); /* what a non-blocking group would pay */
   cuv_output_t out;
   assert_cuv_ok(cuv_sync(cuv_seq(cuv_comm_all_reduce(comm, send, recv, 1, CUV_NCCL_UINT32,
                                                      CUV_NCCL_SUM),
                                  cuv_download(recv[0], 0, 4)),
                          &out));
   cuv_sim_nccl_set_launch_delay_us(0);
+  cuv_sim_nccl_group_counts(&blocking1, &nonblocking1);
+  assert_int_equal(blocking1 - blocking0, 1);
+  assert_int_equal(nonblocking1 - nonblocking0, 0);
   assert_int_equal(*(uint32_t *)out.data, want);
   cuv_output_release(&out);
   for (int r = 0; r < NDEV; r++) {
@@ -265,26 +273,40 @@ static void test_launched_late(void **state) {
   cuv_comm_unref(comm);
 }
 
-/* NCCL never finishes launching a group (a peer that never connects): cuv_comm_abort still ends
- * the op at once, with CUV_ECANCELED. Without its way in past the waiting launch, the abort would
- * wait for the launch, here for good. */
-static void test_abort_while_launching(void **state) {
+/* NCCL's blocking init held by the simulator: cuv_submit returned, and the init waits inside
+ * NCCL on a thread of cuv's, not on this one (which would never get here) nor on a submitter (the
+ * queue would not see the creation pending); the creation is not delivered until the init ended,
+ * and the communicator then sums right. */
+static void test_init_off_the_submitter(void **state) {
   (void)state;
-  cuv_comm_t *comm = make_clique();
+  cuv_queue_t *q;
+  cuv_comm_t *comm = NULL;
+  unsigned waiting = cuv_sim_nccl_inits_waiting();
+  cuv_sim_nccl_hold_inits(1);
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  assert_cuv_ok(cuv_submit(q, cuv_comm_init_all(devs, NDEV), take_comm, &comm, NULL));
+  while (cuv_sim_nccl_inits_waiting() == waiting) /* until the init is inside NCCL's init */
+    nanosleep(&(struct timespec){0, 1000000L}, NULL);
+  assert_int_equal(cuv_queue_wait(q, 20), CUV_EBUSY); /* held: not delivered */
+  assert_int_equal(cuv_queue_pending(q), 1);
+  assert_null(comm);
+  cuv_sim_nccl_hold_inits(0);
+  drain_all(q);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  assert_non_null(comm);
   little_t l;
   little_init(&l, comm);
-  cuv_queue_t *q;
-  int seen[2] = {0, 0};
-  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
-  cuv_sim_nccl_set_launch_delay_us(600u * 1000000u);
-  assert_cuv_ok(cuv_submit(q, little_op(&l, comm), note_status, seen, NULL));
-  assert_int_equal(cuv_queue_wait(q, 50), CUV_EBUSY); /* still launching */
-  assert_int_equal(cuv_comm_abort(comm), 0);
-  drain_all(q);
-  cuv_sim_nccl_set_launch_delay_us(0);
-  assert_int_equal(seen[0], 1);
-  assert_int_equal(seen[1], CUV_ECANCELED);
-  assert_cuv_ok(cuv_queue_destroy(q));
+  uint32_t in[NDEV], want = 0, got;
+  for (unsigned r = 0; r < l.n; r++) {
+    in[r] = cuvt_random_u32() % 100000;
+    want += in[r];
+    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l.buf[r], 0, &in[r], 4, 0), NULL));
+  }
+  assert_cuv_ok(cuv_sync(little_op(&l, comm), NULL));
+  for (unsigned r = 0; r < l.n; r++) {
+    assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, l.buf[r], 0, 4), NULL));
+    assert_int_equal(got, want);
+  }
   little_free(&l);
   cuv_comm_unref(comm);
 }
@@ -385,8 +407,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_ranks_on_one_gpu),
       cmocka_unit_test(test_async_error),
       cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
-      cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_launched_late),
-      cmocka_unit_test(test_abort_while_launching), cmocka_unit_test(test_peer_process),
+      cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_groups_end_blocking),
+      cmocka_unit_test(test_init_off_the_submitter), cmocka_unit_test(test_peer_process),
   };
   int rc = cuvt_run(tests);
   for (int r = 0; r < NDEV; r++)

@@ -5,6 +5,9 @@
  * with one submitter thread, and with none, when the loop thread itself makes every call: a
  * creation that blocked its thread would never let the other ranks join). Suite sim on 4
  * simulated devices; suite gpu on every GPU (up to 8), skipped below 2. */
+#include <pthread.h>
+#include <time.h>
+
 #include "uvt.h"
 
 #define MAXD 8
@@ -90,6 +93,106 @@ static void test_created_on_the_loop(void **state) {
   uvt_close(&l);
   sums_check(&s);
   cuv_comm_unref(f.comm);
+}
+
+/* ---- a creation whose NCCL init is slow ---- */
+
+#define SLOW_TICKS 3          /* the loop's timer ticks seen while the init waits, then released */
+#define WATCHDOG_MS 10000     /* a last resort that fails the test instead of hanging it */
+
+typedef struct slow_init {
+  flow_t flow;
+  uv_timer_t timer;
+  unsigned waiting_before; /* cuv_sim_nccl_inits_waiting() before the creation */
+  int ticks_while_held;
+  uint64_t release_seq; /* uvt_seq() at the loop's release */
+  bool probe_sent;
+  uvt_call_t probe; /* a then, submitted while the init waits: it runs on a submitter thread */
+  atomic_bool released_by_loop, released_by_watchdog, finished;
+} slow_init_t;
+
+/* The probe's function, on whichever thread executes thens (a submitter, or with none the loop's
+ * own): the value plus one. */
+static cuv_op_t *probe_next(cuv_output_t *input, void *arg) {
+  (void)arg;
+  return uvt_value(*(int *)input->data + 1);
+}
+
+/* On the loop thread: while cuv's init thread waits inside NCCL's init, sends the probe, counts
+ * the ticks, lets the init end after SLOW_TICKS once the probe came back, and stops once the
+ * all-reduce came back. */
+static void slow_tick(uv_timer_t *timer) {
+  slow_init_t *s = timer->data;
+  bool in_init = cuv_sim_nccl_inits_waiting() > s->waiting_before;
+  if (in_init && !s->probe_sent) {
+    s->probe_sent = true;
+    s->probe.status = cuv_uv_submit(s->flow.loop->bridge, cuv_then(uvt_value(41), probe_next, NULL),
+                                    uvt_done, &s->probe, NULL);
+  }
+  if (in_init && !atomic_load(&s->released_by_loop) && s->probe.calls &&
+      ++s->ticks_while_held == SLOW_TICKS) {
+    atomic_store(&s->released_by_loop, true);
+    s->release_seq = uvt_seq();
+    cuv_sim_nccl_hold_inits(0);
+  }
+  if (s->flow.reduced.calls)
+    uv_close((uv_handle_t *)timer, NULL);
+}
+
+/* Lets the init end if the loop never could (its thread blocked in the init), marking it. */
+static void *slow_watchdog(void *arg) {
+  slow_init_t *s = arg;
+  for (int ms = 0; ms < WATCHDOG_MS && !atomic_load(&s->finished); ms += 10)
+    nanosleep(&(struct timespec){0, 10000000L}, NULL);
+  if (!atomic_load(&s->finished)) {
+    atomic_store(&s->released_by_watchdog, true);
+    cuv_sim_nccl_hold_inits(0);
+  }
+  return NULL;
+}
+
+/* The simulator holds NCCL's init until the loop's timer has run SLOW_TICKS times while the init
+ * waited, after a then submitted meanwhile came back: the loop goes on running its timers, and the
+ * submitters their work, while a communicator is created (tests/meson.build runs this file also
+ * with one submitter thread, which must not be the one that waits, and with none: the loop thread
+ * then executes the creation itself). The creation completes only after the release, and the
+ * first all-reduce sums right. */
+static void test_loop_runs_while_initializing(void **state) {
+  (void)state;
+  if (!cuv_driver_is_sim())
+    skip(); /* the hold is the simulator's */
+  uvt_loop_t l;
+  sums_t sums;
+  sums_init(&sums, 1 + cuvt_random_u32() % 5000);
+  uvt_open(&l);
+  slow_init_t s = {.flow = {.loop = &l, .sums = &sums}};
+  s.flow.created.loop = s.flow.reduced.loop = s.probe.loop = &l;
+  s.waiting_before = cuv_sim_nccl_inits_waiting();
+  assert_int_equal(uv_timer_init(&l.loop, &s.timer), 0);
+  s.timer.data = &s;
+  assert_int_equal(uv_timer_start(&s.timer, slow_tick, 1, 1), 0);
+  pthread_t watchdog;
+  assert_int_equal(pthread_create(&watchdog, NULL, slow_watchdog, &s), 0);
+  cuv_sim_nccl_hold_inits(1);
+  assert_cuv_ok(cuv_uv_submit(l.bridge, cuv_comm_init_all(devs, (size_t)ndev), created, &s.flow,
+                              NULL));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  atomic_store(&s.finished, true);
+  assert_int_equal(pthread_join(watchdog, NULL), 0);
+  assert_false(atomic_load(&s.released_by_watchdog));
+  assert_true(atomic_load(&s.released_by_loop));
+  assert_int_equal(s.ticks_while_held, SLOW_TICKS);
+  uvt_assert_all_ok(&s.probe, 1);
+  assert_int_equal(s.probe.payload, 42);
+  assert_true(s.probe.seq < s.release_seq); /* it ran while the init was held */
+  uvt_release_outputs(&s.probe, 1);
+  assert_true(s.flow.created.seq > s.release_seq); /* completed only once the init ended */
+  uvt_assert_all_ok(&s.flow.created, 1);
+  assert_cuv_ok(s.flow.submit_status);
+  uvt_assert_all_ok(&s.flow.reduced, 1);
+  uvt_close(&l);
+  sums_check(&sums);
+  cuv_comm_unref(s.flow.comm);
 }
 
 /* ---- a then over the creation, in one submission ---- */
@@ -205,6 +308,7 @@ int main(void) {
     if (cuv_device_open(&devs[r], r) != 0)
       return 1;
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_loop_runs_while_initializing),
       cmocka_unit_test(test_created_on_the_loop),
       cmocka_unit_test(test_ranks_on_the_loop),
       cmocka_unit_test(test_then_over_creation),
