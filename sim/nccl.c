@@ -44,7 +44,7 @@ struct sim_nccl_comm {
   uint64_t steps;           /* collective steps begun, by the one command running it */
   _Atomic int async_error;  /* what ncclCommGetAsyncError reports */
   _Atomic bool aborted;     /* its collectives end at once, without output */
-  _Atomic bool dead;        /* cuv_sim_nccl_kill: as if its process had died (it stops) */
+  _Atomic bool dead;        /* cuv_sim_nccl_kill, _vanish: as if its process had died (it stops) */
   _Atomic int launches;     /* delayed group launches still to enqueue */
   _Atomic bool running;     /* a command of it runs now */
   bool init_done;           /* its init ended (sim lock): no longer held by a hold */
@@ -981,6 +981,15 @@ CUV_SIM_EXTERN int cuv_sim_nccl_kill(void *comm) {
     sim_clique_leave(c->clique);
     sim_wake_all();
   }
+  sim_unlock();
+  return c ? 0 : -EINVAL;
+}
+
+CUV_SIM_EXTERN int cuv_sim_nccl_vanish(void *comm) {
+  sim_lock();
+  struct sim_nccl_comm *c = comm_get(comm);
+  if (c)
+    atomic_store(&c->dead, true); /* it stays in its group: its peers wait for it, told nothing */
   sim_unlock();
   return c ? 0 : -EINVAL;
 }

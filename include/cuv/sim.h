@@ -248,6 +248,18 @@ CUV_SIM_EXTERN int cuv_sim_nccl_set_async_error(void *comm, int result);
  * @threads Any thread.
  */
 CUV_SIM_EXTERN int cuv_sim_nccl_kill(void *comm);
+/** The rank of `comm` dies without its peers learning of it, as a process whose peers' kernels
+ * wait on NVLink for data it will never send: NCCL reports nothing to them.
+ *
+ * Its collectives stop (until it is aborted) and it reports ncclSystemError itself, but it stays
+ * in its group: its peers' collectives that need it wait, and their communicators report no
+ * error, until the rank is aborted or destroyed (then it leaves, as cuv_sim_nccl_kill's does).
+ *
+ * @returns 0 (also for a rank that died already).
+ * @errors -EINVAL (CUV_EINVAL): comm is not a live communicator of the simulator.
+ * @threads Any thread.
+ */
+CUV_SIM_EXTERN int cuv_sim_nccl_vanish(void *comm);
 /** From now on, a group of non-blocking communicators reaches its streams `usec` microseconds
  * after ncclGroupEnd (from another thread), which returns ncclInProgress.
  *
