@@ -15,10 +15,12 @@
  * a collective's blocking ncclGroupEnd does not wait there for its peers to connect.
  *
  * Faults. Every submission with a collective in flight is watched (a pending record it holds); the
- * cuv-nccl thread polls the communicators that have one. An error fails them all (late status) and
- * aborts the NCCL communicators (ncclCommAbort ends their kernels, so the streams move on and the
- * submissions complete with the error); cuv_comm_abort does the same on request. ncclCommDestroy,
- * which can block, is called only at the end, on cuv-nccl, after a finalize that went through. */
+ * cuv-nccl thread polls the communicators that have one. An error, or one pending longer than the
+ * communicator's timeout (cuv_comm_set_timeout: a peer whose death NCCL never reports), fails them
+ * all (late status) and aborts the NCCL communicators (ncclCommAbort ends their kernels, so the
+ * streams move on and the submissions complete with the error); cuv_comm_abort does the same on
+ * request. ncclCommDestroy, which can block, is called only at the end, on cuv-nccl, after a
+ * finalize that went through. */
 #include <string.h>
 
 #include "internal.h"
@@ -37,6 +39,7 @@ enum { COMM_STARTING, COMM_READY, COMM_FAILED };
 struct cuv__comm_pending {
   cuv_comm_t *comm;
   cuv__submission_t *sub;
+  uint64_t issued_ns; /* when it was tracked, just before its NCCL calls: the timeout's start */
   cuv__comm_pending_t *prev, *next;
 };
 
@@ -223,6 +226,7 @@ int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub) {
   }
   p->comm = cuv__comm_ref(comm);
   p->sub = sub;
+  p->issued_ns = cuv__now_ns();
   pthread_mutex_lock(&comm->lock);
   bool first = !comm->pending;
   p->next = comm->pending;
@@ -235,6 +239,17 @@ int cuv__comm_track(cuv_comm_t *comm, cuv__submission_t *sub) {
   watch_locked(comm);
   pthread_mutex_unlock(&comm->lock);
   return first ? watch_wake() : 0; /* the thread may be parked: nothing was watched */
+}
+
+/* Whether a submission has been pending longer than the communicator's timeout: NCCL may never
+ * report a peer that died (its kernels may wait on NVLink for good), so this is what fails the
+ * communicator then. Lock held. */
+static bool timed_out(cuv_comm_t *comm) {
+  uint64_t timeout = atomic_load(&comm->timeout_ns), now = cuv__now_ns();
+  for (cuv__comm_pending_t *p = comm->pending; timeout && p; p = p->next)
+    if (now - p->issued_ns > timeout)
+      return true;
+  return false;
 }
 
 /* Back in cuv-nccl's list as it was (it still holds the list's reference). */
@@ -253,6 +268,8 @@ static bool poll_one(cuv_comm_t *comm) {
     cuv__nccl_result_t r = ranks_state(comm);
     if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
       fail_locked(comm, CUV_ENCCL(r));
+    else if (timed_out(comm))
+      fail_locked(comm, CUV_ETIMEDOUT);
   }
   if (comm->abort_wanted && !comm->initializing) {
     abort_locked(comm);
@@ -593,6 +610,13 @@ CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
   watch_locked(comm); /* cuv-nccl makes the abort calls */
   pthread_mutex_unlock(&comm->lock);
   watch_wake();
+  return 0;
+}
+
+CUV_EXTERN int cuv_comm_set_timeout(cuv_comm_t *comm, unsigned ms) {
+  if (!comm)
+    return CUV_EINVAL;
+  atomic_store(&comm->timeout_ns, (uint64_t)ms * 1000000u);
   return 0;
 }
 

@@ -37,6 +37,7 @@ struct cuv_comm_s {
   cuv__submission_t *creation; /* the creation's submission, until it retires */
   cuv__comm_pending_t *pending; /* submissions with this communicator's work in flight */
   uint64_t finalize_deadline;   /* when closing: abort rather than wait for the finalize after */
+  _Atomic uint64_t timeout_ns;  /* cuv_comm_set_timeout: a collective pending longer fails it */
   struct cuv_comm_s *watch_next;
   cuv__comm_local_t local[];
 };

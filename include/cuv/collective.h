@@ -263,9 +263,26 @@ CUV_EXTERN void *cuv_comm_handle(const cuv_comm_t *comm, unsigned local);
  * @errors CUV_EINVAL: comm is NULL.
  *         CUV_ENCCL(result): NCCL reported result for one of its ranks (its first failure).
  *         CUV_ECANCELED: cuv_comm_abort was called before any failure.
+ *         CUV_ETIMEDOUT: a collective outlived the timeout (cuv_comm_set_timeout).
  * @threads Any thread.
  */
 CUV_EXTERN int cuv_comm_status(const cuv_comm_t *comm);
+/** Sets the communicator's timeout: once one of its collectives has been pending (issued to NCCL
+ * but not proven complete) for more than `ms` milliseconds, the communicator fails with
+ * CUV_ETIMEDOUT, as on an asynchronous error: every pending op fails with it, once, the NCCL
+ * communicators are aborted (their kernels end), and later ops fail at once.
+ *
+ * It is what ends the collectives of a peer that died without NCCL noticing (on NVLink, a peer's
+ * kernels may wait for a dead process's data for good, and NCCL reports nothing). The time counts
+ * from the op's NCCL calls, so it includes the wait behind the communicator's earlier work: set
+ * it above the longest collective and queue. The check runs with the fault watch, every 10 ms, so
+ * a timeout fails the ops at most about 10 ms late. 0, the default: none.
+ *
+ * @returns 0.
+ * @errors CUV_EINVAL: comm is NULL.
+ * @threads Any thread. It applies to ops already pending too.
+ */
+CUV_EXTERN int cuv_comm_set_timeout(cuv_comm_t *comm, unsigned ms);
 /** Aborts the communicator.
  *
  * Its pending ops fail with CUV_ECANCELED (their GPU work ends, and what they hold is released once
@@ -300,7 +317,9 @@ CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm);
  *         CUV_ECONFLICT (a CUV_HAZARD_STRICT buffer in flight on another stream), CUV_ENOMEM,
  *         CUV_ETHREAD (the cuv-nccl thread cannot start), CUV_ENCCL(result) (a NCCL call
  *         fails, or the communicator fails while the op is in flight), CUV_ECANCELED
- *         (cuv_comm_abort while it is in flight), or the driver's error (the fork and join).
+ *         (cuv_comm_abort while it is in flight), CUV_ETIMEDOUT (it or another op of the
+ *         communicator outlived its timeout: cuv_comm_set_timeout), or the driver's error (the
+ *         fork and join).
  * @threads Any thread builds it. Its NCCL calls are made on the thread that makes the
  *          submission's driver calls (for cuv_submit, a submitter thread: see the file's
  *          description).

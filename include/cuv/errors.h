@@ -32,6 +32,7 @@
  * | CUV_ENOTSUP    | -ENOTSUP   | operation not supported on socket: not by this driver       |
  * | CUV_EIO        | -EIO       | i/o error: a file cannot be read                             |
  * | CUV_ENOENT     | -ENOENT    | no such file or directory: an unknown or finished ticket     |
+ * | CUV_ETIMEDOUT  | -ETIMEDOUT | connection timed out: a collective outlived its timeout      |
  * | CUV_ENODRIVER  | -9001      | no CUDA driver could be loaded (cuv_init_error says why)     |
  * | CUV_EDRIVER    | -9002      | the CUDA driver lacks an entry point cuv needs (too old?)    |
  * | CUV_ECONSUMED  | -9003      | operation already consumed by a combinator or executor       |
@@ -60,6 +61,7 @@
   XX(ENOTSUP, -ENOTSUP, "operation not supported on socket") /* not by this driver */           \
   XX(EIO, -EIO, "i/o error")                              /* a file cannot be read */           \
   XX(ENOENT, -ENOENT, "no such file or directory")        /* an unknown or finished ticket */   \
+  XX(ETIMEDOUT, -ETIMEDOUT, "connection timed out")       /* cuv_comm_set_timeout */            \
   XX(ENODRIVER, -9001, "no CUDA driver could be loaded (cuv_init_error says which and why): is "  \
                        "there a GPU? set CUV_DRIVER=sim to run on the CPU simulator")            \
   XX(EDRIVER, -9002, "the CUDA driver lacks an entry point cuv needs (driver too old?)")         \

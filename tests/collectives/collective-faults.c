@@ -1,6 +1,7 @@
 /* Communicators that fail, on the simulator's NCCL (its failure injection: include/cuv/sim.h):
- * an asynchronous error, a peer that dies (in this process, or a peer process that exits), an
- * abort on request, a creation that fails, and NCCL's init held while a creation is pending (the
+ * an asynchronous error, a peer that dies (in this process, or a peer process that exits), a peer
+ * that vanishes without NCCL noticing (the communicator's timeout ends its ops), an abort on
+ * request, a creation that fails, and NCCL's init held while a creation is pending (the
  * ops' groups end blocking, on the issuing thread).
  * Each failure reaches the op that was pending, once, with NCCL's error; the communicator is
  * aborted (ncclCommAbort, counted) once, and later ops fail at once. Also: the thread's current
@@ -202,6 +203,71 @@ static void test_abort_pending(void **state) {
   little_free(&l0);
   cuv_comm_unref(c0);
   cuv_comm_unref(c1);
+}
+
+#define VANISH_OPS 3
+#define VANISH_TIMEOUT_MS 50
+
+/* Rank 1 vanishes (NCCL tells rank 0 nothing, as when a dead peer's kernels spin on NVLink):
+ * rank 0's ops wait, with no timeout for good; once cuv_comm_set_timeout is set, every pending op
+ * fails with CUV_ETIMEDOUT, each callback once, rank 0 is aborted once, and later ops fail at
+ * once. */
+static void test_peer_vanishes(void **state) {
+  (void)state;
+  cuv_comm_t *c0, *c1;
+  make_pair(&c0, &c1);
+  little_t l0;
+  little_init(&l0, c0);
+  unsigned long aborts = cuv_sim_calls("ncclCommAbort");
+  assert_int_equal(cuv_sim_nccl_vanish(cuv_comm_handle(c1, 0)), 0);
+  cuv_queue_t *q;
+  int seen[VANISH_OPS][2] = {{0}};
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  for (int i = 0; i < VANISH_OPS; i++)
+    assert_cuv_ok(cuv_submit(q, little_op(&l0, c0), note_status, seen[i], NULL));
+  assert_int_equal(cuv_queue_wait(q, 50), CUV_EBUSY); /* no error from NCCL: they wait */
+  assert_int_equal(cuv_comm_status(c0), 0);
+  uint64_t t0 = cuvt_now_ms();
+  assert_cuv_ok(cuv_comm_set_timeout(c0, VANISH_TIMEOUT_MS));
+  drain_all(q);
+  printf("# the pending ops (issued 50 ms before) failed %llu ms after the %d ms timeout was "
+         "set\n",
+         (unsigned long long)(cuvt_now_ms() - t0), VANISH_TIMEOUT_MS);
+  for (int i = 0; i < VANISH_OPS; i++) {
+    assert_int_equal(seen[i][0], 1);
+    assert_int_equal(seen[i][1], CUV_ETIMEDOUT);
+  }
+  assert_int_equal(cuv_comm_status(c0), CUV_ETIMEDOUT);
+  assert_int_equal(cuv_sim_calls("ncclCommAbort") - aborts, 1);
+  cuv_op_t *late = little_op(&l0, c0);
+  assert_int_equal(cuv_op_error(late), CUV_ETIMEDOUT);
+  cuv_op_destroy(late);
+  assert_cuv_ok(cuv_queue_destroy(q));
+  little_free(&l0);
+  cuv_comm_unref(c0);
+  cuv_comm_unref(c1);
+}
+
+/* A communicator whose ops end within its timeout: they succeed and it stays usable. */
+static void test_timeout_not_reached(void **state) {
+  (void)state;
+  cuv_comm_t *comm = make_clique();
+  assert_cuv_ok(cuv_comm_set_timeout(comm, 60000));
+  little_t l;
+  little_init(&l, comm);
+  uint32_t in[NDEV], want = 0, got;
+  for (unsigned r = 0; r < l.n; r++) {
+    in[r] = cuvt_random_u32() % 100000;
+    want += in[r];
+    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l.buf[r], 0, &in[r], 4, 0), NULL));
+  }
+  assert_cuv_ok(cuv_sync(little_op(&l, comm), NULL));
+  assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, l.buf[0], 0, 4), NULL));
+  assert_int_equal(got, want);
+  assert_int_equal(cuv_comm_status(comm), 0);
+  assert_int_equal(cuv_comm_set_timeout(NULL, 1), CUV_EINVAL);
+  little_free(&l);
+  cuv_comm_unref(comm);
 }
 
 /* A creation whose NCCL initialization fails: the op fails with NCCL's error, no output. */
@@ -408,7 +474,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_async_error),
       cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
       cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_groups_end_blocking),
-      cmocka_unit_test(test_init_off_the_submitter), cmocka_unit_test(test_peer_process),
+      cmocka_unit_test(test_init_off_the_submitter),
+      cmocka_unit_test(test_peer_vanishes),
+      cmocka_unit_test(test_timeout_not_reached), cmocka_unit_test(test_peer_process),
   };
   int rc = cuvt_run(tests);
   for (int r = 0; r < NDEV; r++)

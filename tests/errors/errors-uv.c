@@ -12,7 +12,8 @@
 /* The cuv codes that are libuv's. A code added to CUV_ERRNO_MAP with a POSIX meaning goes here
  * too: test_cuv_codes_are_libuv_or_own counts them. */
 #define SHARED_CODES(XX)                                                                          \
-  XX(EINVAL) XX(ENOMEM) XX(ENODEV) XX(ECANCELED) XX(EBUSY) XX(ERANGE) XX(ENOTSUP) XX(EIO) XX(ENOENT)
+  XX(EINVAL) XX(ENOMEM) XX(ENODEV) XX(ECANCELED) XX(EBUSY) XX(ERANGE) XX(ENOTSUP) XX(EIO)        \
+  XX(ENOENT) XX(ETIMEDOUT)
 
 #define UV_ENTRY(name, text) {UV_##name, #name, text},
 static const struct {

@@ -896,6 +896,7 @@ static void test_communicator_bad_input(void **state) {
   assert_null(cuv_comm_handle(NULL, 0));
   EXPECT(cuv_comm_status(NULL), CUV_EINVAL);
   EXPECT(cuv_comm_abort(NULL), CUV_EINVAL);
+  EXPECT(cuv_comm_set_timeout(NULL, 1), CUV_EINVAL);
   assert_null(cuv_comm_ref(NULL));
   cuv_comm_unref(NULL);
   assert_int_equal(cuv_nccl_type_size((cuv_nccl_type_t)12), 0);
