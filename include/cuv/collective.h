@@ -22,9 +22,9 @@
  * are blocking ones, so a collective's group is launched by its ncclGroupEnd on the thread that
  * issues it, with no thread of NCCL's. Creating one is an op: NCCL's blocking initialization, run
  * on a thread cuv starts for each creation (cuv-nccl-init), so no loop or submitter thread waits
- * for it; a queued submission's callback comes once every rank is ready. Its
- * output is the cuv_comm_t (data; released with cuv_comm_unref unless taken): submit it like any
- * op (cuv_submit, cuv_uv_submit, or cuv_sync to block). Communicators are reference counted;
+ * for it; a queued submission's callback comes once every rank is ready. Its output is the
+ * cuv_comm_t (data; released with cuv_comm_unref unless taken): submit it like any op
+ * (cuv_submit, cuv_uv_submit, or cuv_sync to block). Communicators are reference counted;
  * every op that uses one holds it until its work is proven complete.
  *
  * Ops. A collective takes one buffer per local rank (arrays of cuv_comm_local_count(comm)
@@ -191,7 +191,7 @@ CUV_EXTERN cuv_op_t *cuv_comm_init_all(cuv_device_t *const *devs, size_t n);
  *         At execution: the errors of cuv_comm_init_all's execution, but for ncclGetUniqueId
  *         (the id is the caller's).
  * @threads As cuv_comm_init_all.
- * @notes As cuv_comm_init_all: the executing stream waits until every rank joined.
+ * @notes As cuv_comm_init_all: a queued submission is delivered once every rank joined.
  */
 CUV_EXTERN cuv_op_t *cuv_comm_init_rank(cuv_device_t *dev, const cuv_nccl_id_t *id, int rank,
                                         int nranks);
