@@ -15,6 +15,8 @@
 #
 #   bench/submit-callgrind.sh [BUILD_DIR]
 #   N1, N2, K        submissions and pipelines (default 2000, 12000, 64)
+#   PROFILES=DIR     keep the two runs' profiles (DIR/cg.N1-01, DIR/cg.N2-01: the loop thread)
+#                    for callgrind_annotate
 set -euo pipefail
 
 build=${1:-build}
@@ -25,8 +27,13 @@ bench=$build/bench/cuv-bench-submit
 [ -x "$bench" ] || { echo "no $bench: build cuv with libuv first" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "valgrind not found" >&2; exit 1; }
 
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+if [ -n "${PROFILES:-}" ]; then
+  mkdir -p "$PROFILES"
+  work=$(cd "$PROFILES" && pwd)
+else
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
 
 . "$(dirname "${BASH_SOURCE[0]}")/callgrind-measure.sh"
 
