@@ -41,7 +41,9 @@ struct cuv__job {
    * thread that may block (a submitter thread, a blocking executor's caller), never on a
    * submitting thread that helps or runs followers. */
   bool may_wait;
-  /* the engine's */
+  /* the engine's: set as it takes the job (enter in engine.c, cuv__engine_prepare,
+   * cuv__engine_run_blocking), so an owner need not clear them; stand_in false but in a
+   * stand-in */
   cuv__touches_t touches;
   cuv__job_t *prev, *next; /* the claimed, unfinished jobs, in claim order */
   cuv__job_t *followers, *last_follower, *next_follower; /* jobs waiting for this one */

@@ -109,12 +109,16 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     return rc;
   }
   cuv__submission_t *sub = s->ex.sub;
-  s->job = (cuv__job_t){.run = submit_job_run,
-                        .describe = submit_job_describe,
-                        .release = submit_job_release,
-                        .stream = s->ex.stream,
-                        .devices = sub->devices,
-                        .may_wait = (op->host & CUV__OP_WAITS) != 0};
+  /* The job's own fields, one by one: the engine's (its touches, links and followers) are set
+   * as it takes the job (engine.c, enter), and clearing the whole job was some 40 instructions
+   * of each submission (bench/RESULTS.md, cuv-bench-submit). */
+  s->job.run = submit_job_run;
+  s->job.describe = submit_job_describe;
+  s->job.release = submit_job_release;
+  s->job.stream = s->ex.stream;
+  s->job.devices = sub->devices;
+  s->job.may_wait = (op->host & CUV__OP_WAITS) != 0;
+  s->job.stand_in = false;
   if ((rc = cuv__engine_prepare(&s->job)) < 0) {
     cuv__op_drop(op); /* nothing was enqueued: refused like a submission without memory */
     cuv__sub_retire(sub);
