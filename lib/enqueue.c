@@ -16,7 +16,7 @@ CUV_EXTERN int cuv_enqueue_on(cuv_stream_t *stream, cuv_op_t *op, cuv_output_t *
   }
   cuv__enqueue_reap(stream);
   cuv__exec_t ex;
-  int rc = cuv__exec_begin(op, NULL, stream, &ex);
+  int rc = cuv__exec_begin(op, NULL, stream, 0, &ex);
   if (rc < 0)
     return rc;
   cuv__exec_run_blocking(op, &ex);

@@ -30,7 +30,8 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
   return cuv_policy_next_stream(*policy, op, stream);
 }
 
-int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cuv__exec_t *ex) {
+int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, size_t extra,
+                    cuv__exec_t *ex) {
   int rc = 0;
   cuv_device_t *opened = NULL;
   if (!op)
@@ -46,7 +47,7 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   if (rc == 0 && op->device >= 0 && op->device != stream->dev->ordinal)
     rc = CUV_EDEVICE;
   if (rc == 0)
-    rc = cuv__sub_create(&ex->sub, stream);
+    rc = cuv__sub_create(&ex->sub, stream, extra);
   cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
   if (rc < 0) {
     cuv_op_destroy(op);
@@ -115,7 +116,7 @@ static int sync_run(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, cu
   if (out)
     *out = (cuv_output_t){0};
   cuv__exec_t ex;
-  int rc = cuv__exec_begin(op, policy, stream, &ex);
+  int rc = cuv__exec_begin(op, policy, stream, 0, &ex);
   if (rc < 0)
     return rc;
   cuv__exec_run_blocking(op, &ex);

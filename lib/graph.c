@@ -96,7 +96,7 @@ CUV_EXTERN int cuv_graph_capture_opts(cuv_graph_t **out_graph, cuv_op_t *op, cuv
     return out_graph && known_mode(mode) ? CUV_ENOMEM : CUV_EINVAL;
   }
   cuv__exec_t ex;
-  int rc = cuv__exec_begin(op, NULL, stream, &ex);
+  int rc = cuv__exec_begin(op, NULL, stream, 0, &ex);
   if (rc < 0) {
     free(g);
     return rc;

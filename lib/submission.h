@@ -84,6 +84,9 @@ struct cuv__submission {
    * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
   atomic_int gates;
   bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
+  /* Who still uses the block: the submission until its retirement, plus one while its owner's
+   * bytes after it (cuv__sub_extra) are in use past that (cuv__sub_extra_keep). */
+  atomic_uint users;
   /* Last, and not cleared when the submission is made: only n_holds of them are ever read, and
    * these two only when `trace` is set (cuv_submit sets them then). */
   cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
@@ -91,8 +94,17 @@ struct cuv__submission {
   cuv_trace_t trace_data;
 };
 
-/* A submission on `stream` (which it references and counts in flight). */
-int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream);
+/* A submission on `stream` (which it references and counts in flight), with `extra` bytes of its
+ * creator's after it in the same block (cuv__sub_extra): cuv_submit's job lives there, so a
+ * submission costs one allocation, not one for it and one for its job. */
+int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream, size_t extra);
+/* The extra bytes of cuv__sub_create, aligned as malloc's. */
+void *cuv__sub_extra(cuv__submission_t *sub);
+/* The extra bytes stay in use past the submission's retirement until cuv__sub_extra_done (a job
+ * the engine still holds when its completion may already have been delivered): the block is
+ * freed at the later of the two. Any thread. */
+void cuv__sub_extra_keep(cuv__submission_t *sub);
+void cuv__sub_extra_done(cuv__submission_t *sub);
 /* A part of a submission on another device's stream (lib/collective.c): it holds that stream,
  * the hazard records and events of its device, and is retired or leaked with the submission that
  * holds it. Not counted in cuv_stats. */
@@ -128,7 +140,8 @@ int cuv__sub_event(cuv__submission_t *sub, cuv_device_t *dev, CUevent *event);
 int cuv__sub_order(cuv__submission_t *sub, cuv_stream_t *producer, cuv_stream_t *waiter);
 /* Records sub->done_event behind the work on sub->stream. */
 int cuv__sub_record(cuv__submission_t *sub);
-/* Completion proven: releases every hold (in reverse order) and frees sub. Output untouched. */
+/* Completion proven: releases every hold (in reverse order) and frees sub (its block once its
+ * extra bytes are done too). Output untouched. */
 void cuv__sub_retire(cuv__submission_t *sub);
 /* Completion unprovable (a fault): the holds are leaked on purpose, counted and reported once. */
 void cuv__sub_leak(cuv__submission_t *sub);

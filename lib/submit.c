@@ -59,7 +59,11 @@ static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
   cuv__op_touches(((submit_job_t *)job)->op, touches);
 }
 
-static void submit_job_release(cuv__job_t *job) { cuv__pool_free(job); }
+/* The job lives in its submission's block (cuv__sub_extra), which it keeps while the engine has
+ * it: the submission may retire first, its completion delivered before the engine's last touch. */
+static void submit_job_release(cuv__job_t *job) {
+  cuv__sub_extra_done(((submit_job_t *)job)->ex.sub);
+}
 
 /* Hands the job to the engine, or runs it here when there is none (or it cannot start). A job
  * that may wait for the GPU never runs here while an engine can take it, nor does one whose queue
@@ -76,10 +80,12 @@ static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
   unsigned pending = cuv_queue_pending(queue); /* this one included */
   bool may_inline = !s->job.may_wait && pending <= INLINE_PENDING_MAX;
   bool busy = busy_without_spin(s, pending);
+  cuv__submission_t *sub = s->ex.sub;
+  cuv__sub_extra_keep(sub); /* the job's, until its release (or its run here) */
   if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline, busy) != 0) {
     CUV__STAT_ADD(engine_inline, 1);
     submit_job_run(&s->job, false);
-    cuv__pool_free(s);
+    cuv__sub_extra_done(sub);
   }
   if (!spins)
     nospin_end_ns = cuv__now_ns();
@@ -93,22 +99,22 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   }
   if (opts && opts->trace)
     *opts->trace = (cuv_trace_t){.submitted_ns = cuv__now_ns()};
-  submit_job_t *s = cuv__pool_alloc(sizeof *s);
-  int rc = s ? cuv__queue_enter(queue) : CUV_ENOMEM; /* counted: a closing owner waits for it */
+  int rc = cuv__queue_enter(queue); /* counted: a closing owner waits for it */
   if (rc < 0) {
-    cuv__pool_free(s);
     cuv_op_destroy(op);
     return rc;
   }
   cuv_submit_opts_t defaults = {0};
   opts = opts ? opts : &defaults;
-  rc = cuv__exec_begin(op, opts->policy, opts->stream, &s->ex);
+  cuv__exec_t ex;
+  rc = cuv__exec_begin(op, opts->policy, opts->stream, sizeof(submit_job_t), &ex);
   if (rc < 0) {
-    cuv__pool_free(s);
     cuv__queue_leave(queue);
     return rc;
   }
-  cuv__submission_t *sub = s->ex.sub;
+  cuv__submission_t *sub = ex.sub;
+  submit_job_t *s = cuv__sub_extra(sub); /* one block: the submission, then its job */
+  s->ex = ex;
   /* The job's own fields, one by one: the engine's (its touches, links and followers) are set
    * as it takes the job (engine.c, enter), and clearing the whole job was some 40 instructions
    * of each submission (bench/RESULTS.md, cuv-bench-submit). */
@@ -121,8 +127,7 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
   s->job.stand_in = false;
   if ((rc = cuv__engine_prepare(&s->job)) < 0) {
     cuv__op_drop(op); /* nothing was enqueued: refused like a submission without memory */
-    cuv__sub_retire(sub);
-    cuv__pool_free(s);
+    cuv__sub_retire(sub); /* its job too */
     cuv__queue_leave(queue);
     return rc;
   }
