@@ -13,7 +13,7 @@ struct cuv_queue_s {
   cuv__submission_t *head;    /* finished, not yet drained (FIFO) */
   cuv__submission_t **tail;
   atomic_uint pending;        /* counted in by cuv__queue_enter, out before the callback runs */
-  bool closed;                /* under the lock: cuv__queue_enter refuses from then on */
+  atomic_bool closed;         /* set under the lock: cuv__queue_enter refuses from then on */
   unsigned waiters;
   cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel */
   cuv__submission_t *cancels; /* cancelled before they finished: called back at the next drain */
@@ -27,7 +27,8 @@ struct cuv_queue_s {
   cuv__queue_fd_t readiness;   /* cuv_queue_fd's descriptor (lock): shows !nothing_to_deliver */
 };
 
-/* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED. */
+/* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED.
+ * Without the lock. */
 int cuv__queue_enter(cuv_queue_t *queue);
 /* Counts a refused submission out again; notifies when that leaves nothing pending, so an owner
  * waiting for its work to end looks again. */
