@@ -228,7 +228,7 @@ void cuv__sub_leak(cuv__submission_t *sub) {
 }
 
 void cuv__sub_finish(cuv__submission_t *sub, int status) {
-  if (cuv_status_is_fault(status)) {
+  if (status < 0 && cuv_status_is_fault(status)) { /* a success costs no call */
     CUV__STAT_ADD(faults, 1);
     cuv__sub_leak(sub);
   }

@@ -62,6 +62,17 @@ static void settle(cuv_uv_t *b) {
   }
 }
 
+/* settle's answer after an accepted submission, without its looks: its callback is to come (it
+ * runs in a drain of this thread, never inside cuv_submit), so the async handle keeps the loop
+ * alive. A walk during cuv_submit (from a callback of an inline job's tree) is found by the
+ * loop's next look; a ref of a closing handle keeps nothing alive. Loop thread. */
+static void keep_alive(cuv_uv_t *b) {
+  if (!b->refd) {
+    b->refd = true;
+    uv_ref((uv_handle_t *)&b->async);
+  }
+}
+
 /* A uv_walk closed the handles and cuv_uv_close was not called: the loop thread has come back to
  * the bridge (a cuv_uv_submit), so it is the first moment the bridge can tell. libuv gives no
  * earlier one: uv_close runs no callback of the handle's owner for async, idle or check handles,
@@ -329,7 +340,10 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
   }
   start_polling(b); /* before: a completion during cuv_submit need not wake the loop */
   int rc = cuv_submit(b->queue, op, done, arg, &o);
-  settle(b);
+  if (rc == 0)
+    keep_alive(b);
+  else
+    settle(b);
   return rc;
 }
 
