@@ -48,7 +48,8 @@ int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, si
     rc = CUV_EDEVICE;
   if (rc == 0)
     rc = cuv__sub_create(&ex->sub, stream, extra);
-  cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
+  if (opened)
+    cuv__device_unref(opened); /* the submission holds the device now (or nothing runs) */
   if (rc < 0) {
     cuv_op_destroy(op);
     return rc;

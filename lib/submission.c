@@ -178,13 +178,15 @@ int cuv__sub_record(cuv__submission_t *sub) {
 static void sub_free(cuv__submission_t *sub) {
   if (sub->holds != sub->inline_holds)
     free(sub->holds);
-  free(sub->events);
+  if (sub->events) /* most submissions have none: no call */
+    free(sub->events);
   for (unsigned i = 0; i < sub->n_across; i++) {
     cuv_device_t *dev = sub->across[i]->dev;
     cuv__stream_unref(sub->across[i]);
     cuv__device_unref(dev);
   }
-  free(sub->across);
+  if (sub->across)
+    free(sub->across);
   atomic_fetch_sub(&sub->stream->in_flight, 1);
   cuv__stream_unref(sub->stream);
   if (!sub->part)

@@ -60,7 +60,6 @@ struct cuv__submission {
   cuv__submission_t *next;  /* link in a queue or a stream's detached list */
   cuv__tl_entry_t tl;       /* its place on its stream's timeline (reactor.c) */
   atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
-  cuv__watch_t watch;       /* the reactor's fault watch of host-callback work */
   cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
   cuv_ticket_t ticket;
   bool cancelled;           /* under the queue's lock */
@@ -87,9 +86,11 @@ struct cuv__submission {
   /* Who still uses the block: the submission until its retirement, plus one while its owner's
    * bytes after it (cuv__sub_extra) are in use past that (cuv__sub_extra_keep). */
   atomic_uint users;
-  /* Last, and not cleared when the submission is made: only n_holds of them are ever read, and
-   * these two only when `trace` is set (cuv_submit sets them then). */
+  /* Last, and not cleared when the submission is made: only n_holds of them are ever read, the
+   * watch only once arm_hostfn (lib/completion.c) has set it whole, and these two only when
+   * `trace` is set (cuv_submit sets them then). */
   cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
+  cuv__watch_t watch; /* the reactor's fault watch of host-callback work */
   cuv_trace_t *trace_out;
   cuv_trace_t trace_data;
 };
