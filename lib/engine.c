@@ -607,9 +607,8 @@ static void push(engine_t *e, cuv__job_t *job) {
  * its calls side by side, and a hand-off only adds a hop to each (bench/RESULTS.md: four
  * batching loops served 3x the thread pool making their own calls, 0.6-0.9x through the
  * engine; one loop served 2x more through it). */
-static bool shared(engine_t *e) {
+static bool shared(engine_t *e, uint64_t now) {
   static _Thread_local char me;
-  uint64_t now = cuv__now_ns();
   uint64_t before = atomic_exchange_explicit(&e->last_push_ns, now, memory_order_relaxed);
   if (atomic_load_explicit(&e->last_pusher, memory_order_relaxed) != &me) {
     atomic_store_explicit(&e->last_pusher, &me, memory_order_relaxed);
@@ -732,7 +731,7 @@ static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait)
   return here;
 }
 
-int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy) {
+int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy, uint64_t now_ns) {
   int status;
   engine_t *e = engine_of(job->stream, &status);
   if (!e || in_job)
@@ -754,7 +753,7 @@ int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy) {
     return 0;
   }
   bool across = cross_begin(job);
-  bool sharing = shared(e); /* every push counts: it tells who submits */
+  bool sharing = shared(e, now_ns); /* every push counts: it tells who submits */
   if (may_inline && (!busy || sharing) && cuv__config.submit_inline == CUV_SUBMIT_INLINE_IDLE &&
       claim_here(e, job, !sharing, &wait)) {
     cross_end(across);

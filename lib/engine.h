@@ -63,9 +63,10 @@ int cuv__engine_prepare(cuv__job_t *job);
  * the thread would rather hand the job over (a loop whose own driver calls would take most of
  * its time): it holds only while this thread alone submits to the engine, since several
  * submitting threads make their calls side by side faster than the submitters make them for
- * all (shared() below). Returns 0, or a negative status when the engine cannot start (the job
- * has not run; the caller runs it). */
-int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy);
+ * all (shared() below). `now_ns` is the caller's cuv__now_ns() of this submission (one clock
+ * read serves both). Returns 0, or a negative status when the engine cannot start (the job has
+ * not run; the caller runs it). */
+int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy, uint64_t now_ns);
 /* Runs a job whose caller waits for it (a blocking executor): on this thread when nothing is
  * queued, else on a submitter thread while this one waits for its release. */
 void cuv__engine_run_blocking(cuv__job_t *job);

@@ -284,7 +284,8 @@ static void deliver(cuv__submission_t *sub) {
     trace->called_ns = cuv__now_ns();
   if (!called)
     done(status, &out, arg);
-  cuv_output_release(&out); /* unless the callback took it */
+  if (out.release)
+    cuv_output_release(&out); /* unless the callback took it */
 }
 
 bool cuv__queue_ready(const cuv_queue_t *q) {

@@ -51,8 +51,8 @@ static void submit_job_run(cuv__job_t *job, bool queued) {
  * the times: its thread waited for the previous one to finish (a latency-bound loop), and a
  * GPU faster than the driver's calls made that wait shorter than an enqueueing (cuv-bench-
  * latency on the GPU: the bridge's p50 went from 1.10x to 1.66x a raw launch and sync). */
-static bool busy_without_spin(const submit_job_t *s, unsigned pending) {
-  return !s->may_spin && pending > 1 && cuv__now_ns() - nospin_end_ns < inline_cost_ns;
+static bool busy_without_spin(const submit_job_t *s, unsigned pending, uint64_t now) {
+  return !s->may_spin && pending > 1 && now - nospin_end_ns < inline_cost_ns;
 }
 
 static void submit_job_describe(cuv__job_t *job, cuv__touches_t *touches) {
@@ -77,12 +77,13 @@ static void submit_job_release(cuv__job_t *job) {
 #define INLINE_PENDING_MAX 4u
 static void submit_job_start(submit_job_t *s, cuv_queue_t *queue) {
   bool spins = s->may_spin; /* s may be gone once the engine has it */
-  unsigned pending = cuv_queue_pending(queue); /* this one included */
+  unsigned pending = atomic_load(&queue->pending); /* this one included */
   bool may_inline = !s->job.may_wait && pending <= INLINE_PENDING_MAX;
-  bool busy = busy_without_spin(s, pending);
+  uint64_t now = cuv__now_ns(); /* the engine's too: one read */
+  bool busy = busy_without_spin(s, pending, now);
   cuv__submission_t *sub = s->ex.sub;
   cuv__sub_extra_keep(sub); /* the job's, until its release (or its run here) */
-  if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline, busy) != 0) {
+  if (!cuv__engine_enabled() || cuv__engine_submit(&s->job, may_inline, busy, now) != 0) {
     CUV__STAT_ADD(engine_inline, 1);
     submit_job_run(&s->job, false);
     cuv__sub_extra_done(sub);
