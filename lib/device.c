@@ -99,6 +99,18 @@ static void device_destroy(cuv_device_t *dev) {
   free(dev);
 }
 
+/* What may be the last reference, under the global lock; out of line, so the common drop saves
+ * no registers for it. */
+static __attribute__((noinline)) void device_unref_locked(cuv_device_t *dev) {
+  pthread_mutex_lock(&devices_lock);
+  bool last = atomic_fetch_sub(&dev->refs, 1) == 1;
+  if (last)
+    devices[dev->ordinal] = NULL;
+  pthread_mutex_unlock(&devices_lock);
+  if (last)
+    device_destroy(dev);
+}
+
 void cuv__device_unref(cuv_device_t *dev) {
   if (!dev)
     return;
@@ -109,13 +121,7 @@ void cuv__device_unref(cuv_device_t *dev) {
   while (refs > 1)
     if (atomic_compare_exchange_weak(&dev->refs, &refs, refs - 1))
       return;
-  pthread_mutex_lock(&devices_lock);
-  bool last = atomic_fetch_sub(&dev->refs, 1) == 1;
-  if (last)
-    devices[dev->ordinal] = NULL;
-  pthread_mutex_unlock(&devices_lock);
-  if (last)
-    device_destroy(dev);
+  device_unref_locked(dev);
 }
 
 CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal) {

@@ -245,8 +245,10 @@ CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **out, cuv_device_t 
 /* ---- the device's default ---- */
 
 /* Created once under the device's lock. The device owns its default policy, whose streams
- * therefore do not reference it. */
-static int default_policy_create(cuv_device_t *dev, cuv_policy_t **out) {
+ * therefore do not reference it. Out of line: cuv_device_policy, once per submission, then
+ * saves no registers for it. */
+static __attribute__((noinline, cold)) int default_policy_create(cuv_device_t *dev,
+                                                                 cuv_policy_t **out) {
   int rc = 0;
   pthread_mutex_lock(&dev->lock);
   cuv_policy_t *p = atomic_load(&dev->policy);
