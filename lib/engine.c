@@ -146,10 +146,6 @@ void cuv__touch(cuv__touches_t *t, const void *buf, bool write) {
   t->write[t->n++] = write;
 }
 
-bool cuv__engine_enabled(void) {
-  return cuv__config.submit_threads > 0 && cuv__config.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
-}
-
 /* ---- conflicts and the running list (under the engine's lock) ---- */
 
 static bool touches_conflict(const cuv__touches_t *a, const cuv__touches_t *b) {

@@ -71,7 +71,9 @@ int cuv__engine_submit(cuv__job_t *job, bool may_inline, bool busy, uint64_t now
  * queued, else on a submitter thread while this one waits for its release. */
 void cuv__engine_run_blocking(cuv__job_t *job);
 /* Whether executors use an engine at all (the configuration's submit_threads and submit_inline);
- * when not, they run jobs themselves. */
-bool cuv__engine_enabled(void);
+ * when not, they run jobs themselves. Inline: asked once per submission. */
+static inline bool cuv__engine_enabled(void) {
+  return cuv__config.submit_threads > 0 && cuv__config.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
+}
 
 #endif

@@ -1,8 +1,6 @@
 /* Submissions retain what their ops touch until completion is proven. Holds are a plain array
  * (inline for the common small case) released in reverse order, so a buffer outlives the kernel
  * op's references to it. */
-#include <stdalign.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -15,12 +13,8 @@ static void stream_in_flight_release(void *arg) {
   cuv__stream_unref(stream);
 }
 
-/* Where a submission's extra bytes start: after it, aligned as malloc's. */
-#define EXTRA_AT                                                                                   \
-  ((sizeof(cuv__submission_t) + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1))
-
 static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part, size_t extra) {
-  cuv__submission_t *sub = cuv__pool_alloc(EXTRA_AT + extra);
+  cuv__submission_t *sub = cuv__pool_alloc(CUV__SUB_EXTRA_AT + extra);
   if (!sub)
     return NULL;
   memset(sub, 0, offsetof(cuv__submission_t, inline_holds));
@@ -39,19 +33,13 @@ static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part, size_t extra)
 }
 
 int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream, size_t extra) {
-  *out = extra <= SIZE_MAX - EXTRA_AT ? sub_new(stream, false, extra) : NULL;
+  *out = extra <= SIZE_MAX - CUV__SUB_EXTRA_AT ? sub_new(stream, false, extra) : NULL;
   return *out ? 0 : CUV_ENOMEM;
 }
 
 int cuv__sub_create_part(cuv__submission_t **out, cuv_stream_t *stream) {
   *out = sub_new(stream, true, 0);
   return *out ? 0 : CUV_ENOMEM;
-}
-
-void *cuv__sub_extra(cuv__submission_t *sub) { return (char *)sub + EXTRA_AT; }
-
-void cuv__sub_extra_keep(cuv__submission_t *sub) {
-  atomic_fetch_add_explicit(&sub->users, 1, memory_order_relaxed);
 }
 
 /* The last user frees the block; acq_rel, so every user's writes come before the free. */

@@ -1,6 +1,9 @@
 #ifndef CUV_LIB_SUBMISSION_H
 #define CUV_LIB_SUBMISSION_H
 
+#include <stdalign.h>
+#include <stddef.h>
+
 #include "reactor.h"
 
 /* One execution of an op tree: the streams it ran on and everything it touched, held until its
@@ -99,12 +102,19 @@ struct cuv__submission {
  * creator's after it in the same block (cuv__sub_extra): cuv_submit's job lives there, so a
  * submission costs one allocation, not one for it and one for its job. */
 int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream, size_t extra);
-/* The extra bytes of cuv__sub_create, aligned as malloc's. */
-void *cuv__sub_extra(cuv__submission_t *sub);
+/* Where the extra bytes of cuv__sub_create start: after the submission, aligned as malloc's. */
+#define CUV__SUB_EXTRA_AT                                                                          \
+  ((sizeof(cuv__submission_t) + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1))
+/* The extra bytes of cuv__sub_create. Inline, as the next one: once per submission each. */
+static inline void *cuv__sub_extra(cuv__submission_t *sub) {
+  return (char *)sub + CUV__SUB_EXTRA_AT;
+}
 /* The extra bytes stay in use past the submission's retirement until cuv__sub_extra_done (a job
  * the engine still holds when its completion may already have been delivered): the block is
  * freed at the later of the two. Any thread. */
-void cuv__sub_extra_keep(cuv__submission_t *sub);
+static inline void cuv__sub_extra_keep(cuv__submission_t *sub) {
+  atomic_fetch_add_explicit(&sub->users, 1, memory_order_relaxed);
+}
 void cuv__sub_extra_done(cuv__submission_t *sub);
 /* A part of a submission on another device's stream (lib/collective.c): it holds that stream,
  * the hazard records and events of its device, and is retired or leaked with the submission that
