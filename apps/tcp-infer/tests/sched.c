@@ -66,8 +66,10 @@ static void send_v2(client_t *c, const batch_t *b, const char *params, bool bina
   size_t len, json_len;
   char *body = v2_request(b->in, b->rows, &o, &len, &json_len), head[192];
   assert_non_null(body);
-  int n = snprintf(head, sizeof head, "POST " V2_INFER_PATH " HTTP/1.1\r\nHost: x\r\n"
-                   "Content-Length: %zu\r\n", len);
+  int n = snprintf(head, sizeof head,
+                   "POST " V2_INFER_PATH " HTTP/1.1\r\nHost: x\r\n"
+                   "Content-Length: %zu\r\n",
+                   len);
   if (binary)
     n += snprintf(head + n, sizeof head - (size_t)n, "Inference-Header-Content-Length: %zu\r\n",
                   json_len);
@@ -140,16 +142,31 @@ typedef struct held {
   unsigned n;
 } held_t;
 
+/* The model executions the worker began, as its reports bring them (--isolate: a counter, so a
+ * report that came and went while the work ran still counts). */
+static double worker_execs(void) { return metric("nv_inference_exec_count", WIRE_MODEL); }
+
+static double executions(void);
+
+static void await_at_least(double (*counter)(void), double want) {
+  while (counter() < want)
+    pause_ms(1);
+}
+
 /* One request (with hold_params) holds the GPU (started: in flight), then n requests with these
- * parameters queue behind it, one at a time, each on its own connection. */
+ * parameters queue behind it, one at a time, each on its own connection. With --isolate the
+ * front's in-flight count says only that the frame was sent: the worker must also have begun it,
+ * or the requests behind it could reach the worker in the same read and be batched with it. */
 static void hold_and_queue(held_t *h, const char *hold_params, const char *const *params,
                            unsigned n) {
-  double flying = in_flight();
+  double flying = in_flight(), begun = isolate ? executions() : 0; /* every report in */
   h->n = n;
   h->first = dial();
   h->hold = make_batch(1);
   send_v2(h->first, &h->hold, hold_params, false);
   await(in_flight, flying + 1);
+  if (isolate)
+    await_at_least(worker_execs, begun + 1);
   double queued = queued_gauge();
   for (unsigned i = 0; i < n; i++) {
     h->c[i] = dial();
@@ -224,8 +241,7 @@ static void test_timeout(void **state) {
     wire_expect_v2_ok(c, &b[i]);
   wire_expect_v2_ok(first, &hold);
   assert_true(metric("cuv_infer_queue_timeouts_total", "") == timeouts + 1);
-  assert_true(metric("nv_inference_request_failure", FAILED("REJECTED")) ==
-              rejected + 1);
+  assert_true(metric("nv_inference_request_failure", FAILED("REJECTED")) == rejected + 1);
   assert_true(metric("nv_inference_request_success", WIRE_MODEL) == success + 4);
   hang_up(first);
   hang_up(c);
@@ -280,10 +296,9 @@ static void test_batch_priority(void **state) {
 /* Bad schedule parameters: 400 with the error object, each counted, the connection kept; good
  * ones through the binary tensor extension's JSON header served. */
 static void test_bad_parameters(void **state) {
-  static const char *const bad[] = {
-      "\"priority\":-1",  "\"priority\":1.5",   "\"priority\":\"1\"", "\"priority\":4",
-      "\"priority\":true", "\"timeout\":-5",    "\"timeout\":\"10\"", "\"timeout\":2.5",
-      "\"timeout\":null"};
+  static const char *const bad[] = {"\"priority\":-1",    "\"priority\":1.5",  "\"priority\":\"1\"",
+                                    "\"priority\":4",     "\"priority\":true", "\"timeout\":-5",
+                                    "\"timeout\":\"10\"", "\"timeout\":2.5",   "\"timeout\":null"};
   size_t nbad = sizeof bad / sizeof bad[0];
   double other = metric("nv_inference_request_failure", FAILED("OTHER"));
   client_t *c = dial();
@@ -297,8 +312,7 @@ static void test_bad_parameters(void **state) {
   expect_v2_error(c, 400, "parameters must be an object");
   send_v2(c, &b, "\"priority\":1,\"timeout\":60000000", true);
   wire_expect_v2_ok(c, &b);
-  assert_true(metric("nv_inference_request_failure", FAILED("OTHER")) ==
-              other + (double)nbad + 1);
+  assert_true(metric("nv_inference_request_failure", FAILED("OTHER")) == other + (double)nbad + 1);
   hang_up(c);
   free_batch(&b);
 }
@@ -352,10 +366,11 @@ int main(int argc, char **argv) {
   const char *cases = NULL;
   wire_init(argc, argv,
             "per-request scheduling as cmocka cases, --cases [isolate-]queue|[isolate-]batch|"
-            "isolate-start", &cases);
-  const struct CMUnitTest queue_cases[] = {
-      cmocka_unit_test(test_timeout), cmocka_unit_test(test_priority),
-      cmocka_unit_test(test_bad_parameters)};
+            "isolate-start",
+            &cases);
+  const struct CMUnitTest queue_cases[] = {cmocka_unit_test(test_timeout),
+                                           cmocka_unit_test(test_priority),
+                                           cmocka_unit_test(test_bad_parameters)};
   const struct CMUnitTest isolate_queue_cases[] = {
       cmocka_unit_test(test_timeout), cmocka_unit_test(test_priority),
       cmocka_unit_test(test_bad_parameters), cmocka_unit_test(test_failover)};
@@ -373,5 +388,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cases, "isolate-start"))
     return cmocka_run_group_tests(start_cases, NULL, NULL);
   return cli_usage_error("--cases: '%s' is none of queue, batch, isolate-queue, isolate-batch, "
-                         "isolate-start", cases);
+                         "isolate-start",
+                         cases);
 }
