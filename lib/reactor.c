@@ -21,8 +21,8 @@
  *
  * The thread spins while work makes progress, backs off with sleeps that grow with how long
  * nothing finished while work is armed, probes the active streams whose word did not move about
- * every 2 ms for a sticky fault (theirs, or that of another device whose work their oldest entry
- * waits for), and parks when nothing is armed. */
+ * every 2 ms (at each wake-up of a longer back-off) for a sticky fault (theirs, or that of
+ * another device whose work their oldest entry waits for), and parks when nothing is armed. */
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -55,9 +55,12 @@
 /* The back-off sleep grows to 1/AGE_SHARE of how long no armed work has finished, between the
  * floor and the ceiling: work that runs for T is seen at most about T/64 late (and never more
  * than 20 us late below 1.3 ms), while a kernel of seconds costs the thread a few hundred short
- * wake-ups a second instead of tens of thousands. */
+ * wake-ups a second instead of tens of thousands. Each of those wake-ups also probes the
+ * streams (PROBE_NS has passed), which costs the driver's stream queries: with a 2 ms ceiling
+ * one 2 s kernel cost the thread 1.0-1.5 % of a core on the H200 (bench/RESULTS.md), with 4 ms
+ * half the wake-ups, for a kernel of seconds seen at most 4 ms late. */
 #define BACKOFF_FLOOR_NS 20000ull
-#define BACKOFF_CEIL_NS 2000000ull
+#define BACKOFF_CEIL_NS 4000000ull
 #define AGE_SHARE 64u
 
 /* The word pool grows by chunks of pinned memory, never freed (the GPU may write a word late). */
