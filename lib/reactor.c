@@ -57,7 +57,7 @@
  * than 20 us late below 1.3 ms), while a kernel of seconds costs the thread a few hundred short
  * wake-ups a second instead of tens of thousands. Each of those wake-ups also probes the
  * streams (PROBE_NS has passed), which costs the driver's stream queries: with a 2 ms ceiling
- * one 2 s kernel cost the thread 1.0-1.5 % of a core on the H200 (bench/RESULTS.md), with 4 ms
+ * one 2 s kernel cost the thread 1.0-1.5 % of a core on the GPU (bench/RESULTS.md), with 4 ms
  * half the wake-ups, for a kernel of seconds seen at most 4 ms late. */
 #define BACKOFF_FLOOR_NS 20000ull
 #define BACKOFF_CEIL_NS 4000000ull

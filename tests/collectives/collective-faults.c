@@ -18,8 +18,12 @@
 #include "driver-util.h"
 #include "nccl-data.h"
 
-enum { NCCL_SYSTEM_ERROR = 2, NCCL_INTERNAL_ERROR = 3, NCCL_INVALID_USAGE = 5,
-       NCCL_REMOTE_ERROR = 6 };
+enum {
+  NCCL_SYSTEM_ERROR = 2,
+  NCCL_INTERNAL_ERROR = 3,
+  NCCL_INVALID_USAGE = 5,
+  NCCL_REMOTE_ERROR = 6
+};
 #define NDEV 2
 #define CHILD_COUNT 1000
 
@@ -85,6 +89,25 @@ static void little_free(little_t *l) {
     cuv_buffer_unref(l->buf[i]);
 }
 
+/* A one-element all-reduce of fresh random values through comm: every local rank holds the
+ * host's sum. */
+static void little_expect_sum(cuv_comm_t *comm) {
+  little_t l;
+  little_init(&l, comm);
+  uint32_t in[NDEV], want = 0, got;
+  for (unsigned r = 0; r < l.n; r++) {
+    in[r] = cuvt_random_u32() % 100000;
+    want += in[r];
+    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l.buf[r], 0, &in[r], 4, 0), NULL));
+  }
+  assert_cuv_ok(cuv_sync(little_op(&l, comm), NULL));
+  for (unsigned r = 0; r < l.n; r++) {
+    assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, l.buf[r], 0, 4), NULL));
+    assert_int_equal(got, want);
+  }
+  little_free(&l);
+}
+
 /* ---- the thread's context ---- */
 
 /* At execution, after what came before in the tree: is this thread's context the executing
@@ -103,8 +126,8 @@ static cuv_op_t *note_context(cuv_stream_t *stream, void *arg) {
 static void test_context_given_back(void **state) {
   (void)state;
   int right[3] = {0, 0, 0};
-  cuv_op_t *pair[2] = {cuv_comm_init_all(devs, NDEV), cuv_with_context(note_context, &right[0],
-                                                                       NULL)};
+  cuv_op_t *pair[2] = {cuv_comm_init_all(devs, NDEV),
+                       cuv_with_context(note_context, &right[0], NULL)};
   cuv_output_t out;
   assert_cuv_ok(cuv_sync(cuv_zip(pair, 2), &out));
   cuv_comm_t *comm = cuv_output_take(cuv_tuple_get(&out, 0)).data;
@@ -112,9 +135,8 @@ static void test_context_given_back(void **state) {
   little_t l;
   little_init(&l, comm);
   for (int i = 1; i <= 2; i++) /* again once the event pools are warm: no bind on the way */
-    assert_cuv_ok(cuv_sync(cuv_seq(little_op(&l, comm), cuv_with_context(note_context, &right[i],
-                                                                          NULL)),
-                           NULL));
+    assert_cuv_ok(cuv_sync(
+        cuv_seq(little_op(&l, comm), cuv_with_context(note_context, &right[i], NULL)), NULL));
   assert_true(right[0]);
   assert_true(right[1]);
   assert_true(right[2]);
@@ -253,20 +275,9 @@ static void test_timeout_not_reached(void **state) {
   (void)state;
   cuv_comm_t *comm = make_clique();
   assert_cuv_ok(cuv_comm_set_timeout(comm, 60000));
-  little_t l;
-  little_init(&l, comm);
-  uint32_t in[NDEV], want = 0, got;
-  for (unsigned r = 0; r < l.n; r++) {
-    in[r] = cuvt_random_u32() % 100000;
-    want += in[r];
-    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l.buf[r], 0, &in[r], 4, 0), NULL));
-  }
-  assert_cuv_ok(cuv_sync(little_op(&l, comm), NULL));
-  assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, l.buf[0], 0, 4), NULL));
-  assert_int_equal(got, want);
+  little_expect_sum(comm);
   assert_int_equal(cuv_comm_status(comm), 0);
   assert_int_equal(cuv_comm_set_timeout(NULL, 1), CUV_EINVAL);
-  little_free(&l);
   cuv_comm_unref(comm);
 }
 
@@ -291,8 +302,8 @@ static void test_ranks_on_one_gpu(void **state) {
   assert_cuv_ok(cuv_nccl_unique_id(&id));
   assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
   for (int r = 0; r < 2; r++)
-    assert_cuv_ok(cuv_submit(q, cuv_comm_init_rank(devs[0], &id, r, 2), note_status, seen[r],
-                             NULL));
+    assert_cuv_ok(
+        cuv_submit(q, cuv_comm_init_rank(devs[0], &id, r, 2), note_status, seen[r], NULL));
   drain_all(q);
   assert_cuv_ok(cuv_queue_destroy(q));
   for (int r = 0; r < 2; r++) {
@@ -322,10 +333,10 @@ static void test_groups_end_blocking(void **state) {
   cuv_sim_nccl_group_counts(&blocking0, &nonblocking0);
   cuv_sim_nccl_set_launch_delay_us(30000); /* what a non-blocking group would pay */
   cuv_output_t out;
-  assert_cuv_ok(cuv_sync(cuv_seq(cuv_comm_all_reduce(comm, send, recv, 1, CUV_NCCL_UINT32,
-                                                     CUV_NCCL_SUM),
-                                 cuv_download(recv[0], 0, 4)),
-                         &out));
+  assert_cuv_ok(
+      cuv_sync(cuv_seq(cuv_comm_all_reduce(comm, send, recv, 1, CUV_NCCL_UINT32, CUV_NCCL_SUM),
+                       cuv_download(recv[0], 0, 4)),
+               &out));
   cuv_sim_nccl_set_launch_delay_us(0);
   cuv_sim_nccl_group_counts(&blocking1, &nonblocking1);
   assert_int_equal(blocking1 - blocking0, 1);
@@ -360,20 +371,7 @@ static void test_init_off_the_submitter(void **state) {
   drain_all(q);
   assert_cuv_ok(cuv_queue_destroy(q));
   assert_non_null(comm);
-  little_t l;
-  little_init(&l, comm);
-  uint32_t in[NDEV], want = 0, got;
-  for (unsigned r = 0; r < l.n; r++) {
-    in[r] = cuvt_random_u32() % 100000;
-    want += in[r];
-    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l.buf[r], 0, &in[r], 4, 0), NULL));
-  }
-  assert_cuv_ok(cuv_sync(little_op(&l, comm), NULL));
-  for (unsigned r = 0; r < l.n; r++) {
-    assert_cuv_ok(cuv_sync(cuv_memcpy_dtoh(&got, l.buf[r], 0, 4), NULL));
-    assert_int_equal(got, want);
-  }
-  little_free(&l);
+  little_expect_sum(comm);
   cuv_comm_unref(comm);
 }
 
@@ -450,10 +448,10 @@ static void test_peer_process(void **state) {
   int wstatus;
   assert_int_equal(waitpid(pid, &wstatus, 0), pid);
   assert_true(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0);
-  assert_int_equal(cuv_sync(cuv_comm_all_reduce(comm, NULL, &buf, CHILD_COUNT, CUV_NCCL_UINT32,
-                                                CUV_NCCL_SUM),
-                            NULL),
-                   CUV_ENCCL(NCCL_REMOTE_ERROR));
+  assert_int_equal(
+      cuv_sync(cuv_comm_all_reduce(comm, NULL, &buf, CHILD_COUNT, CUV_NCCL_UINT32, CUV_NCCL_SUM),
+               NULL),
+      CUV_ENCCL(NCCL_REMOTE_ERROR));
   cuv_buffer_unref(buf);
   cuv_comm_unref(comm);
 }
@@ -470,13 +468,12 @@ int main(int argc, char **argv) {
     if (cuv_device_open(&devs[r], r) != 0)
       return 1;
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_context_given_back), cmocka_unit_test(test_ranks_on_one_gpu),
-      cmocka_unit_test(test_async_error),
-      cmocka_unit_test(test_peer_dies),          cmocka_unit_test(test_abort_pending),
-      cmocka_unit_test(test_creation_fails),     cmocka_unit_test(test_groups_end_blocking),
-      cmocka_unit_test(test_init_off_the_submitter),
-      cmocka_unit_test(test_peer_vanishes),
-      cmocka_unit_test(test_timeout_not_reached), cmocka_unit_test(test_peer_process),
+      cmocka_unit_test(test_context_given_back),  cmocka_unit_test(test_ranks_on_one_gpu),
+      cmocka_unit_test(test_async_error),         cmocka_unit_test(test_peer_dies),
+      cmocka_unit_test(test_abort_pending),       cmocka_unit_test(test_creation_fails),
+      cmocka_unit_test(test_groups_end_blocking), cmocka_unit_test(test_init_off_the_submitter),
+      cmocka_unit_test(test_peer_vanishes),       cmocka_unit_test(test_timeout_not_reached),
+      cmocka_unit_test(test_peer_process),
   };
   int rc = cuvt_run(tests);
   for (int r = 0; r < NDEV; r++)
