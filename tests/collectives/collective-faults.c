@@ -89,6 +89,17 @@ static void little_free(little_t *l) {
     cuv_buffer_unref(l->buf[i]);
 }
 
+/* The end of a pair whose rank 0 failed with `error`: a later op on it fails at once with the
+ * same error; then both ranks go. */
+static void pair_end(little_t *l0, cuv_comm_t *c0, cuv_comm_t *c1, int error) {
+  cuv_op_t *late = little_op(l0, c0);
+  assert_int_equal(cuv_op_error(late), error);
+  cuv_op_destroy(late);
+  little_free(l0);
+  cuv_comm_unref(c0);
+  cuv_comm_unref(c1);
+}
+
 /* A one-element all-reduce of fresh random values through comm: every local rank holds the
  * host's sum. */
 static void little_expect_sum(cuv_comm_t *comm) {
@@ -218,13 +229,8 @@ static void test_abort_pending(void **state) {
   assert_int_equal(seen[0], 1);
   assert_int_equal(seen[1], CUV_ECANCELED);
   assert_int_equal(cuv_sim_calls("ncclCommAbort") - aborts, 1);
-  cuv_op_t *late = little_op(&l0, c0);
-  assert_int_equal(cuv_op_error(late), CUV_ECANCELED);
-  cuv_op_destroy(late);
   assert_cuv_ok(cuv_queue_destroy(q));
-  little_free(&l0);
-  cuv_comm_unref(c0);
-  cuv_comm_unref(c1);
+  pair_end(&l0, c0, c1, CUV_ECANCELED);
 }
 
 #define VANISH_OPS 3
@@ -261,13 +267,8 @@ static void test_peer_vanishes(void **state) {
   }
   assert_int_equal(cuv_comm_status(c0), CUV_ETIMEDOUT);
   assert_int_equal(cuv_sim_calls("ncclCommAbort") - aborts, 1);
-  cuv_op_t *late = little_op(&l0, c0);
-  assert_int_equal(cuv_op_error(late), CUV_ETIMEDOUT);
-  cuv_op_destroy(late);
   assert_cuv_ok(cuv_queue_destroy(q));
-  little_free(&l0);
-  cuv_comm_unref(c0);
-  cuv_comm_unref(c1);
+  pair_end(&l0, c0, c1, CUV_ETIMEDOUT);
 }
 
 /* A communicator whose ops end within its timeout: they succeed and it stays usable. */
