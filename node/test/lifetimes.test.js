@@ -93,6 +93,8 @@ test('a disposed buffer\'s memory is freed only once the work using it is done',
   skip: simOnly,
 }, async () => {
   await collect();
+  // No free of an earlier test's buffer to come: the releasing thread idle, nothing in flight.
+  await until(() => cuv.stats().releasing === 0 && cuv.stats().inFlight === 0);
   const g = await gate(GATE_MS);
   const trace = await cuv.upload(new Uint32Array(1));
   const before = frees();

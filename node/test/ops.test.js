@@ -3,7 +3,7 @@
 // data, rejections for bad input and driver failures, and many Promises in flight at once.
 const test = require('node:test');
 const assert = require('node:assert');
-const { cuv, skip, simOnly, random, randomFloats, assertClose, assertSaxpy, randomMlp } =
+const { cuv, skip, simOnly, random, randomFloats, assertClose, assertSaxpy, randomMlp, collect } =
   require('./fixtures/common.js');
 
 test('upload then download gives the same floats back', { skip }, async () => {
@@ -157,6 +157,7 @@ test('mlp allocates its layers stream-ordered: no cuMemAlloc, a failed cuMemAllo
   }
   assert.strictEqual(cuv.sim.calls('cuMemAlloc') - sync, 0);
   assert.strictEqual(cuv.sim.calls('cuMemAllocAsync') - async, 2); // one per layer
+  await collect(); // what is garbage now (out, and earlier tests' buffers) goes before the count
   const live = cuv.liveBuffers();
   for (const nth of [1, 2]) { // the first layer's output, then the second's
     cuv.sim.fail('cuMemAllocAsync', nth, CUDA_ERROR_OUT_OF_MEMORY);
