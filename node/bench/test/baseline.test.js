@@ -7,7 +7,7 @@ const test = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
 const { cuv, baseline, packageDir } = require('../cuv.js');
-const { skip, simOnly, randomFloats, assertClose, assertSaxpy, randomMlp } =
+const { skip, simOnly, randomFloats, assertClose, assertSaxpy, randomMlp, collect } =
   require(path.join(packageDir, 'test', 'fixtures', 'common.js'));
 
 test('the bench runs the package over its own addon, which alone has baseline', () => {
@@ -107,6 +107,7 @@ test('a driver failure: thrown or rejected with its CUresult; no DeviceBuffer le
       { code: 'CUV_ECUDA', cuResult: 'CUDA_ERROR_INVALID_VALUE' });
     await assert.rejects(baseline.saxpyWork(2, dx, dy),
       { code: 'CUV_ECUDA', cuResult: 'CUDA_ERROR_INVALID_VALUE' });
+    await collect(); // what is garbage now goes before the count
     const live = cuv.liveBuffers();
     assert.throws(() => baseline.mlpSync(m.dx, 2, m.device),
       { cuResult: 'CUDA_ERROR_INVALID_VALUE' });
