@@ -218,14 +218,26 @@ static void time_polled(cuv_queue_t *q, const cuv__submission_t *sub, uint64_t *
 
 /* The finished submissions, oldest first, at most `max` of them (0: all), and (in *cancels) the
  * cancellations to call back first; from here on they cannot be cancelled. */
+/* Up to max cancellations (0: all), oldest first; how many. Under the queue's lock. */
+static unsigned take_cancels(cuv_queue_t *q, cuv__submission_t **cancels, unsigned max) {
+  unsigned n = 0;
+  cuv__submission_t **end = &q->cancels;
+  for (; *end && (max == 0 || n < max); n++)
+    end = &(*end)->cancel_next;
+  *cancels = q->cancels;
+  q->cancels = *end; /* what is left stays queued, in order */
+  *end = NULL;
+  if (!q->cancels)
+    q->cancels_tail = &q->cancels;
+  return n;
+}
+
 static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsigned max) {
   uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
-  *cancels = q->cancels;
-  q->cancels = NULL;
-  q->cancels_tail = &q->cancels;
+  unsigned n = take_cancels(q, cancels, max);
   cuv__submission_t *list = q->head, **end = &q->head;
-  for (unsigned n = 0; *end && (max == 0 || n < max); n++) {
+  for (; *end && (max == 0 || n < max); n++) {
     live_unlink(q, *end);
     time_polled(q, *end, &now);
     end = &(*end)->next;

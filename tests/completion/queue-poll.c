@@ -1,9 +1,9 @@
 /* cuv_queue_poll, an event loop's one look at its queue (include/cuv.h): its arguments, its
- * budget (0 delivers nothing; a short one delivers one slice of callbacks, the rest waits for the
- * next look), and what next_poll_ns says with young work in flight and with none; 1 exactly while
- * something is left, which the queue's descriptor (cuv_queue_fd, read with poll(2)) shows. Run
- * with the default spin budget, with 1 s (every polled submission stays young for the whole test)
- * and with 0 (nothing is ever young). */
+ * budget (0 delivers nothing; a short one delivers one slice of callbacks, cancellations as
+ * completions, the rest waits for the next look), and what next_poll_ns says with young work in
+ * flight and with none; 1 exactly while something is left, which the queue's descriptor
+ * (cuv_queue_fd, read with poll(2)) shows. Run with the default spin budget, with 1 s (every
+ * polled submission stays young for the whole test) and with 0 (nothing is ever young). */
 #include <stdint.h>
 #include <time.h>
 
@@ -113,6 +113,43 @@ static void test_budget_slices_the_backlog(void **state) {
   assert_cuv_ok(cuv_queue_destroy(q));
 }
 
+/* Cancellations are sliced as completions are: BACKLOG slow submissions cancelled at once are
+ * delivered at most a slice per look under a 1 ns budget, each once with CUV_ECANCELED; their
+ * work still retires later (pending reaches 0, every output released). */
+static void test_budget_slices_cancellations(void **state) {
+  (void)state;
+  seen_t seen[BACKLOG] = {0};
+  cuv_ticket_t tickets[BACKLOG];
+  atomic_int releases = 0;
+  cuv_queue_t *q;
+  assert_cuv_ok(cuv_queue_create(&q, NULL, NULL));
+  calls_so_far = 0;
+  for (int i = 0; i < BACKLOG; i++) {
+    cuv_submit_opts_t opts = {.flags = CUV_SUBMIT_NO_SPIN, .ticket = &tickets[i]};
+    cuv_op_t *op = cuv_seq(cuvt_sleep(50), cuvt_counted_value(i, &releases));
+    assert_cuv_ok(cuv_submit(q, op, slow_done, &seen[i], &opts));
+  }
+  for (int i = 0; i < BACKLOG; i++)
+    assert_cuv_ok(cuv_cancel(q, tickets[i]));
+  int delivered = 0;
+  while (delivered < BACKLOG) {
+    int ran = cuv_queue_poll(q, 1, NULL);
+    assert_true(ran >= 1 && ran <= SLICE); /* all are due now: none waits for the work */
+    delivered += ran;
+    assert_int_equal(calls_so_far, delivered);
+  }
+  for (int i = 0; i < BACKLOG; i++) {
+    assert_int_equal(seen[i].calls, 1);
+    assert_int_equal(seen[i].status, CUV_ECANCELED);
+  }
+  while (cuv_queue_pending(q) > 0)
+    if (cuv_queue_wait(q, 1000) == 0)
+      assert_int_equal(cuv_queue_poll(q, UINT64_MAX, NULL), 0); /* retirements: no callback */
+  assert_int_equal(calls_so_far, BACKLOG);
+  assert_int_equal(atomic_load(&releases), BACKLOG);
+  assert_cuv_ok(cuv_queue_destroy(q));
+}
+
 /* A large budget delivers everything done in one call and counts it. */
 static void test_budget_delivers_all(void **state) {
   (void)state;
@@ -211,6 +248,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_arguments),
       cmocka_unit_test(test_budget_slices_the_backlog),
+      cmocka_unit_test(test_budget_slices_cancellations),
       cmocka_unit_test(test_budget_delivers_all),
       cmocka_unit_test(test_next_poll_with_young_work),
       cmocka_unit_test(test_next_poll_without_young_work),
