@@ -197,8 +197,6 @@ export interface Stats {
   waitsInserted: number;
   leaked: number;
   inFlight: number;
-  /** Of this thread's (environment's) calls, those its feeder thread submitted (README). */
-  fed: number;
   /** DeviceBuffer references (disposed or collected) handed to the process's thread that drops
    * them (README) and not dropped yet. */
   releasing: number;

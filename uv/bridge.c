@@ -32,6 +32,7 @@ struct cuv_uv_s {
   unsigned closing_handles; /* handles the bridge closed itself whose close callback is due */
   cuv_uv_close_cb close_cb;
   void *close_arg;
+  cuv_uv_turn_t turn; /* cuv_uv_set_turn's; budget_ns is never 0 */
 };
 
 static bool on_loop_thread(const cuv_uv_t *b) {
@@ -165,10 +166,16 @@ static void stop_polling(cuv_uv_t *b) {
     uv_async_send(&b->async);
 }
 
+/* The turn's end after callbacks ran: the owner's `after` (cuv_uv_set_turn). Loop thread. */
+static void ran(cuv_uv_t *b, int callbacks) {
+  if (callbacks > 0 && b->turn.after)
+    b->turn.after(b, b->turn.arg);
+}
+
 /* One turn's look: deliver within the budget, then poll on the next turn or block. Loop thread. */
 static void look(cuv_uv_t *b, uint64_t budget_ns) {
   uint64_t next = 0;
-  cuv_queue_poll(b->queue, budget_ns, &next);
+  ran(b, cuv_queue_poll(b->queue, budget_ns, &next));
   if (next && !b->closing && !walked(b))
     start_polling(b);
   else if (atomic_load(&b->polling))
@@ -176,8 +183,9 @@ static void look(cuv_uv_t *b, uint64_t budget_ns) {
   settle(b);
 }
 
-static void on_idle(uv_idle_t *handle) { look(handle->data, TURN_BUDGET_NS); }
-static void on_async(uv_async_t *handle) { look(handle->data, TURN_BUDGET_NS); }
+static void on_turn(cuv_uv_t *b) { look(b, b->turn.budget_ns); }
+static void on_idle(uv_idle_t *handle) { on_turn(handle->data); }
+static void on_async(uv_async_t *handle) { on_turn(handle->data); }
 /* End of a turn: other threads' work keeps the loop alive, and is polled for while young. */
 static void on_check(uv_check_t *handle) { look(handle->data, 0); }
 
@@ -263,7 +271,7 @@ static void close_wait(uv_work_t *work) {
 static void after_close_wait(uv_work_t *work, int status) {
   cuv_uv_t *b = work->data;
   (void)status;
-  cuv_queue_drain(b->queue);
+  ran(b, cuv_queue_drain(b->queue));
   if (cuv_queue_pending(b->queue) > 0)
     uv_queue_work(b->loop, &b->work, close_wait, after_close_wait);
   else
@@ -297,6 +305,7 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **out, uv_loop_t *loop) {
   if (!b)
     return CUV_ENOMEM;
   b->loop = loop;
+  b->turn.budget_ns = TURN_BUDGET_NS;
   b->loop_thread = uv_thread_self();
   rc = cuv_queue_create(&b->queue, on_notify, b);
   if (rc == 0 && (rc = uv_async_init(loop, &b->async, on_async)) < 0)
@@ -345,6 +354,15 @@ CUV_EXTERN int cuv_uv_submit(cuv_uv_t *b, cuv_op_t *op, cuv_done_fn done, void *
   else
     settle(b);
   return rc;
+}
+
+CUV_EXTERN int cuv_uv_set_turn(cuv_uv_t *b, const cuv_uv_turn_t *turn) {
+  if (!b || !turn)
+    return CUV_EINVAL;
+  b->turn = *turn;
+  if (b->turn.budget_ns == 0)
+    b->turn.budget_ns = TURN_BUDGET_NS;
+  return 0;
 }
 
 CUV_EXTERN int cuv_uv_cancel(cuv_uv_t *b, cuv_ticket_t ticket) {

@@ -46,6 +46,25 @@ CUV_EXTERN int cuv_uv_open(cuv_uv_t **bridge, uv_loop_t *loop);
  */
 CUV_EXTERN int cuv_uv_submit(cuv_uv_t *bridge, cuv_op_t *op, cuv_done_fn done, void *arg,
                              const cuv_submit_opts_t *opts);
+/** How the bridge spends a loop turn on callbacks (cuv_uv_set_turn). */
+typedef struct cuv_uv_turn_s {
+  /** Time for callbacks per loop turn, in ns; what is left waits for the next turn. 0: 100 000. */
+  uint64_t budget_ns;
+  /** Runs on the loop thread after the last callback of each turn that ran any, before the loop
+   * goes on (a binding closes there what its callbacks opened: Node's callback scope). NULL:
+   * nothing runs. */
+  void (*after)(cuv_uv_t *bridge, void *arg);
+  /** What `after` is given. */
+  void *arg;
+} cuv_uv_turn_t;
+/** Sets the bridge's turn: its callbacks' time budget, and what runs after them.
+ *
+ * @returns 0.
+ * @errors CUV_EINVAL: bridge or turn is NULL.
+ * @threads The loop thread.
+ * @notes *turn is copied. It holds until the next call, and for the callbacks of cuv_uv_close.
+ */
+CUV_EXTERN int cuv_uv_set_turn(cuv_uv_t *bridge, const cuv_uv_turn_t *turn);
 /** Cancels a submission of this bridge, as cuv_cancel: its callback runs once with CUV_ECANCELED
  * in the loop's next iteration.
  *

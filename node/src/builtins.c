@@ -19,15 +19,14 @@ static int float_buffer(cuv_node_call_t *c, size_t i, const char *what, cuv_node
 }
 
 /* What saxpy's launch needs, its arguments checked (the buffers borrowed from their objects). */
-typedef struct saxpy_recipe {
-  cuv_kernel_t *kernel; /* the environment's: it outlives the feeder (addon.c) */
+typedef struct saxpy_args {
+  cuv_kernel_t *kernel; /* the environment's (borrowed) */
   cuv_buffer_t *x, *y;
   unsigned n;
   float a;
-} saxpy_recipe_t;
-_Static_assert(sizeof(saxpy_recipe_t) <= CUV_NODE_RECIPE_MAX, "saxpy's recipe fits a job");
+} saxpy_args_t;
 
-static int saxpy_recipe(cuv_node_call_t *c, saxpy_recipe_t *r) {
+static int saxpy_args(cuv_node_call_t *c, saxpy_args_t *r) {
   double a_value;
   cuv_node_buffer_t *x, *y;
   int rc;
@@ -46,27 +45,18 @@ static int saxpy_recipe(cuv_node_call_t *c, saxpy_recipe_t *r) {
   return 0;
 }
 
-static cuv_op_t *saxpy_op(const saxpy_recipe_t *r) {
+static cuv_op_t *saxpy_op(const saxpy_args_t *r) {
   const cuv_arg_t args[] = {CUV_ARG_VALUE(r->n), CUV_ARG_VALUE(r->a), CUV_ARG_READ(r->x),
                             CUV_ARG_RW(r->y)};
   return cuv_launch(r->kernel, grid_for(r->n), CUV_DIM1(BLOCK), 0, args, 4);
 }
 
 int cuv_node_build_saxpy(cuv_node_call_t *c, cuv_op_t **op) {
-  saxpy_recipe_t r;
-  int rc = saxpy_recipe(c, &r);
+  saxpy_args_t r;
+  int rc = saxpy_args(c, &r);
   if (rc == 0)
     *op = saxpy_op(&r);
   return rc;
-}
-
-/* The op from a recipe whose buffers were referenced for it (jobs.h's build). */
-static cuv_op_t *saxpy_build(void *recipe) {
-  saxpy_recipe_t *r = recipe;
-  cuv_op_t *op = saxpy_op(r);
-  cuv_buffer_unref(r->x);
-  cuv_buffer_unref(r->y);
-  return op;
 }
 
 /* The float32 DeviceBuffer at property `key` of layer i, or NULL. */
@@ -178,15 +168,13 @@ napi_value cuv_node_js_saxpy(napi_env env, napi_callback_info info) {
   cuv_node_call_t c;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  saxpy_recipe_t r;
-  int rc = saxpy_recipe(&c, &r);
+  cuv_op_t *op = NULL;
+  int rc = cuv_node_build_saxpy(&c, &op);
   if (rc < 0)
     return cuv_node_rejected(env, rc, c.detail);
-  cuv_buffer_ref(r.x); /* until the op holds them: a dispose() meanwhile frees nothing */
-  cuv_buffer_ref(r.y);
   napi_value y = cuv_node_arg_absent(&c, 4) ? c.argv[2] : c.argv[4];
   cuv_node_result_t result = {.kind = CUV_NODE_VALUE, .value = y};
-  return cuv_node_submit_recipe(&c, saxpy_build, &r, sizeof r, c.argv[3], &result);
+  return cuv_node_submit(&c, op, c.argv[3], &result);
 }
 
 napi_value cuv_node_js_mlp(napi_env env, napi_callback_info info) {

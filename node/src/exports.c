@@ -74,7 +74,7 @@ static napi_status define_exports(napi_env env, cuv_node_addon_t *a, napi_value 
 #undef VALUE
 
 napi_value cuv_node_exports(napi_env env, napi_value exports) {
-  static const cuv_node_instance_hooks_t hooks = {cuv_node_sim_attach, cuv_node_job_refused};
+  static const cuv_node_instance_hooks_t hooks = {cuv_node_sim_attach};
   cuv_node_addon_t *a = cuv_node_instance_new(env, &hooks);
   if (!a)
     return NULL;

@@ -73,7 +73,6 @@ napi_value cuv_node_js_pending(napi_env env, napi_callback_info info) {
   napi_value result = NULL;
   if (!cuv_node_call_get(env, info, &c))
     return NULL;
-  cuv_node_feeder_catch_up(&c.addon->feeder); /* what it holds counts once it submitted it */
   napi_create_uint32(env, c.addon->bridge ? cuv_uv_pending(c.addon->bridge) : 0, &result);
   return result;
 }
@@ -107,7 +106,6 @@ napi_value cuv_node_js_stats(napi_env env, napi_callback_info info) {
       {"waitsInserted", s.waits_inserted},
       {"leaked", s.leaked},
       {"inFlight", s.in_flight},
-      {"fed", cuv_node_feeder_fed(&c.addon->feeder)},
       {"releasing", cuv_node_releasing()},
   };
   if (napi_create_object(env, &obj) != napi_ok)

@@ -15,15 +15,16 @@ static int open_bridge(cuv_node_addon_t *a) {
   napi_value resource, name;
   if (napi_get_uv_event_loop(a->env, &loop) != napi_ok)
     return CUV_EINVAL;
-  cuv_node_settler_open(a, loop);
+  cuv_node_scope_t *s = &a->scope;
+  s->env = a->env;
   int rc = cuv_uv_open(&a->bridge, loop);
-  if (rc == 0)
-    cuv_node_feeder_open(&a->feeder, loop, a->bridge, a->hooks->refused, a);
   if (rc == 0 && (napi_create_object(a->env, &resource) != napi_ok ||
                   napi_create_string_utf8(a->env, "cuv", NAPI_AUTO_LENGTH, &name) != napi_ok ||
-                  napi_async_init(a->env, resource, name, &a->async_context) != napi_ok ||
-                  napi_create_reference(a->env, resource, 1, &a->resource) != napi_ok))
+                  napi_async_init(a->env, resource, name, &s->context) != napi_ok ||
+                  napi_create_reference(a->env, resource, 1, &s->resource) != napi_ok))
     rc = CUV_ENOMEM;
+  if (rc == 0)
+    rc = cuv_node_scope_attach(s, a->bridge);
   return rc;
 }
 
@@ -107,9 +108,9 @@ static void finish(cuv_node_addon_t *a) {
   cuv_kernel_unref(a->dense);
   if (a->dev)
     cuv_device_unref(a->dev);
-  if (a->resource) {
-    napi_async_destroy(a->env, a->async_context);
-    napi_delete_reference(a->env, a->resource);
+  if (a->scope.resource) {
+    napi_async_destroy(a->env, a->scope.context);
+    napi_delete_reference(a->env, a->scope.resource);
   }
   napi_ref classes[] = {a->buffer_class, a->module_class, a->kernel_class};
   for (size_t i = 0; i < sizeof classes / sizeof classes[0]; i++) {
@@ -123,25 +124,15 @@ static void finish(cuv_node_addon_t *a) {
   free(a);
 }
 
-static void on_settler_closed(void *arg) { finish(arg); }
+/* Every callback ran, and every Promise settled (the bridge's close delivers them all). */
+static void on_bridge_closed(cuv_uv_t *bridge, void *arg) { finish(arg); }
 
-/* Every callback ran: the settler settles what it still holds, then closes. */
-static void on_bridge_closed(cuv_uv_t *bridge, void *arg) {
-  cuv_node_addon_t *a = arg;
-  cuv_node_settler_close(a, on_settler_closed, a);
-}
-
-/* The feeder submitted everything it was given: the bridge's close delivers every callback. */
-static void on_feeder_closed(void *arg) {
+/* Node keeps running the environment's loop until napi_remove_async_cleanup_hook (in finish), so
+ * the bridge closes first. */
+static void cleanup_hook(napi_async_cleanup_hook_handle handle, void *arg) {
   cuv_node_addon_t *a = arg;
   if (!a->bridge || cuv_uv_close(a->bridge, on_bridge_closed, a) < 0)
     on_bridge_closed(NULL, a);
-}
-
-/* Node keeps running the environment's loop until napi_remove_async_cleanup_hook (in finish), so
- * the feeder and then the bridge close first. */
-static void cleanup_hook(napi_async_cleanup_hook_handle handle, void *arg) {
-  cuv_node_feeder_close(&((cuv_node_addon_t *)arg)->feeder, on_feeder_closed, arg);
 }
 
 cuv_node_addon_t *cuv_node_instance_new(napi_env env, const cuv_node_instance_hooks_t *hooks) {

@@ -11,15 +11,13 @@
 #include <cuv/uv.h>
 
 #include "calls.h"
-#include "feeder.h"
 #include "handles.h"
-#include "settle.h"
+#include "scope.h"
 
 /* What setup needs from the files above it, given by the export table (exports.c), which knows
  * them all: so that this file calls only downwards. */
 typedef struct cuv_node_instance_hooks {
   void (*attach)(void); /* before any kernel is looked up: the simulator's hooks (sim.h) */
-  void (*refused)(cuv_node_feed_t *job, void *arg); /* a job the bridge refused (feeder.h) */
 } cuv_node_instance_hooks_t;
 
 typedef struct cuv_node_addon {
@@ -29,10 +27,7 @@ typedef struct cuv_node_addon {
   cuv_device_t *dev;
   cuv_kernel_t *saxpy, *dense; /* kernels/saxpy.cu, kernels/mlp.cu's dense layer */
   cuv_uv_t *bridge;
-  cuv_node_feeder_t feeder;   /* submits for this thread while many jobs are in flight */
-  cuv_node_settler_t settler; /* the bridge's completions, settled in slices per loop turn */
-  napi_ref resource; /* the async resource completions run under (napi_open_callback_scope) */
-  napi_async_context async_context;
+  cuv_node_scope_t scope; /* what the bridge's completions settle in (scope.h) */
   napi_async_cleanup_hook_handle cleanup;
   napi_ref buffer_class, module_class, kernel_class;
   cuv_node_handles_t *handles; /* DeviceBuffers' numbers (handles.h) */

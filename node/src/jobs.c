@@ -4,16 +4,12 @@
 
 #include "device_buffer.h"
 #include "errors.h"
-#include "feeder.h"
 #include "jobs.h"
 #include "pinned.h"
-#include "settle.h"
+#include "scope.h"
 
 typedef struct job {
-  cuv_node_done_t done; /* first: the settler's queue links it */
-  cuv_node_feed_t feed; /* what the feeder submits */
-  bool fed;             /* handed to the feeder */
-  int status;           /* the op's, once completed */
+  int status; /* a refusal's, or the op's once completed */
   cuv_node_addon_t *addon;
   napi_deferred deferred;
   napi_ref value; /* VALUE's value */
@@ -57,35 +53,22 @@ static void settle(napi_env env, job_t *job, int status) {
   if (job->value)
     napi_delete_reference(env, job->value);
   release_result(&job->result);
-  if (job->fed)
-    cuv_node_feeder_finished(&job->addon->feeder);
   free(job);
 }
 
-static void settle_done(napi_env env, cuv_node_done_t *done) {
-  job_t *job = (job_t *)done;
-  settle(env, job, job->status);
-}
-
-/* The bridge's callback, on the loop thread, once per completion of a drain that may find
- * thousands: the Promise settles in a slice of the settler's (settle.h), in completion order. */
+/* The bridge's callback, on the loop thread, in a slice of its turn's budget (scope.h). */
 static void on_done(int status, cuv_output_t *output, void *arg) {
   job_t *job = arg;
   cuv_node_result_t *r = &job->result;
+  cuv_node_scope_t *scope = &job->addon->scope;
   if (status == 0 && r->kind == CUV_NODE_OUTPUT) {
     r->device = cuv_buffer_ref(r->pick(output));
     r->kind = CUV_NODE_DEVICE;
     status = r->device ? 0 : CUV_EINVAL; /* an op without the buffer pick looks for */
   }
-  job->status = status;
-  job->done.settle = settle_done;
-  cuv_node_settler_push(job->addon, &job->done);
-}
-
-void cuv_node_job_refused(cuv_node_feed_t *feed, void *arg) {
-  job_t *job = feed->arg;
-  (void)arg;
-  on_done(feed->status, NULL, job);
+  cuv_node_scope_enter(scope);
+  settle(scope->env, job, status);
+  cuv_node_scope_settled(scope);
 }
 
 static bool is_object(napi_env env, napi_value v) {
@@ -99,54 +82,33 @@ static void give_ticket(napi_env env, napi_value token, cuv_ticket_t ticket) {
     napi_set_named_property(env, token, "ticket", value);
 }
 
-/* Submits *feed's op (or recipe) for a new Promise. */
-static napi_value submit(cuv_node_call_t *c, cuv_node_feed_t *feed, napi_value token,
-                         const cuv_node_result_t *result) {
+napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
+                           const cuv_node_result_t *result) {
   napi_value promise;
   job_t *job = malloc(sizeof *job); /* not calloc: glibc's skips the thread's cache */
   if (job)
-    *job = (job_t){.result = *result};
+    *job = (job_t){.result = *result, .addon = c->addon};
   if (!job || napi_create_promise(c->env, &job->deferred, &promise) != napi_ok) {
-    cuv_op_destroy(cuv_node_feed_op(feed));
+    cuv_op_destroy(op);
     cuv_node_result_t dropped = *result;
     release_result(&dropped);
     free(job);
     return cuv_node_rejected(c->env, CUV_ENOMEM, NULL);
   }
-  job->addon = c->addon;
-  job->feed = *feed;
-  job->feed.done = on_done;
-  job->feed.arg = job;
   cuv_ticket_t ticket = 0;
-  cuv_submit_opts_t opts = {.ticket = &ticket};
   bool cancellable = is_object(c->env, token);
+  cuv_submit_opts_t opts = {.ticket = cancellable ? &ticket : NULL};
   int rc = CUV_ENOMEM;
   if (result->kind == CUV_NODE_VALUE &&
       napi_create_reference(c->env, result->value, 1, &job->value) != napi_ok)
-    cuv_op_destroy(cuv_node_feed_op(&job->feed));
-  else /* a cancellable job needs its ticket now: submitted here */
-    rc = cuv_node_feeder_submit(&c->addon->feeder, &job->feed, cancellable, &opts);
+    cuv_op_destroy(op);
+  else
+    rc = cuv_uv_submit(c->addon->bridge, op, on_done, job, &opts);
   if (rc < 0)
     settle(c->env, job, rc); /* refused: on_done will not run */
-  else if (rc == 1)
-    job->fed = true; /* its callback, or its refusal, comes later */
-  else
+  else if (cancellable)
     give_ticket(c->env, token, ticket);
   return promise;
-}
-
-napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
-                           const cuv_node_result_t *result) {
-  cuv_node_feed_t feed = {.op = op};
-  return submit(c, &feed, token, result);
-}
-
-napi_value cuv_node_submit_recipe(cuv_node_call_t *c, cuv_op_t *(*build)(void *recipe),
-                                  const void *recipe, size_t size, napi_value token,
-                                  const cuv_node_result_t *result) {
-  cuv_node_feed_t feed = {.build = build};
-  memcpy(feed.recipe, recipe, size);
-  return submit(c, &feed, token, result);
 }
 
 napi_value cuv_node_js_cancel(napi_env env, napi_callback_info info) {

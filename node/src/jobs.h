@@ -25,13 +25,6 @@ typedef struct cuv_node_result {
  * Consumes op and the references in *result, also when it fails. */
 napi_value cuv_node_submit(cuv_node_call_t *c, cuv_op_t *op, napi_value token,
                            const cuv_node_result_t *result);
-/* The same for an op that build(recipe) makes, where the call is submitted (feeder.h): `size`
- * bytes of recipe, at most CUV_NODE_RECIPE_MAX, whose references build consumes. */
-napi_value cuv_node_submit_recipe(cuv_node_call_t *c, cuv_op_t *(*build)(void *recipe),
-                                  const void *recipe, size_t size, napi_value token,
-                                  const cuv_node_result_t *result);
-/* A job the feeder handed back, refused by the bridge: it is rejected (feeder.h's `refused`). */
-void cuv_node_job_refused(cuv_node_feed_t *feed, void *arg);
 /* cancel(ticket): true when the submission was cancelled, false when it had already finished. */
 napi_value cuv_node_js_cancel(napi_env env, napi_callback_info info);
 

@@ -2,8 +2,9 @@
  * threads let go of (a DeviceBuffer disposed or collected). The last reference frees the memory
  * with cuMemFree, which waits until the device ran all the work queued on it (the simulator
  * does, and the driver may): on a JavaScript thread, a collection while a long kernel ran held
- * every Promise, timer and I/O callback of that thread until the kernel ended (test/feeder.test.js,
- * whose refused call then rejected only after the gate's timeout). Nothing waits for this thread.
+ * every Promise, timer and I/O callback of that thread until the kernel ended
+ * (test/inflight.test.js, whose refused call then rejected only after the gate's timeout).
+ * Nothing waits for this thread.
  *
  * One thread for the process, not one per environment: a DeviceBuffer may be finalized after its
  * environment's state is gone (handles.h). It starts at the first reference handed over and ends

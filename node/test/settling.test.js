@@ -1,5 +1,5 @@
 'use strict';
-// Settling in slices (src/settle.h): thousands of completions that reach the loop at once settle
+// Settling in slices (the bridge's turn budget, src/scope.h): thousands of completions that reach the loop at once settle
 // over several loop turns, a bounded slice per turn, so that immediates and timers run between
 // the slices; every Promise still settles exactly once, in completion order.
 const test = require('node:test');

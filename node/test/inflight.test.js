@@ -1,8 +1,8 @@
 'use strict';
-// The feeder (src/feeder.h): once a few calls are in flight, a thread of the addon's submits
-// them for the JavaScript thread, in the order they were made; a call it submits that cuv refuses
-// still rejects, without waiting for the GPU, also when buffers are collected meanwhile; node
-// still exits by itself, and only once every call settled; CUV_NODE_FEEDER=0 turns it off.
+// Many calls in flight (src/jobs.c): they reach the GPU in the order they were made; a buffer
+// disposed right after a call stays until its op ran; a call cuv refuses while many are in flight
+// rejects without waiting for the GPU, also when buffers are collected meanwhile; node still exits
+// by itself, and only once every call settled.
 const test = require('node:test');
 const assert = require('node:assert');
 const { cuv, skip, simOnly, random, collect, until, gate, runFixture } =
@@ -16,16 +16,14 @@ const GARBAGE = 8; // DeviceBuffers let go of while the gate is closed
 // Integers, so that every sum below is exact whatever the kernel's rounding.
 const ints = (n) => Float32Array.from({ length: n }, () => Math.floor(random() * 2001) - 1000);
 
-test('with many calls in flight the feeder submits them, in the order they were made',
-  { skip }, async () => {
-    const fedBefore = cuv.stats().fed;
+test('with many calls in flight they run in the order they were made', { skip }, async () => {
     const x = ints(N);
     const dx = await cuv.upload(x);
     const ys = await Promise.all(Array.from({ length: LANES },
       () => cuv.upload(new Float32Array(N))));
     // Each round, per lane and without waiting in between: write y, two saxpys on it, read it
-    // back (every other lane with a signal: a call cuv submits on the JavaScript thread, after
-    // what the feeder holds). Out of order, a write would land after a saxpy, or a read before.
+    // back (every other lane with a signal, which takes a ticket). Out of order, a write would
+    // land after a saxpy, or a read before.
     const rounds = [];
     for (let r = 0; r < ROUNDS; r++) {
       const a = Math.floor(random() * 9) - 4, b = Math.floor(random() * 9) - 4;
@@ -41,16 +39,10 @@ test('with many calls in flight the feeder submits them, in the order they were 
       }
     }
     await Promise.all(rounds);
-    const fed = cuv.stats().fed - fedBefore;
-    assert.ok(fed > 0, 'the feeder submitted some of them');
-    assert.ok(fed < LANES * ROUNDS * 4,
-      `the JavaScript thread submitted the cancellable reads (fed ${fed})`);
     assert.strictEqual(cuv.pending(), 0);
   });
 
-test('buffers disposed right after the call stay until the op the feeder builds from them ran',
-  { skip }, async () => {
-    const fedBefore = cuv.stats().fed;
+test('buffers disposed right after the call stay until its op ran', { skip }, async () => {
     const calls = Array.from({ length: 200 }, () => ({ x: ints(N), y: ints(N) }));
     const bufs = await Promise.all(calls.map(async ({ x, y }) =>
       ({ dx: await cuv.upload(x), dy: await cuv.upload(y) })));
@@ -65,21 +57,18 @@ test('buffers disposed right after the call stay until the op the feeder builds 
       assert.deepStrictEqual(r.got, r.want, `call ${i}`);
       r.dy.dispose();
     }
-    assert.ok(cuv.stats().fed > fedBefore, 'the feeder built and submitted some');
   });
 
-test('a call the feeder submits and cuv refuses rejects, without waiting for the GPU',
+test('a call cuv refuses behind calls in flight rejects, without waiting for the GPU',
   { skip: simOnly }, async () => {
     await collect(); // the earlier tests' garbage: the buffers collected below are this test's
     await until(() => cuv.stats().releasing === 0);
     const freesBefore = cuv.sim.calls('cuMemFree');
-    // Three bumps behind the gate make four calls in flight, so the feeder takes the next call;
-    // more would block every stream open() writes on (fixtures/common.js), and the gate would
+    // Three bumps behind the gate make four calls in flight; more would block every stream open() writes on (fixtures/common.js), and the gate would
     // end only at its timeout, which only a failing test waits for.
     const g = await gate(60000);
     const trace = cuv.alloc(Uint32Array, 1);
     const behind = Array.from({ length: 3 }, () => g.bump(trace));
-    const fedBefore = cuv.stats().fed;
     // A signature that disagrees with the kernel's parameter sizes: cuv_launch makes an error op,
     // which cuv_submit refuses.
     const wide = cuv.loadModule(cuv.ptx.saxpy).kernel('saxpy', ['u64', 'f32', 'read', 'rw']);
@@ -93,7 +82,6 @@ test('a call the feeder submits and cuv refuses rejects, without waiting for the
     await collect();
     assert.strictEqual(cuv.liveBuffers(), live, 'the garbage buffers were finalized');
     await rejected;
-    assert.ok(cuv.stats().fed > fedBefore, 'the feeder submitted the refused launch');
     assert.ok(cuv.pending() >= behind.length, 'the gate is still closed');
     await g.open();
     await Promise.all([...behind, g.closed]);
@@ -109,13 +97,8 @@ test('a call the feeder submits and cuv refuses rejects, without waiting for the
     x.dispose();
   });
 
-const settings = [['on', {}, true], ['off (CUV_NODE_FEEDER=0)', { CUV_NODE_FEEDER: '0' }, false]];
-for (const [name, env, fed] of settings) {
-  test(`node exits by itself after calls the feeder holds settled, feeder ${name}`, { skip },
-    async () => {
-      const { status, lines } = await runFixture('ends-alone.js', ['many'], env);
-      assert.deepStrictEqual(status, { code: 0, signal: null, stderr: '' });
-      assert.deepStrictEqual(lines, [`many 200 right, fed ${fed ? 'some' : 'none'}`,
-        'exit pending 0']);
-    });
-}
+test('node exits by itself once every call in flight settled', { skip }, async () => {
+  const { status, lines } = await runFixture('ends-alone.js', ['many']);
+  assert.deepStrictEqual(status, { code: 0, signal: null, stderr: '' });
+  assert.deepStrictEqual(lines, ['many 200 right', 'exit pending 0']);
+});

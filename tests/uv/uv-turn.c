@@ -1,0 +1,148 @@
+/* The bridge's turn (include/cuv/uv.h, cuv_uv_set_turn): its arguments; a budget that spreads a
+ * backlog of slow callbacks over several loop turns, each callback once, in completion order;
+ * `after` run on the loop thread once after each turn that ran callbacks, never for a turn that
+ * ran none, and after the last callback; and the callbacks cuv_uv_close delivers followed by
+ * `after` too. Callbacks only record; the test asserts after uv_run returned. */
+#include <time.h>
+
+#include "counted.h"
+#include "uvt.h"
+
+#define N 200
+#define CALLBACK_NS 20000u /* each callback's time on the clock: 200 take 4 ms */
+#define BUDGET_NS 200000u  /* so a turn takes about 10 of them */
+
+typedef struct turns {
+  uvt_loop_t *loop;
+  int delivered;    /* callbacks so far */
+  int afters;       /* `after` calls */
+  int empty_afters; /* of them, with no callback since the last */
+  int last_seen;    /* delivered at the last `after` */
+  int max_per_turn; /* the most callbacks between two `after` calls */
+  bool off_loop;    /* an `after` ran on another thread */
+  int order_breaks; /* callbacks out of submission order (one stream) */
+  int payloads[N];
+} turns_t;
+
+static turns_t T;
+
+static uint64_t clock_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static void slow_done(int status, cuv_output_t *output, void *arg) {
+  uvt_call_t *c = arg;
+  uvt_done(status, output, arg);
+  if (T.delivered < N && c->payload != T.payloads[T.delivered])
+    T.order_breaks++;
+  T.delivered++;
+  for (uint64_t start = clock_ns(); clock_ns() - start < CALLBACK_NS;)
+    ;
+}
+
+static void after(cuv_uv_t *bridge, void *arg) {
+  turns_t *t = arg;
+  uv_thread_t self = uv_thread_self();
+  assert_ptr_equal(bridge, t->loop->bridge);
+  t->afters++;
+  if (!uv_thread_equal(&self, &t->loop->thread))
+    t->off_loop = true;
+  int ran = t->delivered - t->last_seen;
+  if (ran == 0)
+    t->empty_afters++;
+  if (ran > t->max_per_turn)
+    t->max_per_turn = ran;
+  t->last_seen = t->delivered;
+}
+
+static void test_arguments(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  cuv_uv_turn_t turn = {0};
+  assert_int_equal(cuv_uv_set_turn(NULL, &turn), CUV_EINVAL);
+  assert_int_equal(cuv_uv_set_turn(l.bridge, NULL), CUV_EINVAL);
+  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn)); /* the default budget, no `after` */
+  uvt_call_t call = {.loop = &l};
+  assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value(7), uvt_done, &call, NULL));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(call.calls, 1);
+  assert_int_equal(call.payload, 7);
+  uvt_close(&l);
+}
+
+/* N values on one stream, their callbacks slow: several turns, `after` once per turn. */
+static void submit_all(uvt_loop_t *l, uvt_call_t *calls, cuv_stream_t *s) {
+  cuv_submit_opts_t opts = {.stream = s};
+  for (int i = 0; i < N; i++) {
+    T.payloads[i] = (int)(cuvt_random_u32() & 0x3fffffff);
+    calls[i] = (uvt_call_t){.loop = l};
+    assert_cuv_ok(cuv_uv_submit(l->bridge, uvt_value(T.payloads[i]), slow_done, &calls[i], &opts));
+  }
+}
+
+static void assert_turns(const uvt_call_t *calls) {
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(calls[i].calls, 1);
+    assert_int_equal(calls[i].status, 0);
+    assert_true(calls[i].on_loop_thread);
+  }
+  assert_int_equal(T.delivered, N);
+  assert_int_equal(T.order_breaks, 0);
+  assert_false(T.off_loop);
+  assert_int_equal(T.empty_afters, 0);
+  assert_int_equal(T.last_seen, N); /* `after` followed the last callback */
+}
+
+static void test_budget_and_after(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  T = (turns_t){.loop = &l};
+  cuv_uv_turn_t turn = {.budget_ns = BUDGET_NS, .after = after, .arg = &T};
+  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn));
+  cuv_stream_t *s;
+  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
+  static uvt_call_t calls[N];
+  submit_all(&l, calls, s);
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_turns(calls);
+  /* 4 ms of callbacks in turns of about 0.2 ms (a slice of 16 may overrun it): several turns */
+  assert_true(T.afters >= 4);
+  assert_true(T.max_per_turn < N);
+  cuv_stream_destroy(s);
+  uvt_close(&l);
+}
+
+/* What is in flight at cuv_uv_close is delivered by the close, and `after` follows it. */
+static void test_after_on_close(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  T = (turns_t){.loop = &l};
+  cuv_uv_turn_t turn = {.budget_ns = BUDGET_NS, .after = after, .arg = &T};
+  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn));
+  cuv_stream_t *s;
+  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
+  static uvt_call_t calls[N];
+  submit_all(&l, calls, s);
+  assert_cuv_ok(cuv_uv_close(l.bridge, uvt_on_close, &l));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(l.close_calls, 1);
+  assert_turns(calls);
+  assert_true(T.afters >= 1);
+  assert_int_equal(uv_loop_close(&l.loop), 0);
+  cuv_stream_destroy(s);
+}
+
+int main(void) {
+  cuvt_init();
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_arguments),
+      cmocka_unit_test(test_budget_and_after),
+      cmocka_unit_test(test_after_on_close),
+  };
+  return cuvt_run(tests);
+}
