@@ -166,16 +166,22 @@ static void stop_polling(cuv_uv_t *b) {
     uv_async_send(&b->async);
 }
 
-/* The turn's end after callbacks ran: the owner's `after` (cuv_uv_set_turn). Loop thread. */
-static void ran(cuv_uv_t *b, int callbacks) {
-  if (callbacks > 0 && b->turn.after)
-    b->turn.after(b, b->turn.arg);
+/* The turn's end after callbacks ran: the owner's `after` (cuv_uv_set_turn); true when it ran.
+ * Loop thread. */
+static bool ran(cuv_uv_t *b, int callbacks) {
+  if (callbacks <= 0 || !b->turn.after)
+    return false;
+  b->turn.after(b, b->turn.arg);
+  return true;
 }
 
 /* One turn's look: deliver within the budget, then poll on the next turn or block. Loop thread. */
 static void look(cuv_uv_t *b, uint64_t budget_ns) {
   uint64_t next = 0;
-  ran(b, cuv_queue_poll(b->queue, budget_ns, &next));
+  /* What `after` submitted (Node's Promise reactions run there) is young work of this turn: asked
+   * again, or the loop would block in epoll with it in flight (tests/uv/uv-turn.c). */
+  if (ran(b, cuv_queue_poll(b->queue, budget_ns, &next)))
+    cuv_queue_poll(b->queue, 0, &next);
   if (next && !b->closing && !walked(b))
     start_polling(b);
   else if (atomic_load(&b->polling))

@@ -1,11 +1,15 @@
 /* The bridge's turn (include/cuv/uv.h, cuv_uv_set_turn): its arguments; a budget that spreads a
  * backlog of slow callbacks over several loop turns, each callback once, in completion order;
  * `after` run on the loop thread once after each turn that ran callbacks, never for a turn that
- * ran none, and after the last callback; and the callbacks cuv_uv_close delivers followed by
- * `after` too. Callbacks only record; the test asserts after uv_run returned. */
+ * ran none, and after the last callback; the callbacks cuv_uv_close delivers followed by
+ * `after` too; and work `after` submits polled for in the same turn (the idle handle stays
+ * active), not left to a wake-up while the loop blocks. Run with a spin budget of 1 s
+ * (tests/meson.build), so work stays young for the whole test. Callbacks only record; the test
+ * asserts after uv_run returned. */
 #include <time.h>
 
 #include "counted.h"
+#include "gate.h"
 #include "uvt.h"
 
 #define N 200
@@ -137,12 +141,74 @@ static void test_after_on_close(void **state) {
   cuv_stream_destroy(s);
 }
 
+/* ---- work that `after` submits ---- */
+
+typedef struct resubmit {
+  uvt_loop_t *loop;
+  cuvt_gate_t gate;
+  uvt_call_t first, gated;
+  int afters;
+  bool looked;      /* the prepare handle looked after `after` submitted */
+  bool idle_active; /* and found the bridge's idle handle active */
+  uv_prepare_t prepare;
+} resubmit_t;
+
+static void after_submits(cuv_uv_t *bridge, void *arg) {
+  resubmit_t *r = arg;
+  if (r->afters++ == 0)
+    r->gated.status = cuv_uv_submit(bridge, cuvt_gate_wait(&r->gate), uvt_done, &r->gated, NULL);
+}
+
+static void find_active_idle(uv_handle_t *handle, void *arg) {
+  if (handle->type == UV_IDLE && uv_is_active(handle))
+    *(bool *)arg = true;
+}
+
+/* Runs after the idle handles in each iteration, before the poll for I/O: the first one after
+ * `after` submitted notes whether the loop will poll (the bridge's idle handle is active). */
+static void on_prepare(uv_prepare_t *prepare) {
+  resubmit_t *r = prepare->data;
+  if (r->afters == 0 || r->looked)
+    return;
+  r->looked = true;
+  uv_walk(prepare->loop, find_active_idle, &r->idle_active);
+  cuvt_gate_open(&r->gate);
+  uv_close((uv_handle_t *)prepare, NULL);
+}
+
+static void test_after_submits_polled(void **state) {
+  (void)state;
+  uvt_loop_t l;
+  uvt_open(&l);
+  static resubmit_t r;
+  r = (resubmit_t){.loop = &l, .first.loop = &l, .gated.loop = &l};
+  cuvt_gate_init(&r.gate);
+  cuv_uv_turn_t turn = {.after = after_submits, .arg = &r};
+  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn));
+  assert_int_equal(uv_prepare_init(&l.loop, &r.prepare), 0);
+  r.prepare.data = &r;
+  assert_int_equal(uv_prepare_start(&r.prepare, on_prepare), 0);
+  uv_unref((uv_handle_t *)&r.prepare);
+  assert_cuv_ok(cuv_uv_submit(l.bridge, uvt_value(5), uvt_done, &r.first, NULL));
+  assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
+  assert_int_equal(r.first.calls, 1);
+  assert_cuv_ok(r.gated.status);
+  assert_int_equal(r.gated.calls, 1);
+  assert_cuv_ok(r.gated.status);
+  assert_true(r.looked);
+  assert_true(r.idle_active); /* the gated work, young, is polled for: the loop does not block */
+  assert_int_equal(r.afters, 2);
+  cuvt_gate_close(&r.gate);
+  uvt_close(&l);
+}
+
 int main(void) {
   cuvt_init();
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_arguments),
       cmocka_unit_test(test_budget_and_after),
       cmocka_unit_test(test_after_on_close),
+      cmocka_unit_test(test_after_submits_polled),
   };
   return cuvt_run(tests);
 }
