@@ -7,7 +7,8 @@
 //                thread, baseline.saxpySync) and through napi_async_work whose pool thread blocks
 //                until the GPU is done (baseline.saxpyWork, node-llama-cpp's pattern), at 1 and K
 //                in flight (the rows at K R times, the bindings in turn): ops/s, p50 and p99
-//                from call to settle, and the ratios (at K, of the medians);
+//                from call to settle, the loop thread's busy time and the process's CPU time
+//                per call, and the ratios (at K, of the medians);
 //   gpu time     the same comparison for ops the GPU takes a while over without filling it, where
 //                a pool thread per op is what bounds async_work: a kernel that runs T us on one
 //                thread (cuv.ptx.testing's cuv_node_gate, never opened: it times out), T = 5, 20
@@ -63,12 +64,14 @@ const micros = (t0) => Number(now() - t0) / 1e3;
 const percentile = (sorted, p) =>
   sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 
-// `count` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99, busy}
+// `count` calls of one(lane), `width` lanes at a time: {opsPerSec, p50, p99, busy, cpu}
 // (microseconds); busy: the loop thread's time outside its wait for events, per call (what the
-// JavaScript thread spends on each op, whichever thread the GPU work is on).
+// JavaScript thread spends on each op, whichever thread the GPU work is on); cpu: the whole
+// process's CPU time per call (every thread: the loop, the pool's, cuv's, the driver's).
 async function measure(one, width, isSync, count = calls) {
   const times = new Float64Array(count);
   const elu = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
   const start = now();
   if (isSync) {
     for (let i = 0; i < count; i++) {
@@ -89,11 +92,13 @@ async function measure(one, width, isSync, count = calls) {
     await Promise.all(Array.from({ length: width }, lane));
   }
   const seconds = Number(now() - start) / 1e9;
+  const cpu = process.cpuUsage(cpu0);
   const busy = isSync ? seconds * 1e6 / count
     : performance.eventLoopUtilization(elu).active * 1e3 / count;
   times.sort();
   return {
     opsPerSec: count / seconds, p50: percentile(times, 0.5), p99: percentile(times, 0.99), busy,
+    cpu: (cpu.user + cpu.system) / count,
   };
 }
 
@@ -126,15 +131,17 @@ async function lanesOf(lanes, n = 1) {
 
 function row(label, r) {
   console.log(`${label.padEnd(36)} ${r.opsPerSec.toFixed(0).padStart(9)} ${r.p50.toFixed(1)
-    .padStart(9)} ${r.p99.toFixed(1).padStart(9)} ${r.busy.toFixed(2).padStart(9)}`);
+    .padStart(9)} ${r.p99.toFixed(1).padStart(9)} ${r.busy.toFixed(2).padStart(9)} ${r.cpu
+    .toFixed(2).padStart(9)}`);
 }
 
 // The bindings compared on each op of `ops` ({name, calls, promise, sync, work}): at 1 in
 // flight, then R rounds of K in flight, the two bindings in turn.
 async function compare(title, ops) {
-  console.log(`\n== ${title}; ops/s, p50 and p99 in us, loop: the loop thread's busy us per call`);
+  console.log(`\n== ${title}; ops/s, p50 and p99 in us, loop: the loop thread's busy us per ` +
+    'call, cpu: the process\'s CPU us per call');
   console.log(`${'op / binding'.padEnd(36)} ${'ops/s'.padStart(9)} ${'p50'.padStart(9)} ` +
-    `${'p99'.padStart(9)} ${'loop'.padStart(9)}`);
+    `${'p99'.padStart(9)} ${'loop'.padStart(9)} ${'cpu'.padStart(9)}`);
   for (const { name, calls: count, promise, sync, work } of ops) {
     const run = (one, width, isSync) => measure(one, width, isSync, count);
     await run(promise, 1, false); // warm-up: streams, reactor, JIT
@@ -155,14 +162,17 @@ async function compare(title, ops) {
       r.workK.push(await run(work, inflight, false));
       row(`${name} async_work x${inflight}`, r.workK[i]);
     }
-    const median = (rows) => rows.map((x) => x.opsPerSec).sort((a, b) => a - b)[rows.length >> 1];
+    const median = (rows, key = 'opsPerSec') => rows.map((x) => x[key])
+      .sort((a, b) => a - b)[rows.length >> 1];
     const ratios = r.promiseK.map((x, i) => (x.opsPerSec / r.workK[i].opsPerSec).toFixed(2));
     console.log(`${name}: promise x${inflight} throughput ${(median(r.promiseK) /
       r.sync.opsPerSec).toFixed(2)}x sync, ${(median(r.promiseK) / median(r.workK))
       .toFixed(2)}x async_work x${inflight} (medians of ${rounds}; by round ` +
       `${ratios.join(', ')}); ` +
       `p50 at 1: promise ${(r.promise.p50 / r.sync.p50).toFixed(2)}x sync, ${(r.promise.p50 /
-        r.work.p50).toFixed(2)}x async_work`);
+        r.work.p50).toFixed(2)}x async_work; process CPU per op x${inflight}: promise ` +
+      `${median(r.promiseK, 'cpu').toFixed(2)} us, async_work ${median(r.workK, 'cpu')
+        .toFixed(2)} us (${(median(r.promiseK, 'cpu') / median(r.workK, 'cpu')).toFixed(2)}x)`);
   }
 }
 
