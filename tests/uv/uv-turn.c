@@ -74,6 +74,7 @@ static void test_arguments(void **state) {
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(call.calls, 1);
   assert_int_equal(call.payload, 7);
+  uvt_release_outputs(&call, 1);
   uvt_close(&l);
 }
 
@@ -116,6 +117,7 @@ static void test_budget_and_after(void **state) {
   /* 4 ms of callbacks in turns of about 0.2 ms (a slice of 16 may overrun it): several turns */
   assert_true(T.afters >= 4);
   assert_true(T.max_per_turn < N);
+  uvt_release_outputs(calls, N);
   cuv_stream_destroy(s);
   uvt_close(&l);
 }
@@ -137,6 +139,7 @@ static void test_after_on_close(void **state) {
   assert_int_equal(l.close_calls, 1);
   assert_turns(calls);
   assert_true(T.afters >= 1);
+  uvt_release_outputs(calls, N);
   assert_int_equal(uv_loop_close(&l.loop), 0);
   cuv_stream_destroy(s);
 }
@@ -198,6 +201,8 @@ static void test_after_submits_polled(void **state) {
   assert_true(r.looked);
   assert_true(r.idle_active); /* the gated work, young, is polled for: the loop does not block */
   assert_int_equal(r.afters, 2);
+  uvt_release_outputs(&r.first, 1);
+  uvt_release_outputs(&r.gated, 1);
   cuvt_gate_close(&r.gate);
   uvt_close(&l);
 }
