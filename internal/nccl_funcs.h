@@ -84,10 +84,24 @@ typedef struct cuv__nccl_config {
   X(ncclRecv, (void *recv, size_t count, int type, int peer, cuv__nccl_comm_t comm,               \
                CUstream stream))
 
+/* Entry points of later versions, which cuv uses where the library has them (NULL in the table
+ * where it does not): ncclCommShrink (2.27) makes the communicator of a group's survivors,
+ * ncclCommRevoke (2.28) stops a communicator's work in flight and keeps it usable for a shrink. */
+#define CUV__NCCL_OPTIONAL_FUNCS(X)                                                               \
+  X(ncclCommShrink, (cuv__nccl_comm_t comm, int *exclude, int exclude_count,                      \
+                     cuv__nccl_comm_t *newcomm, cuv__nccl_config_t *config, int flags))           \
+  X(ncclCommRevoke, (cuv__nccl_comm_t comm, int flags))
+
+/* ncclCommShrink's flags: the parent is healthy, or its work in flight is ended first. */
+#define CUV__NCCL_SHRINK_DEFAULT 0
+#define CUV__NCCL_SHRINK_ABORT 1
+#define CUV__NCCL_REVOKE_DEFAULT 0
+
 /* The table of entry points (lib/nccl.c fills one; the simulator hands out its functions). */
 typedef struct cuv__nccl_funcs {
 #define CUV__NCCL_MEMBER(name, params) cuv__nccl_result_t(*name) params;
   CUV__NCCL_FUNCS(CUV__NCCL_MEMBER)
+  CUV__NCCL_OPTIONAL_FUNCS(CUV__NCCL_MEMBER)
 #undef CUV__NCCL_MEMBER
 } cuv__nccl_funcs_t;
 

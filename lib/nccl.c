@@ -1,7 +1,8 @@
 /* The NCCL table. NCCL is never linked: it is opened with dlopen at the first call that needs it,
  * after the driver, and every entry point of internal/nccl_funcs.h is looked up by name, so cuv
  * builds and runs without NCCL and only collectives fail (CUV_ENONCCL, with a sentence that names
- * what is missing). With the driver "sim" the simulator stands in: its collectives run on its
+ * what is missing; those of internal/nccl_funcs.h's optional list may be missing, and stay NULL).
+ * With the driver "sim" the simulator stands in: its collectives run on its
  * simulated devices, and it hands out its entry points through cuv_sim_nccl_proc (it exports no
  * nccl* symbol, so a program linking libcuv-sim never shadows a real NCCL's). The library is
  * never closed: NCCL keeps threads of its own. */
@@ -55,6 +56,14 @@ static int resolve_all(void *handle, const char **missing) {
   } while (0);
   CUV__NCCL_FUNCS(CUV__NCCL_RESOLVE)
 #undef CUV__NCCL_RESOLVE
+  /* Those of later versions stay NULL where the library lacks them (their callers check). */
+#define CUV__NCCL_RESOLVE_OPTIONAL(name, params)                                                  \
+  do {                                                                                            \
+    void *fn = proc ? proc(#name) : dlsym(handle, #name);                                         \
+    memcpy(&cuv__nccl.name, &fn, sizeof fn);                                                      \
+  } while (0);
+  CUV__NCCL_OPTIONAL_FUNCS(CUV__NCCL_RESOLVE_OPTIONAL)
+#undef CUV__NCCL_RESOLVE_OPTIONAL
   return 0;
 }
 

@@ -35,7 +35,7 @@
   X(ncclGetVersion) X(ncclGetUniqueId) X(ncclCommInitRankConfig) X(ncclCommGetAsyncError)        \
   X(ncclCommFinalize) X(ncclCommDestroy) X(ncclCommAbort) X(ncclGroupStart) X(ncclGroupEnd)      \
   X(ncclAllReduce) X(ncclBroadcast) X(ncclReduce) X(ncclAllGather) X(ncclReduceScatter)          \
-  X(ncclSend) X(ncclRecv)
+  X(ncclSend) X(ncclRecv) X(ncclCommShrink) X(ncclCommRevoke)
 
 /* One id per entry point. The ## keeps cuda.h's renaming macros (cuMemAlloc -> cuMemAlloc_v2)
  * from expanding, so the ids carry the base names. */

@@ -41,9 +41,13 @@ struct sim_nccl_comm {
   bool blocking;
   bool handle_live; /* not yet destroyed or aborted (sim lock) */
   struct sim_clique *clique;
+  cuv__nccl_id_t id;        /* its group's: a shrink's group is derived from it */
+  unsigned shrinks;         /* shrinks made of it, by the one thread calling it (NCCL's rule) */
   uint64_t steps;           /* collective steps begun, by the one command running it */
   _Atomic int async_error;  /* what ncclCommGetAsyncError reports */
   _Atomic bool aborted;     /* its collectives end at once, without output */
+  _Atomic bool revoked;     /* ncclCommRevoke: the same, but the handle stays for a shrink */
+  _Atomic bool stopping;    /* a shrink with NCCL_SHRINK_ABORT ends its collectives running now */
   _Atomic bool dead;        /* cuv_sim_nccl_kill, _vanish: as if its process had died (it stops) */
   _Atomic int launches;     /* delayed group launches still to enqueue */
   _Atomic bool running;     /* a command of it runs now */
@@ -153,6 +157,8 @@ static int comm_state(struct sim_nccl_comm *c) {
   int error = atomic_load(&c->async_error);
   if (error)
     return error;
+  if (atomic_load(&c->revoked)) /* NCCL's: in progress until quiescent */
+    return atomic_load(&c->running) ? CUV__NCCL_IN_PROGRESS : CUV__NCCL_SUCCESS;
   if (!sim_clique_complete(c->clique))
     return CUV__NCCL_IN_PROGRESS;
   if (sim_clique_shares_device(c->clique))
@@ -175,6 +181,12 @@ static int comm_state_now(struct sim_nccl_comm *c) {
 static void comm_fail(struct sim_nccl_comm *c, int error) {
   int none = 0;
   atomic_compare_exchange_strong(&c->async_error, &none, error);
+}
+
+/* Whether its collectives end at once, without output: aborted, revoked, or being stopped by a
+ * shrink. */
+static bool comm_ended(struct sim_nccl_comm *c) {
+  return atomic_load(&c->aborted) || atomic_load(&c->revoked) || atomic_load(&c->stopping);
 }
 
 /* ---- calls and their progress ---- */
@@ -335,7 +347,7 @@ static bool advance_p2p(struct nccl_call *k) {
 static bool advance(struct nccl_call *calls, size_t i) {
   struct nccl_call *k = &calls[i];
   struct sim_nccl_comm *c = k->comm;
-  if (atomic_load(&c->aborted)) {
+  if (comm_ended(c)) {
     k->finished = true; /* ended, its output unwritten */
     return true;
   }
@@ -420,7 +432,7 @@ static void mark_running(struct nccl_call *calls, size_t n, bool on) {
 
 static bool all_ended(const struct nccl_call *calls, size_t n) {
   for (size_t i = 0; i < n; i++)
-    if (!atomic_load(&calls[i].comm->aborted))
+    if (!comm_ended(calls[i].comm))
       return false;
   return true;
 }
@@ -709,8 +721,8 @@ static int call_submit(struct nccl_call *k, cuv__nccl_comm_t handle) {
   if (!c || !size || (!is_p2p(k) && k->kind != K_ALLGATHER && k->kind != K_BROADCAST &&
                       !sim_nccl_op_valid(k->op)))
     r = CUV__NCCL_INVALID_ARGUMENT;
-  else if (!sim_clique_complete(c->clique))
-    r = CUV__NCCL_INVALID_USAGE; /* before the communicator is ready */
+  else if (!sim_clique_complete(c->clique) || atomic_load(&c->revoked))
+    r = CUV__NCCL_INVALID_USAGE; /* before the communicator is ready, or once revoked */
   else if (sim_stream_get_live(k->stream, &s) != CUDA_SUCCESS || s->obj.ctx->device != c->device)
     r = CUV__NCCL_INVALID_ARGUMENT; /* the stream must be of the communicator's device */
   else if (k->root < 0 || k->root >= c->nranks || k->peer < 0 || k->peer >= c->nranks)
@@ -771,15 +783,13 @@ static int await_init(struct sim_nccl_comm *c) {
   return state;
 }
 
-static int init_rank_config(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id, int rank,
-                            cuv__nccl_config_t *config) {
-  if (!out || (config && config->magic != CUV__NCCL_CONFIG_MAGIC))
-    return CUV__NCCL_INVALID_ARGUMENT;
-  struct sim_ctx *ctx = sim_ctx_current();
+/* A new rank `rank` of the group `id` on `device`, listed live; NCCL's result. */
+static int comm_new(struct sim_nccl_comm **out, int nranks, const cuv__nccl_id_t *id, int rank,
+                    int device, bool blocking) {
   struct sim_nccl_comm *c = calloc(1, sizeof *c);
   if (!c)
     return CUV__NCCL_SYSTEM_ERROR;
-  int r = sim_clique_join(&id, nranks, rank, ctx ? ctx->device : 0, &c->clique);
+  int r = sim_clique_join(id, nranks, rank, device, &c->clique);
   if (r != CUV__NCCL_SUCCESS) {
     free(c);
     return r;
@@ -788,24 +798,45 @@ static int init_rank_config(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id
   c->refs = 1;
   c->rank = rank;
   c->nranks = nranks;
-  c->device = ctx ? ctx->device : 0; /* NCCL's cudaGetDevice */
-  c->blocking = config_blocking(config);
+  c->device = device;
+  c->id = *id;
+  c->blocking = blocking;
   c->handle_live = true;
   sim_lock();
   c->init_sync_at = sim_now_ns() + INIT_SYNC_NS;
   c->next = live_comms;
   live_comms = c;
   sim_unlock();
-  *out = (cuv__nccl_comm_t)(void *)c;
+  *out = c;
+  return CUV__NCCL_SUCCESS;
+}
+
+/* A new communicator's init: a blocking one inside a group is ready by the group's end, one
+ * outside is awaited here; a non-blocking one reports its failure through
+ * ncclCommGetAsyncError. */
+static int comm_start(struct sim_nccl_comm *c) {
   if (c->blocking && group.depth > 0 && group.nblocking < SIM_NCCL_MAX_RANKS) {
-    group.blocking[group.nblocking++] = c; /* ready by the group's end */
+    group.blocking[group.nblocking++] = c;
     return CUV__NCCL_SUCCESS;
   }
   int state = comm_state_now(c);
   if (c->blocking)
     state = await_init(c);
-  /* A non-blocking init reports its failure through ncclCommGetAsyncError. */
   return c->blocking || state == CUV__NCCL_SUCCESS ? state : CUV__NCCL_IN_PROGRESS;
+}
+
+static int init_rank_config(cuv__nccl_comm_t *out, int nranks, cuv__nccl_id_t id, int rank,
+                            cuv__nccl_config_t *config) {
+  if (!out || (config && config->magic != CUV__NCCL_CONFIG_MAGIC))
+    return CUV__NCCL_INVALID_ARGUMENT;
+  struct sim_ctx *ctx = sim_ctx_current();
+  struct sim_nccl_comm *c;
+  int r = comm_new(&c, nranks, &id, rank, ctx ? ctx->device : 0 /* NCCL's cudaGetDevice */,
+                   config_blocking(config));
+  if (r != CUV__NCCL_SUCCESS)
+    return r;
+  *out = (cuv__nccl_comm_t)(void *)c;
+  return comm_start(c);
 }
 
 /* A call that fails inside a group fails the group, as NCCL's does: its ncclGroupEnd returns the
@@ -834,7 +865,9 @@ static int sim_ncclCommGetAsyncError(cuv__nccl_comm_t h, cuv__nccl_result_t *err
 static int sim_ncclCommFinalize(cuv__nccl_comm_t h) {
   SIM_NCCL_ENTER(ncclCommFinalize);
   sim_lock();
-  int r = comm_get(h) ? CUV__NCCL_SUCCESS : CUV__NCCL_INVALID_ARGUMENT;
+  struct sim_nccl_comm *c = comm_get(h);
+  /* NCCL's rule: a revoked communicator is destroyed, never finalized */
+  int r = c && !atomic_load(&c->revoked) ? CUV__NCCL_SUCCESS : CUV__NCCL_INVALID_ARGUMENT;
   sim_unlock();
   return r;
 }
@@ -940,6 +973,109 @@ static int sim_ncclRecv(void *recv, size_t count, int type, int peer, cuv__nccl_
   return call(K_RECV, NULL, recv, count, type, 0, 0, peer, comm, stream);
 }
 
+/* ---- revoke and shrink ---- */
+
+/* Its collectives stop (those running end, those enqueued end at once when they run) and it
+ * refuses new ones; the handle stays, for a shrink and the destroy. Local: the peers learn
+ * nothing. */
+static int sim_ncclCommRevoke(cuv__nccl_comm_t h, int flags) {
+  SIM_NCCL_ENTER(ncclCommRevoke);
+  sim_lock();
+  struct sim_nccl_comm *c = comm_get(h);
+  int r = c && flags == CUV__NCCL_REVOKE_DEFAULT ? CUV__NCCL_SUCCESS : CUV__NCCL_INVALID_ARGUMENT;
+  if (r == CUV__NCCL_SUCCESS && atomic_exchange(&c->revoked, true))
+    r = CUV__NCCL_INVALID_ARGUMENT; /* revoked already */
+  if (r == CUV__NCCL_SUCCESS)
+    sim_wake_all();
+  sim_unlock();
+  return r;
+}
+
+/* The excluded ranks as a set; INVALID_ARGUMENT for an empty list, a rank out of range or
+ * repeated, or the caller's own rank (NCCL's rule: an excluded rank does not call the shrink). */
+static int exclusion(const struct sim_nccl_comm *c, const int *exclude, int n, uint64_t *set) {
+  *set = 0;
+  if (!exclude || n <= 0)
+    return CUV__NCCL_INVALID_ARGUMENT;
+  for (int i = 0; i < n; i++) {
+    if (exclude[i] < 0 || exclude[i] >= c->nranks || (*set >> exclude[i] & 1u))
+      return CUV__NCCL_INVALID_ARGUMENT;
+    *set |= (uint64_t)1 << exclude[i];
+  }
+  return *set >> c->rank & 1u ? CUV__NCCL_INVALID_ARGUMENT : CUV__NCCL_SUCCESS;
+}
+
+/* NCCL_SHRINK_ABORT: the parent's collectives running now end (NCCL sets its abort flags and
+ * synchronizes its stream), then it takes new ones again. */
+static void stop_running(struct sim_nccl_comm *c) {
+  sim_lock();
+  atomic_store(&c->stopping, true);
+  sim_wake_all();
+  sim_unlock();
+  while (atomic_load(&c->running))
+    sim_sleep_ns(BACKOFF_MAX_NS);
+  atomic_store(&c->stopping, false);
+}
+
+/* The survivors' new group: every survivor derives the same id from the parent's, the count of
+ * its shrinks (every rank makes them in one order) and the excluded set; its rank is its old one
+ * less the excluded ranks below it, as NCCL renumbers them. The excluded ranks never join it. */
+static int shrink(struct sim_nccl_comm *c, uint64_t set, int n, bool blocking,
+                  struct sim_nccl_comm **out) {
+  cuv__nccl_id_t id;
+  sim_clique_derive_id(&c->id, set * 0x9e3779b97f4a7c15ull ^ ++c->shrinks, &id);
+  int rank = c->rank;
+  for (int j = 0; j < c->rank; j++)
+    rank -= (int)(set >> j & 1u);
+  return comm_new(out, c->nranks - n, &id, rank, c->device, blocking);
+}
+
+static int shrink_call(cuv__nccl_comm_t h, const int *exclude, int n, cuv__nccl_comm_t *out,
+                       cuv__nccl_config_t *config, int flags) {
+  if (out)
+    *out = NULL; /* NCCL's, until the new communicator is made */
+  if (!out || (flags & ~CUV__NCCL_SHRINK_ABORT) ||
+      (config && config->magic != CUV__NCCL_CONFIG_MAGIC))
+    return CUV__NCCL_INVALID_ARGUMENT;
+  sim_lock();
+  struct sim_nccl_comm *c = comm_get(h);
+  uint64_t set = 0;
+  int r = c ? exclusion(c, exclude, n, &set) : CUV__NCCL_INVALID_ARGUMENT;
+  if (r == CUV__NCCL_SUCCESS && atomic_load(&c->dead))
+    r = CUV__NCCL_SYSTEM_ERROR; /* its process is gone */
+  else if (r == CUV__NCCL_SUCCESS && !sim_clique_complete(c->clique))
+    r = CUV__NCCL_INVALID_USAGE; /* before the parent is ready */
+  if (r == CUV__NCCL_SUCCESS) {
+    c->refs++; /* the parent stays while this call uses it */
+    comm_set_device(c);
+  }
+  sim_unlock();
+  if (r != CUV__NCCL_SUCCESS)
+    return r;
+  if (flags & CUV__NCCL_SHRINK_ABORT)
+    stop_running(c);
+  struct sim_nccl_comm *made = NULL;
+  r = shrink(c, set, n, config ? config_blocking(config) : c->blocking, &made);
+  sim_lock();
+  comm_unref(c);
+  sim_unlock();
+  if (r != CUV__NCCL_SUCCESS)
+    return r;
+  *out = (cuv__nccl_comm_t)(void *)made;
+  return comm_start(made);
+}
+
+/* Inside a group, as an init: a failure fails the group, and a blocking shrink is ready by the
+ * group's end (NCCL groups the shrinks of one process's ranks so that none waits for another). */
+static int sim_ncclCommShrink(cuv__nccl_comm_t h, int *exclude, int n, cuv__nccl_comm_t *out,
+                              cuv__nccl_config_t *config, int flags) {
+  SIM_NCCL_ENTER(ncclCommShrink);
+  int r = shrink_call(h, exclude, n, out, config, flags);
+  if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS && group.depth > 0 && !group.error)
+    group.error = r;
+  return r;
+}
+
 /* ---- the simulator's API (include/cuv/sim.h) ---- */
 
 typedef void (*sim_fn)(void);
@@ -950,6 +1086,7 @@ static const struct {
 } entries[] = {
 #define SIM__NCCL_ENTRY(name, params) {#name, (sim_fn)sim_##name},
     CUV__NCCL_FUNCS(SIM__NCCL_ENTRY)
+    CUV__NCCL_OPTIONAL_FUNCS(SIM__NCCL_ENTRY)
 #undef SIM__NCCL_ENTRY
 };
 

@@ -80,6 +80,15 @@ void sim_clique_make_id(cuv__nccl_id_t *id) {
   memcpy(id->internal, &made, sizeof made);
 }
 
+void sim_clique_derive_id(const cuv__nccl_id_t *parent, uint64_t salt, cuv__nccl_id_t *id) {
+  struct clq_id key;
+  memcpy(&key, parent->internal, sizeof key);
+  key.key = (key.key ^ salt) * 0xff51afd7ed558ccdull; /* a mix: no two salts give one key */
+  key.key ^= key.key >> 33;
+  memset(id, 0, sizeof *id);
+  memcpy(id->internal, &key, sizeof key);
+}
+
 static size_t header_bytes(int nranks) {
   size_t bytes = sizeof(struct clq_hdr) + (size_t)nranks * nranks * sizeof(struct clq_box);
   return (bytes + 4095) & ~(size_t)4095;

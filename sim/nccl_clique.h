@@ -38,6 +38,10 @@ SIM_HIDDEN void sim_clique_release(struct sim_clique *c);
  * milliseconds. */
 SIM_HIDDEN int sim_clique_peer_gone(struct sim_clique *c);
 SIM_HIDDEN void sim_clique_make_id(cuv__nccl_id_t *id);
+/* The id of a group derived from `parent`'s (a shrink's): the same for every rank that passes the
+ * same salt, another for another salt. */
+SIM_HIDDEN void sim_clique_derive_id(const cuv__nccl_id_t *parent, uint64_t salt,
+                                     cuv__nccl_id_t *id);
 
 /* One collective step's description, compared across ranks (a mismatch is invalid usage). */
 struct sim_step {
