@@ -17,10 +17,14 @@
  * Faults. Every submission with a collective in flight is watched (a pending record it holds); the
  * cuv-nccl thread polls the communicators that have one. An error, or one pending longer than the
  * communicator's timeout (cuv_comm_set_timeout: a peer whose death NCCL never reports), fails them
- * all (late status) and aborts the NCCL communicators (ncclCommAbort ends their kernels, so the
- * streams move on and the submissions complete with the error); cuv_comm_abort does the same on
- * request. ncclCommDestroy, which can block, is called only at the end, on cuv-nccl, after a
- * finalize that went through. */
+ * all (late status) and ends the NCCL communicators' work: revoked where NCCL has ncclCommRevoke
+ * (2.28: their kernels end and the communicators stay, for a shrink, lib/shrink.c), aborted
+ * where it has not (ncclCommAbort ends their kernels too); the streams move on and the
+ * submissions complete with the error. cuv_comm_abort aborts, on request. ncclCommDestroy, which
+ * can block, is called only at the end, on cuv-nccl, after a finalize that went through (a
+ * revoked communicator is never finalized: NCCL's rule). A shrink's NCCL calls run on an init
+ * thread while the parent is marked shrinking, which keeps every other thread off its handles as
+ * an init does. */
 #include <string.h>
 
 #include "internal.h"
@@ -128,14 +132,35 @@ static int watch_wake(void) { return cuv__poller_wake(poll_all); }
 
 /* Aborts the NCCL communicators once (their kernels end). Lock held. */
 static void abort_locked(cuv_comm_t *comm) {
-  if (comm->nccl_ended || comm->initializing)
-    return; /* an init in progress: its thread aborts once NCCL returns (init_main) */
+  if (comm->nccl_ended || comm->initializing || comm->shrinking)
+    return; /* an init or shrink in progress: done once NCCL returns (init_main, poll_one) */
   CUcontext saved = cuv__nccl_enter();
   for (unsigned i = 0; i < comm->n; i++)
     if (comm->local[i].nccl)
       cuv__nccl.ncclCommAbort(comm->local[i].nccl);
   cuv__nccl_leave(saved);
   comm->nccl_ended = true;
+}
+
+/* Revokes the NCCL communicators once: their work in flight ends (their kernels stop), they take
+ * no more, and they stay for a shrink (NCCL 2.28). Lock held. */
+static void revoke_locked(cuv_comm_t *comm) {
+  if (comm->nccl_ended || comm->revoked || comm->initializing || comm->shrinking)
+    return;
+  CUcontext saved = cuv__nccl_enter();
+  for (unsigned i = 0; i < comm->n; i++)
+    if (comm->local[i].nccl)
+      cuv__nccl.ncclCommRevoke(comm->local[i].nccl, CUV__NCCL_REVOKE_DEFAULT);
+  cuv__nccl_leave(saved);
+  comm->revoked = true;
+}
+
+/* What a failure (or an abort) asked for, once no init or shrink is in NCCL's calls. Lock held. */
+static void end_work_locked(cuv_comm_t *comm) {
+  if (comm->abort_wanted)
+    abort_locked(comm);
+  else if (comm->revoke_wanted)
+    revoke_locked(comm);
 }
 
 /* Lets the creation go on (its submission fails or succeeds by its late status): a waiting thread,
@@ -158,7 +183,10 @@ static void fail_locked(cuv_comm_t *comm, int status) {
     cuv__sub_fail_late(p->sub, status);
   if (comm->creation)
     cuv__sub_fail_late(comm->creation, status);
-  comm->abort_wanted = true;
+  if (cuv__nccl.ncclCommRevoke && !comm->creation)
+    comm->revoke_wanted = true; /* a ready communicator: kept, for a shrink */
+  else
+    comm->abort_wanted = true;
 }
 
 /* ---- NCCL calls ---- */
@@ -166,8 +194,9 @@ static void fail_locked(cuv_comm_t *comm, int status) {
 int cuv__comm_enter(cuv_comm_t *comm, CUcontext *saved) {
   pthread_mutex_lock(&comm->lock);
   int status = atomic_load(&comm->status);
-  if (status == 0 && atomic_load(&comm->state) != COMM_READY)
-    status = CUV_EBUSY; /* being created: only its creation's completion makes it usable */
+  if (status == 0 && (atomic_load(&comm->state) != COMM_READY || comm->shrinking))
+    status = CUV_EBUSY; /* being created (only its creation's completion makes it usable), or
+                           shrunk (its handles are the shrink's until NCCL returns) */
   if (status < 0) {
     pthread_mutex_unlock(&comm->lock);
     return status;
@@ -252,6 +281,27 @@ static bool timed_out(cuv_comm_t *comm) {
   return false;
 }
 
+/* The soonest timeout of the watched communicators, for this pass (cuv-nccl's own): the next pass
+ * comes then rather than at the next 10 ms tick, so a timeout fails the ops as it falls due. */
+static uint64_t soonest_deadline;
+
+static void note_deadline(cuv_comm_t *comm) {
+  uint64_t timeout = atomic_load(&comm->timeout_ns);
+  if (!timeout || atomic_load(&comm->state) != COMM_READY)
+    return;
+  for (cuv__comm_pending_t *p = comm->pending; p; p = p->next)
+    if (!soonest_deadline || p->issued_ns + timeout < soonest_deadline)
+      soonest_deadline = p->issued_ns + timeout;
+}
+
+/* Until the next pass: the watch's tick, or sooner when a timeout falls due before it. */
+static unsigned watch_pause_us(void) {
+  uint64_t now = cuv__now_ns(), due = soonest_deadline;
+  if (!due || due >= now + WATCH_POLL_US * 1000ull)
+    return WATCH_POLL_US;
+  return due > now ? (unsigned)((due - now) / 1000u) + 1u : 1u;
+}
+
 /* Back in cuv-nccl's list as it was (it still holds the list's reference). */
 static void rewatch(cuv_comm_t *comm) { list_push(&watch_head, comm); }
 
@@ -264,17 +314,18 @@ static bool poll_one(cuv_comm_t *comm) {
     return true;
   }
   CUcontext saved = cuv__nccl_enter();
-  if (atomic_load(&comm->state) == COMM_READY && comm->pending) {
+  if (atomic_load(&comm->state) == COMM_READY && comm->pending && !comm->shrinking) {
     cuv__nccl_result_t r = ranks_state(comm);
     if (r != CUV__NCCL_SUCCESS && r != CUV__NCCL_IN_PROGRESS)
       fail_locked(comm, CUV_ENCCL(r));
     else if (timed_out(comm))
       fail_locked(comm, CUV_ETIMEDOUT);
   }
-  if (comm->abort_wanted && !comm->initializing) {
-    abort_locked(comm);
+  if ((comm->abort_wanted || comm->revoke_wanted) && !comm->initializing && !comm->shrinking) {
+    end_work_locked(comm);
     release_creation(comm);
   }
+  note_deadline(comm);
   cuv__nccl_leave(saved);
   bool keep = atomic_load(&comm->state) == COMM_READY && comm->pending;
   pthread_mutex_lock(&watch_lock); /* decided under comm->lock: no track can slip in between */
@@ -298,8 +349,8 @@ static bool close_one(cuv_comm_t *comm) {
   CUcontext saved = cuv__nccl_enter();
   if (!comm->finalize_deadline) {
     comm->finalize_deadline = cuv__now_ns() + FINALIZE_NS;
-    for (unsigned i = 0; i < comm->n; i++)
-      cuv__nccl.ncclCommFinalize(comm->local[i].nccl);
+    for (unsigned i = 0; i < comm->n && !comm->revoked; i++)
+      cuv__nccl.ncclCommFinalize(comm->local[i].nccl); /* after a revoke: NCCL forbids it */
   }
   cuv__nccl_result_t state = ranks_state(comm);
   if (state == CUV__NCCL_SUCCESS) {
@@ -345,18 +396,20 @@ static bool poll_closing(void) {
 static unsigned poll_all(bool ending) {
   if (ending)
     return poll_closing() ? START_POLL_US : 0;
+  soonest_deadline = 0;
   poll_watched();
   bool busy = poll_closing();
   pthread_mutex_lock(&watch_lock);
   bool watching = watch_head != NULL;
   busy = busy || closing_head != NULL;
   pthread_mutex_unlock(&watch_lock);
-  return busy ? START_POLL_US : watching ? WATCH_POLL_US : 0;
+  unsigned watch = watching ? watch_pause_us() : 0;
+  return busy && (!watch || watch > START_POLL_US) ? START_POLL_US : watch;
 }
 
 /* ---- creation ---- */
 
-static cuv_comm_t *comm_alloc(cuv_device_t *const *devs, unsigned n, int nranks, int first_rank) {
+cuv_comm_t *cuv__comm_alloc(cuv_device_t *const *devs, unsigned n, int nranks, const int *ranks) {
   cuv_comm_t *comm = calloc(1, sizeof *comm + n * sizeof comm->local[0]);
   if (!comm)
     return NULL;
@@ -366,7 +419,7 @@ static cuv_comm_t *comm_alloc(cuv_device_t *const *devs, unsigned n, int nranks,
   comm->nranks = nranks;
   for (unsigned i = 0; i < n; i++) {
     comm->local[i].dev = cuv__device_ref(devs[i]);
-    comm->local[i].rank = first_rank + (int)i;
+    comm->local[i].rank = ranks[i];
   }
   return comm;
 }
@@ -382,7 +435,8 @@ static int comm_resources(cuv_comm_t *comm) {
 /* Every local rank's blocking initialization, in one group: returns once every rank of the
  * group is ready, or with the error. On the init thread, without the lock (cuv_comm_abort must not
  * wait for it); comm->initializing keeps every other thread off these NCCL handles meanwhile. */
-static int init_nccl(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
+static int init_nccl(cuv_comm_t *comm, void *arg) {
+  const cuv__nccl_id_t *id = arg;
   cuv__nccl_config_t config = {sizeof config,      CUV__NCCL_CONFIG_MAGIC, CUV__NCCL_CONFIG_VERSION,
                                1 /* blocking */,   CUV__NCCL_UNDEF_INT,    CUV__NCCL_UNDEF_INT,
                                CUV__NCCL_UNDEF_INT, NULL,                  CUV__NCCL_UNDEF_INT};
@@ -400,19 +454,20 @@ static int init_nccl(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
   return rc < 0 ? rc : end;
 }
 
-/* What the init thread needs: its own reference of the communicator, and the id by value (the op
- * is gone once its execution returned). */
+/* What the init thread needs: its own reference of the communicator, and the job (the op is gone
+ * once its execution returned). */
 typedef struct init_job {
   cuv_comm_t *comm;
-  cuv__nccl_id_t id;
+  cuv__comm_job_t job;
 } init_job_t;
 
-/* The init thread: NCCL's blocking init, then the communicator ready or failed (aborted here: no
+/* The init thread: NCCL's blocking calls, then the communicator ready or failed (aborted here: no
  * other thread calls NCCL on it until this one is done), and the creation let go on. */
 static void *init_main(void *arg) {
   init_job_t *job = arg;
   cuv_comm_t *comm = job->comm;
-  int rc = init_nccl(comm, &job->id);
+  int rc = job->job.run(comm, job->job.arg);
+  job->job.drop(job->job.arg);
   free(job);
   pthread_mutex_lock(&comm->lock);
   comm->initializing = false;
@@ -429,13 +484,16 @@ static void *init_main(void *arg) {
   return NULL;
 }
 
-/* Starts the init thread, detached (nothing joins it: it ends with the init). */
-static int init_start(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
+/* Starts the init thread, detached (nothing joins it: it ends with the init). It owns the job
+ * from here, also when it cannot start (dropped then). */
+static int init_start(cuv_comm_t *comm, const cuv__comm_job_t *work) {
   init_job_t *job = malloc(sizeof *job);
-  if (!job)
+  if (!job) {
+    work->drop(work->arg);
     return CUV_ENOMEM;
+  }
   job->comm = cuv__comm_ref(comm);
-  memcpy(&job->id, id, sizeof *id);
+  job->job = *work;
   comm->initializing = true; /* before any other thread can see the communicator's handles */
   pthread_attr_t attr;
   pthread_t thread;
@@ -450,24 +508,10 @@ static int init_start(cuv_comm_t *comm, const cuv__nccl_id_t *id) {
   if (rc < 0) {
     comm->initializing = false;
     comm_release(comm);
+    work->drop(work->arg);
     free(job);
   }
   return rc;
-}
-
-typedef struct init_op {
-  struct cuv_op_s op;
-  unsigned n;
-  int nranks, first_rank;
-  cuv__nccl_id_t id;
-  bool make_id; /* all devices of the process: the id is made at execution */
-  cuv_device_t *devs[];
-} init_op_t;
-
-static void init_drop(cuv_op_t *op) {
-  init_op_t *o = (init_op_t *)op;
-  for (unsigned i = 0; i < o->n; i++)
-    cuv__device_unref(o->devs[i]);
 }
 
 /* The creation's submission leaves the communicator (after the creation was released). */
@@ -501,19 +545,20 @@ static int await_creation(cuv_comm_t *comm, cuv__exec_t *ex) {
   return atomic_load(&comm->status);
 }
 
-static int creation_begin(cuv_comm_t *comm, init_op_t *o, cuv__exec_t *ex) {
+/* The job is the init thread's from here (or dropped, when it cannot start). */
+static int creation_begin(cuv_comm_t *comm, const cuv__comm_job_t *job, cuv__exec_t *ex) {
   int rc = cuv__hazard_capturing(ex->sub) ? CUV_ENOTSUP : 0; /* a graph cannot replay it */
-  if (rc == 0 && o->make_id)
-    rc = cuv__nccl_status(cuv__nccl.ncclGetUniqueId(&o->id));
   if (rc == 0)
     rc = comm_resources(comm);
   if (rc == 0)
     rc = cuv__sub_hold(ex->sub, creation_release, cuv__comm_ref(comm));
-  if (rc < 0)
+  if (rc < 0) {
+    job->drop(job->arg);
     return rc;
+  }
   pthread_mutex_lock(&comm->lock);
   comm->creation = ex->sub;
-  rc = init_start(comm, &o->id);
+  rc = init_start(comm, job);
   if (rc < 0) {
     fail_locked(comm, rc);
     release_creation(comm);
@@ -522,12 +567,15 @@ static int creation_begin(cuv_comm_t *comm, init_op_t *o, cuv__exec_t *ex) {
   return rc;
 }
 
-static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
-  init_op_t *o = (init_op_t *)op;
-  cuv_comm_t *comm = comm_alloc(o->devs, o->n, o->nranks, o->first_rank);
+int cuv__comm_create(cuv_comm_t *comm, cuv__exec_t *ex, const cuv__comm_job_t *job,
+                     cuv_output_t *out) {
   if (comm)
     creation_gate(comm, ex);
-  int rc = comm ? creation_begin(comm, o, ex) : CUV_ENOMEM;
+  int rc = CUV_ENOMEM;
+  if (comm)
+    rc = creation_begin(comm, job, ex);
+  else
+    job->drop(job->arg);
   if (rc == 0)
     rc = await_creation(comm, ex);
   int bound = cuv__bind(ex->stream->dev); /* the ranks' devices were made current meanwhile */
@@ -538,6 +586,40 @@ static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
   } else if (comm) {
     release_creation(comm); /* a failure before the init thread started opens the gate here */
     comm_release(comm);
+  }
+  return rc;
+}
+
+typedef struct init_op {
+  struct cuv_op_s op;
+  unsigned n;
+  int nranks, first_rank;
+  cuv__nccl_id_t id;
+  bool make_id; /* all devices of the process: the id is made at execution */
+  cuv_device_t *devs[];
+} init_op_t;
+
+static void init_drop(cuv_op_t *op) {
+  init_op_t *o = (init_op_t *)op;
+  for (unsigned i = 0; i < o->n; i++)
+    cuv__device_unref(o->devs[i]);
+}
+
+static void id_drop(void *arg) { free(arg); }
+
+static int init_execute(cuv_op_t *op, cuv__exec_t *ex, cuv_output_t *out) {
+  init_op_t *o = (init_op_t *)op;
+  int rc = o->make_id ? cuv__nccl_status(cuv__nccl.ncclGetUniqueId(&o->id)) : 0;
+  cuv__nccl_id_t *id = rc == 0 ? malloc(sizeof *id) : NULL;
+  int ranks[CUV__MAX_DEVICES];
+  for (unsigned i = 0; i < o->n; i++)
+    ranks[i] = o->first_rank + (int)i;
+  if (id) {
+    memcpy(id, &o->id, sizeof *id);
+    cuv__comm_job_t job = {init_nccl, id, id_drop};
+    rc = cuv__comm_create(cuv__comm_alloc(o->devs, o->n, o->nranks, ranks), ex, &job, out);
+  } else if (rc == 0) {
+    rc = CUV_ENOMEM;
   }
   init_drop(op);
   return rc;
@@ -598,6 +680,57 @@ CUV_EXTERN int cuv_nccl_unique_id(cuv_nccl_id_t *id) {
   return rc;
 }
 
+/* ---- shrinks (lib/shrink.c) ---- */
+
+int cuv__comm_shrink_begin(cuv_comm_t *comm, bool *failed) {
+  pthread_mutex_lock(&comm->lock);
+  int rc = 0;
+  if (comm->initializing || comm->shrinking || atomic_load(&comm->state) == COMM_STARTING)
+    rc = CUV_EBUSY;
+  else
+    end_work_locked(comm); /* the revoke (or abort) cuv-nccl has not made yet */
+  if (rc == 0 && comm->nccl_ended) /* aborted on request, or for a failure NCCL cannot revoke */
+    rc = comm->abort_asked ? atomic_load(&comm->status) : CUV_ENOTSUP;
+  /* A healthy communicator's work in flight would hold its device, which NCCL's shrink
+   * synchronizes, and its failure could not end it meanwhile (the handles are the shrink's). */
+  if (rc == 0 && atomic_load(&comm->status) == 0 && comm->pending)
+    rc = CUV_EBUSY;
+  *failed = atomic_load(&comm->status) < 0;
+  if (rc == 0)
+    comm->shrinking = true;
+  pthread_mutex_unlock(&comm->lock);
+  return rc;
+}
+
+void cuv__comm_shrink_end(cuv_comm_t *comm) {
+  pthread_mutex_lock(&comm->lock);
+  comm->shrinking = false;
+  bool wanted = comm->abort_wanted || comm->revoke_wanted;
+  if (wanted)
+    watch_locked(comm); /* cuv-nccl makes the calls put off meanwhile */
+  pthread_mutex_unlock(&comm->lock);
+  if (wanted)
+    watch_wake();
+}
+
+bool cuv__comm_local_live(cuv_comm_t *comm, unsigned local) {
+  pthread_mutex_lock(&comm->lock);
+  bool live = false;
+  if (!comm->initializing && !comm->shrinking && !comm->nccl_ended &&
+      atomic_load(&comm->state) != COMM_STARTING && comm->local[local].nccl) {
+    CUcontext saved = cuv__nccl_enter();
+    cuv__nccl_result_t state = CUV__NCCL_SUCCESS;
+    cuv__nccl_result_t r = cuv__nccl.ncclCommGetAsyncError(comm->local[local].nccl, &state);
+    cuv__nccl_leave(saved);
+    /* a peer's failure (ncclRemoteError) is not this rank's */
+    live = r == CUV__NCCL_SUCCESS && (state == CUV__NCCL_SUCCESS ||
+                                      state == CUV__NCCL_IN_PROGRESS ||
+                                      state == CUV__NCCL_REMOTE_ERROR);
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return live;
+}
+
 /* ---- the public getters and the abort ---- */
 
 CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
@@ -607,6 +740,7 @@ CUV_EXTERN int cuv_comm_abort(cuv_comm_t *comm) {
   atomic_compare_exchange_strong(&comm->status, &none, CUV_ECANCELED);
   pthread_mutex_lock(&comm->lock);
   fail_locked(comm, CUV_ECANCELED);
+  comm->abort_wanted = comm->abort_asked = true; /* also of one a failure revoked */
   watch_locked(comm); /* cuv-nccl makes the abort calls */
   pthread_mutex_unlock(&comm->lock);
   watch_wake();
@@ -617,6 +751,11 @@ CUV_EXTERN int cuv_comm_set_timeout(cuv_comm_t *comm, unsigned ms) {
   if (!comm)
     return CUV_EINVAL;
   atomic_store(&comm->timeout_ns, (uint64_t)ms * 1000000u);
+  pthread_mutex_lock(&comm->lock);
+  bool pending = comm->pending != NULL;
+  pthread_mutex_unlock(&comm->lock);
+  if (pending)
+    watch_wake(); /* cuv-nccl's next pass is timed by the new timeout */
   return 0;
 }
 

@@ -48,10 +48,15 @@
  * joining it.
  *
  * Faults. cuv polls every communicator that has work in flight (ncclCommGetAsyncError, about
- * every 10 ms). When NCCL reports an error (a peer that died, a network failure, ...), every op
- * of the communicator still pending fails with CUV_ENCCL(that error), and the communicator is
- * aborted (ncclCommAbort, which ends its kernels; never ncclCommDestroy, which can block): later
- * ops fail with the same status at once. cuv_comm_abort does the same on request. */
+ * every 10 ms). When NCCL reports an error (a peer that died, a network failure, ...), or an op
+ * outlives the communicator's timeout (cuv_comm_set_timeout), every op of the communicator still
+ * pending fails with CUV_ENCCL(that error) (or CUV_ETIMEDOUT), and the communicator's work is
+ * ended: revoked where NCCL has ncclCommRevoke (2.28 and later: its kernels end, and its NCCL
+ * communicators stay, for cuv_comm_shrink), aborted where it has not (ncclCommAbort, which ends
+ * its kernels too; never ncclCommDestroy, which can block). Later ops fail with the same status
+ * at once. cuv_comm_abort aborts on request. The survivors of a rank that died go on with
+ * cuv_comm_shrink: each submits it with the same list of the dead ranks, and its output is their
+ * smaller communicator. */
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -275,14 +280,48 @@ CUV_EXTERN int cuv_comm_status(const cuv_comm_t *comm);
  * It is what ends the collectives of a peer that died without NCCL noticing (on NVLink, a peer's
  * kernels may wait for a dead process's data for good, and NCCL reports nothing). The time counts
  * from the op's NCCL calls, so it includes the wait behind the communicator's earlier work: set
- * it above the longest collective and queue. The check runs with the fault watch, every 10 ms, so
- * a timeout fails the ops at most about 10 ms late. 0, the default: none.
+ * it above the longest collective and queue. The fault watch wakes when the earliest pending op's
+ * time is up, so a timeout fails the ops as it falls due (a thread's wake-up later): with 100 ms,
+ * the survivors' ops pending when a peer died fail within about 100 ms of its death. 0, the
+ * default: none.
  *
  * @returns 0.
  * @errors CUV_EINVAL: comm is NULL.
  * @threads Any thread. It applies to ops already pending too.
  */
 CUV_EXTERN int cuv_comm_set_timeout(cuv_comm_t *comm, unsigned ms);
+/** An op that makes the communicator of comm's group without the ranks in exclude (n of them):
+ * ncclCommShrink, NCCL 2.27 and later. Its output is the new cuv_comm_t, of
+ * cuv_comm_size(comm) - n ranks, as cuv_comm_init_all's is.
+ *
+ * Every surviving rank of the group submits it (in each process, once per communicator), with the
+ * same ranks in exclude; the excluded ranks do not. The survivors are renumbered as NCCL does: a
+ * rank's new rank is its old one less the excluded ranks below it. The new communicator's local
+ * ranks are comm's that survive, in their order, on the same devices, with streams of their own;
+ * its timeout is comm's. comm is shrunk as it is: when it failed (a peer that died), NCCL is told
+ * to end its work still in flight first (NCCL_SHRINK_ABORT); comm keeps its status, and its ops
+ * still fail. It stays to be released with cuv_comm_unref, as before.
+ *
+ * @returns A new op, never NULL; a failure is carried by the op (cuv_op_error).
+ * @errors CUV_EINVAL: comm or exclude is NULL, n is 0 or not below cuv_comm_size(comm), a rank of
+ *         exclude is not in [0, cuv_comm_size(comm)) or is named twice, every local rank of comm
+ *         is excluded, or an excluded rank is a local rank of comm whose NCCL communicator
+ *         reports no error of its own (a live rank: it would be left out of both communicators).
+ *         CUV_ENOMEM: no memory for the op.
+ *         At execution: CUV_ENOTSUP (the loaded NCCL has no ncclCommShrink, as before 2.27; or comm
+ *         failed and was aborted, NCCL having no ncclCommRevoke, as before 2.28: its NCCL
+ *         communicators are gone; or inside a graph capture), comm's status (cuv_comm_abort
+ *         aborted it), CUV_EBUSY (comm is being shrunk by another op, or has
+ *         ops in flight and has not failed: order the shrink after their callbacks), and the
+ *         other errors of cuv_comm_init_all's execution, CUV_ENCCL(result) being ncclCommShrink's
+ *         or its group's.
+ * @threads Any thread builds it. It executes as cuv_comm_init_all does: its NCCL calls are made on
+ *          a cuv-nccl-init thread of its own, since each returns only once every survivor called
+ *          it. While they run, comm's ops that execute fail with CUV_EBUSY.
+ * @notes A queued submission is delivered, and a then or map over the op runs, once every survivor
+ *        joined. The op holds comm until it executed, and the new communicator holds none of it.
+ */
+CUV_EXTERN cuv_op_t *cuv_comm_shrink(cuv_comm_t *comm, const int *exclude, size_t n);
 /** Aborts the communicator.
  *
  * Its pending ops fail with CUV_ECANCELED (their GPU work ends, and what they hold is released once
