@@ -210,7 +210,8 @@ CUV_SIM_EXTERN void cuv_sim_set_device_count(int count);
 CUV_SIM_EXTERN void cuv_sim_set_peer_access(int dev, int peer_dev, int can_access);
 
 /* ---- NCCL (cuv's collectives with CUV_DRIVER=sim: include/cuv/collective.h) ----
- * libcuv-sim implements the NCCL entry points cuv uses on the host, over its simulated devices:
+ * libcuv-sim implements the NCCL entry points cuv uses on the host (ncclCommShrink and
+ * ncclCommRevoke included, as NCCL 2.28 has them), over its simulated devices:
  * the ranks of a group meet in a shared-memory segment named after the group's unique id, so they
  * may be devices of one process or separate processes (on one machine). It exports no nccl*
  * symbol: cuv takes its functions from cuv_sim_nccl_proc. Every entry point is counted and may be
