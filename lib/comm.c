@@ -287,8 +287,8 @@ static uint64_t soonest_deadline;
 
 static void note_deadline(cuv_comm_t *comm) {
   uint64_t timeout = atomic_load(&comm->timeout_ns);
-  if (!timeout || atomic_load(&comm->state) != COMM_READY)
-    return;
+  if (!timeout || atomic_load(&comm->state) != COMM_READY || comm->shrinking)
+    return; /* (a shrinking one's pending ops are not checked: poll_one) */
   for (cuv__comm_pending_t *p = comm->pending; p; p = p->next)
     if (!soonest_deadline || p->issued_ns + timeout < soonest_deadline)
       soonest_deadline = p->issued_ns + timeout;
@@ -751,11 +751,8 @@ CUV_EXTERN int cuv_comm_set_timeout(cuv_comm_t *comm, unsigned ms) {
   if (!comm)
     return CUV_EINVAL;
   atomic_store(&comm->timeout_ns, (uint64_t)ms * 1000000u);
-  pthread_mutex_lock(&comm->lock);
-  bool pending = comm->pending != NULL;
-  pthread_mutex_unlock(&comm->lock);
-  if (pending)
-    watch_wake(); /* cuv-nccl's next pass is timed by the new timeout */
+  watch_wake(); /* cuv-nccl's next pass is timed by the new timeout (no lock: it may be held by
+                   a blocking NCCL call) */
   return 0;
 }
 
