@@ -275,7 +275,8 @@ CUV_EXTERN int cuv_comm_status(const cuv_comm_t *comm);
 /** Sets the communicator's timeout: once one of its collectives has been pending (issued to NCCL
  * but not proven complete) for more than `ms` milliseconds, the communicator fails with
  * CUV_ETIMEDOUT, as on an asynchronous error: every pending op fails with it, once, the NCCL
- * communicators are aborted (their kernels end), and later ops fail at once.
+ * communicators are revoked (or aborted, without ncclCommRevoke: their kernels end either way),
+ * and later ops fail at once.
  *
  * It is what ends the collectives of a peer that died without NCCL noticing (on NVLink, a peer's
  * kernels may wait for a dead process's data for good, and NCCL reports nothing). The time counts
@@ -327,7 +328,7 @@ CUV_EXTERN cuv_op_t *cuv_comm_shrink(cuv_comm_t *comm, const int *exclude, size_
  * Its pending ops fail with CUV_ECANCELED (their GPU work ends, and what they hold is released once
  * that is proven), the NCCL communicators are aborted on cuv-nccl, and later ops fail at once.
  * Calling it again does nothing more; after a failure the communicator keeps that failure's
- * status.
+ * status, and NCCL communicators the failure revoked are aborted now (no shrink can follow).
  *
  * @returns 0.
  * @errors CUV_EINVAL: comm is NULL.
