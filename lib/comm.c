@@ -21,10 +21,10 @@
  * (2.28: their kernels end and the communicators stay, for a shrink, lib/shrink.c), aborted
  * where it has not (ncclCommAbort ends their kernels too); the streams move on and the
  * submissions complete with the error. cuv_comm_abort aborts, on request. ncclCommDestroy, which
- * can block, is called only at the end, on cuv-nccl, after a finalize that went through (a
- * revoked communicator is never finalized: NCCL's rule). A shrink's NCCL calls run on an init
- * thread while the parent is marked shrinking, which keeps every other thread off its handles as
- * an init does. */
+ * can block, is called only at the end, on cuv-nccl, after a finalize that went through; a
+ * revoked communicator is aborted then (NCCL forbids its finalize). A shrink's NCCL calls run on
+ * an init thread while the parent is marked shrinking, which keeps every other thread off its
+ * handles as an init does. */
 #include <string.h>
 
 #include "internal.h"
@@ -347,10 +347,15 @@ static bool close_one(cuv_comm_t *comm) {
   if (comm->nccl_ended || !any)
     return true;
   CUcontext saved = cuv__nccl_enter();
+  if (comm->revoked) { /* failed: NCCL forbids the finalize, and the abort cannot block */
+    abort_locked(comm);
+    cuv__nccl_leave(saved);
+    return true;
+  }
   if (!comm->finalize_deadline) {
     comm->finalize_deadline = cuv__now_ns() + FINALIZE_NS;
-    for (unsigned i = 0; i < comm->n && !comm->revoked; i++)
-      cuv__nccl.ncclCommFinalize(comm->local[i].nccl); /* after a revoke: NCCL forbids it */
+    for (unsigned i = 0; i < comm->n; i++)
+      cuv__nccl.ncclCommFinalize(comm->local[i].nccl);
   }
   cuv__nccl_result_t state = ranks_state(comm);
   if (state == CUV__NCCL_SUCCESS) {

@@ -27,7 +27,7 @@ struct cuv_comm_s {
   bool abort_wanted;          /* cuv-nccl aborts the NCCL communicators */
   bool abort_asked;           /* by cuv_comm_abort (not for a failure) */
   bool revoke_wanted;         /* a failure, NCCL having ncclCommRevoke: cuv-nccl revokes them */
-  bool revoked;               /* revoked: the handles stay, for a shrink and the destroy */
+  bool revoked;               /* revoked: the handles stay, for a shrink, until aborted */
   bool initializing; /* NCCL's blocking init runs on the init thread: no one else calls NCCL */
   bool shrinking;    /* a shrink's NCCL calls use the handles (lib/shrink.c): likewise */
   bool watched;               /* in cuv-nccl's list, which holds a reference */
