@@ -88,6 +88,16 @@ static void submit_all(uvt_loop_t *l, uvt_call_t *calls, cuv_stream_t *s) {
   }
 }
 
+/* A loop whose bridge has the test's turn, with the N values submitted on a new stream *s. */
+static void open_and_submit(uvt_loop_t *l, uvt_call_t *calls, cuv_stream_t **s) {
+  uvt_open(l);
+  T = (turns_t){.loop = l};
+  cuv_uv_turn_t turn = {.budget_ns = BUDGET_NS, .after = after, .arg = &T};
+  assert_cuv_ok(cuv_uv_set_turn(l->bridge, &turn));
+  assert_cuv_ok(cuv_stream_create(s, cuvt_device()));
+  submit_all(l, calls, *s);
+}
+
 static void assert_turns(const uvt_call_t *calls) {
   for (int i = 0; i < N; i++) {
     assert_int_equal(calls[i].calls, 1);
@@ -104,14 +114,9 @@ static void assert_turns(const uvt_call_t *calls) {
 static void test_budget_and_after(void **state) {
   (void)state;
   uvt_loop_t l;
-  uvt_open(&l);
-  T = (turns_t){.loop = &l};
-  cuv_uv_turn_t turn = {.budget_ns = BUDGET_NS, .after = after, .arg = &T};
-  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn));
   cuv_stream_t *s;
-  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
   static uvt_call_t calls[N];
-  submit_all(&l, calls, s);
+  open_and_submit(&l, calls, &s);
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_turns(calls);
   /* 4 ms of callbacks in turns of about 0.2 ms (a slice of 16 may overrun it): several turns */
@@ -126,14 +131,9 @@ static void test_budget_and_after(void **state) {
 static void test_after_on_close(void **state) {
   (void)state;
   uvt_loop_t l;
-  uvt_open(&l);
-  T = (turns_t){.loop = &l};
-  cuv_uv_turn_t turn = {.budget_ns = BUDGET_NS, .after = after, .arg = &T};
-  assert_cuv_ok(cuv_uv_set_turn(l.bridge, &turn));
   cuv_stream_t *s;
-  assert_cuv_ok(cuv_stream_create(&s, cuvt_device()));
   static uvt_call_t calls[N];
-  submit_all(&l, calls, s);
+  open_and_submit(&l, calls, &s);
   assert_cuv_ok(cuv_uv_close(l.bridge, uvt_on_close, &l));
   assert_int_equal(uv_run(&l.loop, UV_RUN_DEFAULT), 0);
   assert_int_equal(l.close_calls, 1);
