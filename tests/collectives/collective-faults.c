@@ -8,7 +8,6 @@
  * NCCL before 2.28), and later ops fail at once. Also: the thread's current
  * context after NCCL calls (the simulator's, like NCCL, make their device's context current), and
  * ranks in two processes: their data, then the death of one. Suite sim only. */
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +17,8 @@
 
 #include "driver-util.h"
 #include "nccl-data.h"
+#include "little.h"
+#include "peer-rank.h"
 
 enum {
   NCCL_SYSTEM_ERROR = 2,
@@ -27,8 +28,6 @@ enum {
 };
 #define NDEV 2
 #define CHILD_COUNT 1000
-
-extern char **environ;
 
 static cuv_device_t *devs[NDEV];
 
@@ -69,30 +68,6 @@ static void make_pair(cuv_comm_t **c0, cuv_comm_t **c1) {
   assert_cuv_ok(cuv_queue_destroy(q));
   assert_non_null(*c0);
   assert_non_null(*c1);
-}
-
-/* A one-element all-reduce on every local rank of comm. */
-typedef struct little {
-  cuv_buffer_t *buf[NDEV];
-  unsigned n;
-} little_t;
-
-static void little_init(little_t *l, cuv_comm_t *comm) {
-  l->n = cuv_comm_local_count(comm);
-  uint32_t zero = 0;
-  for (unsigned i = 0; i < l->n; i++) {
-    assert_cuv_ok(cuv_buffer_create(&l->buf[i], cuv_comm_device(comm, i), 4));
-    assert_cuv_ok(cuv_sync(cuv_memcpy_htod(l->buf[i], 0, &zero, 4, 0), NULL));
-  }
-}
-
-static cuv_op_t *little_op(little_t *l, cuv_comm_t *comm) {
-  return cuv_comm_all_reduce(comm, NULL, l->buf, 1, CUV_NCCL_UINT32, CUV_NCCL_SUM);
-}
-
-static void little_free(little_t *l) {
-  for (unsigned i = 0; i < l->n; i++)
-    cuv_buffer_unref(l->buf[i]);
 }
 
 /* The end of a pair whose rank 0 failed with `error`: a later op on it fails at once with the
@@ -399,18 +374,11 @@ static cuv_buffer_t *filled(cuv_device_t *dev, const uint32_t *data, size_t coun
 /* The child: rank 1 on its own device, one all-reduce, then it exits without a word to anyone,
  * as a crashed process would. */
 static int child(const char *id_hex) {
-  cuv_nccl_id_t id;
-  for (size_t i = 0; i < sizeof id.bytes; i++) {
-    unsigned byte;
-    if (sscanf(id_hex + 2 * i, "%2x", &byte) != 1)
-      return 2;
-    id.bytes[i] = (char)byte;
-  }
   cuv_device_t *dev;
-  cuv_output_t out;
-  if (cuv_device_open(&dev, 1) != 0 || cuv_sync(cuv_comm_init_rank(dev, &id, 1, 2), &out) != 0)
-    return 3;
-  cuv_comm_t *comm = out.data;
+  cuv_comm_t *comm;
+  int rc = cuvt_join_as_rank1(id_hex, &dev, &comm);
+  if (rc != 0)
+    return rc;
   uint32_t data[CHILD_COUNT];
   for (size_t i = 0; i < CHILD_COUNT; i++)
     data[i] = child_value(i);
@@ -423,26 +391,13 @@ static int child(const char *id_hex) {
   _exit(0);
 }
 
-static pid_t spawn_child(const cuv_nccl_id_t *id) {
-  char self[4096], hex[2 * sizeof id->bytes + 1];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  assert_true(len > 0);
-  self[len] = '\0';
-  for (size_t i = 0; i < sizeof id->bytes; i++)
-    snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->bytes[i]);
-  char *argv[] = {self, "child", hex, NULL};
-  pid_t pid;
-  assert_int_equal(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
-  return pid;
-}
-
 /* Rank 0 here, rank 1 in a child process: the first all-reduce combines both processes' data;
  * the child then exits, and the second fails with ncclRemoteError. */
 static void test_peer_process(void **state) {
   (void)state;
   cuv_nccl_id_t id;
   assert_cuv_ok(cuv_nccl_unique_id(&id));
-  pid_t pid = spawn_child(&id);
+  pid_t pid = cuvt_spawn_rank1(&id);
   cuv_output_t out;
   assert_cuv_ok(cuv_sync(cuv_comm_init_rank(devs[0], &id, 0, 2), &out));
   cuv_comm_t *comm = cuv_output_take(&out).data;

@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "common.h"
+#include "little.h"
 
 enum { NCCL_SYSTEM_ERROR = 2, NCCL_INVALID_ARGUMENT = 4, NCCL_INVALID_USAGE = 5 };
 #define NDEV 4
@@ -142,28 +143,6 @@ static void expect_sum(cuv_comm_t **comms, int ncomms) {
       cuv_buffer_unref(buf[c][l]);
     }
   }
-}
-
-/* A one-element all-reduce's buffers for every local rank of comm (nothing is read back: these
- * ops are the ones that fail). */
-typedef struct little {
-  cuv_buffer_t *buf[NDEV];
-  unsigned n;
-} little_t;
-
-static void little_init(little_t *l, cuv_comm_t *comm) {
-  l->n = cuv_comm_local_count(comm);
-  for (unsigned i = 0; i < l->n; i++)
-    assert_cuv_ok(cuv_buffer_create(&l->buf[i], cuv_comm_device(comm, i), 4));
-}
-
-static cuv_op_t *little_op(little_t *l, cuv_comm_t *comm) {
-  return cuv_comm_all_reduce(comm, NULL, l->buf, 1, CUV_NCCL_UINT32, CUV_NCCL_SUM);
-}
-
-static void little_free(little_t *l) {
-  for (unsigned i = 0; i < l->n; i++)
-    cuv_buffer_unref(l->buf[i]);
 }
 
 /* ---- a rank that vanishes ---- */

@@ -9,7 +9,6 @@
  * CUV_ENOTSUP. Suites sim and gpu; the gpu suite skips it with fewer than two GPUs, without NCCL,
  * or with a NCCL before 2.27. A watchdog (alarm) fails the file rather than let it hang. */
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +18,12 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "peer-rank.h"
 
 #define COUNT 4096
 #define TIMEOUT_MS 100
 #define WATCHDOG_S 120
 
-extern char **environ;
 
 static cuv_device_t *dev0;
 static int nccl_version;
@@ -52,18 +51,11 @@ static uint32_t child_value(size_t i) { return (uint32_t)(i * 7 + 3); }
 /* One all-reduce with rank 0, then it waits to be killed (and dies with its parent). */
 static int child(const char *id_hex) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  cuv_nccl_id_t id;
-  for (size_t i = 0; i < sizeof id.bytes; i++) {
-    unsigned byte;
-    if (sscanf(id_hex + 2 * i, "%2x", &byte) != 1)
-      return 2;
-    id.bytes[i] = (char)byte;
-  }
   cuv_device_t *dev;
-  cuv_output_t out;
-  if (cuv_device_open(&dev, 1) != 0 || cuv_sync(cuv_comm_init_rank(dev, &id, 1, 2), &out) != 0)
-    return 3;
-  cuv_comm_t *comm = out.data;
+  cuv_comm_t *comm;
+  int rc = cuvt_join_as_rank1(id_hex, &dev, &comm);
+  if (rc != 0)
+    return rc;
   static uint32_t data[COUNT];
   for (size_t i = 0; i < COUNT; i++)
     data[i] = child_value(i);
@@ -75,19 +67,6 @@ static int child(const char *id_hex) {
     return 4;
   for (;;)
     pause();
-}
-
-static pid_t spawn_child(const cuv_nccl_id_t *id) {
-  char self[4096], hex[2 * sizeof id->bytes + 1];
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  assert_true(len > 0);
-  self[len] = '\0';
-  for (size_t i = 0; i < sizeof id->bytes; i++)
-    snprintf(hex + 2 * i, 3, "%02x", (unsigned char)id->bytes[i]);
-  char *argv[] = {self, "child", hex, NULL};
-  pid_t pid;
-  assert_int_equal(posix_spawn(&pid, self, NULL, NULL, argv, environ), 0);
-  return pid;
 }
 
 /* ---- rank 0 ---- */
@@ -120,7 +99,7 @@ static void test_killed_rank(void **state) {
   (void)state;
   cuv_nccl_id_t id;
   assert_cuv_ok(cuv_nccl_unique_id(&id));
-  child_pid = spawn_child(&id);
+  child_pid = cuvt_spawn_rank1(&id);
   cuv_output_t out;
   assert_cuv_ok(cuv_sync(cuv_comm_init_rank(dev0, &id, 0, 2), &out));
   cuv_comm_t *comm = cuv_output_take(&out).data;
