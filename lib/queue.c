@@ -60,27 +60,46 @@ void cuv__queue_leave(cuv_queue_t *q) {
  * thread rather than polled for in vain. Under the lock. */
 static uint64_t poll_window(const cuv_queue_t *q) {
   uint64_t budget = (uint64_t)cuv__config.spin_budget_us * 1000u;
-  uint64_t typical = q->recent_ns + q->recent_ns / 2;
+  uint64_t recent = atomic_load_explicit(&q->recent_ns, memory_order_relaxed);
+  uint64_t typical = recent + recent / 2;
   return typical > budget && typical <= (uint64_t)cuv__config.uv_poll_max_us * 1000u ? typical
                                                                                       : budget;
 }
 
+/* Without the lock, which was most of the accept's cost (bench/RESULTS.md, cuv-bench-submit):
+ * the ticket is one atomic add, and the submission goes onto the accepted stack with one
+ * compare-and-swap whose release publishes its ticket and stamp to whoever takes the stack
+ * (adopt, under the lock). Two concurrent accepts of a polled queue may store young_until in
+ * either order: both windows are estimates. */
 void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub) {
   /* A spin budget of 0 turns polling off: nothing is young then. */
   bool timed = cuv__config.spin_budget_us && atomic_load_explicit(&q->polled, memory_order_relaxed);
   uint64_t now = timed ? cuv__now_ns() : 0;
-  pthread_mutex_lock(&q->lock);
-  sub->ticket = ++q->last_ticket;
+  sub->ticket = atomic_fetch_add_explicit(&q->last_ticket, 1, memory_order_relaxed) + 1;
   sub->submitted_ns = now;
   if (now)
     atomic_store_explicit(&q->young_until, now + poll_window(q), memory_order_relaxed);
-  sub->live_prev = NULL;
-  sub->live_next = q->live;
-  if (q->live)
-    q->live->live_prev = sub;
-  q->live = sub;
-  sub->in_live = true;
-  pthread_mutex_unlock(&q->lock);
+  cuv__submission_t *head = atomic_load_explicit(&q->accepted, memory_order_relaxed);
+  do
+    sub->live_next = head;
+  while (!atomic_compare_exchange_weak_explicit(&q->accepted, &head, sub, memory_order_release,
+                                                memory_order_relaxed));
+}
+
+/* Moves the accepted stack into the live list, so that a cancel and a drain find every accepted
+ * submission there. Taken whole with one exchange (no block is popped by two: no ABA). Under the
+ * lock. */
+static void adopt(cuv_queue_t *q) {
+  cuv__submission_t *sub = atomic_exchange_explicit(&q->accepted, NULL, memory_order_acquire);
+  for (cuv__submission_t *next; sub; sub = next) {
+    next = sub->live_next;
+    sub->live_prev = NULL;
+    sub->live_next = q->live;
+    if (q->live)
+      q->live->live_prev = sub;
+    q->live = sub;
+    sub->in_live = true;
+  }
 }
 
 static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
@@ -178,6 +197,7 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
     return CUV_EINVAL;
   int rc = CUV_ENOENT;
   pthread_mutex_lock(&q->lock);
+  adopt(q);
   cuv__submission_t *sub = q->live;
   while (sub && sub->ticket != ticket)
     sub = sub->live_next;
@@ -213,7 +233,9 @@ static void time_polled(cuv_queue_t *q, const cuv__submission_t *sub, uint64_t *
   if (!*now)
     *now = cuv__now_ns();
   uint64_t took = *now - sub->submitted_ns;
-  q->recent_ns = q->recent_ns ? (q->recent_ns * 7 + took) / 8 : took;
+  uint64_t recent = atomic_load_explicit(&q->recent_ns, memory_order_relaxed);
+  atomic_store_explicit(&q->recent_ns, recent ? (recent * 7 + took) / 8 : took,
+                        memory_order_relaxed);
 }
 
 /* The finished submissions, oldest first, at most `max` of them (0: all), and (in *cancels) the
@@ -235,6 +257,8 @@ static unsigned take_cancels(cuv_queue_t *q, cuv__submission_t **cancels, unsign
 static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsigned max) {
   uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
+  if (q->head)
+    adopt(q); /* the finished ones were accepted: each leaves the live list here */
   unsigned n = take_cancels(q, cancels, max);
   cuv__submission_t *list = q->head, **end = &q->head;
   for (; *end && (max == 0 || n < max); n++) {

@@ -15,13 +15,18 @@ struct cuv_queue_s {
   atomic_uint pending;        /* counted in by cuv__queue_enter, out before the callback runs */
   atomic_bool closed;         /* set under the lock: cuv__queue_enter refuses from then on */
   unsigned waiters;
-  cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel */
+  cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel (lock) */
+  /* Accepted since the lock's last holder looked: a stack pushed without the lock (linked by
+   * live_next), moved into `live` by whoever takes the lock to read it (lib/queue.c, adopt). */
+  _Atomic(cuv__submission_t *) accepted;
   cuv__submission_t *cancels; /* cancelled before they finished: called back at the next drain */
   cuv__submission_t **cancels_tail;
-  cuv_ticket_t last_ticket;
+  _Atomic cuv_ticket_t last_ticket;
   cuv_notify_fn notify;
   void *notify_arg;
-  uint64_t recent_ns;          /* moving average of polled work's submit-to-drain time (lock) */
+  /* Moving average of polled work's submit-to-drain time: written under the lock, read without
+   * it by cuv__queue_accept (relaxed: an estimate). */
+  _Atomic uint64_t recent_ns;
   _Atomic uint64_t young_until; /* cuv__now_ns() until which polled work counts as young */
   atomic_bool polled;          /* its owner called cuv_queue_poll: its submissions are timed */
   cuv__queue_fd_t readiness;   /* cuv_queue_fd's descriptor (lock): shows !nothing_to_deliver */
@@ -33,7 +38,8 @@ int cuv__queue_enter(cuv_queue_t *queue);
 /* Counts a refused submission out again; notifies when that leaves nothing pending, so an owner
  * waiting for its work to end looks again. */
 void cuv__queue_leave(cuv_queue_t *queue);
-/* Gives an entered submission its ticket; stamps it when its owner polls the queue. */
+/* Gives an entered submission its ticket; stamps it when its owner polls the queue. Without the
+ * lock: one atomic add and one compare-and-swap. */
 void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
  * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
