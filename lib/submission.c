@@ -17,7 +17,7 @@ static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part, size_t extra)
   cuv__submission_t *sub = cuv__pool_alloc(CUV__SUB_EXTRA_AT + extra);
   if (!sub)
     return NULL;
-  memset(sub, 0, offsetof(cuv__submission_t, inline_holds));
+  memset((char *)sub + CUV__SUB_CLEARED_AT, 0, CUV__SUB_CLEARED);
   atomic_init(&sub->users, 1);
   sub->holds = sub->inline_holds;
   sub->cap_holds = CUV__INLINE_HOLDS;

@@ -35,14 +35,29 @@ typedef struct cuv__sub_event {
   cuv_device_t *dev;
 } cuv__sub_event_t;
 
+/* Three parts, by how a new submission's fields get their values (sub_new, lib/submission.c):
+ * the first set one by one there, the second cleared there with one memset (CUV__SUB_CLEARED),
+ * the last never cleared, each field written before it is read by whoever uses it. Clearing the
+ * whole 304 bytes before was some 40 instructions of each submission (bench/RESULTS.md,
+ * cuv-bench-submit). */
 struct cuv__submission {
+  /* ---- set by sub_new ---- */
   cuv_device_t *dev;     /* the executing device: sub->stream's */
   cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
   /* The devices the tree may touch (the op's, and the executing one): an op of another device
    * runs only where the engine ordered the submission (engine.c), else CUV_EDEVICE. */
   uint64_t devices;
   cuv__hold_t *holds;
-  size_t n_holds, cap_holds;
+  size_t cap_holds;
+  /* The ends it waits for before its completion is delivered: its stream's, and one for each
+   * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
+  atomic_int gates;
+  /* Who still uses the block: the submission until its retirement, plus one while its owner's
+   * bytes after it (cuv__sub_extra) are in use past that (cuv__sub_extra_keep). */
+  atomic_uint users;
+  bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
+  /* ---- cleared by sub_new, from n_holds to the end of callback_ran ---- */
+  size_t n_holds;
   CUevent done_event;    /* recorded behind the work, when a path needs one */
   cuv__sub_event_t *events; /* join and ordering events, back to their pools at retirement */
   size_t n_events;
@@ -51,52 +66,53 @@ struct cuv__submission {
    * sticky fault there leaves that wait unfinished for good, so whatever waits for this
    * submission's end also asks these (lib/completion.c, lib/reactor.c). */
   cuv_stream_t **across;
-  unsigned n_across;
   uint64_t across_devices; /* their devices' bits */
+  unsigned n_across;
   int status;            /* execution status, then completion status */
   cuv_output_t output;
   enum cuv__path path;
-  /* asynchronous delivery (exec.c, completion.c, queue.c) */
-  cuv_queue_t *queue;
-  cuv_done_fn done;
-  void *done_arg;
-  cuv__submission_t *next;  /* link in a queue or a stream's detached list */
-  cuv__tl_entry_t tl;       /* its place on its stream's timeline (reactor.c) */
-  atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
-  cuv__submission_t *live_prev, *live_next; /* the queue's accepted, undrained submissions */
-  cuv_ticket_t ticket;
-  bool cancelled;           /* under the queue's lock */
-  atomic_uint calls;        /* user callbacks running now, and cancel flags (lib/queue.c) */
-  /* Shared ops whose value the tree is producing now (lib/shared.c): their callbacks serve every
-   * clone, so a cancel refuses none of them. Only the thread running the tree touches it. */
-  unsigned producing;
-  bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
-  bool callback_ran;        /* cancelled and called back before it finished (drain only) */
-  cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
-  uint64_t submitted_ns;    /* cuv__now_ns() of a submission to a polled queue, else 0 */
-  /* Stage times for a caller that asked for them (cuv_submit_opts_t.trace): filled in here by
-   * whichever thread passes a stage, copied out to *trace_out by the drain just before the
-   * callback, after the last write (a cancel's early callback gets only what cuv_submit knew). */
-  cuv_trace_t *trace; /* &trace_data when traced, else NULL */
   /* A failure learned after the work was enqueued, by whoever watches it besides the stream (a
    * collective's communicator: lib/comm.c): set before the work can be proven complete, it is
    * the submission's status unless the execution or the stream failed first. */
   atomic_int late_status;
-  /* The ends it waits for before its completion is delivered: its stream's, and one for each
-   * cuv__sub_gate (a communicator's creation: lib/comm.c). Starts at 1. */
-  atomic_int gates;
-  bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
-  /* Who still uses the block: the submission until its retirement, plus one while its owner's
-   * bytes after it (cuv__sub_extra) are in use past that (cuv__sub_extra_keep). */
-  atomic_uint users;
-  /* Last, and not cleared when the submission is made: only n_holds of them are ever read, the
-   * watch only once arm_hostfn (lib/completion.c) has set it whole, and these two only when
-   * `trace` is set (cuv_submit sets them then). */
+  atomic_uint calls;        /* user callbacks running now, and cancel flags (lib/queue.c) */
+  /* Shared ops whose value the tree is producing now (lib/shared.c): their callbacks serve every
+   * clone, so a cancel refuses none of them. Only the thread running the tree touches it. */
+  unsigned producing;
+  /* asynchronous delivery (exec.c, completion.c, queue.c); NULL for the blocking executors */
+  cuv_queue_t *queue;
+  /* Stage times for a caller that asked for them (cuv_submit_opts_t.trace): filled in here by
+   * whichever thread passes a stage, copied out to *trace_out by the drain just before the
+   * callback, after the last write (a cancel's early callback gets only what cuv_submit knew). */
+  cuv_trace_t *trace; /* &trace_data when traced, else NULL */
+  atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
+  bool cancelled;           /* under the queue's lock */
+  bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
+  bool callback_ran;        /* cancelled and called back before it finished (drain only) */
+  /* ---- not cleared: each written before it is read ---- */
+  cuv_done_fn done;         /* these two by cuv_submit, read by the drain of its queue */
+  void *done_arg;
+  cuv__submission_t *next;  /* link in a queue or a stream's detached list: set as it joins */
+  /* The queue's accepted, undrained submissions (live_next alone links its accepted stack):
+   * set with the ticket and stamp by cuv__queue_accept, which every queued submission passes,
+   * and read only for those. */
+  cuv__submission_t *live_prev, *live_next;
+  cuv_ticket_t ticket;
+  uint64_t submitted_ns;    /* cuv__now_ns() of a submission to a polled queue, else 0 */
+  cuv__submission_t *cancel_next; /* link in the queue's list of cancellations to deliver */
+  cuv__tl_entry_t tl;       /* its place on its stream's timeline (reactor.c): set as it arms */
+  /* Only n_holds of these are ever read, the watch only once arm_hostfn (lib/completion.c) has
+   * set it whole, and the last two only when `trace` is set (cuv_submit sets them then). */
   cuv__hold_t inline_holds[CUV__INLINE_HOLDS];
   cuv__watch_t watch; /* the reactor's fault watch of host-callback work */
   cuv_trace_t *trace_out;
   cuv_trace_t trace_data;
 };
+
+/* The bytes sub_new clears. */
+#define CUV__SUB_CLEARED_AT offsetof(cuv__submission_t, n_holds)
+#define CUV__SUB_CLEARED                                                                           \
+  (offsetof(cuv__submission_t, callback_ran) + sizeof(bool) - CUV__SUB_CLEARED_AT)
 
 /* A submission on `stream` (which it references and counts in flight), with `extra` bytes of its
  * creator's after it in the same block (cuv__sub_extra): cuv_submit's job lives there, so a
