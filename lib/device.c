@@ -80,11 +80,6 @@ int cuv__device_get(cuv_device_t **out, int ordinal) {
   return rc;
 }
 
-cuv_device_t *cuv__device_ref(cuv_device_t *dev) {
-  atomic_fetch_add(&dev->refs, 1);
-  return dev;
-}
-
 static void device_destroy(cuv_device_t *dev) {
   /* The default policy's streams do not reference the device (that would be a cycle), so it
    * is torn down here, when the last real reference is gone. */
@@ -101,7 +96,7 @@ static void device_destroy(cuv_device_t *dev) {
 
 /* What may be the last reference, under the global lock; out of line, so the common drop saves
  * no registers for it. */
-static __attribute__((noinline)) void device_unref_locked(cuv_device_t *dev) {
+void cuv__device_unref_last(cuv_device_t *dev) {
   pthread_mutex_lock(&devices_lock);
   bool last = atomic_fetch_sub(&dev->refs, 1) == 1;
   if (last)
@@ -109,19 +104,6 @@ static __attribute__((noinline)) void device_unref_locked(cuv_device_t *dev) {
   pthread_mutex_unlock(&devices_lock);
   if (last)
     device_destroy(dev);
-}
-
-void cuv__device_unref(cuv_device_t *dev) {
-  if (!dev)
-    return;
-  /* Not the last reference: dropped without the global lock (every submission's retirement
-   * comes here). Only the drop to zero, which must not race a cuv__device_get finding the
-   * device in the table, takes it. */
-  int refs = atomic_load(&dev->refs);
-  while (refs > 1)
-    if (atomic_compare_exchange_weak(&dev->refs, &refs, refs - 1))
-      return;
-  device_unref_locked(dev);
 }
 
 CUV_EXTERN int cuv_device_open(cuv_device_t **dev, int ordinal) {

@@ -25,8 +25,27 @@ struct cuv_device_s {
 
 /* The device of `ordinal`, opened (one more reference). */
 int cuv__device_get(cuv_device_t **dev, int ordinal);
-cuv_device_t *cuv__device_ref(cuv_device_t *dev);
-void cuv__device_unref(cuv_device_t *dev);
+/* A reference more and less. Inline, as the stream's and the kernel's: each runs once or twice per
+ * submission, and a call of another file costs more than the atomic itself (bench/RESULTS.md,
+ * cuv-bench-submit). */
+static inline cuv_device_t *cuv__device_ref(cuv_device_t *dev) {
+  atomic_fetch_add(&dev->refs, 1);
+  return dev;
+}
+/* The drop of what may be the last reference, which takes the devices' lock (device.c). */
+void cuv__device_unref_last(cuv_device_t *dev);
+/* Not the last reference: dropped without the global lock (every submission's retirement comes
+ * here). Only the drop to zero, which must not race a cuv__device_get finding the device in the
+ * table, takes it. */
+static inline void cuv__device_unref(cuv_device_t *dev) {
+  if (!dev)
+    return;
+  int refs = atomic_load(&dev->refs);
+  while (refs > 1)
+    if (atomic_compare_exchange_weak(&dev->refs, &refs, refs - 1))
+      return;
+  cuv__device_unref_last(dev);
+}
 /* Makes dev's context current on this thread if it is not. */
 int cuv__bind(cuv_device_t *dev);
 /* Events from the device's pool (created on demand) and back. */

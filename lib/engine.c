@@ -652,7 +652,7 @@ static void stand_in_describe(cuv__job_t *job, cuv__touches_t *touches) {
 
 /* The stand-ins of a job of several devices; out of line, so a job of one device (nearly every
  * one) saves no registers for them. */
-static __attribute__((noinline)) int prepare_cross(cuv__job_t *job, uint64_t others) {
+int cuv__engine_prepare_cross(cuv__job_t *job, uint64_t others) {
   unsigned n = (unsigned)__builtin_popcountll(others);
   struct cuv__cross *cross = calloc(1, sizeof *cross + n * sizeof cross->in[0]);
   if (!cross)
@@ -670,13 +670,6 @@ static __attribute__((noinline)) int prepare_cross(cuv__job_t *job, uint64_t oth
   return 0;
 }
 
-int cuv__engine_prepare(cuv__job_t *job) {
-  uint64_t others = job->devices & ~CUV__DEVICE_BIT(job->stream->dev->ordinal);
-  job->cross = NULL;
-  if (!others || !cuv__engine_enabled())
-    return 0;
-  return prepare_cross(job, others);
-}
 
 /* The job runs outside the engines (on its submitting thread): its stand-ins are not needed. */
 static void cross_drop(cuv__job_t *job) {
@@ -738,7 +731,7 @@ static bool claim_here(engine_t *e, cuv__job_t *job, bool need_idle, bool *wait)
 }
 
 /* A job submitting from its own run (then_unchecked): it must not help drain a full ring behind
- * itself; queued, or run here when the ring is full. Out of line, as prepare_cross. */
+ * itself; queued, or run here when the ring is full. Out of line, as cuv__engine_prepare_cross. */
 static __attribute__((noinline)) void submit_nested(engine_t *e, cuv__job_t *job) {
   if (cuv__ring_push(e->ring, job)) {
     atomic_fetch_add(&e->queued, 1);

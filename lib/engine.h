@@ -52,10 +52,6 @@ struct cuv__job {
   bool stand_in;           /* the job is one: a place held in an engine for a job of another */
 };
 
-/* Readies a job whose `devices` name other devices than its stream's: its stand-ins are made
- * here, so that handing it over cannot fail for want of memory. 0, or CUV_ENOMEM (the job must
- * then not be handed over). Nothing to do for a job of one device. */
-int cuv__engine_prepare(cuv__job_t *job);
 /* Hands an asynchronous job to the engine of the stream's device. The job runs on this thread
  * when `may_inline` (never for a job that may wait) and the engine is idle (nothing queued,
  * nothing running, nothing else in flight on the stream), else on a submitter thread; when the
@@ -74,6 +70,19 @@ void cuv__engine_run_blocking(cuv__job_t *job);
  * when not, they run jobs themselves. Inline: asked once per submission. */
 static inline bool cuv__engine_enabled(void) {
   return cuv__config.submit_threads > 0 && cuv__config.submit_inline != CUV_SUBMIT_INLINE_ALWAYS;
+}
+
+/* The stand-ins of a job of several devices (engine.c): out of line. */
+int cuv__engine_prepare_cross(cuv__job_t *job, uint64_t others);
+/* Readies a job whose `devices` name other devices than its stream's: its stand-ins are made
+ * here, so that handing it over cannot fail for want of memory. 0, or CUV_ENOMEM (the job must
+ * then not be handed over). Nothing to do for a job of one device; inline, once per submission. */
+static inline int cuv__engine_prepare(cuv__job_t *job) {
+  uint64_t others = job->devices & ~((uint64_t)1 << job->stream->dev->ordinal);
+  job->cross = NULL;
+  if (!others || !cuv__engine_enabled())
+    return 0;
+  return cuv__engine_prepare_cross(job, others);
 }
 
 #endif

@@ -5,6 +5,7 @@
 #include "internal.h"
 #include "completion.h"
 #include "exec.h"
+#include "policy.h"
 
 /* The stream an op runs on: the given one, else the policy's (the op device's default policy
  * when none is given). The device is the op's own when the op holds it open (op->dev), else it
@@ -15,7 +16,7 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
                        cuv_device_t **opened) {
   if (*stream) {
     if (!*policy)
-      return cuv_device_policy((*stream)->dev, policy);
+      return cuv__device_policy((*stream)->dev, policy);
     return 0;
   }
   if (!*policy) {
@@ -23,7 +24,7 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
     int rc = dev ? 0 : cuv__device_get(opened, op->device < 0 ? 0 : op->device);
     if (rc < 0)
       return rc;
-    rc = cuv_device_policy(dev ? dev : *opened, policy);
+    rc = cuv__device_policy(dev ? dev : *opened, policy);
     if (rc < 0)
       return rc;
   }

@@ -27,7 +27,7 @@ static void launch_drop(cuv_op_t *op) {
     cuv_buffer_unref(l->args[i].buffer);
     cuv__op_drop(l->args[i].op); /* an op argument that never ran */
   }
-  cuv_kernel_unref(l->kernel);
+  cuv__kernel_drop(l->kernel);
 }
 
 /* The node retires with the submission (op.h): its kernel and buffer references hold them until
@@ -124,12 +124,14 @@ static int check_launch(const cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t 
       !block.z)
     return CUV_EINVAL;
   int rc = cuv__args_check(kernel, args, nargs);
-  return rc < 0 ? rc : cuv__arg_ops_error(args, nargs, nops, host);
+  return rc < 0 || !nargs ? rc : cuv__arg_ops_error(args, nargs, nops, host);
 }
 
 CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_t block,
                                 unsigned shared_bytes, const cuv_arg_t *args, size_t nargs) {
-  int rc = cuv__arg_ops_take(args, nargs); /* consumed from here on, whatever happens */
+  /* Without arguments (an empty kernel) there is nothing to take, and nothing to check but the
+   * kernel's parameter count: the calls for them are skipped. */
+  int rc = nargs ? cuv__arg_ops_take(args, nargs) : 0; /* consumed from here on, whatever happens */
   if (rc < 0)
     return cuv__op_fail(rc);
   size_t nops;
@@ -152,7 +154,7 @@ CUV_EXTERN cuv_op_t *cuv_launch(cuv_kernel_t *kernel, cuv_dim3_t grid, cuv_dim3_
     if (args[i].op)
       l->op.devices |= args[i].op->devices; /* trees on other devices among them */
   pack_args(l, args, nargs); /* the op arguments move into the node */
-  if ((rc = cuv__kargs_unique(l->args, l->nargs)) < 0) {
+  if (nargs && (rc = cuv__kargs_unique(l->args, l->nargs)) < 0) {
     cuv_op_destroy(&l->op);
     return cuv__op_fail(rc);
   }

@@ -138,18 +138,16 @@ CUV_EXTERN int cuv_kernel_get(cuv_kernel_t **out, cuv_module_t *mod, const char 
   return 0;
 }
 
-cuv_kernel_t *cuv__kernel_ref(cuv_kernel_t *k) {
-  atomic_fetch_add(&k->refs, 1);
-  return k;
-}
-
 CUV_EXTERN cuv_kernel_t *cuv_kernel_ref(cuv_kernel_t *k) { return k ? cuv__kernel_ref(k) : NULL; }
 
-CUV_EXTERN void cuv_kernel_unref(cuv_kernel_t *k) {
-  if (!k || atomic_fetch_sub(&k->refs, 1) != 1)
-    return;
+void cuv__kernel_free(cuv_kernel_t *k) {
   cuv_module_unref(k->mod);
   free(k);
+}
+
+CUV_EXTERN void cuv_kernel_unref(cuv_kernel_t *k) {
+  if (k)
+    cuv__kernel_drop(k);
 }
 
 void cuv__kernel_unref(void *k) { cuv_kernel_unref(k); }

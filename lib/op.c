@@ -204,11 +204,11 @@ CUV_EXTERN int cuv_op_device(const cuv_op_t *op, int *ordinal) {
 
 /* ---- the execution lock ---- */
 
-static _Thread_local unsigned exec_lock_depth;
+/* Read inline by cuv__exec_locked (op.h), once per submission. */
+_Thread_local unsigned cuv__exec_lock_depth;
 
-bool cuv__exec_locked(void) { return exec_lock_depth > 0; }
-void cuv__exec_lock(void) { exec_lock_depth++; }
-void cuv__exec_unlock(void) { exec_lock_depth--; }
+void cuv__exec_lock(void) { cuv__exec_lock_depth++; }
+void cuv__exec_unlock(void) { cuv__exec_lock_depth--; }
 
 /* ---- outputs ---- */
 

@@ -103,7 +103,8 @@ int cuv__op_first_error(cuv_op_t *const *ops, size_t n);
 cuv_output_t cuv__tuple_new(size_t n);
 
 /* The execution lock: held while a then/with_context callback runs on this thread. */
-bool cuv__exec_locked(void);
+extern _Thread_local unsigned cuv__exec_lock_depth; /* op.c's */
+static inline bool cuv__exec_locked(void) { return cuv__exec_lock_depth > 0; }
 void cuv__exec_lock(void);
 void cuv__exec_unlock(void);
 

@@ -245,10 +245,9 @@ CUV_EXTERN int cuv_policy_least_loaded_devices(cuv_policy_t **out, cuv_device_t 
 /* ---- the device's default ---- */
 
 /* Created once under the device's lock. The device owns its default policy, whose streams
- * therefore do not reference it. Out of line: cuv_device_policy, once per submission, then
- * saves no registers for it. */
-static __attribute__((noinline, cold)) int default_policy_create(cuv_device_t *dev,
-                                                                 cuv_policy_t **out) {
+ * therefore do not reference it. Out of line: cuv__device_policy (device.h), once per
+ * submission, then saves no registers for it. */
+__attribute__((cold)) int cuv__device_policy_create(cuv_device_t *dev, cuv_policy_t **out) {
   int rc = 0;
   pthread_mutex_lock(&dev->lock);
   cuv_policy_t *p = atomic_load(&dev->policy);
@@ -264,8 +263,7 @@ static __attribute__((noinline, cold)) int default_policy_create(cuv_device_t *d
 CUV_EXTERN int cuv_device_policy(cuv_device_t *dev, cuv_policy_t **out) {
   if (!dev || !out)
     return CUV_EINVAL;
-  *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
-  return *out ? 0 : default_policy_create(dev, out);
+  return cuv__device_policy(dev, out);
 }
 
 int cuv__policy_stream_on(cuv_policy_t *p, cuv_device_t *dev, cuv_stream_t **out) {

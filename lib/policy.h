@@ -7,5 +7,12 @@
  * from `policy` when it serves dev (a policy of dev, or a device set holding it), else from dev's
  * default policy. */
 int cuv__policy_stream_on(cuv_policy_t *policy, cuv_device_t *dev, cuv_stream_t **stream);
+/* The device's default policy, made at its first use; what cuv_device_policy gives, for a
+ * device that is not NULL, inline for the executors (once per submission). */
+int cuv__device_policy_create(cuv_device_t *dev, cuv_policy_t **out);
+static inline int cuv__device_policy(cuv_device_t *dev, cuv_policy_t **out) {
+  *out = atomic_load_explicit(&dev->policy, memory_order_acquire);
+  return *out ? 0 : cuv__device_policy_create(dev, out);
+}
 
 #endif

@@ -31,21 +31,6 @@ CUV_EXTERN int cuv_queue_create(cuv_queue_t **out, cuv_notify_fn notify, void *n
   return 0;
 }
 
-/* Counted in, then the flag read again, both sequentially consistent as are cuv_queue_close's
- * store and a closing owner's later reads of pending: either this entry sees the close, or the
- * owner sees it counted and waits for it. Without the lock, which was a third of the queue's
- * cost per submission (bench/RESULTS.md, cuv-bench-submit); a queue found closed at the first
- * look is not counted at all, so it notifies nothing (uv/bridge.c, finish). */
-int cuv__queue_enter(cuv_queue_t *q) {
-  if (atomic_load(&q->closed))
-    return CUV_ECLOSED;
-  atomic_fetch_add(&q->pending, 1);
-  if (!atomic_load(&q->closed))
-    return 0;
-  cuv__queue_leave(q); /* closed meanwhile: counted out again, as a refusal is */
-  return CUV_ECLOSED;
-}
-
 void cuv__queue_leave(cuv_queue_t *q) {
   pthread_mutex_lock(&q->lock);
   if (atomic_fetch_sub(&q->pending, 1) == 1 && q->notify)

@@ -32,12 +32,25 @@ struct cuv_queue_s {
   cuv__queue_fd_t readiness;   /* cuv_queue_fd's descriptor (lock): shows !nothing_to_deliver */
 };
 
-/* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED.
- * Without the lock. */
-int cuv__queue_enter(cuv_queue_t *queue);
 /* Counts a refused submission out again; notifies when that leaves nothing pending, so an owner
  * waiting for its work to end looks again. */
 void cuv__queue_leave(cuv_queue_t *queue);
+/* Counts a submission in as cuv_submit starts (before it reaches the queue), or CUV_ECLOSED.
+ * Counted in, then the flag read again, both sequentially consistent as are cuv_queue_close's
+ * store and a closing owner's later reads of pending: either this entry sees the close, or the
+ * owner sees it counted and waits for it. Without the lock, which was a third of the queue's
+ * cost per submission (bench/RESULTS.md, cuv-bench-submit); a queue found closed at the first
+ * look is not counted at all, so it notifies nothing (uv/bridge.c, finish). Inline: once per
+ * submission. */
+static inline int cuv__queue_enter(cuv_queue_t *q) {
+  if (atomic_load(&q->closed))
+    return CUV_ECLOSED;
+  atomic_fetch_add(&q->pending, 1);
+  if (!atomic_load(&q->closed))
+    return 0;
+  cuv__queue_leave(q); /* closed meanwhile: counted out again, as a refusal is */
+  return CUV_ECLOSED;
+}
 /* Gives an entered submission its ticket; stamps it when its owner polls the queue. Without the
  * lock: one atomic add and one compare-and-swap. */
 void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);

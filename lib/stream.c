@@ -63,14 +63,7 @@ static void stream_settle_detached(cuv_stream_t *stream) {
   cuv__stream_reap(stream);
 }
 
-cuv_stream_t *cuv__stream_ref(cuv_stream_t *stream) {
-  atomic_fetch_add(&stream->refs, 1);
-  return stream;
-}
-
-void cuv__stream_unref(cuv_stream_t *stream) {
-  if (!stream || atomic_fetch_sub(&stream->refs, 1) != 1)
-    return;
+void cuv__stream_unref_last(cuv_stream_t *stream) {
   /* Last reference: no submission uses it any more, so detached work is all that may remain. */
   stream_settle_detached(stream);
   if (stream->owned && cuv__bind(stream->dev) == 0)

@@ -44,8 +44,17 @@ struct cuv_stream_s {
 
 /* A stream for cuv's own use; holds_device false for streams the device itself owns. */
 int cuv__stream_create(cuv_stream_t **stream, cuv_device_t *dev, bool holds_device);
-cuv_stream_t *cuv__stream_ref(cuv_stream_t *stream);
-void cuv__stream_unref(cuv_stream_t *stream);
+/* A reference more and less, inline as the device's (device.h); the last one's drop tears the
+ * stream down (cuv__stream_unref_last, stream.c). */
+static inline cuv_stream_t *cuv__stream_ref(cuv_stream_t *stream) {
+  atomic_fetch_add(&stream->refs, 1);
+  return stream;
+}
+void cuv__stream_unref_last(cuv_stream_t *stream);
+static inline void cuv__stream_unref(cuv_stream_t *stream) {
+  if (stream && atomic_fetch_sub(&stream->refs, 1) == 1)
+    cuv__stream_unref_last(stream);
+}
 /* Runs the reap hook, if the stream ever carried detached work. */
 void cuv__stream_reap(cuv_stream_t *stream);
 
