@@ -17,48 +17,26 @@
 
 #include "pool.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define POOL_PASS_THROUGH 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define POOL_PASS_THROUGH 1
-#endif
-#endif
+#ifdef CUV__POOL_PASS_THROUGH
 
-#ifdef POOL_PASS_THROUGH
+void *cuv__pool_alloc_slow(size_t size) { return malloc(size ? size : 1); }
 
-void *cuv__pool_alloc(size_t size) { return malloc(size ? size : 1); }
-
-void cuv__pool_free(void *p) { free(p); }
+void cuv__pool_free_slow(void *p) { free(p); }
 
 #else
 
-#define GRAIN 16u   /* sizes round up to a multiple of this */
-#define CLASSES 64u /* pooled sizes: up to CLASSES * GRAIN bytes; larger ones are malloc's alone */
-#define KEEP 4096u  /* free blocks a thread keeps per class; more go back to malloc */
-
-typedef struct cache cache_t;
-
-typedef struct block {
-  cache_t *owner; /* NULL: not pooled (large, or made without a cache): malloc's alone */
-  size_t cls;
-  struct block *next; /* the first bytes of the caller's: used only while the block is free */
-} block_t;
-
-#define HEADER offsetof(block_t, next)
-_Static_assert(HEADER % alignof(max_align_t) == 0, "the caller's bytes stay aligned as malloc's");
-
-struct cache {
-  block_t *free[CLASSES + 1];
-  uint32_t n_free[CLASSES + 1];
-  atomic_size_t refs;
-  alignas(64) _Atomic(block_t *) returned; /* its own line: other threads write it */
-};
+/* The header's names (pool.h), short. */
+#define GRAIN CUV__POOL_GRAIN
+#define CLASSES CUV__POOL_CLASSES
+#define KEEP CUV__POOL_KEEP
+#define HEADER CUV__POOL_HEADER
+typedef cuv__pool_cache_t cache_t;
+typedef cuv__pool_block_t block_t;
 
 static char closed_mark;
 #define CLOSED ((block_t *)&closed_mark) /* `returned` once the owner has exited */
 
-static _Thread_local cache_t *mine;
+_Thread_local cache_t *cuv__pool_mine; /* read inline by pool.h */
 static pthread_key_t exit_key;
 static pthread_once_t exit_key_once = PTHREAD_ONCE_INIT;
 static bool exit_key_made;
@@ -106,7 +84,7 @@ static block_t *take_returned(cache_t *c, block_t *end) {
 
 static void thread_exit(void *arg) {
   cache_t *c = arg;
-  mine = NULL; /* a free later in this thread's exit takes the other threads' way */
+  cuv__pool_mine = NULL; /* a free later in this thread's exit takes the other threads' way */
   for (size_t cls = 1; cls <= CLASSES; cls++) {
     while (c->free[cls]) {
       block_t *b = c->free[cls];
@@ -146,10 +124,10 @@ static __attribute__((noinline, cold)) cache_t *make_cache(void) {
     free(c);
     return NULL;
   }
-  return mine = c;
+  return cuv__pool_mine = c;
 }
 
-static cache_t *my_cache(void) { return mine ? mine : make_cache(); }
+static cache_t *my_cache(void) { return cuv__pool_mine ? cuv__pool_mine : make_cache(); }
 
 /* A free block of class cls from c, taking back what other threads returned when c has none. */
 static block_t *reuse(cache_t *c, size_t cls) {
@@ -180,7 +158,7 @@ static __attribute__((noinline)) block_t *fresh(cache_t *c, size_t cls, size_t b
   return b;
 }
 
-void *cuv__pool_alloc(size_t size) {
+void *cuv__pool_alloc_slow(size_t size) {
   if (size > SIZE_MAX - HEADER - GRAIN)
     return NULL;
   size_t cls = size ? (size + GRAIN - 1) / GRAIN : 1;
@@ -191,23 +169,16 @@ void *cuv__pool_alloc(size_t size) {
   return b ? payload(b) : NULL;
 }
 
-void cuv__pool_free(void *p) {
+void cuv__pool_free_slow(void *p) {
   if (!p)
     return;
   block_t *b = block_of(p);
   if (!b->owner)
     free(b);
-  else if (b->owner == mine)
+  else if (b->owner == cuv__pool_mine)
     keep(b->owner, b);
   else
     give_back(b->owner, b);
 }
 
-#endif /* POOL_PASS_THROUGH */
-
-void *cuv__pool_zalloc(size_t size) {
-  void *p = cuv__pool_alloc(size);
-  if (p)
-    memset(p, 0, size);
-  return p;
-}
+#endif /* CUV__POOL_PASS_THROUGH */
