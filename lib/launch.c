@@ -75,14 +75,19 @@ static size_t storage_size(const cuv_arg_t *args, size_t nargs) {
 }
 
 /* The node, its argument table and the storage in one allocation: a launch is the most frequent
- * op, and three mallocs and frees per launch were most of its host cost. */
+ * op, and three mallocs and frees per launch were most of its host cost. The table and the
+ * storage are cleared (pack_args fills them in part); the node's own fields are set by
+ * cuv_launch, each of them, so it is not cleared first. */
 static launch_op_t *launch_new(size_t nargs, size_t storage) {
   size_t head = sizeof(launch_op_t) + nargs * sizeof(cuv__karg_t);
   head = (head + 7) & ~(size_t)7;
-  launch_op_t *l = (launch_op_t *)cuv__op_new(&launch_vt, head + storage);
+  launch_op_t *l = (launch_op_t *)cuv__op_new_unset(&launch_vt, head + storage);
   if (l) {
+    l->nargs = 0; /* pack_args counts them in */
     l->args = (cuv__karg_t *)(l + 1);
     l->storage = (unsigned char *)l + head;
+    if (head + storage > sizeof *l)
+      memset(l->args, 0, head + storage - sizeof *l);
   }
   return l;
 }

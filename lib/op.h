@@ -65,6 +65,15 @@ struct cuv_op_s {
 
 /* A new node of `size` bytes (zeroed) with `vt`; NULL when out of memory. */
 cuv_op_t *cuv__op_new(const cuv__op_vt_t *vt, size_t size);
+/* The same with only its struct cuv_op_s set (as cuv__op_new sets it): the node's own bytes after
+ * it are the caller's to set, every one. For the launch, built once per submission: clearing it
+ * whole cost a memset call (bench/RESULTS.md, cuv-bench-submit). */
+static inline cuv_op_t *cuv__op_new_unset(const cuv__op_vt_t *vt, size_t size) {
+  cuv_op_t *op = cuv__pool_alloc(size);
+  if (op)
+    *op = (struct cuv_op_s){.vt = vt, .device = -1};
+  return op;
+}
 /* An op that carries `error` (never NULL: out of memory yields a static error op). */
 cuv_op_t *cuv__op_fail(int error);
 /* Executes and consumes op; on failure *out is left cleared. */
