@@ -28,7 +28,7 @@ static int pick_stream(cuv_op_t *op, cuv_policy_t **policy, cuv_stream_t **strea
     if (rc < 0)
       return rc;
   }
-  return cuv_policy_next_stream(*policy, op, stream);
+  return cuv__policy_next_stream(*policy, op, stream);
 }
 
 int cuv__exec_begin(cuv_op_t *op, cuv_policy_t *policy, cuv_stream_t *stream, size_t extra,

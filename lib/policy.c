@@ -4,11 +4,6 @@
 #include "internal.h"
 #include "policy.h"
 
-struct cuv_policy_s {
-  cuv_policy_ops_t ops;
-  void *state;
-};
-
 CUV_EXTERN int cuv_policy_create(cuv_policy_t **out, const cuv_policy_ops_t *ops, void *state) {
   if (!out || !ops || !ops->next_stream || !ops->device)
     return CUV_EINVAL;
@@ -32,9 +27,7 @@ CUV_EXTERN void cuv_policy_destroy(cuv_policy_t *p) {
 CUV_EXTERN int cuv_policy_next_stream(cuv_policy_t *p, const cuv_op_t *op, cuv_stream_t **out) {
   if (!p || !out)
     return CUV_EINVAL;
-  *out = NULL;
-  int rc = p->ops.next_stream(p->state, op, out);
-  return rc < 0 ? rc : (*out ? 0 : CUV_EINVAL);
+  return cuv__policy_next_stream(p, op, out);
 }
 
 CUV_EXTERN cuv_device_t *cuv_policy_device(cuv_policy_t *p) {

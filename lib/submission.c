@@ -13,32 +13,8 @@ static void stream_in_flight_release(void *arg) {
   cuv__stream_unref(stream);
 }
 
-static cuv__submission_t *sub_new(cuv_stream_t *stream, bool part, size_t extra) {
-  cuv__submission_t *sub = cuv__pool_alloc(CUV__SUB_EXTRA_AT + extra);
-  if (!sub)
-    return NULL;
-  memset((char *)sub + CUV__SUB_CLEARED_AT, 0, CUV__SUB_CLEARED);
-  atomic_init(&sub->users, 1);
-  sub->holds = sub->inline_holds;
-  sub->cap_holds = CUV__INLINE_HOLDS;
-  sub->dev = cuv__device_ref(stream->dev);
-  sub->stream = cuv__stream_ref(stream);
-  sub->devices = CUV__DEVICE_BIT(stream->dev->ordinal);
-  sub->part = part;
-  atomic_init(&sub->gates, 1);
-  atomic_fetch_add(&stream->in_flight, 1);
-  if (!part)
-    CUV__STAT_ADD(in_flight, 1);
-  return sub;
-}
-
-int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream, size_t extra) {
-  *out = extra <= SIZE_MAX - CUV__SUB_EXTRA_AT ? sub_new(stream, false, extra) : NULL;
-  return *out ? 0 : CUV_ENOMEM;
-}
-
 int cuv__sub_create_part(cuv__submission_t **out, cuv_stream_t *stream) {
-  *out = sub_new(stream, true, 0);
+  *out = cuv__sub_new(stream, true, 0);
   return *out ? 0 : CUV_ENOMEM;
 }
 
@@ -217,11 +193,7 @@ void cuv__sub_leak(cuv__submission_t *sub) {
   CUV__STAT_SUB(in_flight, 1);
 }
 
-void cuv__sub_finish(cuv__submission_t *sub, int status) {
-  if (status < 0 && cuv_status_is_fault(status)) { /* a success costs no call */
-    CUV__STAT_ADD(faults, 1);
-    cuv__sub_leak(sub);
-  }
-  else
-    cuv__sub_retire(sub);
+void cuv__sub_fault(cuv__submission_t *sub) {
+  CUV__STAT_ADD(faults, 1);
+  cuv__sub_leak(sub);
 }

@@ -3,6 +3,8 @@
 
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "reactor.h"
 
@@ -35,13 +37,13 @@ typedef struct cuv__sub_event {
   cuv_device_t *dev;
 } cuv__sub_event_t;
 
-/* Three parts, by how a new submission's fields get their values (sub_new, lib/submission.c):
+/* Three parts, by how a new submission's fields get their values (cuv__sub_new, below):
  * the first set one by one there, the second cleared there with one memset (CUV__SUB_CLEARED),
  * the last never cleared, each field written before it is read by whoever uses it. Clearing the
  * whole 304 bytes before was some 40 instructions of each submission (bench/RESULTS.md,
  * cuv-bench-submit). */
 struct cuv__submission {
-  /* ---- set by sub_new ---- */
+  /* ---- set by cuv__sub_new ---- */
   cuv_device_t *dev;     /* the executing device: sub->stream's */
   cuv_stream_t *stream;  /* the stream the op tree ran on; completion is proven on it */
   /* The devices the tree may touch (the op's, and the executing one): an op of another device
@@ -56,7 +58,7 @@ struct cuv__submission {
    * bytes after it (cuv__sub_extra) are in use past that (cuv__sub_extra_keep). */
   atomic_uint users;
   bool part; /* a device part of a multi-device op (lib/collective.c): not in the statistics */
-  /* ---- cleared by sub_new, from n_holds to the end of callback_ran ---- */
+  /* ---- cleared by cuv__sub_new, from n_holds to the end of callback_ran ---- */
   size_t n_holds;
   CUevent done_event;    /* recorded behind the work, when a path needs one */
   cuv__sub_event_t *events; /* join and ordering events, back to their pools at retirement */
@@ -109,18 +111,42 @@ struct cuv__submission {
   cuv_trace_t trace_data;
 };
 
-/* The bytes sub_new clears. */
+/* The bytes cuv__sub_new clears. */
 #define CUV__SUB_CLEARED_AT offsetof(cuv__submission_t, n_holds)
 #define CUV__SUB_CLEARED                                                                           \
   (offsetof(cuv__submission_t, callback_ran) + sizeof(bool) - CUV__SUB_CLEARED_AT)
 
-/* A submission on `stream` (which it references and counts in flight), with `extra` bytes of its
- * creator's after it in the same block (cuv__sub_extra): cuv_submit's job lives there, so a
- * submission costs one allocation, not one for it and one for its job. */
-int cuv__sub_create(cuv__submission_t **sub, cuv_stream_t *stream, size_t extra);
 /* Where the extra bytes of cuv__sub_create start: after the submission, aligned as malloc's. */
 #define CUV__SUB_EXTRA_AT                                                                          \
   ((sizeof(cuv__submission_t) + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1))
+/* A new submission (a part when `part`); NULL without memory. Inline, with cuv__sub_create:
+ * once per submission, and a call into submission.c for it was some 20 instructions of each
+ * (bench/RESULTS.md, cuv-bench-submit). */
+static inline cuv__submission_t *cuv__sub_new(cuv_stream_t *stream, bool part, size_t extra) {
+  cuv__submission_t *sub = cuv__pool_alloc(CUV__SUB_EXTRA_AT + extra);
+  if (!sub)
+    return NULL;
+  memset((char *)sub + CUV__SUB_CLEARED_AT, 0, CUV__SUB_CLEARED);
+  atomic_init(&sub->users, 1);
+  sub->holds = sub->inline_holds;
+  sub->cap_holds = CUV__INLINE_HOLDS;
+  sub->dev = cuv__device_ref(stream->dev);
+  sub->stream = cuv__stream_ref(stream);
+  sub->devices = (uint64_t)1 << stream->dev->ordinal;
+  sub->part = part;
+  atomic_init(&sub->gates, 1);
+  atomic_fetch_add(&stream->in_flight, 1);
+  if (!part)
+    CUV__STAT_ADD(in_flight, 1);
+  return sub;
+}
+/* A submission on `stream` (which it references and counts in flight), with `extra` bytes of its
+ * creator's after it in the same block (cuv__sub_extra): cuv_submit's job lives there, so a
+ * submission costs one allocation, not one for it and one for its job. */
+static inline int cuv__sub_create(cuv__submission_t **out, cuv_stream_t *stream, size_t extra) {
+  *out = extra <= SIZE_MAX - CUV__SUB_EXTRA_AT ? cuv__sub_new(stream, false, extra) : NULL;
+  return *out ? 0 : CUV_ENOMEM;
+}
 /* The extra bytes of cuv__sub_create. Inline, as the next one: once per submission each. */
 static inline void *cuv__sub_extra(cuv__submission_t *sub) {
   return (char *)sub + CUV__SUB_EXTRA_AT;
@@ -172,7 +198,14 @@ int cuv__sub_record(cuv__submission_t *sub);
 void cuv__sub_retire(cuv__submission_t *sub);
 /* Completion unprovable (a fault): the holds are leaked on purpose, counted and reported once. */
 void cuv__sub_leak(cuv__submission_t *sub);
-/* Retires, or leaks when status says the context faulted. */
-void cuv__sub_finish(cuv__submission_t *sub, int status);
+/* Retires, or leaks when status says the context faulted (cuv__sub_fault, which counts it).
+ * Inline: a success costs no call to ask. */
+void cuv__sub_fault(cuv__submission_t *sub);
+static inline void cuv__sub_finish(cuv__submission_t *sub, int status) {
+  if (status < 0 && cuv_status_is_fault(status))
+    cuv__sub_fault(sub);
+  else
+    cuv__sub_retire(sub);
+}
 
 #endif
