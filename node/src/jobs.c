@@ -1,6 +1,5 @@
 /* Promises settled by the bridge (jobs.h). */
 #include <stdlib.h>
-#include <string.h>
 
 #include "device_buffer.h"
 #include "errors.h"
@@ -9,7 +8,6 @@
 #include "scope.h"
 
 typedef struct job {
-  int status; /* a refusal's, or the op's once completed */
   cuv_node_addon_t *addon;
   napi_deferred deferred;
   napi_ref value; /* VALUE's value */

@@ -129,9 +129,8 @@ static void test_loop_polls_its_young_work(void **state) {
   uvt_close(&l);
 }
 
-/* Links submitted by another thread for the loop, (as the Node addon's
- * feeder does): a 2 ms kernel each, one submitted every millisecond, so that when one ends the
- * next is in flight and young. The loop, woken by a completion, finds it so and polls for it and
+/* Links submitted by another thread for the loop: a 2 ms kernel each, one submitted every
+ * millisecond, so that when one ends the next is in flight and young. The loop, woken by a completion, finds it so and polls for it and
  * what follows as for its own work. The reactor thread, which scans flat out for 200 us after a
  * completion and then sleeps in steps of 20 us and more, is mostly asleep when one ends. (Links
  * submitted in pairs ended in pairs, with nothing left in flight when the loop looked: on the
