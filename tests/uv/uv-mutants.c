@@ -130,13 +130,14 @@ static void test_loop_polls_its_young_work(void **state) {
 }
 
 /* Links submitted by another thread for the loop: a 2 ms kernel each, one submitted every
- * millisecond, so that when one ends the next is in flight and young. The loop, woken by a completion, finds it so and polls for it and
- * what follows as for its own work. The reactor thread, which scans flat out for 200 us after a
- * completion and then sleeps in steps of 20 us and more, is mostly asleep when one ends. (Links
- * submitted in pairs ended in pairs, with nothing left in flight when the loop looked: on the
- * GPU it never polled.) An async handle keeps the loop alive until the last called back.
- * Without the poll nothing in this process runs the reactor's scan off its thread:
- * completed_polled stays 0. The pace is a shape, not a timing assertion. */
+ * millisecond, so that when one ends the next is in flight and young. The loop, woken by a
+ * completion, finds it so and polls for it and what follows as for its own work. The reactor
+ * thread, which scans flat out for 200 us after a completion and then sleeps in steps of 20 us
+ * and more, is mostly asleep when one ends. (Links submitted in pairs ended in pairs, with
+ * nothing left in flight when the loop looked: on the GPU it never polled.) An async handle
+ * keeps the loop alive until the last called back. Without the poll nothing in this process runs
+ * the reactor's scan off its thread: completed_polled stays 0. The pace is a shape, not a timing
+ * assertion. */
 #define OTHER_CHAIN 100
 #define OTHER_KERNEL_US 2000
 #define OTHER_PACE_US 1000
