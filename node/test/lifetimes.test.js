@@ -15,8 +15,8 @@ const frees = () => (driver === 'sim' ? cuv.sim.calls('cuMemFree') : -1);
 test('an aborted call rejects with an AbortError at once; its work still runs, holding its memory',
   { skip }, async () => {
     await collect(); // no garbage DeviceBuffer left to free memory meanwhile
+    const trace = await cuv.upload(new Uint32Array(1)); // first: not behind the gate's stream
     const g = await gate(GATE_MS);
-    const trace = await cuv.upload(new Uint32Array(1));
     const before = frees();
     const controller = new AbortController();
     const bumped = g.bump(trace, { signal: controller.signal });
@@ -95,8 +95,8 @@ test('a disposed buffer\'s memory is freed only once the work using it is done',
   await collect();
   // No free of an earlier test's buffer to come: the releasing thread idle, nothing in flight.
   await until(() => cuv.stats().releasing === 0 && cuv.stats().inFlight === 0);
+  const trace = await cuv.upload(new Uint32Array(1)); // first: not behind the gate's stream
   const g = await gate(GATE_MS);
-  const trace = await cuv.upload(new Uint32Array(1));
   const before = frees();
   const bumped = g.bump(trace);
   trace.dispose();

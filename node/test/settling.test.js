@@ -58,8 +58,10 @@ test('thousands of cancellations delivered at once settle in slices, once each, 
 
 test('thousands of completions at once resolve once each, with their values, between turns',
   { skip }, async () => {
-    const g = await gate(GATE_MS, new Float32Array(1));
+    // Uploaded first: an upload after the gate could land on the gate's stream and wait for it,
+    // and the saxpys would then be submitted only once it had timed out.
     const ys = await Promise.all(Array.from({ length: 64 }, () => cuv.upload(new Float32Array(1))));
+    const g = await gate(GATE_MS, new Float32Array(1));
     let settled = 0;
     const values = new Array(N);
     // Each reads the gate's state, so waits for it.
