@@ -197,6 +197,12 @@ export interface Stats {
   waitsInserted: number;
   leaked: number;
   inFlight: number;
+  /** Submissions whose driver calls the JavaScript thread made itself: when the engine was idle
+   * (engineInline), or because its ring was full (engineHelped, README). */
+  engineInline: number;
+  /** Submissions whose driver calls a submitter thread made. */
+  engineQueued: number;
+  engineHelped: number;
   /** DeviceBuffer references (disposed or collected) handed to the process's thread that drops
    * them (README) and not dropped yet. */
   releasing: number;

@@ -106,6 +106,9 @@ napi_value cuv_node_js_stats(napi_env env, napi_callback_info info) {
       {"waitsInserted", s.waits_inserted},
       {"leaked", s.leaked},
       {"inFlight", s.in_flight},
+      {"engineInline", s.engine_inline},
+      {"engineQueued", s.engine_queued},
+      {"engineHelped", s.engine_helped},
       {"releasing", cuv_node_releasing()},
   };
   if (napi_create_object(env, &obj) != napi_ok)

@@ -41,17 +41,33 @@ static unsigned node_streams(void) {
   return end && *end == '\0' && queues >= 1 && queues <= 32 ? (unsigned)queues : 8;
 }
 
+/* The submission ring's capacity where CUV_SUBMIT_RING is unset (cuv's own default is 1 024). A
+ * Node program makes thousands of calls in one turn (a Promise.all over an array), and a call
+ * that finds the ring full makes the oldest queued job's driver calls on the JavaScript thread
+ * (docs/engine.md): 5 000 calls at once then cost some of them milliseconds each. 16 384 slots
+ * are 256 KiB per device. */
+#define NODE_SUBMIT_RING 16384u
+
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int init_status;
 
+static bool env_set(const char *name) {
+  const char *text = getenv(name);
+  return text && *text;
+}
+
+/* cuv's configuration from the environment, with the package's defaults for what it leaves
+ * unset: a variable the user set always wins. */
 static void init_cuv(void) {
   cuv_config_t c;
-  const char *streams = getenv("CUV_STREAMS");
-  if (cuv_config_default(&c) < 0 || (streams && *streams)) {
-    init_status = cuv_init(); /* the environment's configuration, or what is wrong with it */
+  if (cuv_config_default(&c) < 0) {
+    init_status = cuv_init(); /* what is wrong with the environment, as cuv_init says it */
     return;
   }
-  c.streams = node_streams();
+  if (!env_set("CUV_STREAMS"))
+    c.streams = node_streams();
+  if (!env_set("CUV_SUBMIT_RING"))
+    c.submit_ring = NODE_SUBMIT_RING;
   init_status = cuv_init_with(&c);
 }
 

@@ -1,7 +1,7 @@
 'use strict';
 // cuv.config(): the configuration in force, the package's default policy over as many streams as
 // the GPU has queues (CUDA_DEVICE_MAX_CONNECTIONS, else 8) where CUV_STREAMS is unset, CUV_STREAMS
-// itself, and an invalid environment, each in a node of its own (cuv reads its configuration
+// itself, the package's submission ring (CUV_SUBMIT_RING), and an invalid environment, each in a node of its own (cuv reads its configuration
 // once per process).
 const test = require('node:test');
 const assert = require('node:assert');
@@ -53,6 +53,17 @@ test('the default policy has a stream per GPU queue; CUV_STREAMS and the others 
       CUV_HOST_SYNC: 'block', CUV_STRICT_HAZARDS: '1', CUV_SUBMIT_INLINE: 'never' });
     assert.deepStrictEqual([set.streams, set.submitThreads, set.hostSync, set.strictHazards,
       set.submitInline], [7, 3, 'block', true, 'never']);
+  });
+
+test('the submission ring holds 16 384 where CUV_SUBMIT_RING is unset; the variable wins',
+  { skip }, () => {
+    const script = 'console.log(JSON.stringify(cuv.config()));';
+    const ring = (env) => inChild(script, { CUV_SUBMIT_RING: undefined, ...env }).submitRing;
+    assert.strictEqual(ring({}), 16384);
+    assert.strictEqual(ring({ CUV_SUBMIT_RING: '' }), 16384, 'empty counts as unset');
+    assert.strictEqual(ring({ CUV_STREAMS: '3' }), 16384, 'with CUV_STREAMS set too');
+    assert.strictEqual(ring({ CUV_SUBMIT_RING: '1024' }), 1024);
+    assert.strictEqual(ring({ CUV_SUBMIT_RING: '64', CUV_STREAMS: '3' }), 64);
   });
 
 test('the default policy creates that many streams, and ops spread over them', { skip: simOnly },

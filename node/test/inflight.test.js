@@ -1,8 +1,9 @@
 'use strict';
-// Many calls in flight (src/jobs.c): they reach the GPU in the order they were made; a buffer
-// disposed right after a call stays until its op ran; a call cuv refuses while many are in flight
-// rejects without waiting for the GPU, also when buffers are collected meanwhile; node still exits
-// by itself, and only once every call settled.
+// Many calls in flight (src/jobs.c): they reach the GPU in the order they were made; 5 000 made at
+// once leave their driver calls to the engine's threads; a buffer disposed right after a call
+// stays until its op ran; a call cuv refuses while many are in flight rejects without waiting for
+// the GPU, also when buffers are collected meanwhile; node still exits by itself, and only once
+// every call settled.
 const test = require('node:test');
 const assert = require('node:assert');
 const { cuv, skip, simOnly, random, collect, until, gate, runFixture } =
@@ -40,6 +41,32 @@ test('with many calls in flight they run in the order they were made', { skip },
     }
     await Promise.all(rounds);
     assert.strictEqual(cuv.pending(), 0);
+  });
+
+test('5 000 calls made at once leave every driver call to the engine', { skip }, async () => {
+    // The package's ring (16 384, src/instance.c) holds them all: had it filled, a call would
+    // have run the oldest one's driver calls on this thread (engineHelped).
+    const CALLS = 5000, YS = 16;
+    const x = ints(N);
+    const dx = await cuv.upload(x);
+    const ys = Array.from({ length: YS }, () => ints(N));
+    const dys = await Promise.all(ys.map((y) => cuv.upload(y)));
+    const a = Array.from({ length: CALLS }, () => Math.floor(random() * 5) - 2);
+    const before = cuv.stats();
+    const calls = a.map((ai, i) => cuv.saxpy(ai, dx, dys[i % YS]));
+    await Promise.all(calls);
+    const after = cuv.stats();
+    assert.strictEqual(after.engineHelped - before.engineHelped, 0);
+    assert.strictEqual(after.submitted - before.submitted, CALLS);
+    assert.strictEqual((after.engineInline - before.engineInline) +
+      (after.engineQueued - before.engineQueued), CALLS, 'every call ran once, on some thread');
+    for (let j = 0; j < YS; j++) {
+      const want = ys[j].slice();
+      for (let i = j; i < CALLS; i += YS) for (let k = 0; k < N; k++) want[k] += a[i] * x[k];
+      assert.deepStrictEqual(await cuv.download(dys[j]), want, `y ${j}`);
+      dys[j].dispose();
+    }
+    dx.dispose();
   });
 
 test('buffers disposed right after the call stay until its op ran', { skip }, async () => {
