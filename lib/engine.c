@@ -385,10 +385,15 @@ static void run_claimed(engine_t *e, cuv__job_t *job, bool wait, bool queued) {
 /* ---- submitter threads ---- */
 
 /* No wake-up while a thread looks at the ring, nor while one running a job will take the next
- * one and a parked thread keeps watch in case its driver call blocks (park). */
+ * one and a parked thread keeps watch in case its driver call blocks (park), nor while a thread
+ * woken to spin is on its way: it takes want_spinner after this thread read it set, so after
+ * this thread's push, and looks at the ring then; a backlog its claim leaves wakes the next. A
+ * loop that pushed while its wake-up was in flight signalled again per push, and woke every
+ * parked thread in turn (bench/RESULTS.md). */
 static void wake_one(engine_t *e) {
   unsigned spinning = atomic_load(&e->spinning), busy = atomic_load(&e->busy);
-  if (atomic_load(&e->parked) == 0 || spinning > busy || (busy > 0 && atomic_load(&e->watching)))
+  if (atomic_load(&e->parked) == 0 || spinning > busy || (busy > 0 && atomic_load(&e->watching)) ||
+      atomic_load(&e->want_spinner))
     return;
   pthread_mutex_lock(&e->park_lock);
   atomic_store(&e->want_spinner, true);
