@@ -1497,7 +1497,8 @@ enum {
   CUV_SUBMIT_NO_SPIN = 1u << 0,
 };
 
-/** Names one accepted submission of a queue, for cuv_cancel. */
+/** Names one accepted submission of a queue, for cuv_cancel: given only to a caller that asked
+ * for it (cuv_submit_opts_t.ticket). */
 typedef uint64_t cuv_ticket_t;
 
 /** When one submission passed each stage, in nanoseconds of CLOCK_MONOTONIC (uv_hrtime's clock),
@@ -1518,7 +1519,9 @@ typedef struct cuv_submit_opts {
   cuv_policy_t *policy; /**< NULL: the op's device's default policy */
   cuv_stream_t *stream; /**< non-NULL: run on this stream (overrides policy) */
   unsigned flags;       /**< CUV_SUBMIT_* */
-  cuv_ticket_t *ticket; /**< non-NULL: receives the submission's ticket */
+  /** non-NULL: receives the submission's ticket, which cuv_cancel takes. Only a submission that
+   * asked for its ticket can be cancelled; asking costs the queue's lock once. */
+  cuv_ticket_t *ticket;
   /** non-NULL: filled in with the submission's stage times; it must stay valid until the callback
    * has run (when cuv_submit refused the submission, until it returned). NULL costs nothing. */
   cuv_trace_t *trace;
@@ -1600,8 +1603,8 @@ CUV_EXTERN int cuv_queue_poll(cuv_queue_t *queue, uint64_t budget_ns, uint64_t *
  *
  * @returns 0, and done is due with CUV_ECANCELED.
  * @errors CUV_EINVAL: queue is NULL.
- *         CUV_ENOENT: the ticket is unknown, already cancelled, or its callback already ran or is
- *         running.
+ *         CUV_ENOENT: the ticket is unknown (no submission of this queue was given it), already
+ *         cancelled, or its callback already ran or is running.
  * @threads Any thread; done runs on the thread that drains the queue.
  * @notes The GPU work is not interrupted: everything it touches (its output included) stays held
  *        until its completion is proven. A later drain retires it without calling back again

@@ -51,43 +51,47 @@ static uint64_t poll_window(const cuv_queue_t *q) {
                                                                                       : budget;
 }
 
-/* Without the lock, which was most of the accept's cost (bench/RESULTS.md, cuv-bench-submit):
- * the ticket is one atomic add, and the submission goes onto the accepted stack with one
- * compare-and-swap whose release publishes its ticket and stamp to whoever takes the stack
- * (adopt, under the lock). Two concurrent accepts of a polled queue may store young_until in
- * either order: both windows are estimates. */
-void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub) {
+/* A submission that asked for its ticket: found by cuv_cancel through the index, or, when the
+ * index has no memory to grow, through the live list (which is then all cuv_cancel walks).
+ * Under the lock. */
+static void make_findable(cuv_queue_t *q, cuv__submission_t *sub) {
+  sub->ticket = ++q->last_ticket;
+  if (cuv__tickets_add(&q->tickets, sub->ticket, sub) == 0) {
+    sub->indexed = true;
+    return;
+  }
+  sub->live_prev = NULL;
+  sub->live_next = q->live;
+  if (q->live)
+    q->live->live_prev = sub;
+  q->live = sub;
+  sub->in_live = true;
+}
+
+/* Only a submission that asked for its ticket takes the lock: every other one cuv_cancel never
+ * finds (it cannot name it), so it needs no place there. Two concurrent accepts of a polled queue
+ * may store young_until in either order: both windows are estimates. */
+void cuv__queue_accept(cuv_queue_t *q, cuv__submission_t *sub, bool ticketed) {
   /* A spin budget of 0 turns polling off: nothing is young then. */
   bool timed = cuv__config.spin_budget_us && atomic_load_explicit(&q->polled, memory_order_relaxed);
   uint64_t now = timed ? cuv__now_ns() : 0;
-  sub->ticket = atomic_fetch_add_explicit(&q->last_ticket, 1, memory_order_relaxed) + 1;
   sub->submitted_ns = now;
   if (now)
     atomic_store_explicit(&q->young_until, now + poll_window(q), memory_order_relaxed);
-  cuv__submission_t *head = atomic_load_explicit(&q->accepted, memory_order_relaxed);
-  do
-    sub->live_next = head;
-  while (!atomic_compare_exchange_weak_explicit(&q->accepted, &head, sub, memory_order_release,
-                                                memory_order_relaxed));
-}
-
-/* Moves the accepted stack into the live list, so that a cancel and a drain find every accepted
- * submission there. Taken whole with one exchange (no block is popped by two: no ABA). Under the
- * lock. */
-static void adopt(cuv_queue_t *q) {
-  cuv__submission_t *sub = atomic_exchange_explicit(&q->accepted, NULL, memory_order_acquire);
-  for (cuv__submission_t *next; sub; sub = next) {
-    next = sub->live_next;
-    sub->live_prev = NULL;
-    sub->live_next = q->live;
-    if (q->live)
-      q->live->live_prev = sub;
-    q->live = sub;
-    sub->in_live = true;
+  if (ticketed) {
+    pthread_mutex_lock(&q->lock);
+    make_findable(q, sub);
+    pthread_mutex_unlock(&q->lock);
   }
 }
 
-static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
+/* From here on cuv_cancel does not find it. Under the lock. */
+static void forget(cuv_queue_t *q, cuv__submission_t *sub) {
+  if (sub->indexed) {
+    sub->indexed = false;
+    cuv__tickets_remove(&q->tickets, sub->ticket);
+    return;
+  }
   if (!sub->in_live)
     return;
   sub->in_live = false;
@@ -97,6 +101,15 @@ static void live_unlink(cuv_queue_t *q, cuv__submission_t *sub) {
     q->live = sub->live_next;
   if (sub->live_next)
     sub->live_next->live_prev = sub->live_prev;
+}
+
+/* The submission cuv_cancel names, or NULL. Under the lock. */
+static cuv__submission_t *find(const cuv_queue_t *q, cuv_ticket_t ticket) {
+  cuv__submission_t *sub = cuv__tickets_find(&q->tickets, ticket);
+  for (cuv__submission_t *at = q->live; !sub && at; at = at->live_next)
+    if (at->ticket == ticket)
+      sub = at;
+  return sub;
 }
 
 /* Something to deliver appeared: the owner is told (notify, and its descriptor turns readable)
@@ -182,13 +195,10 @@ CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
     return CUV_EINVAL;
   int rc = CUV_ENOENT;
   pthread_mutex_lock(&q->lock);
-  adopt(q);
-  cuv__submission_t *sub = q->live;
-  while (sub && sub->ticket != ticket)
-    sub = sub->live_next;
+  cuv__submission_t *sub = find(q, ticket);
   if (sub) {
     sub->cancelled = true;
-    live_unlink(q, sub);
+    forget(q, sub);
     rc = 0;
     if (!sub->in_done && calls_cancel(sub))
       cancel_due_locked(q, sub);
@@ -242,12 +252,10 @@ static unsigned take_cancels(cuv_queue_t *q, cuv__submission_t **cancels, unsign
 static cuv__submission_t *take(cuv_queue_t *q, cuv__submission_t **cancels, unsigned max) {
   uint64_t now = 0;
   pthread_mutex_lock(&q->lock);
-  if (q->head)
-    adopt(q); /* the finished ones were accepted: each leaves the live list here */
   unsigned n = take_cancels(q, cancels, max);
   cuv__submission_t *list = q->head, **end = &q->head;
   for (; *end && (max == 0 || n < max); n++) {
-    live_unlink(q, *end);
+    forget(q, *end);
     time_polled(q, *end, &now);
     end = &(*end)->next;
   }
@@ -403,6 +411,7 @@ CUV_EXTERN int cuv_queue_destroy(cuv_queue_t *q) {
   if (pending != 0)
     return CUV_EBUSY;
   cuv__queue_fd_close(&q->readiness); /* nothing pending: nothing will push and set it */
+  cuv__tickets_free(&q->tickets);
   pthread_cond_destroy(&q->cond);
   pthread_mutex_destroy(&q->lock);
   free(q);

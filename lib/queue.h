@@ -6,6 +6,7 @@
  * (the libuv bridge, uv/bridge.c) keeps no per-submission state of its own. */
 
 #include "queue_fd.h"
+#include "tickets.h"
 
 struct cuv_queue_s {
   pthread_mutex_t lock;
@@ -15,13 +16,13 @@ struct cuv_queue_s {
   atomic_uint pending;        /* counted in by cuv__queue_enter, out before the callback runs */
   atomic_bool closed;         /* set under the lock: cuv__queue_enter refuses from then on */
   unsigned waiters;
-  cuv__submission_t *live;    /* accepted and not yet drained, for cuv_cancel (lock) */
-  /* Accepted since the lock's last holder looked: a stack pushed without the lock (linked by
-   * live_next), moved into `live` by whoever takes the lock to read it (lib/queue.c, adopt). */
-  _Atomic(cuv__submission_t *) accepted;
+  /* The submissions cuv_cancel can find, accepted and not yet drained: those whose caller asked
+   * for their ticket, by ticket, and the few the index had no memory for, in a list (lock). */
+  cuv__tickets_t tickets;
+  cuv__submission_t *live;
   cuv__submission_t *cancels; /* cancelled before they finished: called back at the next drain */
   cuv__submission_t **cancels_tail;
-  _Atomic cuv_ticket_t last_ticket;
+  cuv_ticket_t last_ticket; /* lock */
   cuv_notify_fn notify;
   void *notify_arg;
   /* Moving average of polled work's submit-to-drain time: written under the lock, read without
@@ -51,9 +52,11 @@ static inline int cuv__queue_enter(cuv_queue_t *q) {
   cuv__queue_leave(q); /* closed meanwhile: counted out again, as a refusal is */
   return CUV_ECLOSED;
 }
-/* Gives an entered submission its ticket; stamps it when its owner polls the queue. Without the
- * lock: one atomic add and one compare-and-swap. */
-void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub);
+/* Accepts an entered submission: stamps it when its owner polls the queue. With `ticketed`
+ * (its caller asked for its ticket) it also gets its ticket and joins what cuv_cancel finds,
+ * under the lock; without, it takes no lock and no atomic operation (bench/RESULTS.md,
+ * cuv-bench-submit: the lock was a third of the queue's cost per submission). */
+void cuv__queue_accept(cuv_queue_t *queue, cuv__submission_t *sub, bool ticketed);
 /* Appends a finished submission; notifies on the empty-to-non-empty transition, under the lock,
  * so an owner that destroyed the queue (which takes the lock) knows no notify is still running. */
 void cuv__queue_push(cuv_queue_t *queue, cuv__submission_t *sub);

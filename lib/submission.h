@@ -89,15 +89,16 @@ struct cuv__submission {
   cuv_trace_t *trace; /* &trace_data when traced, else NULL */
   atomic_bool claimed;      /* set by the one path that completes it (completion.c) */
   bool cancelled;           /* under the queue's lock */
-  bool in_live, in_done;    /* in the queue's live list; pushed finished (both under its lock) */
+  /* Found by cuv_cancel through the queue's ticket index, or (the index out of memory) its live
+   * list; pushed finished. All three under the queue's lock. */
+  bool indexed, in_live, in_done;
   bool callback_ran;        /* cancelled and called back before it finished (drain only) */
   /* ---- not cleared: each written before it is read ---- */
   cuv_done_fn done;         /* these two by cuv_submit, read by the drain of its queue */
   void *done_arg;
   cuv__submission_t *next;  /* link in a queue or a stream's detached list: set as it joins */
-  /* The queue's accepted, undrained submissions (live_next alone links its accepted stack):
-   * set with the ticket and stamp by cuv__queue_accept, which every queued submission passes,
-   * and read only for those. */
+  /* The queue's live list, and the ticket: set by cuv__queue_accept for a submission that asked
+   * for its ticket, and read only for those. */
   cuv__submission_t *live_prev, *live_next;
   cuv_ticket_t ticket;
   uint64_t submitted_ns;    /* cuv__now_ns() of a submission to a polled queue, else 0 */

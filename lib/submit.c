@@ -140,7 +140,7 @@ CUV_EXTERN int cuv_submit(cuv_queue_t *queue, cuv_op_t *op, cuv_done_fn done, vo
     sub->trace_out = opts->trace;
     sub->trace_data = (cuv_trace_t){.submitted_ns = opts->trace->submitted_ns};
   }
-  cuv__queue_accept(queue, sub);
+  cuv__queue_accept(queue, sub, opts->ticket != NULL);
   if (opts->ticket)
     *opts->ticket = sub->ticket;
   s->op = op;

@@ -7,6 +7,7 @@
  * completions from four threads while a drainer thread delivers: every callback exactly once
  * with a status that matches whether a cancel was accepted. Run under ThreadSanitizer too. */
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 
 #include "counted.h"
@@ -206,6 +207,50 @@ static void test_cancel_unknown_tickets(void **state) {
   cuvt_drain_until(other, &seen.calls, 1);
   assert_cuv_ok(seen.status); /* not cancelled by the wrong queue's call */
   assert_cuv_ok(cuv_queue_destroy(other));
+}
+
+/* Many in flight, every other one with a ticket (the queue's ticket index grows and shifts
+ * entries back as cancels remove them in random order): each ticketed one is cancelled once and
+ * called back once with CUV_ECANCELED; the others, which cuv_cancel cannot name, deliver their
+ * outputs. */
+#define MANY 2000
+static void test_cancel_many_in_random_order(void **state) {
+  work_t *w = *state;
+  static seen_t seen[MANY];
+  static cuv_ticket_t tickets[MANY];
+  static int payload[MANY];
+  static size_t order[MANY / 2];
+  atomic_int releases = 0;
+  memset(seen, 0, sizeof seen);
+  for (size_t i = 0; i < MANY; i++) {
+    payload[i] = (int)(cuvt_random_u32() % 1000000u);
+    tickets[i] = 0;
+    cuv_submit_opts_t opts = {.ticket = i % 2 ? NULL : &tickets[i]};
+    assert_cuv_ok(cuv_submit(w->q, cuvt_counted_value(payload[i], &releases), record_done,
+                             &seen[i], &opts));
+  }
+  for (size_t k = 0; k < MANY / 2; k++)
+    order[k] = 2 * k;
+  for (size_t k = MANY / 2 - 1; k > 0; k--) { /* a random order */
+    size_t j = cuvt_random_u32() % (k + 1), t = order[k];
+    order[k] = order[j];
+    order[j] = t;
+  }
+  for (size_t k = 0; k < MANY / 2; k++) /* before any drain: every one is still cancellable */
+    assert_cuv_ok(cuv_cancel(w->q, tickets[order[k]]));
+  for (size_t k = 0; k < MANY / 2; k++)
+    assert_int_equal(cuv_cancel(w->q, tickets[order[k]]), CUV_ENOENT);
+  cuvt_drain_until_retired(w->q);
+  for (size_t i = 0; i < MANY; i++) {
+    assert_int_equal(atomic_load(&seen[i].calls), 1);
+    if (i % 2 == 0) {
+      assert_int_equal(seen[i].status, CUV_ECANCELED);
+    } else {
+      assert_cuv_ok(seen[i].status);
+      assert_int_equal(seen[i].payload, payload[i]);
+    }
+  }
+  assert_int_equal(atomic_load(&releases), MANY);
 }
 
 /* ---- resources retire only after completion ---- */
@@ -438,6 +483,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_cancel_after_delivery, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_failed_submission, setup, teardown),
       cmocka_unit_test_setup_teardown(test_cancel_unknown_tickets, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_cancel_many_in_random_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_holds_released_before_callback, setup, teardown),
       cmocka_unit_test_setup_teardown(test_released_buffer_retires_after_completion, setup,
                                       teardown),
