@@ -188,8 +188,8 @@ static bool calls_cancel(cuv__submission_t *sub) {
 
 /* A submission still running is called back at the next drain (after its running callback
  * returned), and its work retires when it finishes; one that finished already is called back
- * with CUV_ECANCELED where it waits. Either way it leaves the live list, so a second cancel finds
- * nothing. */
+ * with CUV_ECANCELED where it waits. Either way it is forgotten (forget), so a second cancel
+ * finds nothing. */
 CUV_EXTERN int cuv_cancel(cuv_queue_t *q, cuv_ticket_t ticket) {
   if (!q)
     return CUV_EINVAL;

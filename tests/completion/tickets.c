@@ -13,15 +13,9 @@
 
 #include <cuv.h>
 
+#include "calloc-fails.h"
 #include "common.h"
 #include "tickets.h"
-
-static bool calloc_fails;
-void *__real_calloc(size_t n, size_t size);
-void *__wrap_calloc(size_t n, size_t size);
-void *__wrap_calloc(size_t n, size_t size) {
-  return calloc_fails ? NULL : __real_calloc(n, size);
-}
 
 #define LIVE_MAX 5000u
 
